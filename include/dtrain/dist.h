@@ -129,6 +129,17 @@ DT_API dt_status dt_comm_allreduce(dt_comm *c, void *buf, int64_t count, dt_comm
  * recv may be send + rank*block (in place); otherwise the buffers must not overlap. */
 DT_API dt_status dt_comm_reduce_scatter(dt_comm *c, const float *send, float *recv, int64_t block,
                                         dt_reduce_op op);
+/* Uneven reduce-scatter: send holds counts[j] floats destined for rank j, for j = 0..W-1 one
+ * after the other; recv (counts[rank] floats) gets the reduction of this rank's piece over all
+ * ranks (the same bits as those elements of an allreduce). counts are the same on every rank;
+ * zeros are allowed. recv must not overlap send unless it is this rank's piece of send. */
+DT_API dt_status dt_comm_reduce_scatterv(dt_comm *c, const float *send, float *recv,
+                                         const int64_t *counts, dt_reduce_op op);
+/* Uneven allgather: rank j contributes counts[j] bytes (send); recv gets them packed in rank
+ * order (rank j's at the sum of counts[0..j)). counts are the same on every rank. send may be
+ * this rank's place in recv. */
+DT_API dt_status dt_comm_allgatherv(dt_comm *c, const void *send, void *recv,
+                                    const size_t *counts);
 /* send is `bytes` bytes; recv (W * bytes) gets rank i's send at offset i*bytes. send may be
  * recv + rank*bytes (in place). */
 DT_API dt_status dt_comm_allgather(dt_comm *c, const void *send, void *recv, size_t bytes);

@@ -193,13 +193,15 @@ enum {
     K_ALLGATHER_BYTES,
     K_BROADCAST_BYTES,
     K_SPLIT,
+    K_REDUCE_SCATTERV,
+    K_ALLGATHERV,
     K_COUNT
 };
 
 static const char *kind_name(int64_t k) {
     static const char *n[] = {
         "?",       "allreduce",    "reduce_scatter",  "allgather",       "broadcast",
-        "barrier", "gather_bytes", "allgather_bytes", "broadcast_bytes", "split"};
+        "barrier", "gather_bytes", "allgather_bytes", "broadcast_bytes", "split", "reduce_scatterv", "allgatherv"};
     return k > 0 && k < K_COUNT ? n[k] : "?";
 }
 
@@ -214,6 +216,10 @@ static const char *value_label(int kind, int i) {
         return (const char *[]){"byte count", "", ""}[i];
     case K_BROADCAST:
         return (const char *[]){"byte count", "root", ""}[i];
+    case K_REDUCE_SCATTERV:
+        return (const char *[]){"total count", "op", "count layout"}[i];
+    case K_ALLGATHERV:
+        return (const char *[]){"total bytes", "byte layout", ""}[i];
     case K_GATHER_BYTES:
     case K_BROADCAST_BYTES:
         return (const char *[]){"root", "", ""}[i];
@@ -444,6 +450,67 @@ dt_status dt_comm_reduce_scatter(dt_comm *c, const float *send, float *recv, int
     dt_status st = agree(c, K_REDUCE_SCATTER, local, block, op, 0);
     if (st != DT_OK || block == 0) return st;
     return c->be->reduce_scatter(c, send, recv, block, op);
+}
+
+/* A hash of a count list, so ranks agree on the whole layout in one check. */
+static int64_t layout_hash(const int64_t *v, int n) {
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < n; i++) h = (h ^ (uint64_t)v[i]) * 1099511628211ull;
+    return (int64_t)(h >> 1);
+}
+
+dt_status dt_comm_reduce_scatterv(dt_comm *c, const float *send, float *recv,
+                                  const int64_t *counts, dt_reduce_op op) {
+    if (!c) return dt_error(DT_ERR_INVALID, "dt_comm_reduce_scatterv: communicator is NULL");
+    dt_status local = DT_OK;
+    int64_t total = 0, h = 0;
+    if (!counts) {
+        local = dt_error(DT_ERR_INVALID, "dt_comm_reduce_scatterv: counts is NULL");
+    } else {
+        for (int j = 0; j < c->size && local == DT_OK; j++) {
+            if (counts[j] < 0 || counts[j] > INT64_MAX / 8 - total)
+                local = dt_error(DT_ERR_INVALID,
+                                 "dt_comm_reduce_scatterv: count %lld of rank %d out of range",
+                                 (long long)counts[j], j);
+            else
+                total += counts[j];
+        }
+        if (local == DT_OK) h = layout_hash(counts, c->size);
+    }
+    if (local == DT_OK && (op < 0 || op >= DT_REDUCE_OP_COUNT))
+        local = dt_error(DT_ERR_INVALID, "dt_comm_reduce_scatterv: unknown op %d", (int)op);
+    else if (local == DT_OK && total > 0 && (!send || (counts[c->rank] > 0 && !recv)))
+        local = dt_error(DT_ERR_INVALID, "dt_comm_reduce_scatterv: send or recv is NULL");
+    dt_status st = agree(c, K_REDUCE_SCATTERV, local, total, op, h);
+    if (st != DT_OK || total == 0) return st;
+    return c->be->reduce_scatterv(c, send, recv, counts, op);
+}
+
+dt_status dt_comm_allgatherv(dt_comm *c, const void *send, void *recv, const size_t *counts) {
+    if (!c) return dt_error(DT_ERR_INVALID, "dt_comm_allgatherv: communicator is NULL");
+    dt_status local = DT_OK;
+    size_t *displs = NULL;
+    int64_t total = 0, h = 0;
+    if (!counts) {
+        local = dt_error(DT_ERR_INVALID, "dt_comm_allgatherv: counts is NULL");
+    } else if (!(displs = malloc((size_t)c->size * sizeof *displs))) {
+        local = dt_error(DT_ERR_OOM, "dt_comm_allgatherv: out of memory");
+    } else {
+        int64_t *v = (int64_t *)displs; /* hash the counts before displs overwrites them */
+        for (int j = 0; j < c->size; j++) v[j] = (int64_t)counts[j];
+        h = layout_hash(v, c->size);
+        for (int j = 0; j < c->size; j++) {
+            displs[j] = (size_t)total;
+            total += (int64_t)counts[j];
+        }
+        if (total > 0 && (!recv || (counts[c->rank] > 0 && !send)))
+            local = dt_error(DT_ERR_INVALID, "dt_comm_allgatherv: send or recv is NULL");
+    }
+    dt_status st = agree(c, K_ALLGATHERV, local, total, h, 0);
+    if (st == DT_OK && total > 0)
+        st = c->be->allgatherv(c, send, counts[c->rank], recv, counts, displs);
+    free(displs);
+    return st;
 }
 
 dt_status dt_comm_allgather(dt_comm *c, const void *send, void *recv, size_t bytes) {

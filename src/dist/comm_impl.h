@@ -31,6 +31,10 @@ typedef struct dt_comm_backend {
     /* send (W, block) -> recv (block); recv may be send + rank*block. */
     dt_status (*reduce_scatter)(dt_comm *c, const float *send, float *recv, int64_t block,
                                 dt_reduce_op op);
+    /* send holds counts[j] floats for rank j, rank after rank; recv (counts[rank]) gets the
+     * reduction of this rank's pieces over all ranks. Some counts may be 0. */
+    dt_status (*reduce_scatterv)(dt_comm *c, const float *send, float *recv,
+                                 const int64_t *counts, dt_reduce_op op);
     /* send may be recv + rank*bytes. */
     dt_status (*allgather)(dt_comm *c, const void *send, void *recv, size_t bytes);
     dt_status (*broadcast)(dt_comm *c, void *buf, size_t bytes, int root);

@@ -186,6 +186,52 @@ static dt_status mpi_reduce_scatter(dt_comm *c, const float *send, float *recv, 
     return DT_OK;
 }
 
+/* Like reduce_scatter with uneven pieces: MPI_Alltoallv moves piece j of every rank to rank j,
+ * which adds them in rank order (the same bits as the matching elements of an allreduce).
+ * Rounds move at most `per` elements of each piece. */
+static dt_status mpi_reduce_scatterv(dt_comm *c, const float *send, float *recv,
+                                     const int64_t *counts, dt_reduce_op op) {
+    const int W = c->size;
+    int64_t maxc = 0;
+    for (int j = 0; j < W; j++) maxc = counts[j] > maxc ? counts[j] : maxc;
+    size_t per = c->chunk_bytes / sizeof(float) / (size_t)W;
+    if (per < 1) per = 1;
+    if (per > (size_t)INT_MAX / (size_t)W) per = (size_t)INT_MAX / (size_t)W;
+    const size_t mine = (size_t)counts[c->rank];
+    int *sc = malloc(4 * (size_t)W * sizeof(int));
+    if (!sc) return dt_error(DT_ERR_OOM, "dt_comm_reduce_scatterv: out of memory");
+    int *sd = sc + W, *rc = sd + W, *rd = rc + W;
+    size_t rows = min_sz(per, (size_t)maxc);
+    float *pack = dt__comm_scratch(c, 2 * (size_t)W * rows * sizeof(float) + 64);
+    if (!pack) {
+        free(sc);
+        return dt_last_status();
+    }
+    float *rbuf = pack + (size_t)W * rows;
+    dt_status st = DT_OK;
+    for (size_t s = 0; s < (size_t)maxc && st == DT_OK; s += per) {
+        size_t off = 0, roff = 0, rn = s < mine ? min_sz(per, mine - s) : 0;
+        const float *src = send;
+        for (int j = 0; j < W; j++) {
+            size_t cj = (size_t)counts[j];
+            size_t n = s < cj ? min_sz(per, cj - s) : 0;
+            if (n) memcpy(pack + off, src + s, n * sizeof(float));
+            sc[j] = (int)n;
+            sd[j] = (int)off;
+            rc[j] = (int)rn;
+            rd[j] = (int)roff;
+            off += n;
+            roff += rn;
+            src += cj;
+        }
+        int e = MPI_Alltoallv(pack, sc, sd, MPI_FLOAT, rbuf, rc, rd, MPI_FLOAT, comm_of(c));
+        if (e != MPI_SUCCESS) st = mpi_fail(c, "MPI_Alltoallv (reduce_scatterv)", e);
+        else if (rn) reduce_rows(recv + s, rbuf, rn, W, op);
+    }
+    free(sc);
+    return st;
+}
+
 static dt_status mpi_allgather(dt_comm *c, const void *send, void *recv, size_t bytes) {
     const int W = c->size;
     char *r = recv;
@@ -279,9 +325,12 @@ static dt_status gatherv_impl(dt_comm *c, bool all, const void *send, size_t byt
                 icnt[i] = (int)counts[i];
                 idsp[i] = (int)displs[i];
             }
+        // send already in its place in recv: MPI forbids aliasing, MPI_IN_PLACE says it
+        const bool in_place = all && (const char *)send == recv + displs[c->rank];
         if (all)
             TRY("MPI_Allgatherv",
-                MPI_Allgatherv(send, (int)bytes, MPI_BYTE, recv, icnt, idsp, MPI_BYTE, comm_of(c)));
+                MPI_Allgatherv(in_place ? MPI_IN_PLACE : send, (int)bytes, MPI_BYTE, recv, icnt,
+                               idsp, MPI_BYTE, comm_of(c)));
         else
             TRY("MPI_Gatherv", MPI_Gatherv(send, (int)bytes, MPI_BYTE, recv, icnt, idsp, MPI_BYTE,
                                            root, comm_of(c)));
@@ -372,6 +421,7 @@ static const dt_comm_backend mpi_backend = {
     .barrier = mpi_barrier,
     .gatherv = mpi_gatherv,
     .allgatherv = mpi_allgatherv,
+    .reduce_scatterv = mpi_reduce_scatterv,
     .split = mpi_split,
     .destroy = mpi_destroy,
 };

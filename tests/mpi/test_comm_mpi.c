@@ -183,6 +183,58 @@ static void test_reduce_scatter(dt_comm *c) {
     CHECK(dt_comm_reduce_scatter(c, NULL, NULL, 0, DT_REDUCE_OP_SUM) == DT_OK);
 }
 
+/* Uneven pieces: counts[j] = base + j*step (some zero), compared with an allreduce. */
+static void check_reduce_scatterv(dt_comm *c, int64_t base, int64_t step) {
+    int64_t *counts = malloc((size_t)W * sizeof *counts), n = 0, off = 0;
+    for (int j = 0; j < W; j++) {
+        counts[j] = base + j * step > 0 ? base + j * step : 0;
+        if (j < R) off += counts[j];
+        n += counts[j];
+    }
+    float *send = malloc((size_t)(n + 1) * 4), *full = malloc((size_t)(n + 1) * 4);
+    float *recv = malloc((size_t)(counts[R] + 1) * 4);
+    for (int op = 0; op < DT_REDUCE_OP_COUNT; op++) {
+        for (int64_t i = 0; i < n; i++) send[i] = full[i] = mt_valf(R, i);
+        CHECK(dt_comm_reduce_scatterv(c, send, recv, counts, op) == DT_OK);
+        CHECK(dt_comm_allreduce(c, full, n, DT_COMM_DTYPE_F32, op) == DT_OK);
+        CHECK_MSG(memcmp(full + off, recv, (size_t)counts[R] * 4) == 0,
+                  "reduce_scatterv op %d base %lld step %lld", op, (long long)base, (long long)step);
+        /* in place into this rank's piece */
+        CHECK(dt_comm_reduce_scatterv(c, send, send + off, counts, op) == DT_OK);
+        CHECK(memcmp(send + off, recv, (size_t)counts[R] * 4) == 0);
+    }
+    /* allgatherv of each rank's piece rebuilds the allreduced buffer */
+    size_t *bytes = malloc((size_t)W * sizeof *bytes);
+    for (int j = 0; j < W; j++) bytes[j] = (size_t)counts[j] * 4;
+    float *all = malloc((size_t)(n + 1) * 4);
+    CHECK(dt_comm_allgatherv(c, recv, all, bytes) == DT_OK);
+    CHECK(memcmp(all, full, (size_t)n * 4) == 0);
+    memset(all, 0, (size_t)n * 4);
+    memcpy(all + off, recv, (size_t)counts[R] * 4);
+    CHECK(dt_comm_allgatherv(c, all + off, all, bytes) == DT_OK); /* in place */
+    CHECK(memcmp(all, full, (size_t)n * 4) == 0);
+    free(all);
+    free(bytes);
+    free(counts);
+    free(send);
+    free(full);
+    free(recv);
+}
+
+static void test_reduce_scatterv(dt_comm *c) {
+    check_reduce_scatterv(c, 3, 2);
+    check_reduce_scatterv(c, 0, 5); /* rank 0 gets nothing */
+    check_reduce_scatterv(c, 100, -40); /* the last ranks get nothing */
+    dt__comm_set_chunk_bytes(c, 64);
+    check_reduce_scatterv(c, 9, 13);
+    dt__comm_set_chunk_bytes(c, DT__COMM_CHUNK_BYTES);
+    /* a rank with a different layout: every rank gets an error, none hangs */
+    int64_t counts[64] = {0};
+    for (int j = 0; j < W; j++) counts[j] = 2 + (j == 0 && R == 1);
+    float buf[256] = {0}, out[8];
+    CHECK(dt_comm_reduce_scatterv(c, buf, out, counts, DT_REDUCE_OP_SUM) == DT_ERR_COMM);
+}
+
 static void check_allgather(dt_comm *c, size_t bytes) {
     unsigned char *send = malloc(bytes), *recv = malloc((size_t)W * bytes);
     for (size_t k = 0; k < bytes; k++) send[k] = (unsigned char)(R * 31 + k * 7);
@@ -458,6 +510,7 @@ int main(void) {
 
     MT_RUN(test_allreduce, c);
     MT_RUN(test_reduce_scatter, c);
+    MT_RUN(test_reduce_scatterv, c);
     MT_RUN(test_allgather_broadcast, c);
     MT_RUN(test_send_recv, c);
     MT_RUN(test_objects, c);
