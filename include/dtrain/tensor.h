@@ -77,6 +77,14 @@ DT_API dt_arena *dt_ctx_arena(dt_ctx *ctx);
 DT_API dt_rng *dt_ctx_rng(dt_ctx *ctx);
 /* Free every arena tensor and clear the tape. Parameter gradients are kept. */
 DT_API void dt_ctx_reset(dt_ctx *ctx);
+/* A hook point inside backward passes (the engine's ZeRO gather / reduce points): `fn(user,
+ * arg)` runs when a backward over the current tape reaches the place where this was called —
+ * after the backward of every op recorded after the call, before the backward of any op
+ * recorded before it. Marks recorded after the node a backward starts from are not run by that
+ * backward. dt_ctx_reset forgets the marks. DT_ERR_OOM / DT_ERR_INVALID on failure. */
+typedef void (*dt_backward_mark_fn)(void *user, int64_t arg);
+DT_API dt_status dt_ctx_mark_backward(dt_ctx *ctx, dt_backward_mark_fn fn, void *user,
+                                      int64_t arg);
 /* Returns the previous setting. With grad disabled no op records itself (evaluation). */
 DT_API bool dt_set_grad_enabled(dt_ctx *ctx, bool on);
 DT_API bool dt_grad_enabled(const dt_ctx *ctx);

@@ -105,6 +105,21 @@ float *dt__grad_f32_fresh(dt_tensor *t, bool *fresh) {
     return t->grad->data;
 }
 
+dt_status dt_ctx_mark_backward(dt_ctx *ctx, dt_backward_mark_fn fn, void *user, int64_t arg) {
+    if (!ctx || !fn) return dt_error(DT_ERR_INVALID, "dt_ctx_mark_backward: NULL argument");
+    if (ctx->n_marks == ctx->cap_marks) {
+        int64_t cap = ctx->cap_marks ? ctx->cap_marks * 2 : 64;
+        struct dt_bwd_mark *m = dt_mem_alloc(ctx->dev, DT_MEM_OTHER, (size_t)cap * sizeof *m);
+        if (!m) return dt_error(DT_ERR_OOM, "dt_ctx_mark_backward: out of memory");
+        if (ctx->marks) memcpy(m, ctx->marks, (size_t)ctx->n_marks * sizeof *m);
+        dt_mem_free(ctx->dev, DT_MEM_OTHER, ctx->marks, (size_t)ctx->cap_marks * sizeof *m);
+        ctx->marks = m;
+        ctx->cap_marks = cap;
+    }
+    ctx->marks[ctx->n_marks++] = (struct dt_bwd_mark){ctx->tape_len, fn, user, arg};
+    return DT_OK;
+}
+
 static dt_status run_backward(dt_tensor *out) {
     dt_ctx *ctx = out->ctx;
     if (!out->node)
@@ -116,7 +131,11 @@ static dt_status run_backward(dt_tensor *out) {
     int64_t i = ctx->tape_len - 1;
     while (i >= 0 && ctx->tape[i] != out->node) i--;
     if (i < 0) return dt_error(DT_ERR_STATE, "backward: the tape was reset since this tensor was made");
+    /* marks at positions past the output's node belong to later forward work: skipped */
+    int64_t k = ctx->n_marks - 1;
+    while (k >= 0 && ctx->marks[k].pos > i) k--;
     for (; i >= 0; i--) {
+        for (; k >= 0 && ctx->marks[k].pos > i; k--) ctx->marks[k].fn(ctx->marks[k].user, ctx->marks[k].arg);
         dt_node *n = ctx->tape[i];
         if (!n->out->grad) continue; /* no gradient reached this node */
         if (dt_last_status() == DT_ERR_OOM) return DT_ERR_OOM;
@@ -131,6 +150,7 @@ static dt_status run_backward(dt_tensor *out) {
         ctx->flops_bwd += n->op->bwd_flops ? n->op->bwd_flops(n)
                                            : (n->op->flops ? 2 * n->op->flops(n) : 0);
     }
+    for (; k >= 0; k--) ctx->marks[k].fn(ctx->marks[k].user, ctx->marks[k].arg);
     return dt_last_status() == DT_ERR_OOM ? DT_ERR_OOM : DT_OK;
 }
 

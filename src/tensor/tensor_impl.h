@@ -78,6 +78,15 @@ struct dt_ctx {
         size_t bytes[16];
         int n;
     } grad_pool;
+    /* backward marks (dt_ctx_mark_backward): tape positions in recording order; heap memory
+     * (OTHER) reused across steps, emptied by dt_ctx_reset */
+    struct dt_bwd_mark {
+        int64_t pos;
+        dt_backward_mark_fn fn;
+        void *user;
+        int64_t arg;
+    } *marks;
+    int64_t n_marks, cap_marks;
 };
 
 /* ---- helpers for op files ---- */
