@@ -7,6 +7,7 @@
 #include "dtrain/nn.h"
 #include "dtrain/optim.h"
 #include "dtrain/dist.h"
+#include "dtrain/engine.h"
 #include "dtrain/data.h"
 #include "dtrain/trial.h"
 #include "dtrain/trialio.h"

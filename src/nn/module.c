@@ -1,5 +1,5 @@
 /* module.c — module trees, flat parameter/gradient buffers, initialisation, named params. */
-#include "dtrain/nn.h"
+#include "nn/nn_impl.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,6 +20,7 @@ struct dt_flat {
     int64_t nreal;  /* elements excluding padding */
     named *list;
     int count;
+    bool borrowed; /* params/grads belong to someone else (dt__module_rebind) */
 };
 
 dt_module *dt_module_new(const char *type, dt_forward_fn forward) {
@@ -84,8 +85,10 @@ dt_module *dt_module_child(dt_module *m, int i) { return m->children[i]; }
 static void free_flat(struct dt_flat *f) {
     if (!f) return;
     dt_device *dev = dt_ctx_device(f->ctx);
-    dt_mem_free(dev, DT_MEM_PARAMS, f->params, (size_t)f->n * sizeof(float));
-    dt_mem_free(dev, DT_MEM_GRADS, f->grads, (size_t)f->n * sizeof(float));
+    if (!f->borrowed) {
+        dt_mem_free(dev, DT_MEM_PARAMS, f->params, (size_t)f->n * sizeof(float));
+        dt_mem_free(dev, DT_MEM_GRADS, f->grads, (size_t)f->n * sizeof(float));
+    }
     free(f->list);
     free(f);
 }
@@ -262,6 +265,23 @@ dt_tensor *dt_module_find_param(const dt_module *root, const char *name) {
     for (int i = 0; root->flat && i < root->flat->count; i++)
         if (!strcmp(root->flat->list[i].name, name)) return root->flat->list[i].p->t;
     return NULL;
+}
+
+void dt__module_rebind(dt_module *root, float *params, float *grads, bool owned) {
+    struct dt_flat *f = root->flat;
+    if (!f->borrowed) {
+        dt_device *dev = dt_ctx_device(f->ctx);
+        dt_mem_free(dev, DT_MEM_PARAMS, f->params, (size_t)f->n * sizeof(float));
+        dt_mem_free(dev, DT_MEM_GRADS, f->grads, (size_t)f->n * sizeof(float));
+    }
+    f->params = params;
+    f->grads = grads;
+    f->borrowed = !owned;
+    for (int i = 0; i < f->count; i++) {
+        dt_param *p = f->list[i].p;
+        p->t->data = params + p->offset;
+        p->t->grad->data = grads + p->offset;
+    }
 }
 
 float *dt_module_flat_params(const dt_module *root, int64_t *n) {

@@ -1,0 +1,15 @@
+/* nn_impl.h — internals of the nn layer used by the engine. */
+#ifndef DT_NN_IMPL_H
+#define DT_NN_IMPL_H
+
+#include "dtrain/nn.h"
+
+/* Move a built module onto other flat buffers of the same length (dt_module_flat_params' n):
+ * every parameter view and gradient view is re-pointed at the same offsets in `params` /
+ * `grads`. The caller has already copied whatever values it wants there. The module's current
+ * buffers are freed if it owns them. `owned` says whether the module frees the new ones (with
+ * dt_mem_free on its device: PARAMS / GRADS, n floats each) or the caller keeps them and must
+ * rebind again before freeing them. */
+void dt__module_rebind(dt_module *root, float *params, float *grads, bool owned);
+
+#endif

@@ -1,0 +1,305 @@
+/* The engine in one process: accumulation boundaries and counters, fp16 overflow skipping with
+ * DeepSpeed's scale sequence, bf16 against fp32 on the GPT model, timers and FLOPs, nvme
+ * offload files, checkpoint errors that leave the engine unchanged, configuration errors. */
+#include "dtrain/engine.h"
+#include "test.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char g_tmp[256];
+
+static json_t *cfgf(const char *fmt, ...) {
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    json_t *j = dt_ds_config_load(buf);
+    if (!j) fprintf(stderr, "config: %s\n", dt_last_error());
+    return j;
+}
+
+static bool err_has(const char *s) { return strstr(dt_last_error(), s) != NULL; }
+
+static dt_module *mlp(void) {
+    dt_ctx *c = dt_ctx_new(NULL, 1);
+    dt_module *m = dt_model_mlp(8, 24, 2, 3);
+    dt_module_build(m, c, 3);
+    return m;
+}
+
+static void free_model(dt_module *m) {
+    dt_ctx *c = dt_module_ctx(m);
+    dt_module_free(m);
+    dt_ctx_free(c);
+}
+
+/* One micro-batch of 4 samples; `boost` multiplies the loss (1e38 overflows fp16 scaling). */
+static dt_tensor *mlp_loss(dt_engine *e, int64_t step, float boost) {
+    dt_ctx *c = dt_module_ctx(dt_engine_module(e));
+    float x[4 * 8];
+    int64_t y[4];
+    for (int b = 0; b < 4; b++) {
+        for (int k = 0; k < 8; k++) x[b * 8 + k] = cosf(0.3f * (float)((step * 4 + b) * (k + 2)));
+        y[b] = (step + b) % 3;
+    }
+    dt_tensor *l = dt_cross_entropy(dt_engine_forward(e, dt_tensor_from_f32(c, 2, (int64_t[]){4, 8}, x)),
+                                    dt_tensor_from_i64(c, 1, (int64_t[]){4}, y), -100);
+    return boost == 1.0f ? l : dt_mul(l, dt_scalar(c, boost));
+}
+
+static void test_boundaries_and_counters(void) {
+    json_t *j = cfgf("{\"train_micro_batch_size_per_gpu\": 4, \"gradient_accumulation_steps\": 3,"
+                     " \"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.1}},"
+                     " \"steps_per_print\": 1000000}");
+    dt_module *m = mlp();
+    dt_engine *e = dt_engine_init(m, j);
+    json_decref(j);
+    CHECK(e != NULL);
+    if (!e) return free_model(m);
+    CHECK(dt_engine_train_batch_size(e) == 12);
+    CHECK(dt_engine_gradient_accumulation_steps(e) == 3);
+    float before = dt_module_flat_params(m, NULL)[0];
+    for (int k = 0; k < 3; k++) {
+        CHECK(dt_engine_is_gradient_accumulation_boundary(e) == (k == 2));
+        CHECK(dt_engine_backward(e, mlp_loss(e, k, 1.0f)) == DT_OK);
+        if (k < 2) CHECK(dt_module_flat_params(m, NULL)[0] == before);
+        CHECK(dt_engine_step(e) == DT_OK);
+    }
+    CHECK(dt_module_flat_params(m, NULL)[0] != before);
+    CHECK(dt_engine_global_steps(e) == 1 && dt_engine_micro_steps(e) == 3);
+    CHECK(dt_engine_global_samples(e) == 12);
+    CHECK(dt_engine_get_lr(e) == 0.1f);
+    dt_engine_timers t;
+    dt_engine_get_timers(e, &t);
+    CHECK(t.micro_steps == 3 && t.steps == 1 && t.forward_s > 0 && t.backward_s > 0);
+    CHECK(t.flops_fwd > 0 && t.flops_bwd > 0);
+    dt_engine_reset_timers(e);
+    dt_engine_get_timers(e, &t);
+    CHECK(t.micro_steps == 0 && t.flops_fwd == 0);
+    CHECK(dt_engine_backward(e, NULL) == DT_ERR_INVALID);
+    dt_engine_free(e);
+    /* the module keeps working without the engine */
+    CHECK(dt_module_flat_params(m, NULL)[0] != before);
+    free_model(m);
+}
+
+/* fp16: losses boosted to overflow on chosen steps; the engine's scale must follow a reference
+ * scaler fed the same overflow pattern, skipped steps must leave the weights alone. */
+static void test_fp16_overflow_skips(void) {
+    json_t *j = cfgf("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Adam\", \"params\":"
+                     " {\"lr\": 0.001}}, \"fp16\": {\"enabled\": true, \"initial_scale_power\": 8,"
+                     " \"loss_scale_window\": 3, \"hysteresis\": 2, \"min_loss_scale\": 1},"
+                     " \"zero_optimization\": {\"stage\": 2}, \"steps_per_print\": 1000000}");
+    dt_module *m = mlp();
+    dt_engine *e = dt_engine_init(m, j);
+    CHECK_MSG(e != NULL, "%s", dt_last_error());
+    if (!e) {
+        json_decref(j);
+        return free_model(m);
+    }
+    dt_loss_scaler_config lc = dt_loss_scaler_defaults();
+    lc.initial_scale_power = 8;
+    lc.loss_scale_window = 3;
+    lc.hysteresis = 2;
+    dt_loss_scaler *ref = dt_loss_scaler_new(&lc);
+    const bool overflow[] = {0, 1, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 1, 0};
+    int skipped = 0;
+    int64_t n;
+    float *p = dt_module_flat_params(m, &n), *prev = malloc((size_t)n * sizeof *prev);
+    for (int s = 0; s < (int)(sizeof overflow); s++) {
+        CHECK(dt_engine_loss_scale(e) == dt_loss_scaler_scale(ref));
+        memcpy(prev, p, (size_t)n * sizeof *prev);
+        CHECK(dt_engine_backward(e, mlp_loss(e, s, overflow[s] ? 1e38f : 1.0f)) == DT_OK);
+        CHECK(dt_engine_step(e) == DT_OK);
+        bool skip;
+        dt_loss_scaler_update(ref, overflow[s], &skip);
+        skipped += skip;
+        CHECK_MSG((memcmp(prev, p, (size_t)n * sizeof *prev) == 0) == overflow[s],
+                  "step %d: weights %s", s, overflow[s] ? "changed on overflow" : "unchanged");
+    }
+    CHECK(dt_engine_skipped_steps(e) == skipped && skipped == 5);
+    CHECK(dt_engine_global_steps(e) == (int64_t)sizeof overflow);
+    CHECK(dt_engine_loss_scale(e) == dt_loss_scaler_scale(ref));
+    free(prev);
+    dt_loss_scaler_free(ref);
+    dt_engine_free(e);
+    free_model(m);
+    json_decref(j);
+}
+
+static double gpt_loss_after(bool bf16, int steps) {
+    dt_gpt_config g = {.vocab = 64, .seq = 16, .d_model = 64, .n_head = 4, .n_layer = 2};
+    dt_ctx *c = dt_ctx_new(NULL, 1);
+    dt_module *m = dt_model_gpt(&g);
+    dt_module_build(m, c, 9);
+    json_t *j = cfgf("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"AdamW\", \"params\":"
+                     " {\"lr\": 0.003}}, \"bf16\": {\"enabled\": %s}, \"steps_per_print\": 1000000}",
+                     bf16 ? "true" : "false");
+    dt_engine *e = dt_engine_init(m, j);
+    json_decref(j);
+    double last = NAN;
+    for (int s = 0; e && s < steps; s++) {
+        int64_t in[8 * 16], tg[8 * 16];
+        for (int b = 0; b < 8; b++)
+            for (int t = 0; t < 16; t++) { /* a learnable pattern: next = (cur * 3 + b) % 64 */
+                int64_t cur = (b * 7 + t * 3 + (s % 4)) % 64;
+                in[b * 16 + t] = cur;
+                tg[b * 16 + t] = (cur * 3 + b) % 64;
+            }
+        dt_tensor *logits = dt_engine_forward(e, dt_tensor_from_i64(c, 2, (int64_t[]){8, 16}, in));
+        dt_tensor *loss = dt_cross_entropy(dt_reshape(logits, 2, (int64_t[]){128, 64}),
+                                           dt_tensor_from_i64(c, 1, (int64_t[]){128}, tg), -100);
+        if (s >= steps - 5) last = (isnan(last) ? 0 : last) + dt_item(loss) / 5;
+        if (dt_engine_backward(e, loss) != DT_OK || dt_engine_step(e) != DT_OK) break;
+    }
+    dt_engine_free(e);
+    dt_module_free(m);
+    dt_ctx_free(c);
+    return last;
+}
+
+static void test_bf16_tracks_fp32(void) {
+    double f32 = gpt_loss_after(false, 60), b16 = gpt_loss_after(true, 60);
+    CHECK_MSG(isfinite(f32) && f32 < 3.0, "fp32 loss %.4f (ln 64 = 4.16)", f32);
+    CHECK_MSG(fabs(b16 - f32) <= 0.02 * f32, "bf16 %.4f vs fp32 %.4f", b16, f32);
+}
+
+static void test_nvme_files(void) {
+    char nv[400];
+    snprintf(nv, sizeof nv, "%s/nvme", g_tmp);
+    json_t *j = cfgf("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"AdamW\"},"
+                     " \"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": {\"device\":"
+                     " \"nvme\", \"nvme_path\": \"%s\"}, \"offload_param\": {\"device\": \"nvme\","
+                     " \"nvme_path\": \"%s\"}}, \"steps_per_print\": 1000000}", nv, nv);
+    dt_module *m = mlp();
+    int64_t n;
+    dt_module_flat_params(m, &n);
+    dt_engine *e = dt_engine_init(m, j);
+    json_decref(j);
+    CHECK_MSG(e != NULL, "%s", dt_last_error());
+    if (!e) return free_model(m);
+    dt_engine_memory mem;
+    dt_engine_memory_stats(e, &mem);
+    /* master + two moments + the parameter shard, each n floats (one rank) */
+    CHECK_MSG(mem.nvme_bytes >= 16 * n, "nvme bytes %lld for n %lld", (long long)mem.nvme_bytes,
+              (long long)n);
+    CHECK(mem.device.current[DT_MEM_OPTIM] == 0);
+    for (int s = 0; s < 3; s++) {
+        CHECK(dt_engine_backward(e, mlp_loss(e, s, 1.0f)) == DT_OK);
+        CHECK(dt_engine_step(e) == DT_OK);
+    }
+    dt_engine_free(e);
+    free_model(m);
+    /* the files are removed with the engine */
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "test -z \"$(ls -A '%s')\"", nv);
+    CHECK(system(cmd) == 0);
+}
+
+static void test_config_errors(void) {
+    dt_module *m = mlp();
+    json_t *j = cfgf("{\"train_batch_size\": 4}");
+    CHECK(dt_engine_init(m, j) == NULL && err_has("optimizer"));
+    json_decref(j);
+    j = cfgf("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Lamb\"},"
+             " \"zero_optimization\": {\"stage\": 2}}");
+    CHECK(dt_engine_init(m, j) == NULL && err_has("Lamb") && err_has("stage 0"));
+    json_decref(j);
+    CHECK(dt_engine_init(NULL, NULL) == NULL && dt_last_status() == DT_ERR_INVALID);
+    dt_module *unbuilt = dt_model_mlp(4, 4, 1, 2);
+    j = cfgf("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"SGD\"}}");
+    CHECK(dt_engine_init(unbuilt, j) == NULL && err_has("dt_module_build"));
+    dt_module_free(unbuilt);
+    /* after a failed init the module is as it was and still trains */
+    float w0 = dt_module_flat_params(m, NULL)[0];
+    dt_engine *e = dt_engine_init(m, j);
+    json_decref(j);
+    CHECK(e != NULL && dt_module_flat_params(m, NULL)[0] == w0);
+    dt_engine_free(e);
+    free_model(m);
+}
+
+static void test_checkpoint_errors(void) {
+    json_t *j = cfgf("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"AdamW\"},"
+                     " \"zero_optimization\": {\"stage\": 1}, \"steps_per_print\": 1000000}");
+    dt_module *m = mlp();
+    dt_engine *e = dt_engine_init(m, j);
+    CHECK(e != NULL);
+    if (!e) {
+        json_decref(j);
+        return free_model(m);
+    }
+    char dir[400], path[600];
+    snprintf(dir, sizeof dir, "%s/ck", g_tmp);
+    CHECK(dt_engine_load_checkpoint(e, dir, NULL, NULL, NULL) == DT_ERR_IO && err_has("latest"));
+    for (int s = 0; s < 2; s++) {
+        dt_engine_backward(e, mlp_loss(e, s, 1.0f));
+        dt_engine_step(e);
+    }
+    CHECK_MSG(dt_engine_save_checkpoint(e, dir, NULL, NULL) == DT_OK, "%s", dt_last_error());
+    snprintf(path, sizeof path, "%s/latest", dir);
+    FILE *f = fopen(path, "r");
+    char tag[64] = {0};
+    CHECK(f && fgets(tag, sizeof tag, f) && strcmp(tag, "global_step2") == 0);
+    if (f) fclose(f);
+    CHECK(dt_engine_save_checkpoint(e, dir, "bad/tag", NULL) == DT_ERR_INVALID);
+    /* damage the shard: the load refuses and the engine keeps its weights and counters */
+    dt_engine_backward(e, mlp_loss(e, 5, 1.0f));
+    dt_engine_step(e);
+    int64_t n;
+    float *p = dt_module_flat_params(m, &n), *keep = malloc((size_t)n * sizeof *keep);
+    memcpy(keep, p, (size_t)n * sizeof *keep);
+    snprintf(path, sizeof path, "%s/global_step2/optim_shard_0_of_1.safetensors", dir);
+    f = fopen(path, "r+b");
+    CHECK(f != NULL);
+    if (f) {
+        fseek(f, -8, SEEK_END);
+        fputc(0x55, f);
+        fclose(f);
+    }
+    CHECK(dt_engine_load_checkpoint(e, dir, NULL, NULL, NULL) == DT_ERR_FORMAT && err_has("checksum"));
+    CHECK(memcmp(keep, p, (size_t)n * sizeof *keep) == 0 && dt_engine_global_steps(e) == 3);
+    /* weights only still load (the damaged shard is not read) */
+    dt_engine_load_opts o = dt_engine_load_defaults();
+    o.load_module_only = true;
+    CHECK_MSG(dt_engine_load_checkpoint(e, dir, "global_step2", &o, NULL) == DT_OK, "%s",
+              dt_last_error());
+    CHECK(dt_engine_global_steps(e) == 3 && memcmp(keep, p, (size_t)n * sizeof *keep) != 0);
+    /* another model refuses */
+    dt_ctx *c2 = dt_ctx_new(NULL, 1);
+    dt_module *other = dt_model_mlp(8, 20, 2, 3);
+    dt_module_build(other, c2, 1);
+    dt_engine *e2 = dt_engine_init(other, j);
+    CHECK(e2 && dt_engine_load_checkpoint(e2, dir, NULL, &o, NULL) == DT_ERR_FORMAT &&
+          err_has("another model"));
+    dt_engine_free(e2);
+    dt_module_free(other);
+    dt_ctx_free(c2);
+    free(keep);
+    dt_engine_free(e);
+    free_model(m);
+    json_decref(j);
+}
+
+int main(void) {
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/dt_engine_XXXXXX");
+    if (!mkdtemp(g_tmp)) return 1;
+    dt_log_set_level(DT_LOG_WARN);
+    TEST_RUN(test_boundaries_and_counters);
+    TEST_RUN(test_fp16_overflow_skips);
+    TEST_RUN(test_bf16_tracks_fp32);
+    TEST_RUN(test_nvme_files);
+    TEST_RUN(test_config_errors);
+    TEST_RUN(test_checkpoint_errors);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
+    TEST_END();
+}
