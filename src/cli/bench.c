@@ -3,7 +3,13 @@
  *   dtrain bench train --model mlp|cnn|gpt [--batch N] [--layers L] [--hidden H] [--d-model D]
  *       [--heads NH] [--seq T] [--vocab V] [--steps S] [--warmup W] [--threads N]
  *       [--dtype fp32|bf16] [--json]
+ *       [--slots N] [--zero-stage S] [--offload none|cpu|nvme] [--nvme-path DIR] [--gas G]
  *   dtrain bench gemm [--size N] [--threads N] [--dtype fp32|bf16] [--reps R] [--json]
+ *
+ * With --zero-stage (or --slots) the step runs through the engine (dt_engine_*) with a
+ * DeepSpeed config built from the options, on N data-parallel ranks under mpirun (one thread
+ * each by default): --batch is the micro-batch per rank, a step is --gas micro-batches, and
+ * the JSON adds the global throughput and every rank's memory by category (rank 0 prints).
  *
  * A training step is: zero grads, forward, cross-entropy loss, backward, AdamW step, on one
  * batch of random data from a fixed seed (made once, outside the timed loop). The step time
@@ -24,6 +30,9 @@ typedef struct bench_args {
     int64_t size;
     dt_dtype dtype;
     bool json;
+    /* engine mode */
+    int slots, zero_stage, gas; /* zero_stage -1: plain optimiser step, no engine */
+    const char *offload, *nvme_path;
 } bench_args;
 
 static void bench_usage(FILE *f) {
@@ -38,7 +47,13 @@ static void bench_usage(FILE *f) {
             "  --seq T         gpt context (128)    --vocab V   gpt vocabulary (256)\n"
             "  --steps S       timed steps (20)     --warmup W  untimed steps first (3)\n"
             "  --threads N     threads (default: all cores)\n"
-            "  --dtype fp32|bf16  compute dtype for matmuls (bf16 = autocast; default fp32)\n");
+            "  --dtype fp32|bf16  compute dtype for matmuls (bf16 = autocast; default fp32)\n"
+            "engine mode (a step through dt_engine with a DeepSpeed config):\n"
+            "  --slots N       data-parallel ranks under mpirun (1 thread each by default)\n"
+            "  --zero-stage S  ZeRO stage 0-3 (default 0 when --slots is given)\n"
+            "  --offload none|cpu|nvme  optimizer offload (and parameters at stage 3)\n"
+            "  --nvme-path DIR files for nvme offload (default /tmp/dtrain_nvme)\n"
+            "  --gas G         micro-batches per step (gradient_accumulation_steps, 1)\n");
 }
 
 /* Parse a positive integer option value; prints the error and returns -1 on a bad one. */
@@ -76,6 +91,29 @@ static int parse(int argc, char **argv, bench_args *a) {
             i++;
             continue;
         }
+        if (!strcmp(o, "--offload") || !strcmp(o, "--nvme-path")) {
+            if (!v) { fprintf(stderr, "dtrain bench: %s needs a value\n", o); return -1; }
+            if (!strcmp(o, "--offload")) {
+                if (strcmp(v, "none") && strcmp(v, "cpu") && strcmp(v, "nvme")) {
+                    fprintf(stderr, "dtrain bench: --offload takes none, cpu or nvme, got '%s'\n", v);
+                    return -1;
+                }
+                a->offload = v;
+            } else {
+                a->nvme_path = v;
+            }
+            i++;
+            continue;
+        }
+        if (!strcmp(o, "--zero-stage")) {
+            if (!v || strlen(v) != 1 || v[0] < '0' || v[0] > '3') {
+                fprintf(stderr, "dtrain bench: --zero-stage takes 0, 1, 2 or 3, got '%s'\n", v ? v : "");
+                return -1;
+            }
+            a->zero_stage = v[0] - '0';
+            i++;
+            continue;
+        }
         if (!strcmp(o, "--batch")) iv = &a->batch;
         else if (!strcmp(o, "--layers")) iv = &a->layers;
         else if (!strcmp(o, "--hidden")) iv = &a->hidden;
@@ -88,6 +126,8 @@ static int parse(int argc, char **argv, bench_args *a) {
         else if (!strcmp(o, "--warmup")) sv = &a->warmup;
         else if (!strcmp(o, "--threads")) sv = &a->threads;
         else if (!strcmp(o, "--reps")) sv = &a->reps;
+        else if (!strcmp(o, "--slots")) sv = &a->slots;
+        else if (!strcmp(o, "--gas")) sv = &a->gas;
         else {
             fprintf(stderr, "dtrain bench: unknown option '%s'\n", o);
             bench_usage(stderr);
@@ -120,11 +160,138 @@ static int64_t proc_status_bytes(const char *field) {
     return kb < 0 ? -1 : kb * 1024;
 }
 
+/* "key":{category: bytes, ..., "total": bytes} of the peaks or the current values. */
+static void print_stats(const char *key, const dt_mem_stats *s, bool peak) {
+    printf("\"%s\":{", key);
+    for (int c = 0; c < DT_MEM_NCAT; c++)
+        printf("\"%s\":%lld,", dt_mem_category_name((dt_mem_category)c),
+               (long long)(peak ? s->peak[c] : s->current[c]));
+    printf("\"total\":%lld}", (long long)(peak ? s->total_peak : s->total_current));
+}
+
 static void print_peaks(const dt_mem_stats *s) {
     printf("\"peak_bytes\":{");
     for (int c = 0; c < DT_MEM_NCAT; c++)
         printf("\"%s\":%lld,", dt_mem_category_name((dt_mem_category)c), (long long)s->peak[c]);
     printf("\"total\":%lld}", (long long)s->total_peak);
+}
+
+/* One training step through the engine on every rank; rank 0 prints the job's figures. */
+static int bench_engine(bench_args *a, dt_module *net, dt_tensor *x, dt_tensor *y, bool gpt,
+                        int threads, int64_t rss0) {
+    char cfg[1024], off[600] = "";
+    const char *ofl = a->offload ? a->offload : "none";
+    const char *nvp = a->nvme_path ? a->nvme_path : "/tmp/dtrain_nvme";
+    if (strcmp(ofl, "none")) {
+        if (a->zero_stage == 0) {
+            fprintf(stderr, "dtrain bench: --offload needs --zero-stage 1 or higher\n");
+            return 2;
+        }
+        snprintf(off, sizeof off, ", \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"}%s",
+                 ofl, nvp, a->zero_stage == 3 ? "" : "");
+        if (a->zero_stage == 3) {
+            size_t k = strlen(off);
+            snprintf(off + k, sizeof off - k,
+                     ", \"offload_param\": {\"device\": \"%s\", \"nvme_path\": \"%s\"}", ofl, nvp);
+        }
+    }
+    snprintf(cfg, sizeof cfg,
+             "{\"train_micro_batch_size_per_gpu\": %lld, \"gradient_accumulation_steps\": %d,"
+             " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.001}},"
+             " \"bf16\": {\"enabled\": %s}, \"steps_per_print\": 1000000000,"
+             " \"zero_optimization\": {\"stage\": %d%s}}",
+             (long long)a->batch, a->gas, a->dtype == DT_DTYPE_BF16 ? "true" : "false", a->zero_stage,
+             off);
+    json_t *j = dt_ds_config_load(cfg);
+    dt_engine *e = j ? dt_engine_init(net, j) : NULL;
+    json_decref(j);
+    if (!e) {
+        fprintf(stderr, "dtrain bench: engine: %s\n", dt_last_error());
+        return 1;
+    }
+    dt_comm *comm = dt_engine_comm(e);
+    int rank = dt_comm_rank(comm), W = dt_comm_size(comm);
+    /* peaks over the training steps (building the model charged its full buffers once) */
+    dt_device_reset_peak(dt_ctx_device(dt_module_ctx(net)));
+    dt_ctx *ctx = dt_module_ctx(net);
+    int total = a->warmup + a->steps;
+    double *ms = calloc((size_t)a->steps, sizeof(double)), loss = 0;
+    int64_t flops = 0;
+    for (int s = 0; s < total; s++) {
+        double t0 = dt_now_sec();
+        dt_ctx_flops_reset(ctx);
+        for (int m = 0; m < a->gas; m++) {
+            dt_tensor *l = dt_cross_entropy(dt_engine_forward(e, x), y, -100);
+            if (l) loss = dt_item(l);
+            if (!l || dt_engine_backward(e, l) != DT_OK || dt_engine_step(e) != DT_OK) {
+                fprintf(stderr, "dtrain bench: rank %d step %d failed: %s\n", rank, s, dt_last_error());
+                return 1;
+            }
+            if (m == 0) {
+                dt_flops f = dt_ctx_flops(ctx);
+                flops = f.forward + f.backward;
+            }
+        }
+        double t1 = dt_now_sec();
+        if (s >= a->warmup) ms[s - a->warmup] = (t1 - t0) * 1e3;
+    }
+    qsort(ms, (size_t)a->steps, sizeof(double), cmp_double);
+    double med = a->steps % 2 ? ms[a->steps / 2] : 0.5 * (ms[a->steps / 2 - 1] + ms[a->steps / 2]);
+    /* every rank's memory and time, to rank 0 */
+    dt_engine_memory mem;
+    dt_engine_memory_stats(e, &mem);
+    struct {
+        dt_engine_memory mem;
+        double med;
+        int64_t rss;
+    } mine = {mem, med, proc_status_bytes("VmHWM:") - rss0}, *all = NULL;
+    dt_bytes_list *l = NULL;
+    if (dt_comm_gather_bytes(comm, &mine, sizeof mine, 0, &l) != DT_OK) {
+        fprintf(stderr, "dtrain bench: %s\n", dt_last_error());
+        return 1;
+    }
+    if (rank == 0) {
+        double worst = 0;
+        for (int r = 0; r < W; r++) {
+            all = l->items[r].data;
+            worst = all->med > worst ? all->med : worst;
+        }
+        int64_t per_step = (gpt ? a->batch * a->seq : a->batch) * a->gas * W;
+        double per_s = (double)per_step / (worst / 1e3);
+        if (a->json) {
+            printf("{\"model\":\"%s\",\"dtype\":\"%s\",\"engine\":true,\"slots\":%d,"
+                   "\"threads_per_rank\":%d,\"zero_stage\":%d,\"offload\":\"%s\",\"gas\":%d,"
+                   "\"micro_batch\":%lld,\"global_batch\":%lld,\"params\":%lld,"
+                   "\"step_ms_median\":%.3f,\"%s\":%.1f,\"gflops_per_rank\":%.2f,"
+                   "\"final_loss\":%.6f,\"ranks\":[",
+                   a->model, a->dtype == DT_DTYPE_BF16 ? "bf16" : "fp32", W, threads, a->zero_stage,
+                   ofl, a->gas, (long long)a->batch, (long long)(a->batch * a->gas * W),
+                   (long long)dt_module_num_params(net), worst,
+                   gpt ? "tokens_per_s" : "samples_per_s", per_s,
+                   (double)flops * a->gas / (worst / 1e3) / 1e9, loss);
+            for (int r = 0; r < W; r++) {
+                all = l->items[r].data;
+                printf("%s{\"rank\":%d,\"step_ms_median\":%.3f,", r ? "," : "", r, all->med);
+                print_stats("device_peak_bytes", &all->mem.device, true);
+                printf(",");
+                print_stats("device_current_bytes", &all->mem.device, false);
+                printf(",");
+                print_stats("host_peak_bytes", &all->mem.host, true);
+                printf(",\"nvme_bytes\":%lld,\"rss_added_bytes\":%lld}",
+                       (long long)all->mem.nvme_bytes, (long long)all->rss);
+            }
+            printf("]}\n");
+        } else {
+            printf("%s %s engine, %d ranks x %d threads, ZeRO-%d, offload %s: %.3f ms/step, %.1f "
+                   "%s/s\n",
+                   a->model, a->dtype == DT_DTYPE_BF16 ? "bf16" : "fp32", W, threads, a->zero_stage,
+                   ofl, worst, per_s, gpt ? "tokens" : "samples");
+        }
+    }
+    dt_bytes_list_free(l);
+    free(ms);
+    dt_engine_free(e);
+    return 0;
 }
 
 static int bench_train(bench_args *a) {
@@ -146,6 +313,9 @@ static int bench_train(bench_args *a) {
                 (long long)a->d_model, (long long)a->heads);
         return 2;
     }
+    /* under mpirun (--slots), the launcher's OMP_NUM_THREADS (cores / ranks) is the default */
+    const char *omp = getenv("OMP_NUM_THREADS");
+    if (!a->threads && getenv("OMPI_COMM_WORLD_SIZE") && omp && atoi(omp) > 0) a->threads = atoi(omp);
     dt_set_num_threads(a->threads);
     int threads = dt_get_num_threads();
     /* resident memory before any model state: the program and its libraries */
@@ -198,6 +368,15 @@ static int bench_train(bench_args *a) {
     if (!opt || !x || !y) {
         fprintf(stderr, "dtrain bench: %s\n", dt_last_error());
         return 1;
+    }
+    if (a->zero_stage >= 0) {
+        int rc = bench_engine(a, net, x, y, gpt, threads, rss0);
+        dt_tensor_free(x);
+        dt_tensor_free(y);
+        dt_optim_free(opt);
+        dt_module_free(net);
+        dt_ctx_free(ctx);
+        return rc;
     }
     if (a->dtype == DT_DTYPE_BF16) dt_ctx_set_autocast(ctx, DT_DTYPE_BF16);
     int total = a->warmup + a->steps;
@@ -307,9 +486,14 @@ int dt_cli_bench(int argc, char **argv) {
         bench_usage(stderr);
         return 2;
     }
-    bench_args a = {.model = NULL, .steps = 20, .warmup = 3, .dtype = DT_DTYPE_F32};
+    bench_args a = {.model = NULL, .steps = 20, .warmup = 3, .dtype = DT_DTYPE_F32,
+                    .zero_stage = -1, .gas = 1, .slots = 1};
     int r = parse(argc - 1, argv + 1, &a);
     if (r) return r < 0 ? 2 : 0;
+    if ((a.offload || a.nvme_path || a.gas > 1) && a.zero_stage < 0) a.zero_stage = 0;
+    if (a.slots > 1 && a.zero_stage < 0) a.zero_stage = 0;
+    /* several ranks: run this command again under mpirun */
+    if (a.slots > 1 && !getenv("OMPI_COMM_WORLD_SIZE")) return dt_cli_mpirun(argc, argv, a.slots, "bench");
     if (!strcmp(argv[0], "train")) {
         if (!a.model) {
             fprintf(stderr, "dtrain bench train: --model is required (mlp, cnn or gpt)\n");
