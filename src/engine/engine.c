@@ -65,7 +65,10 @@ dt_engine *dt_engine_init_opts(dt_module *model, const json_t *config, const dt_
     e->ctx = dt_module_ctx(model);
     e->dev = dt_ctx_device(e->ctx);
     dt_status st = DT_OK;
-    if (opts && opts->comm) {
+    if (opts && opts->pipeline_stages > 0)
+        st = dt_error(DT_ERR_CONFIG, "dt_engine_init: pipeline parallelism is not available yet; "
+                                     "hint: set pipeline_stages to 0");
+    else if (opts && opts->comm) {
         e->comm = opts->comm;
     } else {
         st = dt_comm_init(&e->comm);
