@@ -42,6 +42,9 @@ typedef struct dt_loader dt_loader; /* data.h */
 typedef struct dt_batch dt_batch;   /* data.h */
 typedef struct dt_dist_ctx dt_dist_ctx; /* dist.h */
 typedef struct dt_tb_writer dt_tb_writer; /* trialio.h */
+typedef struct dt_engine dt_engine;       /* engine.h */
+/* The micro-batch stream an engine-based trial pulls from (see "engine-based trials"). */
+typedef struct dt_batch_iter dt_batch_iter;
 
 /* ---- metrics ----------------------------------------------------------------------------
  * A small by-value map of named scalars. A batch function reports failure by returning
@@ -137,6 +140,26 @@ typedef struct dt_trial_def {
     dt_status (*save)(void *self, const char *dir);
     dt_status (*load)(void *self, const char *dir);
     void (*free)(void *self);
+
+    /* ---- engine-based trials (the reference's DeepSpeedTrial; docs/trial.md) ----------------
+     * A trial that sets ds_train_batch is engine-based: init builds engines with
+     * dt_engine_init and registers them with dt_wrap_model_engine; train_batch and
+     * evaluate_batch are replaced by these two, which pull micro-batches themselves from `it`
+     * (dt_batch_iter_next) and drive dt_engine_forward / _backward / _step. Leave train_batch,
+     * evaluate_batch and evaluate_full_dataset NULL in such a trial.
+     *   ds_train_batch     called gradient_accumulation_steps times per global batch (the
+     *                      first wrapped engine's), once with dt_disable_auto_grad_accumulation;
+     *                      epoch_idx / batch_idx count global batches. The iterator's stream
+     *                      runs on across epochs of the training loader.
+     *   ds_evaluate_batch  called until the validation loader of this slot is exhausted, one
+     *                      micro-batch per call being the usual use; metrics are averaged
+     *                      weighted by the records the call pulled (evaluation_reducer applies).
+     * For engine-based trials `save` and `load` REPLACE the default, which saves every wrapped
+     * engine with dt_engine_save_checkpoint(engine, dir, "model<i>") (dt_save_model_engines),
+     * and they run on every slot (each writes its own shards into the same directory). */
+    dt_metrics (*ds_train_batch)(void *self, dt_batch_iter *it, int64_t epoch_idx,
+                                 int64_t batch_idx);
+    dt_metrics (*ds_evaluate_batch)(void *self, dt_batch_iter *it, int64_t batch_idx);
 } dt_trial_def;
 
 /* ---- the trial context ------------------------------------------------------------------ */
@@ -249,6 +272,76 @@ DT_API dt_status dt_trial_set_profiler(dt_trial_ctx *c, bool enabled, int64_t be
 /* Data on the CPU needs no move; kept for API parity with the reference (returns t). */
 DT_API dt_tensor *dt_to_device(dt_trial_ctx *c, dt_tensor *t);
 
+/* ---- engine-based trials (the reference's DeepSpeedTrialContext) --------------------------- */
+
+/* The next micro-batch of the stream (owned by the platform's loader; valid until the next
+ * dt_batch_iter_next on this iterator). Training streams never end: at the end of an epoch of
+ * the training loader the next epoch starts (a shard's empty padding batch is skipped).
+ * Validation streams end with NULL when the validation loader of this slot is exhausted.
+ * NULL with the error set (dt_last_error) when the loader fails, and on a slot that builds no
+ * data loader (dt_set_mpu); it is NULL-safe (it = NULL gives NULL with DT_ERR_STATE). */
+DT_API dt_batch *dt_batch_iter_next(dt_batch_iter *it);
+
+/* Register an engine (the reference's wrap_model_engine). The first wrapped engine sets the
+ * batch accounting: records and searcher units per global batch follow its train_batch_size,
+ * the data loaders should hand out its train_micro_batch_size_per_gpu samples per batch, and
+ * train_batch runs its gradient_accumulation_steps times per global batch. Engines are saved in
+ * checkpoints (tag "model<i>" in the checkpoint directory) and loaded on resume. Returns e. The
+ * context owns the engine and its model (dt_engine_module) from then on — also on error, when
+ * both are freed: NULL is returned with DT_ERR_STATE (too many engines, a model not built on
+ * dt_trial_runtime(c), an engine wrapped twice). A NULL e passes dt_engine_init's error on. */
+DT_API dt_engine *dt_wrap_model_engine(dt_trial_ctx *c, dt_engine *e);
+/* The wrapped engines (the reference's context.models), in wrapping order. */
+DT_API int dt_trial_engine_count(const dt_trial_ctx *c);
+DT_API dt_engine *dt_trial_engine(const dt_trial_ctx *c, int i);
+/* train_micro_batch_size_per_gpu of the first wrapped engine: the batch size the data loaders
+ * of an engine-based trial use. 0 (with DT_ERR_STATE set) before an engine is wrapped. */
+DT_API int64_t dt_trial_train_micro_batch_size(const dt_trial_ctx *c);
+
+/* train_batch is called once per global batch instead of gradient_accumulation_steps times:
+ * the trial then pulls and trains all of the first engine's micro-batches itself. Call in init. */
+DT_API void dt_disable_auto_grad_accumulation(dt_trial_ctx *c);
+/* The reference's name for dt_trial_disable_dataset_reproducibility_checks. */
+DT_API void dt_disable_dataset_reproducibility_checks(dt_trial_ctx *c);
+
+/* A model-parallel unit (the reference's ModelParallelUnit): who is who in the data-parallel
+ * group when a trial uses model parallelism of its own. Every callback is optional; a NULL one
+ * answers the data-parallel default (this rank of all slots, true, true).
+ *   data_parallel_rank / _world_size   the training data is sharded over these.
+ *   should_report_metrics              this slot's metrics count in the reduced metrics.
+ *   should_build_data_loader           this slot builds data loaders; on the others the
+ *                                      build_* functions are not called and the iterators
+ *                                      hand out nothing (NULL). */
+typedef struct dt_model_parallel_unit {
+    void *user;
+    int (*data_parallel_rank)(void *user);
+    int (*data_parallel_world_size)(void *user);
+    bool (*should_report_metrics)(void *user);
+    bool (*should_build_data_loader)(void *user);
+} dt_model_parallel_unit;
+/* Use `mpu` (copied; its user pointer must stay valid) for the data loaders and metrics; with
+ * several engines it applies to all of them. Call in init. DT_ERR_STATE after training started,
+ * DT_ERR_INVALID when the rank it reports is outside [0, world size). */
+DT_API dt_status dt_set_mpu(dt_trial_ctx *c, const dt_model_parallel_unit *mpu);
+
+/* The DeepSpeed config a trial's hyperparameters name (the reference's
+ * overwrite_deepspeed_config(hparams.deepspeed_config, hparams.overwrite_deepspeed_args)):
+ * hyperparameter `deepspeed_config` is a path — absolute, or relative to the model directory
+ * (dt_fit_opts.model_dir; the working directory when none is known) — or an object holding
+ * the config itself; the object `overwrite_deepspeed_args` (optional) is merged into it with
+ * dt_overwrite_config. Returns a new reference (json_decref it). NULL with DT_ERR_CONFIG when
+ * deepspeed_config is missing or of the wrong type, or overwrite_deepspeed_args is not an
+ * object; DT_ERR_IO / DT_ERR_CONFIG from reading the file (the message names it). */
+DT_API json_t *dt_ds_config_from_hparams(const dt_trial_ctx *c);
+/* The model directory of the trial (dt_fit_opts.model_dir), or NULL when not known. */
+DT_API const char *dt_trial_model_dir(const dt_trial_ctx *c);
+
+/* The default checkpoint behaviour of an engine-based trial, for save / load hooks that add to
+ * it: every wrapped engine i saved to (loaded from) `dir`/model<i> with
+ * dt_engine_save_checkpoint / dt_engine_load_checkpoint. Collective: every slot calls them. */
+DT_API dt_status dt_save_model_engines(dt_trial_ctx *c, const char *dir);
+DT_API dt_status dt_load_model_engines(dt_trial_ctx *c, const char *dir);
+
 /* A context for running a trial's code outside the platform (debugging, notebooks, tests):
  * `config` is an experiment config as JSON (hyperparameters, data, optimizations, ...), may be
  * NULL. Free with dt_trial_ctx_free. */
@@ -282,6 +375,8 @@ typedef struct dt_fit_opts {
     const char *metrics_out;      /* JSON-lines metrics file (or NULL) */
     bool progress;                /* progress bar (on a terminal) instead of plain lines */
     bool quiet;
+    const char *model_dir;        /* the trial's model directory (relative paths in its
+                                   * hyperparameters, e.g. deepspeed_config), or NULL */
 } dt_fit_opts;
 
 /* Run a trial to completion (or until stopped by dt_trial_set_stop_requested, SIGINT or

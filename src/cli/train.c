@@ -209,6 +209,7 @@ int dt_cli_train(int argc, char **argv) {
     o.save_trial_best = (int)cfg->checkpoint_storage.save_trial_best;
     o.save_trial_latest = (int)cfg->checkpoint_storage.save_trial_latest;
     o.metrics_out = metrics_out;
+    o.model_dir = model_dir;
     o.progress = !quiet && isatty(STDERR_FILENO);
     o.quiet = quiet;
     if (dt_trainer_fit(def, run_cfg, seed, &o) != DT_OK) {

@@ -2,6 +2,8 @@
  * schedules / reducers, backward with loss scaling and aggregation, step_optimizer. */
 #include "trial_impl.h"
 
+#include "dtrain/engine.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +94,7 @@ dt_trial_ctx *dt_trial_ctx_new(const json_t *config, uint64_t seed) {
 
 void dt_trial_ctx_free(dt_trial_ctx *c) {
     if (!c) return;
+    dt__ds_free(c); /* engines first: they hold on to their models */
     for (int i = 0; i < c->n_scheds; i++) dt_sched_free(c->scheds[i].sched);
     for (int i = 0; i < c->n_optims; i++) dt_optim_free(c->optims[i].opt);
     for (int i = 0; i < c->n_models; i++) dt_module_free(c->models[i]);
@@ -387,10 +390,17 @@ bool dt_hparam_bool(const dt_trial_ctx *c, const char *name, bool dflt) {
 }
 
 int64_t dt_trial_global_batch_size(const dt_trial_ctx *c) {
+    /* engine-based trials: the first engine's train_batch_size */
+    if (dt__ds_engine_count(c) > 0) return dt_engine_train_batch_size(dt_trial_engine(c, 0));
     return dt_hparam_int(c, "global_batch_size", 0);
 }
 
 int64_t dt_trial_per_slot_batch_size(const dt_trial_ctx *c) {
+    if (dt__ds_engine_count(c) > 0) {
+        /* micro-batches of one global batch on one slot */
+        const dt_engine *e = dt_trial_engine(c, 0);
+        return dt_engine_train_micro_batch_size_per_gpu(e) * dt_engine_gradient_accumulation_steps(e);
+    }
     int64_t g = dt_trial_global_batch_size(c);
     return c->size > 0 ? g / c->size : g;
 }

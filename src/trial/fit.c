@@ -43,6 +43,8 @@ typedef struct trainer {
     const dt_fit_opts *o;
     dt_trial_ctx *c;
     void *self;
+    bool ds;      /* engine-based trial (def->ds_train_batch) */
+    bool report;  /* this slot's metrics count (false only with a model-parallel unit) */
     dt_loader *train, *val;
     int n_cb;
     dt_callback cb[MAX_CALLBACKS];
@@ -81,7 +83,8 @@ static int64_t to_batches(const trainer *t, dt_length l) {
     switch (l.unit) {
     case DT_UNIT_EPOCHS: return l.n * t->batches_per_epoch;
     case DT_UNIT_RECORDS: {
-        int64_t per = dt_trial_per_slot_batch_size(t->c) * t->c->size;
+        int64_t per = t->ds ? dt_trial_global_batch_size(t->c)
+                            : dt_trial_per_slot_batch_size(t->c) * t->c->size;
         if (per <= 0) per = 1;
         return (l.n + per - 1) / per;
     }
@@ -315,25 +318,34 @@ static dt_status validate(trainer *t, dt_metrics *out) {
         st = sync_status(t, st);
         if (st == DT_OK && c->size > 1) st = dt_comm_broadcast(c->comm, out, sizeof *out, 0);
     } else {
-        st = dt_loader_start_epoch(t->val, 0, 0);
+        st = t->ds ? dt__ds_eval_begin(c) : dt_loader_start_epoch(t->val, 0, 0);
         int n = 0;
         char name[DT_METRICS_MAX][DT_METRIC_NAME_MAX];
         double acc[DT_METRICS_MAX], wsum[DT_METRICS_MAX];
         dt_reducer red[DT_METRICS_MAX];
         int64_t vb = 0;
         while (st == DT_OK) {
-            dt_batch *b;
-            st = dt_loader_next(t->val, &b);
-            if (st != DT_OK || !b) break;
-            if (b->records == 0) continue; /* a shard's padding batch: nothing to evaluate */
-            dt_ctx_reset(rt);
-            dt_metrics m = t->def->evaluate_batch(t->self, b, vb);
+            dt_batch *b = NULL;
+            dt_metrics m;
+            int64_t len = 0;
+            if (t->ds) {
+                /* engine-based: the trial pulls from the iterator; weight = records it pulled */
+                if (!dt__ds_eval_more(c, vb, &st)) break;
+                dt_ctx_reset(rt);
+                m = dt__ds_evaluate_batch(c, t->def, t->self, vb, &len);
+            } else {
+                st = dt_loader_next(t->val, &b);
+                if (st != DT_OK || !b) break;
+                if (b->records == 0) continue; /* a shard's padding batch: nothing to evaluate */
+                dt_ctx_reset(rt);
+                m = t->def->evaluate_batch(t->self, b, vb);
+            }
             if (m.status != DT_OK) {
                 st = dt_error(m.status, "evaluate_batch failed at validation batch %lld: %s",
                               (long long)vb, dt_last_error());
                 break;
             }
-            int64_t len = t->def->get_batch_length ? t->def->get_batch_length(t->self, b) : b->records;
+            if (b) len = t->def->get_batch_length ? t->def->get_batch_length(t->self, b) : b->records;
             for (int i = 0; i < m.n; i++) {
                 int k = 0;
                 while (k < n && strcmp(name[k], m.m[i].name)) k++;
@@ -360,6 +372,7 @@ static dt_status validate(trainer *t, dt_metrics *out) {
         /* AVG is weighted by batch length (records), so a smaller last batch counts less;
          * slots' partial results are combined per reducer */
         st = sync_status(t, st);
+        if (!t->report) n = 0; /* a slot the model-parallel unit keeps out of the metrics */
         part_metric parts[DT_METRICS_MAX];
         for (int k = 0; k < n; k++) {
             memcpy(parts[k].name, name[k], DT_METRIC_NAME_MAX);
@@ -407,6 +420,63 @@ static json_t *metrics_json(const dt_metrics *m) {
     return o;
 }
 
+/* Engine-based trials: what the chief tells every slot before the engines are saved. */
+typedef struct ds_ckpt_msg {
+    int32_t code; /* 0: write into dir; 1: this position is already saved; 2: the chief failed */
+    char dir[4092];
+} ds_ckpt_msg;
+
+/* Engine-based trials, on every slot: the chief starts the checkpoint and broadcasts its
+ * temporary directory; every slot saves its engines' shards there; the slots agree on the
+ * outcome. The chief gets the open writer back in *w (NULL when there is nothing to write:
+ * *skip set), the other slots are done when this returns. */
+static dt_status ds_save_shards(trainer *t, const char *name, dt_ckpt_writer **w, bool *skip) {
+    dt_trial_ctx *c = t->c;
+    *w = NULL;
+    *skip = false;
+    ds_ckpt_msg msg;
+    memset(&msg, 0, sizeof msg);
+    dt_status st = DT_OK;
+    if (chief(t)) {
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", t->o->checkpoint_dir, name);
+        struct stat sb;
+        if (stat(path, &sb) == 0) {
+            msg.code = 1;
+        } else if (!(*w = dt_ckpt_begin(t->o->checkpoint_dir, name))) {
+            msg.code = 2;
+            st = dt_last_status();
+        } else {
+            snprintf(msg.dir, sizeof msg.dir, "%s", dt_ckpt_dir(*w));
+        }
+    }
+    if (c->size > 1) {
+        char keep[1024];
+        snprintf(keep, sizeof keep, "%s", dt_last_error());
+        dt_status bst = dt_comm_broadcast(c->comm, &msg, sizeof msg, 0);
+        if (bst != DT_OK) {
+            dt_ckpt_abort(*w);
+            *w = NULL;
+            return bst;
+        }
+        if (st != DT_OK) dt_error(st, "%s", keep);
+    }
+    if (msg.code == 1) {
+        *skip = true;
+        return DT_OK;
+    }
+    if (msg.code == 2)
+        return chief(t) ? st : dt_error(DT_ERR_IO, "the chief could not start checkpoint %s", name);
+    /* every slot writes its own shards into the chief's temporary directory */
+    st = sync_status(t, dt__ds_save(c, t->def, t->self, msg.dir));
+    if (st != DT_OK || !chief(t)) {
+        dt_ckpt_abort(*w);
+        *w = NULL;
+        *skip = !chief(t) && st == DT_OK;
+    }
+    return st;
+}
+
 static dt_status save_checkpoint(trainer *t, char *name_out, size_t name_len) {
     dt_trial_ctx *c = t->c;
     char name[64];
@@ -414,8 +484,17 @@ static dt_status save_checkpoint(trainer *t, char *name_out, size_t name_len) {
     snprintf(name_out, name_len, "%s", name);
     char path[2048];
     snprintf(path, sizeof path, "%s/%s", t->o->checkpoint_dir, name);
-    struct stat sb;
-    if (stat(path, &sb) == 0) return DT_OK; /* this position is already saved */
+    dt_ckpt_writer *ds_w = NULL;
+    if (t->ds) {
+        /* engine-based: every slot takes part; the chief goes on with the shared files */
+        bool skip;
+        dt_status st = ds_save_shards(t, name, &ds_w, &skip);
+        if (st != DT_OK) return dt_error(st, "saving checkpoint %s: %s", path, dt_last_error());
+        if (skip) return DT_OK;
+    } else {
+        struct stat sb;
+        if (stat(path, &sb) == 0) return DT_OK; /* this position is already saved */
+    }
     json_t *state = json_object();
     json_object_set_new(state, "format_version", json_integer(STATE_FORMAT));
     json_object_set_new(state, "batches_trained", json_integer(c->batches_trained));
@@ -461,9 +540,10 @@ static dt_status save_checkpoint(trainer *t, char *name_out, size_t name_len) {
     json_object_set_new(state, "last_validation", metrics_json(&t->last_val));
     json_object_set_new(state, "last_validation_batch", json_integer(t->last_val_batch));
     if (t->have_best) json_object_set_new(state, "best_validation", json_real(t->best));
+    if (t->ds) json_object_set_new(state, "ds_stream", dt__ds_state_json(c));
     CB(t, on_checkpoint_save_start, state);
 
-    dt_ckpt_writer *w = dt_ckpt_begin(t->o->checkpoint_dir, name);
+    dt_ckpt_writer *w = ds_w ? ds_w : dt_ckpt_begin(t->o->checkpoint_dir, name);
     dt_status st = w ? DT_OK : dt_last_status();
     for (int i = 0; st == DT_OK && i < c->n_models; i++) {
         dt_module *m = c->models[i];
@@ -510,7 +590,8 @@ static dt_status save_checkpoint(trainer *t, char *name_out, size_t name_len) {
         dt_ctx_reset(c->rt);
     }
     if (st == DT_OK) st = dt_ckpt_add_json(w, "state.json", state);
-    if (st == DT_OK && t->def->save) st = t->def->save(t->self, dt_ckpt_dir(w));
+    /* (engine-based trials ran their save on every slot above) */
+    if (st == DT_OK && t->def->save && !t->ds) st = t->def->save(t->self, dt_ckpt_dir(w));
     json_decref(state);
     if (st != DT_OK) {
         dt_status keep = st;
@@ -547,7 +628,9 @@ static dt_status save_checkpoint(trainer *t, char *name_out, size_t name_len) {
 dt_status dt__trial_resume(dt_trial_ctx *c, const dt_trial_def *def, void *self, const char *path,
                            json_t **state_out) {
     dt_ckpt *ck = dt_ckpt_open(path);
-    if (!ck) return dt_last_status();
+    if (!ck) /* an engine-based trial's slots agree on the failure */
+        return def->ds_train_batch ? dt__ds_resume(c, def, self, path, NULL, dt_last_status())
+                                   : dt_last_status();
     json_error_t je;
     const char *sp = dt_ckpt_path(ck, "state.json");
     json_t *state = sp ? json_load_file(sp, 0, &je) : NULL;
@@ -641,9 +724,11 @@ dt_status dt__trial_resume(dt_trial_ctx *c, const dt_trial_def *def, void *self,
         c->skipped_steps = json_integer_value(json_object_get(state, "skipped_steps"));
         c->batches_trained = json_integer_value(json_object_get(state, "batches_trained"));
         c->optimizer_steps = json_integer_value(json_object_get(state, "optimizer_steps"));
-        if (st == DT_OK && def->load) st = def->load(self, dt_ckpt_path(ck, NULL));
+        if (st == DT_OK && def->load && !def->ds_train_batch) st = def->load(self, dt_ckpt_path(ck, NULL));
     }
 done:
+    /* engine-based: every slot loads its engines (collective) once all could read the rest */
+    if (def->ds_train_batch) st = dt__ds_resume(c, def, self, dt_ckpt_path(ck, NULL), state, st);
     if (st == DT_OK && state_out) *state_out = state;
     else json_decref(state);
     dt_ckpt_close(ck);
@@ -676,9 +761,10 @@ static void prune_checkpoints(trainer *t, const char *best_name) {
 
 static dt_status checkpoint(trainer *t, bool best) {
     /* the model and optimiser states are replicated across data-parallel slots: the chief
-     * writes, the others wait for the outcome */
+     * writes, the others wait for the outcome (engine-based trials: every slot writes its
+     * engine shards first, see ds_save_shards) */
     char name[64];
-    dt_status st = chief(t) ? save_checkpoint(t, name, sizeof name) : DT_OK;
+    dt_status st = chief(t) || t->ds ? save_checkpoint(t, name, sizeof name) : DT_OK;
     st = sync_status(t, st);
     if (st != DT_OK) return st;
     t->last_ckpt_batch = t->c->batches_trained; /* on every slot: they decide alike */
@@ -726,21 +812,22 @@ static dt_status train_loop(trainer *t) {
         int64_t in_epoch = c->batches_trained % t->batches_per_epoch;
         if (e != epoch) {
             epoch = e;
-            st = dt_loader_start_epoch(t->train, e, in_epoch);
+            /* (an engine-based trial's iterator reads the loader as one stream) */
+            st = t->ds ? DT_OK : dt_loader_start_epoch(t->train, e, in_epoch);
             if (st != DT_OK) return st;
             if (in_epoch == 0) CB(t, on_training_epoch_start, e);
         }
-        dt_batch *b;
-        st = dt_loader_next(t->train, &b);
+        dt_batch *b = NULL;
+        st = t->ds ? DT_OK : dt_loader_next(t->train, &b);
         if (st != DT_OK) return st;
-        if (!b)
+        if (!b && !t->ds)
             return dt_error(DT_ERR_STATE, "the training loader ended epoch %lld after %lld batches "
                                           "but reported %lld per epoch",
                             (long long)e, (long long)in_epoch, (long long)t->batches_per_epoch);
         dt_ctx_reset(c->rt);
         c->in_fit = true;
         dt_metrics m = dt_metrics_empty();
-        if (b->records == 0) {
+        if (b && b->records == 0) {
             /* a shard's padding batch: no data here, but the slot still takes part in the
              * optimiser steps' gradient averaging (contributing zero gradients) */
             for (int i = 0; i < c->n_optims && m.status == DT_OK; i++)
@@ -754,21 +841,26 @@ static dt_status train_loop(trainer *t) {
                 dt_device_reset_peak(dt_ctx_device(c->rt));
                 p0 = dt_now_sec();
             }
-            m = t->def->train_batch(t->self, b, e, c->batches_trained);
+            m = t->ds ? dt__ds_train_batch(c, t->def, t->self, e, c->batches_trained)
+                      : t->def->train_batch(t->self, b, e, c->batches_trained);
             if (prof && m.status == DT_OK) profile_batch(t, dt_now_sec() - p0);
         }
         if (m.status != DT_OK)
             return dt_error(m.status, "train_batch failed at batch %lld (epoch %lld): %s",
                             (long long)c->batches_trained, (long long)e, dt_last_error());
         double loss;
+        if (!t->report) m = dt_metrics_empty(); /* kept out of the metrics by the unit */
         if (dt_metrics_get(&m, "loss", &loss) && !isfinite(loss))
             return dt_error(DT_ERR_INVALID, "train_batch returned loss = %g at batch %lld (epoch "
                                             "%lld); hint: lower the learning rate, enable gradient "
                                             "clipping or check the data",
                             loss, (long long)c->batches_trained, (long long)e);
-        int64_t len = t->def->get_batch_length ? t->def->get_batch_length(t->self, b) : b->records;
-        t->records_trained += len * c->size;
-        t->window_records += len * c->size;
+        /* engine-based: a batch is the first engine's train_batch_size records */
+        int64_t recs = t->ds ? dt__ds_records_per_batch(c)
+                             : (t->def->get_batch_length ? t->def->get_batch_length(t->self, b)
+                                                         : b->records) * c->size;
+        t->records_trained += recs;
+        t->window_records += recs;
         t->last_batch = m;
         window_add(&t->win, &m);
         dt__trial_step_scheds(c, DT_LR_STEP_EVERY_BATCH);
@@ -812,11 +904,21 @@ static dt_status train_loop(trainer *t) {
 
 dt_status dt_trainer_fit(const dt_trial_def *def, const json_t *config, uint64_t seed,
                          const dt_fit_opts *opts) {
-    if (!def || !def->init || !def->train_batch || !def->build_training_data_loader ||
-        !def->build_validation_data_loader || (!def->evaluate_batch && !def->evaluate_full_dataset))
+    bool ds = def && def->ds_train_batch; /* an engine-based trial */
+    if (ds && (!def->init || !def->build_training_data_loader || !def->build_validation_data_loader))
+        return dt_error(DT_ERR_INVALID, "trial %s is incomplete: init, ds_train_batch, "
+                                        "ds_evaluate_batch, build_training_data_loader and "
+                                        "build_validation_data_loader are required",
+                        def->name ? def->name : "(unnamed)");
+    if (ds && dt__ds_check_def(def) != DT_OK) return dt_last_status();
+    if (!ds && (!def || !def->init || !def->train_batch || !def->build_training_data_loader ||
+                !def->build_validation_data_loader ||
+                (!def->evaluate_batch && !def->evaluate_full_dataset)))
         return dt_error(DT_ERR_INVALID, "trial %s is incomplete: init, train_batch, "
                                         "build_training_data_loader, build_validation_data_loader "
-                                        "and evaluate_batch (or evaluate_full_dataset) are required",
+                                        "and evaluate_batch (or evaluate_full_dataset) are required "
+                                        "(or ds_train_batch and ds_evaluate_batch for an "
+                                        "engine-based trial)",
                         def && def->name ? def->name : "(unnamed)");
     if (opts->max_length.n <= 0)
         return dt_error(DT_ERR_CONFIG, "max_length is required; hint: set searcher.max_length in "
@@ -827,6 +929,8 @@ dt_status dt_trainer_fit(const dt_trial_def *def, const json_t *config, uint64_t
     memset(&t, 0, sizeof t);
     t.def = def;
     t.o = opts;
+    t.ds = ds;
+    t.report = true;
     t.last_val_batch = -1;
     t.last_ckpt_batch = -1;
     t.last_val = dt_metrics_empty();
@@ -835,6 +939,7 @@ dt_status dt_trainer_fit(const dt_trial_def *def, const json_t *config, uint64_t
     if (!t.c) return dt_last_status();
     dt_trial_ctx *c = t.c;
     snprintf(c->tb_path, sizeof c->tb_path, "%s/tensorboard", opts->checkpoint_dir);
+    if (opts->model_dir) dt__ds_set_model_dir(c, opts->model_dir);
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -848,23 +953,33 @@ dt_status dt_trainer_fit(const dt_trial_def *def, const json_t *config, uint64_t
                       def->name ? def->name : "", dt_last_error());
         goto out;
     }
+    if (ds && (st = dt__ds_after_init(c, def)) != DT_OK) goto out;
+    t.report = !ds || dt__ds_reports_metrics(c);
     if (def->build_callbacks) {
         t.n_cb = def->build_callbacks(t.self, t.cb, t.cb_name, MAX_CALLBACKS);
         if (t.n_cb < 0 || t.n_cb > MAX_CALLBACKS) t.n_cb = 0;
     }
-    t.train = def->build_training_data_loader(t.self);
+    bool build = !ds || dt__ds_builds_loaders(c);
+    t.train = build ? def->build_training_data_loader(t.self) : NULL;
     t.val = t.train ? def->build_validation_data_loader(t.self) : NULL;
-    if (!t.train || !t.val) {
+    if (build && (!t.train || !t.val)) {
         st = dt_error(dt_last_status() ? dt_last_status() : DT_ERR_STATE,
                       "building the %s data loader failed: %s", t.train ? "validation" : "training",
                       dt_last_error());
         goto out;
     }
-    if (!c->repro_disabled && c->size > 1) {
-        dt_loader_set_shard(t.train, c->rank, c->size);
-        dt_loader_set_shard(t.val, c->rank, c->size);
+    int shard_rank = c->rank, shard_world = c->size;
+    if (ds) dt__ds_shard(c, &shard_rank, &shard_world); /* the model-parallel unit's view */
+    if (!c->repro_disabled && shard_world > 1 && t.train) {
+        dt_loader_set_shard(t.train, shard_rank, shard_world);
+        dt_loader_set_shard(t.val, shard_rank, shard_world);
     }
-    t.batches_per_epoch = dt_loader_num_batches(t.train);
+    if (ds) {
+        /* batches per epoch = the loader's micro-batches / gradient_accumulation_steps */
+        if ((st = dt__ds_attach_loaders(c, t.train, t.val, &t.batches_per_epoch)) != DT_OK) goto out;
+    } else {
+        t.batches_per_epoch = dt_loader_num_batches(t.train);
+    }
     if (t.batches_per_epoch <= 0) {
         st = dt_error(DT_ERR_CONFIG, "the training loader has no batches (%lld); hint: check the "
                                      "dataset and batch size",

@@ -59,6 +59,7 @@ struct dt_trial_ctx {
     int n_fn_reducers;
     struct dt_fn_reducer *fn_reducers[DT_TRIAL_MAX_REDUCERS];
     int64_t optimizer_steps; /* completed optimiser steps (all optimisers stepped together) */
+    struct dt_ds_state *ds;  /* engine-based trials (ds_trial.c); NULL for plain trials */
 };
 
 /* Step schedules registered with `mode` (called by the fit loop per epoch / batch). */
@@ -68,5 +69,31 @@ dt_status dt__trial_resume(dt_trial_ctx *c, const dt_trial_def *def, void *self,
                            json_t **state_out);
 /* True at the last batch of an aggregation window. */
 bool dt__trial_at_boundary(const dt_trial_ctx *c);
+
+/* ---- engine-based trials (ds_trial.c): hooks of the context and the fit loop ---- */
+typedef struct dt_ds_state dt_ds_state;
+void dt__ds_free(dt_trial_ctx *c);
+int dt__ds_engine_count(const dt_trial_ctx *c);
+bool dt__ds_owns_module(const dt_trial_ctx *c, const dt_module *m);
+void dt__ds_set_model_dir(dt_trial_ctx *c, const char *dir);
+dt_status dt__ds_check_def(const dt_trial_def *def);
+dt_status dt__ds_after_init(dt_trial_ctx *c, const dt_trial_def *def);
+bool dt__ds_builds_loaders(const dt_trial_ctx *c);
+bool dt__ds_reports_metrics(const dt_trial_ctx *c);
+void dt__ds_shard(const dt_trial_ctx *c, int *rank, int *world);
+dt_status dt__ds_attach_loaders(dt_trial_ctx *c, dt_loader *train, dt_loader *val,
+                                int64_t *batches_per_epoch);
+dt_metrics dt__ds_train_batch(dt_trial_ctx *c, const dt_trial_def *def, void *self,
+                              int64_t epoch, int64_t batch);
+int64_t dt__ds_records_per_batch(const dt_trial_ctx *c);
+dt_status dt__ds_eval_begin(dt_trial_ctx *c);
+bool dt__ds_eval_more(dt_trial_ctx *c, int64_t vb, dt_status *st);
+dt_metrics dt__ds_evaluate_batch(dt_trial_ctx *c, const dt_trial_def *def, void *self,
+                                 int64_t vb, int64_t *weight);
+json_t *dt__ds_state_json(const dt_trial_ctx *c);
+dt_status dt__ds_save(dt_trial_ctx *c, const dt_trial_def *def, void *self, const char *dir);
+dt_status dt__ds_resume(dt_trial_ctx *c, const dt_trial_def *def, void *self, const char *dir,
+                        const json_t *state, dt_status st);
+
 
 #endif

@@ -108,5 +108,32 @@ check '[ "$before" = "$after" ]' "files changed after a refused resume"
 rc=$?
 check '[ $rc -ne 0 ] && grep -q "no checkpoint" "$W/o"' "resume without a checkpoint: $(cat "$W/o")"
 
+# 8. an engine-based trial (examples/fashion_mnist_ds: the CNN on Fashion-MNIST through the
+# DeepSpeed-style engine, deepspeed_config relative to the model directory): briefly at one
+# slot, then at two slots (one checkpoint holding both slots' optimizer shards), resumed there
+DS=$SRC/examples/fashion_mnist_ds
+"$DTRAIN" train "$DS/const.yaml" "$DS" --max-length 3b --checkpoint-dir "$W/ds1" \
+    --metrics-out "$W/ds1.jsonl" --quiet > "$W/o" 2>&1
+rc=$?
+check '[ $rc -eq 0 ] && [ "$(cat "$W/ds1/latest")" = batch_3 ]' "engine trial: $(tail -3 "$W/o")"
+check 'grep -q "\"batches\":3,.*\"records\":192," "$W/ds1.jsonl"' \
+    "engine trial: 3 global batches of 64 records: $(cat "$W/ds1.jsonl")"
+check '[ -f "$W/ds1/batch_3/model0/optim_shard_0_of_1.safetensors" ] &&
+    grep -q "model0/engine_state.json" "$W/ds1/batch_3/metadata.json"' \
+    "engine trial: the engine checkpoint inside the trial checkpoint"
+"$DTRAIN" train "$DS/const.yaml" "$DS" --max-length 2b --checkpoint-dir "$W/ds2" --slots 2 \
+    --metrics-out "$W/ds2.jsonl" --quiet > "$W/o" 2>&1
+rc=$?
+check '[ $rc -eq 0 ] && [ "$(cat "$W/ds2/latest")" = batch_2 ]' "engine trial --slots 2: $(tail -5 "$W/o")"
+check '[ -f "$W/ds2/batch_2/model0/optim_shard_0_of_2.safetensors" ] &&
+    [ -f "$W/ds2/batch_2/model0/optim_shard_1_of_2.safetensors" ]' \
+    "engine trial --slots 2: both slots' shards in the checkpoint"
+check 'grep -q "\"batches\":2,.*\"records\":256," "$W/ds2.jsonl"' \
+    "engine trial --slots 2: 2 global batches of 128 records: $(cat "$W/ds2.jsonl")"
+"$DTRAIN" train "$DS/const.yaml" "$DS" --max-length 3b --checkpoint-dir "$W/ds2" --slots 2 \
+    --resume latest --quiet > "$W/o" 2>&1
+rc=$?
+check '[ $rc -eq 0 ] && [ "$(cat "$W/ds2/latest")" = batch_3 ]' "engine trial --slots 2 resume: $(tail -5 "$W/o")"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
