@@ -240,11 +240,14 @@ static int bench_engine(bench_args *a, dt_module *net, dt_tensor *x, dt_tensor *
     /* every rank's memory and time, to rank 0 */
     dt_engine_memory mem;
     dt_engine_memory_stats(e, &mem);
+    dt_engine_timers tm;
+    dt_engine_get_timers(e, &tm);
     struct {
         dt_engine_memory mem;
         double med;
         int64_t rss;
-    } mine = {mem, med, proc_status_bytes("VmHWM:") - rss0}, *all = NULL;
+        dt_engine_timers tm;
+    } mine = {mem, med, proc_status_bytes("VmHWM:") - rss0, tm}, *all = NULL;
     dt_bytes_list *l = NULL;
     if (dt_comm_gather_bytes(comm, &mine, sizeof mine, 0, &l) != DT_OK) {
         fprintf(stderr, "dtrain bench: %s\n", dt_last_error());
@@ -277,8 +280,14 @@ static int bench_engine(bench_args *a, dt_module *net, dt_tensor *x, dt_tensor *
                 print_stats("device_current_bytes", &all->mem.device, false);
                 printf(",");
                 print_stats("host_peak_bytes", &all->mem.host, true);
-                printf(",\"nvme_bytes\":%lld,\"rss_added_bytes\":%lld}",
-                       (long long)all->mem.nvme_bytes, (long long)all->rss);
+                /* engine timers per optimizer step (warm-up included) */
+                double k = all->tm.steps > 0 ? 1e3 / (double)all->tm.steps : 0;
+                printf(",\"nvme_bytes\":%lld,\"rss_added_bytes\":%lld,\"ms_per_step\":{"
+                       "\"forward\":%.2f,\"backward\":%.2f,\"step\":%.2f,\"reduce\":%.2f,"
+                       "\"gather\":%.2f,\"offload\":%.2f}}",
+                       (long long)all->mem.nvme_bytes, (long long)all->rss, all->tm.forward_s * k,
+                       all->tm.backward_s * k, all->tm.step_s * k, all->tm.reduce_s * k,
+                       all->tm.gather_s * k, all->tm.offload_s * k);
             }
             printf("]}\n");
         } else {
