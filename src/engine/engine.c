@@ -96,7 +96,11 @@ dt_engine *dt_engine_init_opts(dt_module *model, const json_t *config, const dt_
         if (z->stage == 0) {
             e->opt = dt_optim_new_for_module(&e->cfg.optimizer, model);
         } else if (z->offload_optimizer == DT_OFFLOAD_NVME) {
-            e->nv_chunk = e->block < ((int64_t)1 << 20) ? e->block : (int64_t)1 << 20;
+            /* chunks of 1 Mi elements; a small block still goes in about four, so the
+             * read-ahead and write-behind overlap something */
+            int64_t ch = round_up((e->block + 3) / 4, 16);
+            ch = ch < 1024 ? 1024 : ch > ((int64_t)1 << 20) ? (int64_t)1 << 20 : ch;
+            e->nv_chunk = ch < e->block ? ch : e->block;
             e->opt = dt_optim_new(e->host, &e->cfg.optimizer, e->nv_chunk);
         } else {
             e->opt = dt_optim_new(z->offload_optimizer == DT_OFFLOAD_CPU ? e->host : e->dev,

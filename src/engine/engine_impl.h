@@ -58,6 +58,7 @@ struct dt_engine {
     int64_t live_grad_elems, live_param_elems;
 
     dt_optimizer *opt; /* over the whole buffer (stage 0) or one block (>= 1; a chunk: nvme) */
+    dt_optimizer *opt_tail; /* nvme: the last, shorter chunk of the block */
     int n_opt_states;  /* moments the optimiser keeps (0 SGD w/o momentum, 1, 2) */
     int64_t opt_steps; /* optimiser steps taken (nvme runs chunk by chunk) */
     dt_lr_schedule *sched;

@@ -387,16 +387,27 @@ typedef struct nv_step {
 static dt_status nv_step_chunk(void *user, int64_t off, int64_t len, float *const *p) {
     nv_step *s = user;
     dt_engine *e = s->e;
+    /* full chunks use the chunk-sized optimiser, the shorter last one its own (made on first
+     * use), following the first's lr and momentum */
+    dt_optimizer *o = e->opt;
+    if (len != e->nv_chunk) {
+        if (!e->opt_tail && !(e->opt_tail = dt_optim_new(e->host, &e->cfg.optimizer, len)))
+            return dt_last_status();
+        o = e->opt_tail;
+        const dt_optim_config *c = dt_optim_config_of(e->opt);
+        dt_optim_set_lr(o, c->lr);
+        dt_optim_set_momentum(o, c->type == DT_OPTIM_SGD ? c->momentum : c->beta1);
+    }
     for (int k = 0; k < e->n_opt_states; k++) {
         const char *nm;
-        memcpy(dt_optim_state(e->opt, k, &nm), p[1 + k], (size_t)len * sizeof(float));
+        memcpy(dt_optim_state(o, k, &nm), p[1 + k], (size_t)len * sizeof(float));
     }
-    dt_optim_set_step_count(e->opt, e->opt_steps);
-    dt_status st = dt_optim_step(e->opt, p[0], s->g + off, len);
+    dt_optim_set_step_count(o, e->opt_steps);
+    dt_status st = dt_optim_step(o, p[0], s->g + off, len);
     if (st != DT_OK) return st;
     for (int k = 0; k < e->n_opt_states; k++) {
         const char *nm;
-        memcpy(p[1 + k], dt_optim_state(e->opt, k, &nm), (size_t)len * sizeof(float));
+        memcpy(p[1 + k], dt_optim_state(o, k, &nm), (size_t)len * sizeof(float));
     }
     /* the new weights for the next forward */
     if (e->stage < 3) memcpy(e->params + e->lo + off, p[0], (size_t)len * sizeof(float));
@@ -552,7 +563,6 @@ dt_status dt__zero_setup(dt_engine *e) {
     dt_status st = DT_OK;
     if (e->stage >= 1) {
         if (z->offload_optimizer == DT_OFFLOAD_NVME) {
-            e->nv_chunk = min64(e->block, (int64_t)1 << 20);
             e->nv_master = open_swap(e, z->offload_optimizer_nvme_path, "master");
             if (!e->nv_master) return dt_last_status();
             st = dt__swap_write(e->nv_master, 0, e->params + e->lo, e->block);
@@ -676,6 +686,7 @@ void dt__zero_teardown(dt_engine *e) {
     if (e->pack) dt_mem_free(e->dev, DT_MEM_COMM, e->pack, (size_t)e->pack_cap * sizeof(float));
     for (int i = 0; i < 8; i++)
         if (e->nv_bufs[i]) dt_mem_free(e->host, DT_MEM_OTHER, e->nv_bufs[i], (size_t)e->nv_chunk * 4);
+    dt_optim_free(e->opt_tail);
     dt__swap_close(e->nv_master);
     dt__swap_close(e->nv_m);
     dt__swap_close(e->nv_v);
