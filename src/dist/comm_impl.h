@@ -76,7 +76,9 @@ struct dt_comm {
  * world). NULL with DT_ERR_OOM. */
 dt_comm *dt__comm_new(const dt_comm_backend *be, void *impl, int rank, int size, dt_comm *parent);
 /* Scratch of at least `bytes` (contents undefined); NULL with DT_ERR_OOM. Two regions: a
- * second call invalidates the first, so take one region and carve it. */
+ * second call invalidates the first, so take one region and carve it. Growing it is collective
+ * (the ranks agree on an allocation failure), so every rank must ask for the same size at the
+ * same point. */
 void *dt__comm_scratch(dt_comm *c, size_t bytes);
 /* For tests: make transfers go in chunks of `bytes` (>= 16) to exercise the chunked paths. */
 void dt__comm_set_chunk_bytes(dt_comm *c, size_t bytes);

@@ -192,17 +192,25 @@ static dt_status mpi_reduce_scatter(dt_comm *c, const float *send, float *recv, 
 static dt_status mpi_reduce_scatterv(dt_comm *c, const float *send, float *recv,
                                      const int64_t *counts, dt_reduce_op op) {
     const int W = c->size;
-    int64_t maxc = 0;
-    for (int j = 0; j < W; j++) maxc = counts[j] > maxc ? counts[j] : maxc;
+    int64_t maxc = 0, total = 0;
+    for (int j = 0; j < W; j++) {
+        maxc = counts[j] > maxc ? counts[j] : maxc;
+        total += counts[j];
+    }
     size_t per = c->chunk_bytes / sizeof(float) / (size_t)W;
     if (per < 1) per = 1;
     if (per > (size_t)INT_MAX / (size_t)W) per = (size_t)INT_MAX / (size_t)W;
     const size_t mine = (size_t)counts[c->rank];
+    const bool one_round = (size_t)maxc <= per && total <= INT_MAX;
     int *sc = malloc(4 * (size_t)W * sizeof(int));
     if (!sc) return dt_error(DT_ERR_OOM, "dt_comm_reduce_scatterv: out of memory");
     int *sd = sc + W, *rc = sd + W, *rd = rc + W;
-    size_t rows = min_sz(per, (size_t)maxc);
-    float *pack = dt__comm_scratch(c, 2 * (size_t)W * rows * sizeof(float) + 64);
+    /* one round: the pieces are already consecutive in send and go as they are; otherwise
+     * each round packs `per` elements of every piece */
+    size_t rows = one_round ? 0 : min_sz(per, (size_t)maxc);
+    /* the scratch request is the same on every rank: growing it is collective */
+    size_t rrows = one_round ? (size_t)maxc : rows;
+    float *pack = dt__comm_scratch(c, ((size_t)W * (rows + rrows) + 16) * sizeof(float));
     if (!pack) {
         free(sc);
         return dt_last_status();
@@ -215,16 +223,17 @@ static dt_status mpi_reduce_scatterv(dt_comm *c, const float *send, float *recv,
         for (int j = 0; j < W; j++) {
             size_t cj = (size_t)counts[j];
             size_t n = s < cj ? min_sz(per, cj - s) : 0;
-            if (n) memcpy(pack + off, src + s, n * sizeof(float));
+            if (n && !one_round) memcpy(pack + off, src + s, n * sizeof(float));
             sc[j] = (int)n;
-            sd[j] = (int)off;
+            sd[j] = (int)(one_round ? (size_t)(src - send) : off);
             rc[j] = (int)rn;
             rd[j] = (int)roff;
             off += n;
             roff += rn;
             src += cj;
         }
-        int e = MPI_Alltoallv(pack, sc, sd, MPI_FLOAT, rbuf, rc, rd, MPI_FLOAT, comm_of(c));
+        int e = MPI_Alltoallv(one_round ? send : pack, sc, sd, MPI_FLOAT, rbuf, rc, rd, MPI_FLOAT,
+                              comm_of(c));
         if (e != MPI_SUCCESS) st = mpi_fail(c, "MPI_Alltoallv (reduce_scatterv)", e);
         else if (rn) reduce_rows(recv + s, rbuf, rn, W, op);
     }

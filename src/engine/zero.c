@@ -44,20 +44,18 @@ static float *map_floats(int64_t n, size_t *bytes) {
     return p == MAP_FAILED ? NULL : p;
 }
 
-/* Zero floats [a, b) of base and give whole pages inside back to the system. */
+/* Zero floats [a, b) of base and hand the whole pages inside back to the system with
+ * MADV_FREE: the kernel takes them when it needs memory (then they read as zeros), and until
+ * then a later use finds them in place, zeroed, without page faults. Either way the range
+ * reads as zeros afterwards, which the gradient window relies on. */
 static void release_range(float *base, int64_t a, int64_t b) {
     if (b <= a) return;
     size_t ps = page_size();
     char *lo = (char *)(base + a), *hi = (char *)(base + b);
+    memset(lo, 0, (size_t)(hi - lo));
     char *plo = (char *)(((uintptr_t)lo + ps - 1) / ps * ps);
     char *phi = (char *)((uintptr_t)hi / ps * ps);
-    if (phi <= plo) {
-        memset(lo, 0, (size_t)(hi - lo));
-        return;
-    }
-    memset(lo, 0, (size_t)(plo - lo));
-    memset(phi, 0, (size_t)(hi - phi));
-    madvise(plo, (size_t)(phi - plo), MADV_DONTNEED);
+    if (phi > plo) madvise(plo, (size_t)(phi - plo), MADV_FREE);
 }
 
 /* ---- groups -------------------------------------------------------------------------------- */
@@ -193,39 +191,84 @@ static dt_status refresh_persistent(dt_engine *e) {
 
 /* ---- stage 2/3: gradient buckets ----------------------------------------------------------- */
 
+/* The bucket's groups as one flat range [*a, *b) when nothing outside the bucket lies in it
+ * (then the range, already in rank order, is the reduce-scatterv send buffer as it is). */
+static bool bucket_range(const dt_engine *e, int64_t *a, int64_t *b) {
+    int64_t lo = INT64_MAX, hi = 0, inside = 0;
+    for (int q = 0; q < e->n_bucket; q++) {
+        const dt_engine_group *g = &e->groups[e->bucket[q]];
+        lo = g->a < lo ? g->a : lo;
+        hi = g->b > hi ? g->b : hi;
+        inside += g->b - g->a;
+    }
+    /* every group overlapping [lo, hi) must be in the bucket */
+    int64_t covered = 0;
+    for (int i = 0; i < e->n_groups; i++) {
+        const dt_engine_group *g = &e->groups[i];
+        if (g->b > lo && g->a < hi) covered += g->b - g->a;
+    }
+    *a = lo;
+    *b = hi;
+    return covered == inside;
+}
+
 static dt_status flush_bucket(dt_engine *e) {
     if (e->n_bucket == 0) return DT_OK;
     double t0 = dt_now_sec();
     int64_t counts_s[256], *counts = counts_s;
     if (e->W > 256 && !(counts = malloc((size_t)e->W * sizeof *counts)))
         return dt_error(DT_ERR_OOM, "engine: bucket: out of memory");
-    /* pack: for each owner j, the pieces of every bucketed group it owns, in bucket order */
-    int64_t k = 0, mine_at = 0;
-    for (int j = 0; j < e->W; j++) {
-        if (j == e->rank) mine_at = k;
-        int64_t c0 = k;
-        for (int q = 0; q < e->n_bucket; q++) {
+    int64_t ra, rb, mine_at = 0;
+    const float *send;
+    float *recv;
+    dt_status st;
+    if (bucket_range(e, &ra, &rb)) {
+        /* contiguous: the gradients themselves are the send buffer (padding between groups
+         * is zero and reduces to zero) */
+        for (int j = 0; j < e->W; j++) {
+            int64_t s, len = owned_part(e, j, ra, rb, &s);
+            counts[j] = len;
+            if (j == e->rank) mine_at = len ? s - ra : 0;
+        }
+        send = e->grads + ra;
+        recv = e->grads + ra + mine_at;
+        st = dt_comm_reduce_scatterv(e->comm, send, recv, counts, DT_REDUCE_OP_AVG);
+        if (st == DT_OK && counts[e->rank] > 0) {
+            int64_t s;
+            owned_part(e, e->rank, ra, rb, &s);
+            float *acc = e->gacc + (s - e->lo);
+            const int64_t len = counts[e->rank];
+#pragma omp parallel for schedule(static) if (len > 65536)
+            for (int64_t i = 0; i < len; i++) acc[i] += recv[i];
+        }
+    } else {
+        /* pack: for each owner j, the pieces of every bucketed group it owns, in bucket order */
+        int64_t k = 0;
+        for (int j = 0; j < e->W; j++) {
+            if (j == e->rank) mine_at = k;
+            int64_t c0 = k;
+            for (int q = 0; q < e->n_bucket; q++) {
+                dt_engine_group *g = &e->groups[e->bucket[q]];
+                int64_t s, len = owned_part(e, j, g->a, g->b, &s);
+                if (len) memcpy(e->pack + k, e->grads + s, (size_t)len * sizeof(float));
+                k += len;
+            }
+            counts[j] = k - c0;
+        }
+        st = dt_comm_reduce_scatterv(e->comm, e->pack, e->pack + mine_at, counts, DT_REDUCE_OP_AVG);
+        /* add this rank's reduced pieces into its accumulated block */
+        k = mine_at;
+        for (int q = 0; st == DT_OK && q < e->n_bucket; q++) {
             dt_engine_group *g = &e->groups[e->bucket[q]];
-            int64_t s, len = owned_part(e, j, g->a, g->b, &s);
-            if (len) memcpy(e->pack + k, e->grads + s, (size_t)len * sizeof(float));
+            int64_t s, len = owned_part(e, e->rank, g->a, g->b, &s);
+            float *acc = e->gacc + (s - e->lo);
+            const float *r = e->pack + k;
+            for (int64_t i = 0; i < len; i++) acc[i] += r[i];
             k += len;
         }
-        counts[j] = k - c0;
     }
-    dt_status st = dt_comm_reduce_scatterv(e->comm, e->pack, e->pack + mine_at, counts,
-                                           DT_REDUCE_OP_AVG);
     if (counts != counts_s) free(counts);
     if (st != DT_OK) return st;
-    /* add this rank's reduced pieces into its accumulated block */
-    k = mine_at;
-    for (int q = 0; q < e->n_bucket; q++) {
-        dt_engine_group *g = &e->groups[e->bucket[q]];
-        int64_t s, len = owned_part(e, e->rank, g->a, g->b, &s);
-        float *acc = e->gacc + (s - e->lo);
-        const float *r = e->pack + k;
-        for (int64_t i = 0; i < len; i++) acc[i] += r[i];
-        k += len;
-    }
     for (int q = 0; q < e->n_bucket; q++) {
         dt_engine_group *g = &e->groups[e->bucket[q]];
         release_range(e->grads, g->a, g->b);
