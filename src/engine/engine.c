@@ -65,10 +65,7 @@ dt_engine *dt_engine_init_opts(dt_module *model, const json_t *config, const dt_
     e->ctx = dt_module_ctx(model);
     e->dev = dt_ctx_device(e->ctx);
     dt_status st = DT_OK;
-    if (opts && opts->pipeline_stages > 0)
-        st = dt_error(DT_ERR_CONFIG, "dt_engine_init: pipeline parallelism is not available yet; "
-                                     "hint: set pipeline_stages to 0");
-    else if (opts && opts->comm) {
+    if (opts && opts->comm) {
         e->comm = opts->comm;
     } else {
         st = dt_comm_init(&e->comm);
@@ -80,6 +77,16 @@ dt_engine *dt_engine_init_opts(dt_module *model, const json_t *config, const dt_
         st = dt_ds_config_parse(config, e->W, &e->cfg);
     }
     if (st == DT_OK) st = check_combination(e);
+    if (st == DT_OK && opts && opts->pipeline_stages > 0)
+        st = e->cfg.zero.stage >= 2
+                 ? dt_error(DT_ERR_CONFIG,
+                            "dt_engine_init: pipeline parallelism works with ZeRO stage 0 or 1, "
+                            "not %d: stage 2 and 3 partition gradients and parameters across "
+                            "the data-parallel ranks while every pipeline stage accumulates its "
+                            "own micro-batches; hint: set zero_optimization.stage to 0 or 1",
+                            e->cfg.zero.stage)
+                 : dt_error(DT_ERR_CONFIG, "dt_engine_init: pipeline parallelism is not "
+                                           "available yet; hint: set pipeline_stages to 0");
     if (st == DT_OK && e->cfg.memory_budget_bytes > 0)
         dt_device_set_budget(e->dev, e->cfg.memory_budget_bytes);
     if (st == DT_OK && !(e->host = dt_device_new("host", 0)))

@@ -213,6 +213,11 @@ static void test_config_errors(void) {
     CHECK(dt_engine_init(m, j) == NULL && err_has("Lamb") && err_has("stage 0"));
     json_decref(j);
     CHECK(dt_engine_init(NULL, NULL) == NULL && dt_last_status() == DT_ERR_INVALID);
+    j = cfgf("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Adam\"},"
+             " \"zero_optimization\": {\"stage\": 2}}");
+    dt_engine_opts po = {.pipeline_stages = 2};
+    CHECK(dt_engine_init_opts(m, j, &po) == NULL && err_has("stage 0 or 1"));
+    json_decref(j);
     dt_module *unbuilt = dt_model_mlp(4, 4, 1, 2);
     j = cfgf("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"SGD\"}}");
     CHECK(dt_engine_init(unbuilt, j) == NULL && err_has("dt_module_build"));
