@@ -350,8 +350,9 @@ static int bench_train(bench_args *a) {
         dt_ctx_free(ctx);
         return 1;
     }
+    /* the plain step's optimiser (the engine makes its own from the config) */
     dt_optim_config oc = dt_optim_defaults(DT_OPTIM_ADAMW);
-    dt_optimizer *opt = dt_optim_new_for_module(&oc, net);
+    dt_optimizer *opt = a->zero_stage < 0 ? dt_optim_new_for_module(&oc, net) : NULL;
     /* one fixed batch, made once */
     dt_rng rng;
     dt_rng_init(&rng, 7);
@@ -374,7 +375,7 @@ static int bench_train(bench_args *a) {
         for (int64_t i = 0; y && i < B; i++)
             ((int64_t *)y->data)[i] = (int64_t)dt_rng_below(&rng, (uint64_t)classes);
     }
-    if (!opt || !x || !y) {
+    if ((a->zero_stage < 0 && !opt) || !x || !y) {
         fprintf(stderr, "dtrain bench: %s\n", dt_last_error());
         return 1;
     }
