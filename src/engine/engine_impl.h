@@ -23,6 +23,7 @@ typedef struct dt_engine_group {
     int64_t a, b;      /* flat range of the module's own parameters */
     int fwd_live;      /* forward calls whose backward has not finished yet */
     int gathered;      /* stage 3: users of the gathered parameters (forward, backward) */
+    bool resident;     /* stage 3: its parameters are in the window (gathered or prefetched) */
     bool persistent;   /* stage 3: numel below the persistence threshold: always gathered */
     bool reduced;      /* stage >= 2: this micro-step's gradients reduced to their owners */
     bool grads_live;   /* stage >= 2: its gradient range is charged and may hold values */

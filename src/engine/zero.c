@@ -108,19 +108,22 @@ static int64_t owned_part(const dt_engine *e, int j, int64_t a, int64_t b, int64
 
 /* ---- stage 3: gather / release ------------------------------------------------------------- */
 
-/* Gather one group's parameters into the window (one allgatherv of the owners' pieces). */
-static dt_status gather_group(dt_engine *e, dt_engine_group *g) {
+/* Gather groups i0..i1 (neighbours in the flat layout) into the window with one allgatherv of
+ * the owners' pieces of their union. */
+static dt_status gather_groups(dt_engine *e, int i0, int i1) {
     double t0 = dt_now_sec();
-    dt_status st = dt_mem_charge(e->dev, DT_MEM_PARAMS, (g->b - g->a) * 4);
+    int64_t a = e->groups[i0].a, b = e->groups[i1].b, elems = 0;
+    for (int i = i0; i <= i1; i++) elems += e->groups[i].b - e->groups[i].a;
+    dt_status st = dt_mem_charge(e->dev, DT_MEM_PARAMS, elems * 4);
     if (st != DT_OK) return st;
     size_t counts[256], *cnt = counts;
     if (e->W > 256 && !(cnt = malloc((size_t)e->W * sizeof *cnt))) {
-        dt_mem_release(e->dev, DT_MEM_PARAMS, (g->b - g->a) * 4);
+        dt_mem_release(e->dev, DT_MEM_PARAMS, elems * 4);
         return dt_error(DT_ERR_OOM, "engine: gather: out of memory");
     }
-    for (int j = 0; j < e->W; j++) cnt[j] = (size_t)owned_part(e, j, g->a, g->b, NULL) * 4;
+    for (int j = 0; j < e->W; j++) cnt[j] = (size_t)owned_part(e, j, a, b, NULL) * 4;
     int64_t s;
-    int64_t mine = owned_part(e, e->rank, g->a, g->b, &s);
+    int64_t mine = owned_part(e, e->rank, a, b, &s);
     const float *src = e->pshard ? e->pshard + (s - e->lo) : NULL;
     if (e->nv_param && mine > 0) {
         /* the shard lives on nvme: read this rank's piece straight into its window place */
@@ -129,13 +132,14 @@ static dt_status gather_group(dt_engine *e, dt_engine_group *g) {
         e->t.offload_s += dt_now_sec() - t1;
         src = e->params + s;
     }
-    if (st == DT_OK) st = dt_comm_allgatherv(e->comm, mine ? src : NULL, e->params + g->a, cnt);
+    if (st == DT_OK) st = dt_comm_allgatherv(e->comm, mine ? src : NULL, e->params + a, cnt);
     if (cnt != counts) free(cnt);
     if (st != DT_OK) {
-        dt_mem_release(e->dev, DT_MEM_PARAMS, (g->b - g->a) * 4);
+        dt_mem_release(e->dev, DT_MEM_PARAMS, elems * 4);
         return st;
     }
-    e->live_param_elems += g->b - g->a;
+    for (int i = i0; i <= i1; i++) e->groups[i].resident = true;
+    e->live_param_elems += elems;
     e->t.gather_s += dt_now_sec() - t0;
     return DT_OK;
 }
@@ -144,12 +148,38 @@ static void release_group(dt_engine *e, dt_engine_group *g) {
     release_range(e->params, g->a, g->b);
     dt_mem_release(e->dev, DT_MEM_PARAMS, (g->b - g->a) * 4);
     e->live_param_elems -= g->b - g->a;
+    g->resident = false;
 }
 
-static dt_status use_params(dt_engine *e, dt_engine_group *g) {
+/* Prefetch: the groups that come next in direction dir (+1 forward, -1 backward; the layout
+ * follows the order modules run in) join gi's gather while they are not gathered yet and the
+ * batch stays within stage3_prefetch_bucket_size and the live total within
+ * stage3_max_live_parameters. Returns the far end of the batch. */
+static int prefetch_end(const dt_engine *e, int gi, int dir) {
+    const dt_zero_config *z = &e->cfg.zero;
+    int64_t total = e->groups[gi].b - e->groups[gi].a;
+    int k = gi;
+    for (int nx = gi + dir; dir && nx >= 0 && nx < e->n_groups; nx += dir) {
+        const dt_engine_group *h = &e->groups[nx];
+        int64_t size = h->b - h->a;
+        if (h->resident || h->persistent || total + size > z->prefetch_bucket_size ||
+            e->live_param_elems + total + size > z->max_live_parameters)
+            break;
+        total += size;
+        k = nx;
+    }
+    return k;
+}
+
+/* A user of group gi's parameters (a forward or a backward of its module): gathered unless
+ * resident already, with the next groups prefetched in direction dir. */
+static dt_status use_params(dt_engine *e, int gi, int dir) {
+    dt_engine_group *g = &e->groups[gi];
     if (g->persistent) return DT_OK;
-    if (g->gathered++ > 0) return DT_OK;
-    dt_status st = gather_group(e, g);
+    g->gathered++;
+    if (g->resident) return DT_OK;
+    int k = prefetch_end(e, gi, dir);
+    dt_status st = gather_groups(e, gi < k ? gi : k, gi < k ? k : gi);
     if (st != DT_OK) g->gathered--;
     return st;
 }
@@ -159,12 +189,21 @@ static void unuse_params(dt_engine *e, dt_engine_group *g) {
     if (--g->gathered == 0) release_group(e, g);
 }
 
+/* Release prefetched groups nobody used (the run order left the layout's, or the pass ended). */
+static void release_idle(dt_engine *e) {
+    for (int i = 0; i < e->n_groups; i++) {
+        dt_engine_group *g = &e->groups[i];
+        if (g->resident && !g->persistent && g->gathered == 0) release_group(e, g);
+    }
+}
+
 dt_status dt__zero_gather_all(dt_engine *e) {
     if (e->stage < 3) return DT_OK;
     for (int i = 0; i < e->n_groups; i++) {
-        dt_status st = use_params(e, &e->groups[i]);
+        dt_status st = use_params(e, i, 1);
         if (st != DT_OK) {
             while (--i >= 0) unuse_params(e, &e->groups[i]);
+            release_idle(e);
             return st;
         }
     }
@@ -174,16 +213,19 @@ dt_status dt__zero_gather_all(dt_engine *e) {
 void dt__zero_release_all(dt_engine *e) {
     if (e->stage < 3) return;
     for (int i = 0; i < e->n_groups; i++) unuse_params(e, &e->groups[i]);
+    release_idle(e);
 }
 
-/* Stage 3, after an update: persistent groups hold stale copies; gather them again. */
+/* Stage 3, after an update: copies in the window are stale. Persistent groups are gathered
+ * again; prefetched ones nobody holds are dropped. */
 static dt_status refresh_persistent(dt_engine *e) {
+    release_idle(e);
     for (int i = 0; i < e->n_groups; i++) {
         dt_engine_group *g = &e->groups[i];
         if (!g->persistent) continue;
         dt_mem_release(e->dev, DT_MEM_PARAMS, (g->b - g->a) * 4);
         e->live_param_elems -= g->b - g->a;
-        dt_status st = gather_group(e, g);
+        dt_status st = gather_groups(e, i, i);
         if (st != DT_OK) return st;
     }
     return DT_OK;
@@ -306,7 +348,7 @@ static void mark_enter(void *user, int64_t gi) {
     dt_engine *e = user;
     dt_engine_group *g = &e->groups[gi];
     if (e->stage >= 2) grads_live(e, g);
-    if (e->stage >= 3) mark_error(e, use_params(e, g));
+    if (e->stage >= 3) mark_error(e, use_params(e, (int)gi, -1));
 }
 
 /* Backward passed the start of module gi's forward: its gradients are final. */
@@ -331,7 +373,7 @@ static void hook_pre(dt_module *m, void *user) {
         dt_ctx_mark_backward(e->ctx, mark_done, e, gi);
         g->fwd_live++;
     }
-    if (e->stage >= 3) mark_error(e, use_params(e, g));
+    if (e->stage >= 3) mark_error(e, use_params(e, gi, 1));
 }
 
 static void hook_post(dt_module *m, void *user) {
@@ -363,6 +405,7 @@ dt_status dt__zero_after_backward(dt_engine *e) {
     }
     dt_status st = flush_bucket(e);
     for (int i = 0; i < e->n_groups; i++) e->groups[i].reduced = false;
+    if (e->stage >= 3) release_idle(e);
     return st;
 }
 
@@ -642,6 +685,7 @@ dt_status dt__zero_setup(dt_engine *e) {
         for (int i = 0; i < e->n_groups; i++) {
             dt_engine_group *g = &e->groups[i];
             g->persistent = g->b - g->a < z->param_persistence_threshold;
+            g->resident = g->persistent;
             if (g->persistent) {
                 dt_mem_charge(e->dev, DT_MEM_PARAMS, (g->b - g->a) * 4);
                 e->live_param_elems += g->b - g->a;
