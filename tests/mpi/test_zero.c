@@ -222,7 +222,7 @@ static void test_zero_stages_match(void) {
 static void test_memory_accounting(void) {
     int W = dt_comm_size(g_world);
     for (int stage = 0; stage <= 3; stage++) {
-        char z[128];
+        char z[256];
         snprintf(z, sizeof z, "{\"stage\": %d, \"reduce_bucket_size\": 2000, "
                               "\"stage3_param_persistence_threshold\": 0, "
                               "\"stage3_prefetch_bucket_size\": 1000}", stage);
