@@ -3,7 +3,8 @@
 alternating (so load changes hit them alike):
 
   - 2 ranks x 1 thread against 1 rank x 1 thread (throughput ratio, target >= 1.7);
-  - ZeRO-1, -2, -3 against ZeRO-0 at 2 ranks (step-time cost, targets <= 10%, 10%, 30%);
+  - ZeRO-1, -2, -3 against ZeRO-0 at 2 ranks (step-time cost, targets <= 10%, 10%, 30%); ZeRO-3
+    also with a prefetch bucket of 1e5 elements (the default 5e7 gathers this model at once);
   - the offloads (cpu, nvme) at 2 ranks, reported.
 
 usage: bench/engine_scaling.py [--dtrain build/dtrain] [--rounds 3] [--steps 12]
@@ -27,6 +28,8 @@ configs = {
     "2x1_z1": ["--slots", "2", "--zero-stage", "1"],
     "2x1_z2": ["--slots", "2", "--zero-stage", "2"],
     "2x1_z3": ["--slots", "2", "--zero-stage", "3"],
+    "2x1_z3_pf1e5": ["--slots", "2", "--zero-stage", "3", "--ds-config",
+                     '{"zero_optimization": {"stage3_prefetch_bucket_size": 100000}}'],
     "2x1_z2_cpu": ["--slots", "2", "--zero-stage", "2", "--offload", "cpu"],
     "2x1_z3_nvme": ["--slots", "2", "--zero-stage", "3", "--offload", "nvme", "--nvme-path", nvme],
 }
@@ -54,6 +57,7 @@ summary = {
     "zero1_cost_pct": round(100 * (med["2x1_z1"] / med["2x1_z0"] - 1), 2),
     "zero2_cost_pct": round(100 * (med["2x1_z2"] / med["2x1_z0"] - 1), 2),
     "zero3_cost_pct": round(100 * (med["2x1_z3"] / med["2x1_z0"] - 1), 2),
+    "zero3_prefetch_1e5_cost_pct": round(100 * (med["2x1_z3_pf1e5"] / med["2x1_z0"] - 1), 2),
     "zero2_cpu_offload_cost_pct": round(100 * (med["2x1_z2_cpu"] / med["2x1_z0"] - 1), 2),
     "zero3_nvme_offload_cost_pct": round(100 * (med["2x1_z3_nvme"] / med["2x1_z0"] - 1), 2),
 }

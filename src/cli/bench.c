@@ -33,6 +33,7 @@ typedef struct bench_args {
     /* engine mode */
     int slots, zero_stage, gas; /* zero_stage -1: plain optimiser step, no engine */
     const char *offload, *nvme_path;
+    const char *ds_config; /* merged over the generated config (a path or JSON text) */
 } bench_args;
 
 static void bench_usage(FILE *f) {
@@ -53,7 +54,9 @@ static void bench_usage(FILE *f) {
             "  --zero-stage S  ZeRO stage 0-3 (default 0 when --slots is given)\n"
             "  --offload none|cpu|nvme  optimizer offload (and parameters at stage 3)\n"
             "  --nvme-path DIR files for nvme offload (default /tmp/dtrain_nvme)\n"
-            "  --gas G         micro-batches per step (gradient_accumulation_steps, 1)\n");
+            "  --gas G         micro-batches per step (gradient_accumulation_steps, 1)\n"
+            "  --ds-config C   a DeepSpeed config (file or JSON text) merged over the one the\n"
+            "                  options make, e.g. '{\"zero_optimization\": {\"stage3_prefetch_bucket_size\": 1e5}}'\n");
 }
 
 /* Parse a positive integer option value; prints the error and returns -1 on a bad one. */
@@ -88,6 +91,12 @@ static int parse(int argc, char **argv, bench_args *a) {
                 return -1;
             }
             a->dtype = t;
+            i++;
+            continue;
+        }
+        if (!strcmp(o, "--ds-config")) {
+            if (!v) { fprintf(stderr, "dtrain bench: --ds-config needs a file or JSON text\n"); return -1; }
+            a->ds_config = v;
             i++;
             continue;
         }
@@ -203,6 +212,13 @@ static int bench_engine(bench_args *a, dt_module *net, dt_tensor *x, dt_tensor *
              (long long)a->batch, a->gas, a->dtype == DT_DTYPE_BF16 ? "true" : "false", a->zero_stage,
              off);
     json_t *j = dt_ds_config_load(cfg);
+    if (j && a->ds_config) {
+        json_t *over = dt_ds_config_load(a->ds_config);
+        json_t *merged = over ? dt_overwrite_config(j, over) : NULL;
+        json_decref(over);
+        json_decref(j);
+        j = merged;
+    }
     dt_engine *e = j ? dt_engine_init(net, j) : NULL;
     json_decref(j);
     if (!e) {
@@ -500,7 +516,7 @@ int dt_cli_bench(int argc, char **argv) {
                     .zero_stage = -1, .gas = 1, .slots = 1};
     int r = parse(argc - 1, argv + 1, &a);
     if (r) return r < 0 ? 2 : 0;
-    if ((a.offload || a.nvme_path || a.gas > 1) && a.zero_stage < 0) a.zero_stage = 0;
+    if ((a.offload || a.nvme_path || a.gas > 1 || a.ds_config) && a.zero_stage < 0) a.zero_stage = 0;
     if (a.slots > 1 && a.zero_stage < 0) a.zero_stage = 0;
     /* several ranks: run this command again under mpirun */
     if (a.slots > 1 && !getenv("OMPI_COMM_WORLD_SIZE")) return dt_cli_mpirun(argc, argv, a.slots, "bench");
