@@ -138,6 +138,8 @@ typedef struct dt_engine_opts {
  * Collective over the data-parallel group. NULL on error (dt_last_error says why; the model is
  * left as it was). The engine does not own the model: free the engine first. */
 DT_API dt_engine *dt_engine_init(dt_module *model, const json_t *config);
+/* The same from a config file path or JSON text (dt_ds_config_load's rules). */
+DT_API dt_engine *dt_engine_init_file(dt_module *model, const char *src);
 DT_API dt_engine *dt_engine_init_opts(dt_module *model, const json_t *config,
                                       const dt_engine_opts *opts);
 DT_API void dt_engine_free(dt_engine *e);

@@ -44,6 +44,18 @@ dt_engine *dt_engine_init(dt_module *model, const json_t *config) {
     return dt_engine_init_opts(model, config, NULL);
 }
 
+dt_engine *dt_engine_init_file(dt_module *model, const char *src) {
+    if (!src) {
+        dt_error(DT_ERR_INVALID, "dt_engine_init_file: the config path is NULL");
+        return NULL;
+    }
+    json_t *j = dt_ds_config_load(src);
+    if (!j) return NULL;
+    dt_engine *e = dt_engine_init_opts(model, j, NULL);
+    json_decref(j);
+    return e;
+}
+
 dt_engine *dt_engine_init_opts(dt_module *model, const json_t *config, const dt_engine_opts *opts) {
     if (!model || !config) {
         dt_error(DT_ERR_INVALID, "dt_engine_init: %s is NULL (an earlier call failed: %s)",

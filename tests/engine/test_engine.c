@@ -213,6 +213,13 @@ static void test_config_errors(void) {
     CHECK(dt_engine_init(m, j) == NULL && err_has("Lamb") && err_has("stage 0"));
     json_decref(j);
     CHECK(dt_engine_init(NULL, NULL) == NULL && dt_last_status() == DT_ERR_INVALID);
+    CHECK(dt_engine_init_file(m, "/nonexistent/ds_config.json") == NULL &&
+          dt_last_status() == DT_ERR_IO && err_has("/nonexistent/ds_config.json"));
+    CHECK(dt_engine_init_file(m, "{\"train_batch_size\": 4,}") == NULL &&
+          dt_last_status() == DT_ERR_CONFIG && err_has("malformed JSON"));
+    dt_engine *ef = dt_engine_init_file(m, "{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"SGD\"}}");
+    CHECK(ef != NULL && dt_engine_train_batch_size(ef) == 4);
+    dt_engine_free(ef);
     j = cfgf("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Adam\"},"
              " \"zero_optimization\": {\"stage\": 2}}");
     dt_engine_opts po = {.pipeline_stages = 2};
