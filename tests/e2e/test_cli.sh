@@ -135,5 +135,31 @@ check 'grep -q "\"batches\":2,.*\"records\":256," "$W/ds2.jsonl"' \
 rc=$?
 check '[ $rc -eq 0 ] && [ "$(cat "$W/ds2/latest")" = batch_3 ]' "engine trial --slots 2 resume: $(tail -5 "$W/o")"
 
+# 9. a model directory with its own Makefile: built with it (DTRAIN_INCLUDE / DTRAIN_LIBDIR
+# given), the same weights as the plain build; make's failures come out with the compiler's
+# file:line, and a Makefile without the entrypoint's target is a clear error
+mkdir -p "$W/mk"
+cp "$TOY/model_def.c" "$W/mk/toy_impl.c"
+printf 'model_def.so: toy_impl.c\n\t$(CC) -shared -fPIC -O2 -I$(DTRAIN_INCLUDE) -o $@ toy_impl.c -L$(DTRAIN_LIBDIR) -ldtrain\n' \
+    > "$W/mk/Makefile"
+"$DTRAIN" train "$CFG" "$W/mk" --checkpoint-dir "$W/mkck" --quiet > "$W/o" 2>&1
+rc=$?
+check '[ $rc -eq 0 ] && [ -f "$W/mk/model_def.so" ]' "Makefile build: $(tail -5 "$W/o")"
+check 'cmp -s "$W/full/batch_30/model.safetensors" "$W/mkck/batch_30/model.safetensors"' \
+    "Makefile build trains the same weights as the plain build"
+cp -r "$W/mk" "$W/mkbad"
+rm -f "$W/mkbad/model_def.so"
+printf 'int broken(void) { return undeclared_name; }\n' >> "$W/mkbad/toy_impl.c"
+"$DTRAIN" train "$CFG" "$W/mkbad" --checkpoint-dir "$W/mkbadck" --quiet > "$W/o" 2>&1
+rc=$?
+check '[ $rc -ne 0 ] && grep -q "toy_impl.c:[0-9]*:[0-9]*: error" "$W/o" &&
+    grep -q "Makefile failed" "$W/o"' "Makefile compile error: $(cat "$W/o")"
+mkdir -p "$W/mknone"
+cp "$TOY/model_def.c" "$W/mknone/"
+printf 'other.so:\n\ttouch other.so\nmodel_def.so:\n\t@true\n' > "$W/mknone/Makefile"
+"$DTRAIN" train "$CFG" "$W/mknone" --checkpoint-dir "$W/mknoneck" --quiet > "$W/o" 2>&1
+rc=$?
+check '[ $rc -ne 0 ] && grep -q "did not produce" "$W/o"' "Makefile without the target: $(cat "$W/o")"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
