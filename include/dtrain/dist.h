@@ -151,6 +151,14 @@ DT_API dt_status dt_comm_broadcast(dt_comm *c, void *buf, size_t bytes, int root
  * until the peer receives. */
 DT_API dt_status dt_comm_send(dt_comm *c, const void *buf, size_t bytes, int peer, int tag);
 DT_API dt_status dt_comm_recv(dt_comm *c, void *buf, size_t bytes, int peer, int tag);
+/* A send that returns at once: *req tracks it until dt_comm_wait, which blocks until the send
+ * is complete and frees *req. buf must stay untouched until then. Every isend needs its wait
+ * (also on error paths). To one's own rank the message is buffered at once. dt_comm_wait(c,
+ * NULL) is a no-op. */
+typedef struct dt_comm_req dt_comm_req;
+DT_API dt_status dt_comm_isend(dt_comm *c, const void *buf, size_t bytes, int peer, int tag,
+                               dt_comm_req **req);
+DT_API dt_status dt_comm_wait(dt_comm *c, dt_comm_req *req);
 DT_API dt_status dt_comm_barrier(dt_comm *c);
 
 /* ---- object collectives (variable-length byte buffers, 0 length allowed) -------------- */

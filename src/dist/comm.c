@@ -582,6 +582,36 @@ dt_status dt_comm_send(dt_comm *c, const void *buf, size_t bytes, int peer, int 
     return DT_OK;
 }
 
+struct dt_comm_req {
+    void *handle; /* the backend's, NULL when the send completed at once (to self) */
+};
+
+dt_status dt_comm_isend(dt_comm *c, const void *buf, size_t bytes, int peer, int tag,
+                        dt_comm_req **req) {
+    if (req) *req = NULL;
+    if (!req) return dt_error(DT_ERR_INVALID, "dt_comm_isend: req is NULL");
+    dt_status st = check_p2p(c, "dt_comm_isend", buf, bytes, peer, tag);
+    if (st != DT_OK) return st;
+    dt_comm_req *r = calloc(1, sizeof *r);
+    if (!r) return dt_error(DT_ERR_OOM, "dt_comm_isend: out of memory");
+    /* to self: buffered at once, like dt_comm_send */
+    st = peer == c->rank ? dt_comm_send(c, buf, bytes, peer, tag)
+                         : c->be->isend(c, buf, bytes, peer, tag, &r->handle);
+    if (st != DT_OK) {
+        free(r);
+        return st;
+    }
+    *req = r;
+    return DT_OK;
+}
+
+dt_status dt_comm_wait(dt_comm *c, dt_comm_req *req) {
+    if (!req) return DT_OK;
+    dt_status st = req->handle ? c->be->wait(c, req->handle) : DT_OK;
+    free(req);
+    return st;
+}
+
 dt_status dt_comm_recv(dt_comm *c, void *buf, size_t bytes, int peer, int tag) {
     dt_status st = check_p2p(c, "dt_comm_recv", buf, bytes, peer, tag);
     if (st != DT_OK) return st;

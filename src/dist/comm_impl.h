@@ -40,6 +40,9 @@ typedef struct dt_comm_backend {
     dt_status (*broadcast)(dt_comm *c, void *buf, size_t bytes, int root);
     dt_status (*send)(dt_comm *c, const void *buf, size_t bytes, int peer, int tag);
     dt_status (*recv)(dt_comm *c, void *buf, size_t bytes, int peer, int tag);
+    /* Start a send; *handle is the backend's in-flight state, finished (and freed) by wait. */
+    dt_status (*isend)(dt_comm *c, const void *buf, size_t bytes, int peer, int tag, void **handle);
+    dt_status (*wait)(dt_comm *c, void *handle);
     dt_status (*barrier)(dt_comm *c);
     /* Variable counts: counts[i] bytes of rank i land at recv + displs[i] on root (gatherv)
      * or everywhere (allgatherv). counts/displs/recv are read on root only for gatherv.

@@ -285,6 +285,43 @@ static dt_status mpi_send(dt_comm *c, const void *buf, size_t bytes, int peer, i
     return DT_OK;
 }
 
+/* In-flight sends of one dt_comm_isend: one MPI request per chunk, as mpi_send cuts them. */
+typedef struct isend_state {
+    int n;
+    MPI_Request r[];
+} isend_state;
+
+static dt_status mpi_isend(dt_comm *c, const void *buf, size_t bytes, int peer, int tag,
+                           void **handle) {
+    size_t per = min_sz(c->chunk_bytes, (size_t)INT_MAX / 2);
+    size_t chunks = bytes ? (bytes + per - 1) / per : 1;
+    isend_state *st = malloc(sizeof *st + chunks * sizeof(MPI_Request));
+    if (!st) return dt_error(DT_ERR_OOM, "dt_comm_isend: out of memory");
+    st->n = 0;
+    size_t s = 0;
+    do {
+        size_t n = min_sz(per, bytes - s);
+        const char *p = n ? (const char *)buf + s : buf;
+        int e = MPI_Isend(p, (int)n, MPI_BYTE, peer, tag, comm_of(c), &st->r[st->n]);
+        if (e != MPI_SUCCESS) {
+            MPI_Waitall(st->n, st->r, MPI_STATUSES_IGNORE);
+            free(st);
+            return mpi_fail(c, "MPI_Isend", e);
+        }
+        st->n++;
+        s += n;
+    } while (s < bytes);
+    *handle = st;
+    return DT_OK;
+}
+
+static dt_status mpi_wait(dt_comm *c, void *handle) {
+    isend_state *st = handle;
+    int e = MPI_Waitall(st->n, st->r, MPI_STATUSES_IGNORE);
+    free(st);
+    return e == MPI_SUCCESS ? DT_OK : mpi_fail(c, "MPI_Waitall (isend)", e);
+}
+
 static dt_status mpi_recv(dt_comm *c, void *buf, size_t bytes, int peer, int tag) {
     size_t per = min_sz(c->chunk_bytes, (size_t)INT_MAX / 2), s = 0;
     do {
@@ -427,6 +464,8 @@ static const dt_comm_backend mpi_backend = {
     .broadcast = mpi_broadcast,
     .send = mpi_send,
     .recv = mpi_recv,
+    .isend = mpi_isend,
+    .wait = mpi_wait,
     .barrier = mpi_barrier,
     .gatherv = mpi_gatherv,
     .allgatherv = mpi_allgatherv,

@@ -379,6 +379,43 @@ static void check_objects(dt_comm *c, size_t scale, size_t extra) {
     free(mine);
 }
 
+/* Every rank sends a large message to both neighbours before receiving (with blocking sends
+ * above the eager limit this would deadlock), in chunks too; then waits. */
+static void test_isend(dt_comm *c) {
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass) dt__comm_set_chunk_bytes(c, 4096);
+        size_t n = (size_t)1 << 20;
+        int right = (R + 1) % W, left = (R + W - 1) % W;
+        unsigned char *out = malloc(n), *in_l = malloc(n), *in_r = malloc(n);
+        fill(out, n, R);
+        dt_comm_req *a = NULL, *b = NULL;
+        CHECK(dt_comm_isend(c, out, n, right, 7, &a) == DT_OK && a);
+        CHECK(dt_comm_isend(c, out, n, left, 8, &b) == DT_OK && b);
+        CHECK(dt_comm_recv(c, in_l, n, left, 7) == DT_OK);
+        CHECK(dt_comm_recv(c, in_r, n, right, 8) == DT_OK);
+        CHECK(dt_comm_wait(c, a) == DT_OK && dt_comm_wait(c, b) == DT_OK);
+        unsigned char *want = malloc(n);
+        fill(want, n, left);
+        CHECK(memcmp(in_l, want, n) == 0);
+        fill(want, n, right);
+        CHECK(memcmp(in_r, want, n) == 0);
+        free(want);
+        free(out);
+        free(in_l);
+        free(in_r);
+    }
+    dt__comm_set_chunk_bytes(c, DT__COMM_CHUNK_BYTES);
+    /* to self: buffered at once */
+    int v = 42, got = 0;
+    dt_comm_req *r = NULL;
+    CHECK(dt_comm_isend(c, &v, sizeof v, R, 9, &r) == DT_OK);
+    CHECK(dt_comm_recv(c, &got, sizeof got, R, 9) == DT_OK && got == 42);
+    CHECK(dt_comm_wait(c, r) == DT_OK);
+    CHECK(dt_comm_wait(c, NULL) == DT_OK);
+    CHECK(dt_comm_isend(c, &v, sizeof v, W, 9, &r) == DT_ERR_INVALID && r == NULL);
+    CHECK(dt_comm_isend(c, &v, sizeof v, 0, 9, NULL) == DT_ERR_INVALID);
+}
+
 static void test_objects(dt_comm *c) {
     check_objects(c, 3, 0);
     check_objects(c, 0, 0);          /* everyone 0 bytes */
@@ -513,6 +550,7 @@ int main(void) {
     MT_RUN(test_reduce_scatterv, c);
     MT_RUN(test_allgather_broadcast, c);
     MT_RUN(test_send_recv, c);
+    MT_RUN(test_isend, c);
     MT_RUN(test_objects, c);
     MT_RUN(test_split, c);
     MT_RUN(test_agreement, c);
