@@ -213,6 +213,11 @@ static dt_status any_overflow(dt_engine *e, const float *g, int64_t gn, bool *ou
         dt_status st = dt_comm_allreduce(e->comm, &v, 1, DT_COMM_DTYPE_F64, DT_REDUCE_OP_MAX);
         if (st != DT_OK) return st;
     }
+    /* pipeline: every stage skips together */
+    if (e->mp_comm && dt_comm_size(e->mp_comm) > 1) {
+        dt_status st = dt_comm_allreduce(e->mp_comm, &v, 1, DT_COMM_DTYPE_F64, DT_REDUCE_OP_MAX);
+        if (st != DT_OK) return st;
+    }
     *out = v > 0;
     return DT_OK;
 }
@@ -256,6 +261,28 @@ static dt_status boundary_step(dt_engine *e) {
     e->global_steps++;
     e->global_samples += e->cfg.train_batch_size;
     return DT_OK;
+}
+
+dt_status dt__engine_backward_from(dt_engine *e, dt_tensor *out, const dt_tensor *grad) {
+    double t0 = dt_now_sec();
+    e->mark_err = DT_OK;
+    dt_status st = dt_backward_with(out, grad);
+    if (st == DT_OK && e->mark_err != DT_OK)
+        st = dt_error(e->mark_err, "engine backward: %s", e->mark_msg);
+    dt_status st2 = dt__zero_after_backward(e);
+    e->t.backward_s += dt_now_sec() - t0;
+    return st == DT_OK ? st2 : st;
+}
+
+dt_status dt__engine_boundary(dt_engine *e, int64_t micro_batches) {
+    double t0 = dt_now_sec();
+    e->micro_steps += micro_batches;
+    dt_status st = boundary_step(e);
+    e->t.steps++;
+    e->t.micro_steps += micro_batches;
+    dt_ctx_reset(e->ctx);
+    e->t.step_s += dt_now_sec() - t0;
+    return st;
 }
 
 dt_status dt_engine_step(dt_engine *e) {

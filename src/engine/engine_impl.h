@@ -40,6 +40,7 @@ struct dt_engine {
     dt_device *host; /* offloaded state (cpu offload) */
     dt_comm *comm;
     bool own_comm;
+    dt_comm *mp_comm; /* pipeline: the stages of this data-parallel slice (global norm, overflow) */
     int W, rank;
 
     int64_t n, npad, block, lo; /* lo = rank * block */
@@ -80,6 +81,14 @@ struct dt_engine {
     char mark_msg[512];
     dt_engine_timers t;
 };
+
+/* ---- engine.c, for the pipeline engine ---- */
+/* Backward from `out` with the given output gradient, without the 1/gradient_accumulation_steps
+ * and loss-scale factors (a later stage's gradient already carries them). */
+dt_status dt__engine_backward_from(dt_engine *e, dt_tensor *out, const dt_tensor *grad);
+/* End of a global batch of `micro_batches` micro-batches run outside dt_engine_step: the
+ * boundary step (reduce, overflow check, clip, update, schedule), counters, context reset. */
+dt_status dt__engine_boundary(dt_engine *e, int64_t micro_batches);
 
 /* ---- zero.c ---- */
 /* Partition the flat buffer, allocate the stage's buffers and install the module hooks. */

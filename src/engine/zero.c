@@ -460,6 +460,11 @@ dt_status dt__zero_global_sumsq(dt_engine *e, const float *g, int64_t gn, double
         for (int j = 0; j < e->W; j++) s += all[j];
         free(all);
     }
+    /* pipeline: the stages' sums, added in stage order on every stage */
+    if (e->mp_comm && dt_comm_size(e->mp_comm) > 1) {
+        dt_status st = dt_comm_allreduce(e->mp_comm, &s, 1, DT_COMM_DTYPE_F64, DT_REDUCE_OP_SUM);
+        if (st != DT_OK) return st;
+    }
     *out = s;
     return DT_OK;
 }

@@ -1,0 +1,268 @@
+/* The pipeline engine under mpirun: 2 stages (np2), 2 stages x 2 data-parallel and 4 stages
+ * (np4) train an MLP split into layers exactly like one process training the same layers
+ * without a pipeline on the same micro-batches (parameters after 20 steps within 1e-5, the
+ * returned losses too), evaluation gives the same loss, and bad set-ups are refused on every
+ * rank with the reason. */
+#define _GNU_SOURCE
+#include "dtrain/pipe.h"
+#include "mpi_test.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DIM 12
+#define HID 32
+#define CLASSES 4
+#define MB 2    /* micro-batch per data-parallel rank */
+#define MICRO 4 /* micro-batches per global batch */
+
+static dt_comm *g_world;
+static char g_tmp[256];
+
+static dt_module *lin_in(void *a) { (void)a; return dt_nn_linear(DIM, HID, true); }
+static dt_module *lin_hid(void *a) { (void)a; return dt_nn_linear(HID, HID, true); }
+static dt_module *lin_out(void *a) { (void)a; return dt_nn_linear(HID, CLASSES, true); }
+static dt_module *relu(void *a) { (void)a; return dt_nn_relu(); }
+
+static const dt_pipe_layer LAYERS[] = {
+    {"Linear", lin_in, NULL},  {"ReLU", relu, NULL},    {"Linear", lin_hid, NULL},
+    {"ReLU", relu, NULL},      {"Linear", lin_hid, NULL}, {"ReLU", relu, NULL},
+    {"Linear", lin_out, NULL},
+};
+#define NL ((int)(sizeof LAYERS / sizeof LAYERS[0]))
+
+static void sample(int64_t id, float *x, int64_t *y) {
+    for (int k = 0; k < DIM; k++) x[k] = sinf(0.31f * (float)(id + 1) * (float)(k + 1));
+    *y = (id * 5 + (x[1] > 0)) % CLASSES;
+}
+
+static void batch(dt_ctx *c, int64_t first, int64_t count, dt_tensor **x, dt_tensor **y) {
+    float *xs = malloc((size_t)(count * DIM) * sizeof *xs);
+    int64_t *ys = malloc((size_t)count * sizeof *ys);
+    for (int64_t b = 0; b < count; b++) sample(first + b, xs + b * DIM, ys + b);
+    if (x) *x = dt_tensor_from_f32(c, 2, (int64_t[]){count, DIM}, xs);
+    if (y) *y = dt_tensor_from_i64(c, 1, (int64_t[]){count}, ys);
+    free(xs);
+    free(ys);
+}
+
+static dt_tensor *ce(dt_tensor *out, dt_tensor *labels, void *user) {
+    (void)user;
+    return dt_cross_entropy(out, labels, -100);
+}
+
+typedef struct feed {
+    int64_t step;
+    int D, dp_rank;
+} feed;
+
+/* Micro-batch m of the global step: this data-parallel rank's MB samples of it. */
+static dt_status pipe_data(void *user, int64_t m, dt_ctx *c, bool want_in, dt_tensor **in,
+                           bool want_lab, dt_tensor **lab) {
+    feed *f = user;
+    int64_t first = ((f->step * MICRO + m) * f->D + f->dp_rank) * MB;
+    batch(c, first, MB, want_in ? in : NULL, want_lab ? lab : NULL);
+    return DT_OK;
+}
+
+static json_t *config(int D, const char *zero) {
+    char buf[1024];
+    snprintf(buf, sizeof buf,
+             "{\"train_batch_size\": %d, \"gradient_accumulation_steps\": %d,"
+             " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01}},"
+             " \"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_num_steps\": 5}},"
+             " \"gradient_clipping\": 0.5, \"zero_optimization\": %s}",
+             MB * MICRO * D, MICRO, zero);
+    return dt_ds_config_load(buf);
+}
+
+static double rel_diff(const float *a, const float *b, int64_t n) {
+    double d = 0, s = 0;
+    for (int64_t i = 0; i < n; i++) {
+        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        s += (double)b[i] * b[i];
+    }
+    return sqrt(d / (s > 0 ? s : 1));
+}
+
+/* The reference: the same layers as one Sequential in one process, micro-batch m of a step
+ * being the union of every data-parallel rank's micro-batch m. */
+typedef struct ref_run {
+    dt_module *net;
+    dt_ctx *ctx;
+    float losses[32];
+    float eval_loss;
+} ref_run;
+
+static void reference(int D, int steps, ref_run *out) {
+    out->ctx = dt_ctx_new(NULL, 1);
+    out->net = dt_nn_sequential(lin_in(NULL), relu(NULL), lin_hid(NULL), relu(NULL),
+                                lin_hid(NULL), relu(NULL), lin_out(NULL), NULL);
+    dt_module_build(out->net, out->ctx, 3);
+    char path[400];
+    snprintf(path, sizeof path, "%s/init.safetensors", g_tmp);
+    if (dt_comm_rank(g_world) == 0) {
+        int n = dt_module_param_count(out->net);
+        const char *names[32];
+        dt_tensor *ts[32];
+        for (int i = 0; i < n; i++) {
+            names[i] = dt_module_param_name(out->net, i);
+            ts[i] = dt_module_param_tensor(out->net, i);
+        }
+        CHECK(dt_safetensors_write(path, n, names, ts, 0, NULL) == DT_OK);
+    }
+    dt_comm *self = NULL;
+    dt_comm_init_self(&self);
+    json_t *j = config(1, "{\"stage\": 0}");
+    /* one process: micro-batches of MB * D samples */
+    json_object_set_new(j, "train_batch_size", json_integer(MB * MICRO * D));
+    dt_engine_opts o = {.comm = self};
+    dt_engine *e = dt_engine_init_opts(out->net, j, &o);
+    json_decref(j);
+    CHECK(e != NULL);
+    for (int s = 0; e && s < steps; s++) {
+        double l = 0;
+        for (int m = 0; m < MICRO; m++) {
+            dt_tensor *x, *y;
+            batch(out->ctx, (int64_t)(s * MICRO + m) * D * MB, D * MB, &x, &y);
+            dt_tensor *loss = dt_cross_entropy(dt_engine_forward(e, x), y, -100);
+            l += dt_item(loss) / MICRO;
+            CHECK(dt_engine_backward(e, loss) == DT_OK && dt_engine_step(e) == DT_OK);
+        }
+        out->losses[s] = (float)l;
+    }
+    /* evaluation of the step after the last: forward only */
+    double l = 0;
+    bool g = dt_set_grad_enabled(out->ctx, false);
+    for (int m = 0; e && m < MICRO; m++) {
+        dt_tensor *x, *y;
+        batch(out->ctx, (int64_t)(steps * MICRO + m) * D * MB, D * MB, &x, &y);
+        l += dt_item(dt_cross_entropy(dt_engine_forward(e, x), y, -100)) / MICRO;
+    }
+    dt_set_grad_enabled(out->ctx, g);
+    dt_ctx_reset(out->ctx);
+    out->eval_loss = (float)l;
+    dt_engine_free(e);
+    dt_comm_finalize(self);
+    dt_comm_barrier(g_world);
+}
+
+static void check_pipeline(int stages, const char *method) {
+    int W = dt_comm_size(g_world), D = W / stages;
+    const int steps = 20;
+    ref_run ref;
+    reference(D, steps, &ref);
+    char path[400];
+    snprintf(path, sizeof path, "%s/init.safetensors", g_tmp);
+    dt_pipe_opts o = dt_pipe_defaults();
+    o.num_stages = stages;
+    o.partition_method = method;
+    o.loss = ce;
+    o.world = g_world;
+    o.init_weights = path;
+    json_t *j = config(D, "{\"stage\": 1}");
+    dt_pipe_engine *p = dt_pipe_engine_init(NL, LAYERS, &o, j);
+    json_decref(j);
+    CHECK_MSG(p != NULL, "pipeline %d stages: %s", stages, dt_last_error());
+    if (p) {
+        CHECK(dt_pipe_num_stages(p) == stages && dt_pipe_dp_size(p) == D);
+        feed f = {0, D, dt_pipe_dp_rank(p)};
+        int bad_loss = 0;
+        float last = 0;
+        for (int s = 0; s < steps; s++) {
+            f.step = s;
+            dt_status st;
+            float l = dt_pipe_train_batch(p, pipe_data, &f, &st);
+            CHECK_MSG(st == DT_OK, "train_batch: %s", dt_last_error());
+            bad_loss += !(fabsf(l - ref.losses[s]) <= 1e-5f * fabsf(ref.losses[s]));
+            last = l;
+        }
+        CHECK_MSG(bad_loss == 0, "%d stages: %d losses differ (last %g vs %g)", stages, bad_loss,
+                  (double)last, (double)ref.losses[steps - 1]);
+        f.step = steps;
+        float ev = dt_pipe_eval_batch(p, pipe_data, &f, NULL);
+        CHECK_MSG(fabsf(ev - ref.eval_loss) <= 1e-5f * fabsf(ref.eval_loss), "eval %g vs %g",
+                  (double)ev, (double)ref.eval_loss);
+        CHECK(dt_engine_global_steps(dt_pipe_stage_engine(p)) == steps);
+        /* this stage's parameters against the reference's of the same names */
+        dt_module *sm = dt_pipe_stage_module(p);
+        double worst = 0;
+        int missing = 0;
+        for (int i = 0; i < dt_module_param_count(sm); i++) {
+            const char *nm = dt_module_param_name(sm, i);
+            dt_tensor *a = dt_module_param_tensor(sm, i), *b = dt_module_find_param(ref.net, nm);
+            if (!b || dt_numel(a) != dt_numel(b)) {
+                missing++;
+                continue;
+            }
+            worst = fmax(worst, rel_diff(a->data, b->data, dt_numel(a)));
+        }
+        CHECK_MSG(missing == 0 && worst <= 1e-5, "%d stages (%s): stage %d rel %.3g, %d missing",
+                  stages, method, dt_pipe_stage_id(p), worst, missing);
+        dt_pipe_engine_free(p);
+    }
+    dt_module_free(ref.net);
+    dt_ctx_free(ref.ctx);
+}
+
+static void test_two_stages(void) { check_pipeline(2, "parameters"); }
+
+static void test_all_stages(void) {
+    int W = dt_comm_size(g_world);
+    if (W > 2) check_pipeline(W, "uniform");
+    check_pipeline(1, "type:linear");
+}
+
+static void test_refused(void) {
+    dt_pipe_opts o = dt_pipe_defaults();
+    o.loss = ce;
+    o.world = g_world;
+    o.num_stages = 3;
+    json_t *j = config(1, "{\"stage\": 1}");
+    if (dt_comm_size(g_world) % 3) {
+        CHECK(dt_pipe_engine_init(NL, LAYERS, &o, j) == NULL &&
+              strstr(dt_last_error(), "cannot form 3 stages"));
+    }
+    json_decref(j);
+    o.num_stages = 2;
+    j = config(dt_comm_size(g_world) / 2, "{\"stage\": 2}");
+    CHECK(dt_pipe_engine_init(NL, LAYERS, &o, j) == NULL && strstr(dt_last_error(), "ZeRO stage 2"));
+    json_decref(j);
+    /* more stages than layers */
+    o.num_stages = dt_comm_size(g_world);
+    dt_pipe_layer two[2] = {LAYERS[0], LAYERS[6]};
+    j = config(1, "{\"stage\": 0}");
+    if (o.num_stages > 2)
+        CHECK(dt_pipe_engine_init(2, two, &o, j) == NULL && dt_last_status() == DT_ERR_CONFIG);
+    json_decref(j);
+}
+
+int main(void) {
+    if (dt_comm_init(&g_world) != DT_OK) {
+        fprintf(stderr, "dt_comm_init: %s\n", dt_last_error());
+        return 1;
+    }
+    mt_rank = dt_comm_rank(g_world);
+    dt_log_set_level(DT_LOG_WARN);
+    if (mt_rank == 0) {
+        snprintf(g_tmp, sizeof g_tmp, "/tmp/dt_pipe_mpi_XXXXXX");
+        if (!mkdtemp(g_tmp)) g_tmp[0] = 0;
+    }
+    dt_comm_broadcast(g_world, g_tmp, sizeof g_tmp, 0);
+    MT_RUN(test_two_stages);
+    MT_RUN(test_all_stages);
+    MT_RUN(test_refused);
+    dt_comm_barrier(g_world);
+    if (mt_rank == 0 && g_tmp[0]) {
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
+    }
+    int rc = mt_end(g_world);
+    dt_comm_finalize(g_world);
+    return rc;
+}
