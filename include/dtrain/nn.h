@@ -135,6 +135,12 @@ typedef struct dt_gpt_config {
 /* GPT-2 style: wte, wpe, h.i.{ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj}, ln_f,
  * lm_head (no bias, untied). forward: tokens (B, T) i32/i64 -> logits (B, T, V). */
 DT_API dt_module *dt_model_gpt(const dt_gpt_config *cfg);
+/* The same model as pipeline layers: embedding (tokens (B, T) -> x (B, T, D); children wte,
+ * wpe), n_layer blocks (x -> x; ln_1, attn, ln_2, mlp), head (x -> logits (B, T, V); ln_f,
+ * lm_head). Chained they compute dt_model_gpt's forward. */
+DT_API dt_module *dt_gpt_embedding(const dt_gpt_config *cfg);
+DT_API dt_module *dt_gpt_block(const dt_gpt_config *cfg);
+DT_API dt_module *dt_gpt_head(const dt_gpt_config *cfg);
 
 #ifdef __cplusplus
 }

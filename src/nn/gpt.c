@@ -69,7 +69,9 @@ static dt_tensor *module_list_forward(dt_module *m, dt_tensor *x) {
     return NULL;
 }
 
-static dt_tensor *gpt_forward(dt_module *m, dt_tensor *tokens) {
+/* x = drop(wte(tokens) + wpe(positions)), with the checks on tokens; seq is the context. */
+static dt_tensor *embed(dt_module *wte, dt_module *wpe, int64_t seq, float dropout,
+                        dt_tensor *tokens) {
     char s[96];
     if (tokens->dtype != DT_DTYPE_I32 && tokens->dtype != DT_DTYPE_I64) {
         dt_error(DT_ERR_INVALID, "GPT: tokens must be i32 or i64 ids, got %s",
@@ -81,7 +83,7 @@ static dt_tensor *gpt_forward(dt_module *m, dt_tensor *tokens) {
                  dt_shape_str(tokens, s, sizeof s));
         return NULL;
     }
-    int64_t B = tokens->shape[0], T = tokens->shape[1], seq = m->iconf[1];
+    int64_t B = tokens->shape[0], T = tokens->shape[1];
     if (T > seq) {
         dt_error(DT_ERR_INVALID,
                  "GPT: sequence of %lld tokens is longer than the model's context length %lld; "
@@ -95,15 +97,28 @@ static dt_tensor *gpt_forward(dt_module *m, dt_tensor *tokens) {
     int64_t *pd = pos->data;
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++) pd[b * T + t] = t;
-    dt_module **c = m->children;
     // x (B, T, D)
-    dt_tensor *x =
-        dt_add(dt_module_forward(c[GPT_WTE], tokens), dt_module_forward(c[GPT_WPE], pos));
-    x = dt_dropout(x, m->fconf[0]);
+    dt_tensor *x = dt_add(dt_module_forward(wte, tokens), dt_module_forward(wpe, pos));
+    return dt_dropout(x, dropout);
+}
+
+static dt_tensor *gpt_forward(dt_module *m, dt_tensor *tokens) {
+    dt_module **c = m->children;
+    dt_tensor *x = embed(c[GPT_WTE], c[GPT_WPE], m->iconf[1], m->fconf[0], tokens);
     dt_module *h = c[GPT_H];
     for (int i = 0; i < h->n_children && x; i++) x = dt_module_forward(h->children[i], x);
     // logits (B, T, V)
     return dt_module_forward(c[GPT_LM_HEAD], dt_module_forward(c[GPT_LN_F], x));
+}
+
+/* The pieces as layers of a pipeline: embedding (wte, wpe; iconf[0] = seq), head (ln_f,
+ * lm_head). */
+static dt_tensor *embedding_forward(dt_module *m, dt_tensor *tokens) {
+    return embed(m->children[0], m->children[1], m->iconf[0], m->fconf[0], tokens);
+}
+
+static dt_tensor *head_forward(dt_module *m, dt_tensor *x) {
+    return dt_module_forward(m->children[1], dt_module_forward(m->children[0], x));
 }
 
 /* A module with children named and added in order; frees everything on failure. */
@@ -140,10 +155,10 @@ static dt_module *gpt_block(const dt_gpt_config *cfg) {
         (dt_module *[]){dt_nn_layer_norm(D, 1e-5f), attn, dt_nn_layer_norm(D, 1e-5f), mlp});
 }
 
-dt_module *dt_model_gpt(const dt_gpt_config *cfg) {
+static bool valid_config(const dt_gpt_config *cfg) {
     if (!cfg) {
         dt_error(DT_ERR_INVALID, "GPT: config is NULL");
-        return NULL;
+        return false;
     }
     if (cfg->vocab <= 0 || cfg->seq <= 0 || cfg->d_model <= 0 || cfg->n_head <= 0 ||
         cfg->n_layer < 0) {
@@ -152,19 +167,47 @@ dt_module *dt_model_gpt(const dt_gpt_config *cfg) {
                  "n_layer %lld non-negative",
                  (long long)cfg->vocab, (long long)cfg->seq, (long long)cfg->d_model,
                  (long long)cfg->n_head, (long long)cfg->n_layer);
-        return NULL;
+        return false;
     }
     if (cfg->d_model % cfg->n_head != 0) {
         dt_error(DT_ERR_INVALID,
                  "GPT: d_model %lld is not a multiple of n_head %lld; hint: "
                  "each head gets d_model / n_head features",
                  (long long)cfg->d_model, (long long)cfg->n_head);
-        return NULL;
+        return false;
     }
     if (!(cfg->dropout >= 0.f && cfg->dropout < 1.f)) {
         dt_error(DT_ERR_INVALID, "GPT: dropout %g must be in [0, 1)", (double)cfg->dropout);
-        return NULL;
+        return false;
     }
+    return true;
+}
+
+dt_module *dt_gpt_embedding(const dt_gpt_config *cfg) {
+    if (!valid_config(cfg)) return NULL;
+    dt_module *m = with_children(dt_module_new("GPTEmbedding", embedding_forward), 2,
+                                 (const char *[]){"wte", "wpe"},
+                                 (dt_module *[]){dt_nn_embedding(cfg->vocab, cfg->d_model),
+                                                 dt_nn_embedding(cfg->seq, cfg->d_model)});
+    if (m) {
+        m->iconf[0] = cfg->seq;
+        m->fconf[0] = cfg->dropout;
+    }
+    return m;
+}
+
+dt_module *dt_gpt_block(const dt_gpt_config *cfg) { return valid_config(cfg) ? gpt_block(cfg) : NULL; }
+
+dt_module *dt_gpt_head(const dt_gpt_config *cfg) {
+    if (!valid_config(cfg)) return NULL;
+    return with_children(dt_module_new("GPTHead", head_forward), 2,
+                         (const char *[]){"ln_f", "lm_head"},
+                         (dt_module *[]){dt_nn_layer_norm(cfg->d_model, 1e-5f),
+                                         dt_nn_linear(cfg->d_model, cfg->vocab, false)});
+}
+
+dt_module *dt_model_gpt(const dt_gpt_config *cfg) {
+    if (!valid_config(cfg)) return NULL;
     dt_module *h = dt_module_new("ModuleList", module_list_forward);
     for (int64_t i = 0; i < cfg->n_layer && h; i++) {
         char name[24];

@@ -447,6 +447,35 @@ static void test_gpt_threads(void) {
     free(grads[1]);
 }
 
+/* The pipeline pieces chained (embedding, blocks, head) compute the model's forward: same
+ * flat layout, so the same weights give the same logits bit for bit. */
+static void test_gpt_pieces(void) {
+    dt_gpt_config g = {.vocab = 20, .seq = 6, .d_model = 16, .n_head = 2, .n_layer = 2};
+    dt_ctx *c = dt_ctx_new(NULL, 1);
+    dt_module *full = dt_model_gpt(&g);
+    dt_module *chain = dt_nn_sequential(dt_gpt_embedding(&g), dt_gpt_block(&g), dt_gpt_block(&g),
+                                        dt_gpt_head(&g), NULL);
+    CHECK(full && chain);
+    CHECK(dt_module_build(full, c, 5) == DT_OK && dt_module_build(chain, c, 6) == DT_OK);
+    int64_t n1, n2;
+    float *p1 = dt_module_flat_params(full, &n1), *p2 = dt_module_flat_params(chain, &n2);
+    CHECK(n1 == n2 && dt_module_num_params(full) == dt_module_num_params(chain));
+    if (n1 == n2) memcpy(p2, p1, (size_t)n1 * sizeof(float));
+    CHECK(strcmp(dt_module_param_name(chain, 0), "0.wte.weight") == 0);
+    int64_t tok[12];
+    for (int i = 0; i < 12; i++) tok[i] = (i * 7) % 20;
+    dt_tensor *x = dt_tensor_from_i64(c, 2, (int64_t[]){2, 6}, tok);
+    dt_tensor *a = dt_module_forward(full, x), *b = dt_module_forward(chain, x);
+    CHECK(a && b && dt_numel(a) == dt_numel(b) &&
+          memcmp(a->data, b->data, (size_t)dt_numel(a) * sizeof(float)) == 0);
+    CHECK(dt_gpt_block(NULL) == NULL && dt_gpt_head(NULL) == NULL);
+    g.n_head = 3;
+    CHECK(dt_gpt_embedding(&g) == NULL && strstr(dt_last_error(), "n_head"));
+    dt_module_free(full);
+    dt_module_free(chain);
+    dt_ctx_free(c);
+}
+
 int main(void) {
     TEST_RUN(test_attention_reference);
     TEST_RUN(test_attention_accumulate);
@@ -460,5 +489,6 @@ int main(void) {
     TEST_RUN(test_gpt_errors);
     TEST_RUN(test_gpt_threads);
     TEST_RUN(test_gpt_train);
+    TEST_RUN(test_gpt_pieces);
     TEST_END();
 }
