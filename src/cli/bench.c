@@ -18,6 +18,7 @@
 #include "cli.h"
 
 #include "dtrain/dtrain.h"
+#include "dtrain/pipe.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@ typedef struct bench_args {
     int slots, zero_stage, gas; /* zero_stage -1: plain optimiser step, no engine */
     const char *offload, *nvme_path;
     const char *ds_config; /* merged over the generated config (a path or JSON text) */
+    int pipe_stages, micro_batches; /* pipeline mode (gpt) */
 } bench_args;
 
 static void bench_usage(FILE *f) {
@@ -55,6 +57,8 @@ static void bench_usage(FILE *f) {
             "  --offload none|cpu|nvme  optimizer offload (and parameters at stage 3)\n"
             "  --nvme-path DIR files for nvme offload (default /tmp/dtrain_nvme)\n"
             "  --gas G         micro-batches per step (gradient_accumulation_steps, 1)\n"
+            "  --pipeline-stages S  gpt as a pipeline of S stages (embedding, blocks, head) on\n"
+            "                  --slots ranks (S x data-parallel), 1F1B over --micro-batches M (8)\n"
             "  --ds-config C   a DeepSpeed config (file or JSON text) merged over the one the\n"
             "                  options make, e.g. '{\"zero_optimization\": {\"stage3_prefetch_bucket_size\": 1e5}}'\n");
 }
@@ -137,6 +141,8 @@ static int parse(int argc, char **argv, bench_args *a) {
         else if (!strcmp(o, "--reps")) sv = &a->reps;
         else if (!strcmp(o, "--slots")) sv = &a->slots;
         else if (!strcmp(o, "--gas")) sv = &a->gas;
+        else if (!strcmp(o, "--pipeline-stages")) sv = &a->pipe_stages;
+        else if (!strcmp(o, "--micro-batches")) sv = &a->micro_batches;
         else {
             fprintf(stderr, "dtrain bench: unknown option '%s'\n", o);
             bench_usage(stderr);
@@ -319,6 +325,118 @@ static int bench_engine(bench_args *a, dt_module *net, dt_tensor *x, dt_tensor *
     return 0;
 }
 
+/* ---- pipeline mode ---- */
+
+typedef struct pipe_bench {
+    dt_gpt_config g;
+    const dt_tensor *x, *y; /* one fixed micro-batch of tokens and targets (heap) */
+} pipe_bench;
+
+static dt_module *pb_embed(void *u) { return dt_gpt_embedding(&((pipe_bench *)u)->g); }
+static dt_module *pb_block(void *u) { return dt_gpt_block(&((pipe_bench *)u)->g); }
+static dt_module *pb_head(void *u) { return dt_gpt_head(&((pipe_bench *)u)->g); }
+
+static dt_tensor *pb_loss(dt_tensor *logits, dt_tensor *y, void *u) {
+    int64_t V = ((pipe_bench *)u)->g.vocab;
+    return dt_cross_entropy(dt_reshape(logits, 2, (int64_t[]){dt_numel(logits) / V, V}),
+                            dt_reshape(y, 1, (int64_t[]){dt_numel(y)}), -100);
+}
+
+static dt_status pb_data(void *u, int64_t micro, dt_ctx *c, bool want_in, dt_tensor **in,
+                         bool want_lab, dt_tensor **lab) {
+    (void)micro;
+    pipe_bench *b = u;
+    if (want_in && !(*in = dt_tensor_wrap(c, DT_DTYPE_I64, 2, b->x->shape, b->x->data)))
+        return dt_last_status();
+    if (want_lab && !(*lab = dt_tensor_wrap(c, DT_DTYPE_I64, 2, b->y->shape, b->y->data)))
+        return dt_last_status();
+    return DT_OK;
+}
+
+/* A global batch of --micro-batches micro-batches through the pipeline per step; rank 0
+ * prints the throughput and every stage's waiting fraction next to the 1F1B ideal bubble. */
+static int bench_pipe(bench_args *a, const dt_tensor *x, const dt_tensor *y, int threads) {
+    int M = a->micro_batches ? a->micro_batches : 8;
+    pipe_bench pb = {{.vocab = a->vocab, .seq = a->seq, .d_model = a->d_model, .n_head = a->heads,
+                      .n_layer = a->layers},
+                     x, y};
+    int nl = (int)a->layers + 2;
+    dt_pipe_layer *layers = calloc((size_t)nl, sizeof *layers);
+    layers[0] = (dt_pipe_layer){"GPTEmbedding", pb_embed, &pb};
+    for (int i = 1; i <= a->layers; i++) layers[i] = (dt_pipe_layer){"Block", pb_block, &pb};
+    layers[nl - 1] = (dt_pipe_layer){"GPTHead", pb_head, &pb};
+    char cfg[512];
+    snprintf(cfg, sizeof cfg,
+             "{\"train_micro_batch_size_per_gpu\": %lld, \"gradient_accumulation_steps\": %d,"
+             " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.001}},"
+             " \"bf16\": {\"enabled\": %s}, \"zero_optimization\": {\"stage\": %d}}",
+             (long long)a->batch, M, a->dtype == DT_DTYPE_BF16 ? "true" : "false",
+             a->zero_stage > 0 ? a->zero_stage : 0);
+    json_t *j = dt_ds_config_load(cfg);
+    dt_comm *w = NULL;
+    dt_pipe_opts o = dt_pipe_defaults();
+    o.num_stages = a->pipe_stages;
+    o.loss = pb_loss;
+    o.loss_user = &pb;
+    dt_pipe_engine *p = j && dt_comm_init(&w) == DT_OK ? (o.world = w, dt_pipe_engine_init(nl, layers, &o, j)) : NULL;
+    json_decref(j);
+    if (!p) {
+        fprintf(stderr, "dtrain bench: pipeline: %s\n", dt_last_error());
+        if (w) dt_comm_finalize(w);
+        free(layers);
+        return 1;
+    }
+    int total = a->warmup + a->steps;
+    double *ms = calloc((size_t)a->steps, sizeof(double)), *wait = calloc((size_t)a->steps, sizeof(double));
+    float loss = 0;
+    for (int s = 0; s < total; s++) {
+        double t0 = dt_now_sec();
+        dt_status st;
+        loss = dt_pipe_train_batch(p, pb_data, &pb, &st);
+        if (st != DT_OK) {
+            fprintf(stderr, "dtrain bench: pipeline step %d: %s\n", s, dt_last_error());
+            return 1;
+        }
+        if (s >= a->warmup) {
+            ms[s - a->warmup] = (dt_now_sec() - t0) * 1e3;
+            wait[s - a->warmup] = dt_pipe_last_wait_fraction(p);
+        }
+    }
+    qsort(ms, (size_t)a->steps, sizeof(double), cmp_double);
+    qsort(wait, (size_t)a->steps, sizeof(double), cmp_double);
+    double med = ms[a->steps / 2], wmed = wait[a->steps / 2];
+    /* every rank's step time and waiting fraction, to rank 0 */
+    int S = dt_pipe_num_stages(p), D = dt_pipe_dp_size(p);
+    double mine[2] = {med, wmed};
+    dt_bytes_list *l = NULL;
+    dt_comm_gather_bytes(w, mine, sizeof mine, 0, &l);
+    if (dt_comm_rank(w) == 0 && l) {
+        double worst = 0;
+        for (int r = 0; r < l->count; r++) {
+            const double *v = l->items[r].data;
+            worst = v[0] > worst ? v[0] : worst;
+        }
+        int64_t tokens = a->batch * a->seq * M * D;
+        double ideal = (double)(S - 1) / (double)(M + S - 1);
+        printf("{\"model\":\"gpt\",\"pipeline_stages\":%d,\"data_parallel\":%d,"
+               "\"threads_per_rank\":%d,\"micro_batches\":%d,\"micro_batch\":%lld,"
+               "\"global_batch\":%lld,\"step_ms_median\":%.3f,\"tokens_per_s\":%.1f,"
+               "\"ideal_bubble\":%.4f,\"final_loss\":%.6f,\"wait_fraction_per_rank\":[",
+               S, D, threads, M, (long long)a->batch, (long long)(a->batch * M * D), worst,
+               (double)tokens / (worst / 1e3), ideal, (double)loss);
+        for (int r = 0; r < l->count; r++)
+            printf("%s%.4f", r ? "," : "", ((const double *)l->items[r].data)[1]);
+        printf("]}\n");
+    }
+    dt_bytes_list_free(l);
+    dt_pipe_engine_free(p);
+    dt_comm_finalize(w);
+    free(ms);
+    free(wait);
+    free(layers);
+    return 0;
+}
+
 static int bench_train(bench_args *a) {
     bool gpt = !strcmp(a->model, "gpt"), cnn = !strcmp(a->model, "cnn"), mlp = !strcmp(a->model, "mlp");
     if (!gpt && !cnn && !mlp) {
@@ -368,7 +486,8 @@ static int bench_train(bench_args *a) {
     }
     /* the plain step's optimiser (the engine makes its own from the config) */
     dt_optim_config oc = dt_optim_defaults(DT_OPTIM_ADAMW);
-    dt_optimizer *opt = a->zero_stage < 0 ? dt_optim_new_for_module(&oc, net) : NULL;
+    bool plain = a->zero_stage < 0 && !a->pipe_stages;
+    dt_optimizer *opt = plain ? dt_optim_new_for_module(&oc, net) : NULL;
     /* one fixed batch, made once */
     dt_rng rng;
     dt_rng_init(&rng, 7);
@@ -391,9 +510,23 @@ static int bench_train(bench_args *a) {
         for (int64_t i = 0; y && i < B; i++)
             ((int64_t *)y->data)[i] = (int64_t)dt_rng_below(&rng, (uint64_t)classes);
     }
-    if ((a->zero_stage < 0 && !opt) || !x || !y) {
+    if ((plain && !opt) || !x || !y) {
         fprintf(stderr, "dtrain bench: %s\n", dt_last_error());
         return 1;
+    }
+    if (a->pipe_stages > 0) {
+        if (!gpt) {
+            fprintf(stderr, "dtrain bench: --pipeline-stages needs --model gpt\n");
+            return 2;
+        }
+        dt_module_free(net); /* the stages build their own layers */
+        net = NULL;
+        int rc = bench_pipe(a, x, y, threads);
+        dt_tensor_free(x);
+        dt_tensor_free(y);
+        dt_optim_free(opt);
+        dt_ctx_free(ctx);
+        return rc;
     }
     if (a->zero_stage >= 0) {
         int rc = bench_engine(a, net, x, y, gpt, threads, rss0);
@@ -517,7 +650,7 @@ int dt_cli_bench(int argc, char **argv) {
     int r = parse(argc - 1, argv + 1, &a);
     if (r) return r < 0 ? 2 : 0;
     if ((a.offload || a.nvme_path || a.gas > 1 || a.ds_config) && a.zero_stage < 0) a.zero_stage = 0;
-    if (a.slots > 1 && a.zero_stage < 0) a.zero_stage = 0;
+    if (a.slots > 1 && a.zero_stage < 0 && !a.pipe_stages) a.zero_stage = 0;
     /* several ranks: run this command again under mpirun */
     if (a.slots > 1 && !getenv("OMPI_COMM_WORLD_SIZE")) return dt_cli_mpirun(argc, argv, a.slots, "bench");
     if (!strcmp(argv[0], "train")) {
