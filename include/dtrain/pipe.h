@@ -79,6 +79,20 @@ DT_API float dt_pipe_train_batch(dt_pipe_engine *p, dt_pipe_data_fn data, void *
 DT_API float dt_pipe_eval_batch(dt_pipe_engine *p, dt_pipe_data_fn data, void *user,
                                 dt_status *st);
 
+/* ---- checkpoints ----
+ * DIR/TAG/ gets: model.safetensors (every layer's weights by their "<layer>.<name>" names,
+ * consolidated on rank 0: loads into the same layers without a pipeline, e.g. a
+ * dt_nn_sequential, by name), layer_<i>.safetensors (each layer's weights, written by its
+ * stage), stage_<s>/ (each stage's engine checkpoint: optimizer shards, counters, schedule)
+ * and pipe_state.json (stages, partition, data-parallel size); DIR/latest names TAG. Collective.
+ * TAG NULL = "global_step<N>". Loading needs the same number of stages and the same partition
+ * (the data-parallel size may differ); it restores weights, optimizer state and counters, so a
+ * resumed run continues exactly. On error the engine is unchanged. */
+DT_API dt_status dt_pipe_save_checkpoint(dt_pipe_engine *p, const char *dir, const char *tag,
+                                         const json_t *client_state);
+DT_API dt_status dt_pipe_load_checkpoint(dt_pipe_engine *p, const char *dir, const char *tag,
+                                         json_t **client_state);
+
 DT_API int dt_pipe_stage_id(const dt_pipe_engine *p);
 DT_API int dt_pipe_num_stages(const dt_pipe_engine *p);
 DT_API int dt_pipe_dp_rank(const dt_pipe_engine *p);

@@ -370,3 +370,232 @@ void dt_pipe_stage_layers(const dt_pipe_engine *p, int *first, int *end) {
 dt_module *dt_pipe_stage_module(const dt_pipe_engine *p) { return p->module; }
 dt_engine *dt_pipe_stage_engine(const dt_pipe_engine *p) { return p->eng; }
 double dt_pipe_last_wait_fraction(const dt_pipe_engine *p) { return p->wait_frac; }
+
+/* ---- checkpoints ----------------------------------------------------------------------------- */
+
+#define PIPE_CKPT_VERSION 1
+
+/* Every rank learns whether any rank failed; a failing rank keeps its own message. */
+static dt_status agree(dt_comm *c, dt_status local, const char *what) {
+    if (dt_comm_size(c) == 1) return local;
+    int64_t v = local != DT_OK ? (int64_t)local : 0;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", dt_last_error());
+    dt_status st = dt_comm_allreduce(c, &v, 1, DT_COMM_DTYPE_I64, DT_REDUCE_OP_MAX);
+    if (st != DT_OK) return st;
+    if (local != DT_OK) return dt_error(local, "%s", msg);
+    if (v != 0) return dt_error((dt_status)v, "%s: another rank failed (see its message)", what);
+    return DT_OK;
+}
+
+/* Text to path through a temporary name and a rename. */
+static dt_status write_text(const char *path, const char *text) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return dt_error(DT_ERR_IO, "cannot write %s", tmp);
+    bool ok = fputs(text, f) >= 0;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        remove(tmp);
+        return dt_error(DT_ERR_IO, "cannot write %s", path);
+    }
+    return DT_OK;
+}
+
+/* Layer i's parameters of this stage's module (children are named by global layer index). */
+static dt_status write_layer(dt_pipe_engine *p, int i, const char *path) {
+    char prefix[32];
+    int np = 0, cap = dt_module_param_count(p->module);
+    snprintf(prefix, sizeof prefix, "%d.", i);
+    const char **names = calloc((size_t)(cap ? cap : 1), sizeof *names);
+    dt_tensor **ts = calloc((size_t)(cap ? cap : 1), sizeof *ts);
+    if (!names || !ts) {
+        free(names);
+        free(ts);
+        return dt_error(DT_ERR_OOM, "pipeline checkpoint");
+    }
+    for (int k = 0; k < cap; k++) {
+        const char *nm = dt_module_param_name(p->module, k);
+        if (strncmp(nm, prefix, strlen(prefix))) continue;
+        names[np] = nm;
+        ts[np++] = dt_module_param_tensor(p->module, k);
+    }
+    const char *meta[] = {"format", "pt"};
+    dt_status st = dt_safetensors_write(path, np, names, ts, 1, meta);
+    free(names);
+    free(ts);
+    return st;
+}
+
+/* Rank 0: every layer file into one model.safetensors. */
+static dt_status consolidate(const char *tdir, int n_layers) {
+    dt_ctx *c = dt_ctx_new(NULL, 1);
+    int cap = 64, n = 0;
+    const char **names = malloc((size_t)cap * sizeof *names);
+    dt_tensor **ts = malloc((size_t)cap * sizeof *ts);
+    dt_safetensors **files = calloc((size_t)n_layers, sizeof *files);
+    dt_status st = c && names && ts && files ? DT_OK : dt_error(DT_ERR_OOM, "pipeline");
+    for (int i = 0; i < n_layers && st == DT_OK; i++) {
+        char path[4300];
+        snprintf(path, sizeof path, "%s/layer_%d.safetensors", tdir, i);
+        if (!(files[i] = dt_safetensors_open(path))) {
+            st = dt_last_status();
+            break;
+        }
+        for (int k = 0; k < dt_safetensors_count(files[i]) && st == DT_OK; k++) {
+            if (n == cap) {
+                cap *= 2;
+                const char **nn = realloc(names, (size_t)cap * sizeof *names);
+                if (nn) names = nn;
+                dt_tensor **nt = realloc(ts, (size_t)cap * sizeof *ts);
+                if (nt) ts = nt;
+                if (!nn || !nt) {
+                    st = dt_error(DT_ERR_OOM, "pipeline checkpoint");
+                    break;
+                }
+            }
+            names[n] = dt_safetensors_name(files[i], k);
+            ts[n] = dt_safetensors_get(files[i], c, names[n]);
+            if (!ts[n]) st = dt_last_status();
+            else n++;
+        }
+    }
+    if (st == DT_OK) {
+        char path[4300];
+        snprintf(path, sizeof path, "%s/model.safetensors", tdir);
+        const char *meta[] = {"format", "pt"};
+        st = dt_safetensors_write(path, n, names, ts, 1, meta);
+    }
+    for (int i = 0; files && i < n_layers; i++) dt_safetensors_close(files[i]);
+    free(files);
+    free(names);
+    free(ts);
+    dt_ctx_free(c);
+    return st;
+}
+
+static int n_layers_of(const dt_pipe_engine *p, int64_t *parts_out) {
+    /* every stage's [first, end), in stage order, from the pipe group */
+    int64_t mine[2] = {p->first, p->end};
+    int64_t *all = malloc((size_t)p->S * sizeof mine);
+    int n = -1;
+    if (all && dt_comm_allgather(p->pp, mine, all, sizeof mine) == DT_OK) {
+        for (int s = 0; s < p->S; s++) parts_out[s] = all[2 * s];
+        parts_out[p->S] = all[2 * p->S - 1];
+        n = (int)all[2 * p->S - 1];
+    }
+    free(all);
+    return n;
+}
+
+dt_status dt_pipe_save_checkpoint(dt_pipe_engine *p, const char *dir, const char *tag,
+                                  const json_t *client_state) {
+    if (!p || !dir) return dt_error(DT_ERR_INVALID, "dt_pipe_save_checkpoint: NULL argument");
+    char tagbuf[64], tdir[4096], sdir[4200];
+    if (!tag) {
+        snprintf(tagbuf, sizeof tagbuf, "global_step%lld",
+                 (long long)dt_engine_global_steps(p->eng));
+        tag = tagbuf;
+    }
+    dt_status local = DT_OK;
+    if (!*tag || strchr(tag, '/') || !strcmp(tag, ".") || !strcmp(tag, ".."))
+        local = dt_error(DT_ERR_INVALID, "checkpoint tag '%s' is not one path component", tag);
+    snprintf(tdir, sizeof tdir, "%s/%s", dir, tag);
+    snprintf(sdir, sizeof sdir, "%s/stage_%d", tdir, p->stage);
+    int64_t *parts = calloc((size_t)p->S + 1, sizeof *parts);
+    int n_layers = parts ? n_layers_of(p, parts) : -1;
+    if (local == DT_OK && n_layers < 0) local = dt_error(DT_ERR_COMM, "pipeline checkpoint: layout");
+    dt_status st = agree(p->world, local, "pipeline save");
+    /* each stage's engine: its weights, optimizer shards and counters */
+    if (st == DT_OK) st = dt_engine_save_checkpoint(p->eng, sdir, "engine", client_state);
+    st = agree(p->world, st, "pipeline save");
+    /* each layer's weights from its stage */
+    local = DT_OK;
+    if (st == DT_OK && p->dp_rank == 0)
+        for (int i = p->first; i < p->end && local == DT_OK; i++) {
+            char path[4300];
+            snprintf(path, sizeof path, "%s/layer_%d.safetensors", tdir, i);
+            local = write_layer(p, i, path);
+        }
+    if (st == DT_OK) st = agree(p->world, local, "pipeline save");
+    /* rank 0: the consolidated weights, the layout, then latest */
+    local = DT_OK;
+    if (st == DT_OK && dt_comm_rank(p->world) == 0) {
+        local = consolidate(tdir, n_layers);
+        json_t *parts_j = json_array();
+        for (int s = 0; s <= p->S; s++) json_array_append_new(parts_j, json_integer(parts[s]));
+        json_t *j = json_pack("{s:i, s:i, s:i, s:i, s:o, s:I}", "format_version", PIPE_CKPT_VERSION,
+                              "num_stages", p->S, "dp_size", p->D, "n_layers", n_layers,
+                              "partition", parts_j, "global_steps",
+                              (json_int_t)dt_engine_global_steps(p->eng));
+        char *text = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
+        char path[4300];
+        snprintf(path, sizeof path, "%s/pipe_state.json", tdir);
+        if (local == DT_OK) local = text ? write_text(path, text) : dt_error(DT_ERR_OOM, "json");
+        snprintf(path, sizeof path, "%s/latest", dir);
+        if (local == DT_OK) local = write_text(path, tag);
+        free(text);
+        json_decref(j);
+    }
+    free(parts);
+    if (st == DT_OK) st = agree(p->world, local, "pipeline save");
+    return st;
+}
+
+dt_status dt_pipe_load_checkpoint(dt_pipe_engine *p, const char *dir, const char *tag,
+                                  json_t **client_state) {
+    if (client_state) *client_state = NULL;
+    if (!p || !dir) return dt_error(DT_ERR_INVALID, "dt_pipe_load_checkpoint: NULL argument");
+    char tagbuf[256], path[4300];
+    dt_status local = DT_OK;
+    if (!tag) {
+        snprintf(path, sizeof path, "%s/latest", dir);
+        FILE *f = fopen(path, "rb");
+        size_t k = f ? fread(tagbuf, 1, sizeof tagbuf - 1, f) : 0;
+        if (f) fclose(f);
+        tagbuf[k] = 0;
+        while (k > 0 && (tagbuf[k - 1] == '\n' || tagbuf[k - 1] == ' ')) tagbuf[--k] = 0;
+        if (!k)
+            local = dt_error(DT_ERR_IO, "cannot read %s; hint: pass the tag explicitly or check "
+                                        "the checkpoint directory",
+                             path);
+        tag = tagbuf;
+    }
+    int64_t *parts = calloc((size_t)p->S + 1, sizeof *parts);
+    int n_layers = parts ? n_layers_of(p, parts) : -1;
+    json_t *j = NULL;
+    if (local == DT_OK) {
+        snprintf(path, sizeof path, "%s/%s/pipe_state.json", dir, tag);
+        json_error_t jerr;
+        if (!(j = json_load_file(path, 0, &jerr)))
+            local = dt_error(DT_ERR_FORMAT, "%s: %s; hint: is this a pipeline checkpoint?", path,
+                             jerr.text);
+    }
+    if (local == DT_OK) {
+        json_t *pj = json_object_get(j, "partition");
+        bool same = json_integer_value(json_object_get(j, "format_version")) == PIPE_CKPT_VERSION &&
+                    json_integer_value(json_object_get(j, "num_stages")) == p->S &&
+                    json_integer_value(json_object_get(j, "n_layers")) == n_layers &&
+                    (int)json_array_size(pj) == p->S + 1;
+        for (int s = 0; same && s <= p->S; s++)
+            same = json_integer_value(json_array_get(pj, (size_t)s)) == parts[s];
+        if (!same)
+            local = dt_error(DT_ERR_FORMAT,
+                             "%s: saved with another pipeline layout (%lld stages over %lld "
+                             "layers, or another partition) than this engine's %d stages over %d "
+                             "layers; hint: load its model.safetensors as initial weights instead "
+                             "(dt_pipe_opts.init_weights)",
+                             path, (long long)json_integer_value(json_object_get(j, "num_stages")),
+                             (long long)json_integer_value(json_object_get(j, "n_layers")), p->S,
+                             n_layers);
+    }
+    json_decref(j);
+    free(parts);
+    dt_status st = agree(p->world, local, "pipeline load");
+    if (st != DT_OK) return st;
+    char sdir[4400];
+    snprintf(sdir, sizeof sdir, "%s/%s/stage_%d", dir, tag, p->stage);
+    st = dt_engine_load_checkpoint(p->eng, sdir, "engine", NULL, client_state);
+    return agree(p->world, st, "pipeline load");
+}

@@ -217,6 +217,99 @@ static void test_all_stages(void) {
     check_pipeline(1, "type:linear");
 }
 
+/* Save after 10 global steps, go on to 20; a fresh engine loads the checkpoint and trains the
+ * same 10: the same weights bit for bit. The consolidated weights load into the same layers
+ * without a pipeline and evaluate to the pipeline's loss. */
+static void test_checkpoint(void) {
+    int W = dt_comm_size(g_world), S = 2, D = W / S;
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/pipe_ck", g_tmp);
+    dt_pipe_opts o = dt_pipe_defaults();
+    o.num_stages = S;
+    o.loss = ce;
+    o.world = g_world;
+    float *ref = NULL, *got = NULL;
+    int64_t n = 0;
+    float eval_pipe = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        json_t *j = config(D, "{\"stage\": 1}");
+        dt_pipe_engine *p = dt_pipe_engine_init(NL, LAYERS, &o, j);
+        json_decref(j);
+        CHECK(p != NULL);
+        if (!p) return;
+        feed f = {0, D, dt_pipe_dp_rank(p)};
+        int s = 0;
+        if (pass == 1) {
+            json_t *client = NULL;
+            CHECK_MSG(dt_pipe_load_checkpoint(p, dir, "global_step10", &client) == DT_OK, "load: %s",
+                      dt_last_error());
+            CHECK(client && json_integer_value(json_object_get(client, "step")) == 10);
+            json_decref(client);
+            CHECK(dt_engine_global_steps(dt_pipe_stage_engine(p)) == 10);
+            s = 10;
+        }
+        for (; s < 20; s++) {
+            f.step = s;
+            dt_status st;
+            dt_pipe_train_batch(p, pipe_data, &f, &st);
+            CHECK(st == DT_OK);
+            if (pass == 0 && s == 9) {
+                json_t *client = json_pack("{s:i}", "step", 10);
+                CHECK_MSG(dt_pipe_save_checkpoint(p, dir, NULL, client) == DT_OK, "save: %s",
+                          dt_last_error());
+                json_decref(client);
+            }
+        }
+        f.step = 20;
+        if (pass == 0) eval_pipe = dt_pipe_eval_batch(p, pipe_data, &f, NULL);
+        float *w = dt_module_flat_params(dt_pipe_stage_module(p), &n);
+        float *copy = malloc((size_t)n * sizeof *copy);
+        memcpy(copy, w, (size_t)n * sizeof *copy);
+        if (pass) got = copy;
+        else ref = copy;
+        if (pass == 0) {
+            /* the consolidated weights of step 10 are in the checkpoint; save step 20 too */
+            CHECK(dt_pipe_save_checkpoint(p, dir, "final", NULL) == DT_OK);
+        }
+        dt_pipe_engine_free(p);
+    }
+    CHECK_MSG(ref && got && memcmp(ref, got, (size_t)n * sizeof *ref) == 0,
+              "resumed pipeline differs");
+    free(ref);
+    free(got);
+    /* the final consolidated weights in a plain Sequential: the same evaluation loss */
+    dt_ctx *c = dt_ctx_new(NULL, 1);
+    dt_module *net = dt_nn_sequential(lin_in(NULL), relu(NULL), lin_hid(NULL), relu(NULL),
+                                      lin_hid(NULL), relu(NULL), lin_out(NULL), NULL);
+    dt_module_build(net, c, 9);
+    char path[500];
+    snprintf(path, sizeof path, "%s/final/model.safetensors", dir);
+    dt_safetensors *sf = dt_safetensors_open(path);
+    CHECK_MSG(sf != NULL, "%s", dt_last_error());
+    for (int i = 0; sf && i < dt_module_param_count(net); i++)
+        CHECK(dt_safetensors_read_into(sf, dt_module_param_name(net, i),
+                                       dt_module_param_tensor(net, i)) == DT_OK);
+    dt_safetensors_close(sf);
+    double l = 0;
+    dt_set_grad_enabled(c, false);
+    for (int m = 0; m < MICRO; m++) {
+        dt_tensor *x, *y;
+        batch(c, (int64_t)(20 * MICRO + m) * D * MB, D * MB, &x, &y);
+        l += dt_item(dt_cross_entropy(dt_module_forward(net, x), y, -100)) / MICRO;
+    }
+    CHECK_MSG(fabs(l - eval_pipe) <= 1e-5 * fabs(l), "plain %g vs pipeline %g", l, (double)eval_pipe);
+    dt_module_free(net);
+    dt_ctx_free(c);
+    /* another layout is refused with the reason, on every rank */
+    o.num_stages = 1;
+    json_t *j = config(W, "{\"stage\": 0}");
+    dt_pipe_engine *p1 = dt_pipe_engine_init(NL, LAYERS, &o, j);
+    json_decref(j);
+    CHECK(p1 && dt_pipe_load_checkpoint(p1, dir, NULL, NULL) == DT_ERR_FORMAT &&
+          strstr(dt_last_error(), "another pipeline layout"));
+    dt_pipe_engine_free(p1);
+}
+
 static void test_refused(void) {
     dt_pipe_opts o = dt_pipe_defaults();
     o.loss = ce;
@@ -255,6 +348,7 @@ int main(void) {
     dt_comm_broadcast(g_world, g_tmp, sizeof g_tmp, 0);
     MT_RUN(test_two_stages);
     MT_RUN(test_all_stages);
+    MT_RUN(test_checkpoint);
     MT_RUN(test_refused);
     dt_comm_barrier(g_world);
     if (mt_rank == 0 && g_tmp[0]) {
