@@ -85,6 +85,14 @@ DT_API void dt_ctx_reset(dt_ctx *ctx);
 typedef void (*dt_backward_mark_fn)(void *user, int64_t arg);
 DT_API dt_status dt_ctx_mark_backward(dt_ctx *ctx, dt_backward_mark_fn fn, void *user,
                                       int64_t arg);
+/* Activation checkpointing: y = fn(x, user) computed without keeping fn's intermediate
+ * activations (only x and y stay in the arena); the backward runs fn again from x, with the
+ * context RNG as it was the first time (dropout draws the same masks), and backpropagates
+ * through the recomputed ops. fn must compute the same thing given the same x and RNG; user
+ * must stay valid until the backward. Parameters used inside fn get their gradients as usual.
+ * With gradients off this is just fn(x). NULL on error (fn's, or DT_ERR_OOM). */
+typedef dt_tensor *(*dt_checkpoint_fn)(dt_tensor *x, void *user);
+DT_API dt_tensor *dt_checkpoint(dt_checkpoint_fn fn, void *user, dt_tensor *x);
 /* Returns the previous setting. With grad disabled no op records itself (evaluation). */
 DT_API bool dt_set_grad_enabled(dt_ctx *ctx, bool on);
 DT_API bool dt_grad_enabled(const dt_ctx *ctx);

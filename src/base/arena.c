@@ -108,6 +108,31 @@ void dt_arena_reset(dt_arena *a) {
     a->used_total = 0;
 }
 
+dt_arena_mark dt_arena_get_mark(const dt_arena *a) {
+    return (dt_arena_mark){a->head, a->head ? a->head->used : 0, a->used_total};
+}
+
+void dt_arena_rewind(dt_arena *a, dt_arena_mark m) {
+    while (a->head && a->head != (block *)m.block) { /* blocks added since the mark */
+        block *b = a->head;
+        a->head = b->next;
+        dt_mem_free(a->dev, a->cat, b->mem, b->cap);
+        free(b);
+    }
+    if (a->head) a->head->used = m.used;
+    a->used_total = m.used_total;
+}
+
+bool dt_arena_allocated_since(const dt_arena *a, dt_arena_mark m, const void *ptr) {
+    const char *p = ptr;
+    for (const block *b = a->head; b; b = b->next) {
+        size_t from = b == (const block *)m.block ? m.used : 0;
+        if (p >= b->mem + from && p < b->mem + b->used) return true;
+        if (b == (const block *)m.block) break;
+    }
+    return false;
+}
+
 size_t dt_arena_used(const dt_arena *a) { return a->used_total; }
 size_t dt_arena_high_water(const dt_arena *a) { return a->high_water; }
 size_t dt_arena_capacity(const dt_arena *a) {

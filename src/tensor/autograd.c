@@ -120,7 +120,9 @@ dt_status dt_ctx_mark_backward(dt_ctx *ctx, dt_backward_mark_fn fn, void *user, 
     return DT_OK;
 }
 
-static dt_status run_backward(dt_tensor *out) {
+/* Backward from out's node down to tape index lo (the nodes below lo are not visited), running
+ * the marks from index kbase on. */
+static dt_status run_backward_from(dt_tensor *out, int64_t lo, int64_t kbase) {
     dt_ctx *ctx = out->ctx;
     if (!out->node)
         return dt_error(DT_ERR_STATE,
@@ -134,8 +136,8 @@ static dt_status run_backward(dt_tensor *out) {
     /* marks at positions past the output's node belong to later forward work: skipped */
     int64_t k = ctx->n_marks - 1;
     while (k >= 0 && ctx->marks[k].pos > i) k--;
-    for (; i >= 0; i--) {
-        for (; k >= 0 && ctx->marks[k].pos > i; k--) ctx->marks[k].fn(ctx->marks[k].user, ctx->marks[k].arg);
+    for (; i >= lo; i--) {
+        for (; k >= kbase && ctx->marks[k].pos > i; k--) ctx->marks[k].fn(ctx->marks[k].user, ctx->marks[k].arg);
         dt_node *n = ctx->tape[i];
         if (!n->out->grad) continue; /* no gradient reached this node */
         if (dt_last_status() == DT_ERR_OOM) return DT_ERR_OOM;
@@ -150,8 +152,18 @@ static dt_status run_backward(dt_tensor *out) {
         ctx->flops_bwd += n->op->bwd_flops ? n->op->bwd_flops(n)
                                            : (n->op->flops ? 2 * n->op->flops(n) : 0);
     }
-    for (; k >= 0; k--) ctx->marks[k].fn(ctx->marks[k].user, ctx->marks[k].arg);
+    for (; k >= kbase; k--) ctx->marks[k].fn(ctx->marks[k].user, ctx->marks[k].arg);
     return dt_last_status() == DT_ERR_OOM ? DT_ERR_OOM : DT_OK;
+}
+
+static dt_status run_backward(dt_tensor *out) { return run_backward_from(out, 0, 0); }
+
+dt_status dt__backward_range(dt_tensor *out, const float *grad, int64_t lo, int64_t kbase) {
+    float *g = dt__grad_f32(out);
+    if (!g) return DT_ERR_OOM;
+    int64_t n = dt_numel(out);
+    for (int64_t i = 0; i < n; i++) g[i] += grad[i];
+    return run_backward_from(out, lo, kbase);
 }
 
 dt_status dt_backward(dt_tensor *loss) {

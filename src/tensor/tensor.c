@@ -67,6 +67,7 @@ void dt_ctx_free(dt_ctx *c) {
     dt_arena_free(c->arena);
     dt_mem_free(c->dev, DT_MEM_OTHER, c->tape, (size_t)c->tape_cap * sizeof(dt_node *));
     dt_mem_free(c->dev, DT_MEM_OTHER, c->marks, (size_t)c->cap_marks * sizeof *c->marks);
+    free(c->carry);
     if (c->own_dev) dt_device_free(c->dev);
     free(c);
 }
@@ -78,6 +79,7 @@ dt_rng *dt_ctx_rng(dt_ctx *c) { return &c->rng; }
 void dt_ctx_reset(dt_ctx *c) {
     c->tape_len = 0;
     c->n_marks = 0;
+    c->n_carry = 0;
     c->grad_pool.n = 0; /* arena memory */
     dt_arena_reset(c->arena);
 }

@@ -87,6 +87,10 @@ struct dt_ctx {
         int64_t arg;
     } *marks;
     int64_t n_marks, cap_marks;
+    /* leaves whose gradient a checkpoint backward moved out of its recomputed region
+     * (ops_checkpoint.c): an enclosing checkpoint checks them too; heap, emptied by reset */
+    dt_tensor **carry;
+    int n_carry, cap_carry;
 };
 
 /* ---- helpers for op files ---- */
@@ -122,6 +126,10 @@ static inline bool dt__wants_grad(const dt_tensor *t) {
  * n->out->grad's data) must set n->out->grad = NULL: the tape recycles the buffers of the
  * gradients it drops. */
 float *dt__grad_f32(dt_tensor *t);
+/* Backward of `out` with output gradient `grad` (numel(out) floats, added to its gradient)
+ * over the tape nodes from out's down to index lo, running the backward marks from index kbase
+ * on: a nested backward over a recomputed segment (ops_checkpoint.c). */
+dt_status dt__backward_range(dt_tensor *out, const float *grad, int64_t lo, int64_t kbase);
 /* Like dt__grad_f32, for a backward that writes EVERY element: when the buffer is new it is
  * left uninitialised and *fresh is set, and the op must store (=) instead of add (+=). This
  * saves zeroing every activation gradient. */
