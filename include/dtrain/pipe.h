@@ -56,6 +56,9 @@ typedef struct dt_pipe_opts {
     /* optional safetensors file (e.g. a plain model's weights): each stage loads its
      * parameters from it by name before its engine starts */
     const char *init_weights;
+    /* activation checkpointing: each stage runs its layers in segments of this many whose
+     * activations are recomputed in the backward (0 = off, the default) */
+    int activation_checkpoint_interval;
 } dt_pipe_opts;
 
 DT_API dt_pipe_opts dt_pipe_defaults(void);

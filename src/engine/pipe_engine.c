@@ -37,8 +37,31 @@ dt_pipe_opts dt_pipe_defaults(void) {
     return (dt_pipe_opts){.num_stages = 1, .partition_method = "parameters", .seed = 1};
 }
 
+typedef struct segment {
+    dt_module *m;
+    int lo, hi;
+} segment;
+
+static dt_tensor *run_segment(dt_tensor *x, void *user) {
+    const segment *s = user;
+    for (int i = s->lo; i < s->hi && x; i++) x = dt_module_forward(s->m->children[i], x);
+    return x;
+}
+
+/* The stage's layers in order; with activation checkpointing (iconf[0] = k > 0) in segments of
+ * k layers whose activations are recomputed in the backward. */
 static dt_tensor *stage_forward(dt_module *m, dt_tensor *x) {
-    for (int i = 0; i < m->n_children && x; i++) x = dt_module_forward(m->children[i], x);
+    int k = (int)m->iconf[0];
+    if (k <= 0 || !dt_grad_enabled(x->ctx)) {
+        segment all = {m, 0, m->n_children};
+        return run_segment(x, &all);
+    }
+    for (int lo = 0; lo < m->n_children && x; lo += k) {
+        segment *s = dt_arena_alloc(dt_ctx_arena(x->ctx), sizeof *s); /* lives until the step */
+        if (!s) return NULL;
+        *s = (segment){m, lo, lo + k < m->n_children ? lo + k : m->n_children};
+        x = dt_checkpoint(run_segment, s, x);
+    }
     return x;
 }
 
@@ -142,7 +165,12 @@ dt_pipe_engine *dt_pipe_engine_init(int n_layers, const dt_pipe_layer *layers,
                           "hint: set zero_optimization.stage to 0 or 1",
                           c.zero.stage);
     }
+    if (st == DT_OK && o.activation_checkpoint_interval < 0)
+        st = dt_error(DT_ERR_CONFIG, "pipeline: activation_checkpoint_interval %d is negative; "
+                                     "hint: 0 turns checkpointing off",
+                      o.activation_checkpoint_interval);
     if (st == DT_OK) st = build_stage(p, layers, o.seed ? o.seed : 1);
+    if (st == DT_OK) p->module->iconf[0] = o.activation_checkpoint_interval;
     if (st == DT_OK && o.init_weights) st = load_weights(p, o.init_weights);
     if (st == DT_OK) {
         dt_engine_opts eo = {.comm = p->dp};

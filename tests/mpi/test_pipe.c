@@ -151,7 +151,7 @@ static void reference(int D, int steps, ref_run *out) {
     dt_comm_barrier(g_world);
 }
 
-static void check_pipeline(int stages, const char *method) {
+static void check_pipeline(int stages, const char *method, int ckpt_every) {
     int W = dt_comm_size(g_world), D = W / stages;
     const int steps = 20;
     ref_run ref;
@@ -164,6 +164,7 @@ static void check_pipeline(int stages, const char *method) {
     o.loss = ce;
     o.world = g_world;
     o.init_weights = path;
+    o.activation_checkpoint_interval = ckpt_every;
     json_t *j = config(D, "{\"stage\": 1}");
     dt_pipe_engine *p = dt_pipe_engine_init(NL, LAYERS, &o, j);
     json_decref(j);
@@ -209,13 +210,16 @@ static void check_pipeline(int stages, const char *method) {
     dt_ctx_free(ref.ctx);
 }
 
-static void test_two_stages(void) { check_pipeline(2, "parameters"); }
+static void test_two_stages(void) { check_pipeline(2, "parameters", 0); }
 
 static void test_all_stages(void) {
     int W = dt_comm_size(g_world);
-    if (W > 2) check_pipeline(W, "uniform");
-    check_pipeline(1, "type:linear");
+    if (W > 2) check_pipeline(W, "uniform", 0);
+    check_pipeline(1, "type:linear", 0);
 }
+
+/* activation checkpointing every 2 layers: the same training */
+static void test_activation_checkpointing(void) { check_pipeline(2, "parameters", 2); }
 
 /* Save after 10 global steps, go on to 20; a fresh engine loads the checkpoint and trains the
  * same 10: the same weights bit for bit. The consolidated weights load into the same layers
@@ -348,6 +352,7 @@ int main(void) {
     dt_comm_broadcast(g_world, g_tmp, sizeof g_tmp, 0);
     MT_RUN(test_two_stages);
     MT_RUN(test_all_stages);
+    MT_RUN(test_activation_checkpointing);
     MT_RUN(test_checkpoint);
     MT_RUN(test_refused);
     dt_comm_barrier(g_world);
