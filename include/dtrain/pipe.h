@@ -16,8 +16,8 @@
  *
  * Layers are built only on the stage that owns them (and, for the "parameters" partition
  * method, once on every rank to count their parameters). Parameter names are "<layer
- * index>.<name>", the names of a dt_nn_sequential over the same layers, so weights move between
- * a pipelined and a plain model by name.
+ * index>.<name>" (tied modules: "tied_<key>.<name>"), the names of a dt_nn_sequential over the
+ * same layers, so weights move between a pipelined and a plain model by name.
  */
 #ifndef DTRAIN_PIPE_H
 #define DTRAIN_PIPE_H
@@ -31,10 +31,20 @@ extern "C" {
 /* Builds one layer (a module that is not built yet). NULL on error. */
 typedef dt_module *(*dt_pipe_layer_fn)(void *arg);
 
+/* How a tied layer uses its shared module (e.g. an LM head multiplying by the transposed
+ * token embedding). */
+typedef dt_tensor *(*dt_pipe_tied_fn)(dt_module *shared, dt_tensor *x, void *arg);
+
 typedef struct dt_pipe_layer {
     const char *type; /* name matched by the partition method "type:REGEX" */
     dt_pipe_layer_fn build;
     void *arg;
+    /* Tied layers: layers with the same key share one module, built by the first of them
+     * (DeepSpeed's TiedLayerSpec). Each stage owning such a layer keeps a copy, named
+     * "tied_<key>" in parameter names; the copies start equal and their gradients are summed
+     * across the owning stages before the step (counted once in the gradient norm). */
+    const char *tied_key;
+    dt_pipe_tied_fn tied_forward; /* NULL: the shared module's own forward */
 } dt_pipe_layer;
 
 /* The loss of micro-batch output `out` (last stage) against its labels: a one-element tensor. */

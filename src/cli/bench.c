@@ -362,9 +362,9 @@ static int bench_pipe(bench_args *a, const dt_tensor *x, const dt_tensor *y, int
                      x, y};
     int nl = (int)a->layers + 2;
     dt_pipe_layer *layers = calloc((size_t)nl, sizeof *layers);
-    layers[0] = (dt_pipe_layer){"GPTEmbedding", pb_embed, &pb};
-    for (int i = 1; i <= a->layers; i++) layers[i] = (dt_pipe_layer){"Block", pb_block, &pb};
-    layers[nl - 1] = (dt_pipe_layer){"GPTHead", pb_head, &pb};
+    layers[0] = (dt_pipe_layer){.type = "GPTEmbedding", .build = pb_embed, .arg = &pb};
+    for (int i = 1; i <= a->layers; i++) layers[i] = (dt_pipe_layer){.type = "Block", .build = pb_block, .arg = &pb};
+    layers[nl - 1] = (dt_pipe_layer){.type = "GPTHead", .build = pb_head, .arg = &pb};
     char cfg[512];
     snprintf(cfg, sizeof cfg,
              "{\"train_micro_batch_size_per_gpu\": %lld, \"gradient_accumulation_steps\": %d,"

@@ -41,6 +41,10 @@ struct dt_engine {
     dt_comm *comm;
     bool own_comm;
     dt_comm *mp_comm; /* pipeline: the stages of this data-parallel slice (global norm, overflow) */
+    /* pipeline: flat ranges left out of the gradient norm (tied copies counted elsewhere) */
+#define DT_ENGINE_MAX_NORM_SKIP 8
+    int64_t norm_skip[DT_ENGINE_MAX_NORM_SKIP][2];
+    int n_norm_skip;
     int W, rank;
 
     int64_t n, npad, block, lo; /* lo = rank * block */

@@ -20,8 +20,33 @@
 enum { TAG_ACT = 1, TAG_GRAD = 2 };
 #define HDR_LEN (1 + DT_MAX_DIMS)
 
+/* How the stage runs layer i: the module (its own, or a tied module shared by several layers)
+ * and, for tied layers, the function using it. Kept in the stage module's impl. */
+typedef struct layer_run {
+    dt_module *m;
+    dt_pipe_tied_fn tied;
+    void *arg;
+} layer_run;
+
+typedef struct stage_impl {
+    int n;
+    layer_run run[];
+} stage_impl;
+
+/* A tied key this stage owns: its module, the stages owning it (same data-parallel rank), and
+ * whether this stage is the first owner (it alone counts the key in the gradient norm). */
+typedef struct tied_mod {
+    char key[48];
+    dt_module *m;
+    dt_comm *owners;
+} tied_mod;
+
 struct dt_pipe_engine {
     dt_comm *world, *dp, *pp;
+    tied_mod *tied;
+    int n_tied;
+    char (*all_keys)[48]; /* every tied key of the model, in first-use order */
+    int n_keys;
     bool own_world;
     int S, D, stage, dp_rank;
     int first, end;
@@ -42,28 +67,35 @@ typedef struct segment {
     int lo, hi;
 } segment;
 
+static dt_tensor *run_layer(const layer_run *r, dt_tensor *x) {
+    return r->tied ? r->tied(r->m, x, r->arg) : dt_module_forward(r->m, x);
+}
+
 static dt_tensor *run_segment(dt_tensor *x, void *user) {
     const segment *s = user;
-    for (int i = s->lo; i < s->hi && x; i++) x = dt_module_forward(s->m->children[i], x);
+    const stage_impl *im = s->m->impl;
+    for (int i = s->lo; i < s->hi && x; i++) x = run_layer(&im->run[i], x);
     return x;
 }
 
 /* The stage's layers in order; with activation checkpointing (iconf[0] = k > 0) in segments of
  * k layers whose activations are recomputed in the backward. */
 static dt_tensor *stage_forward(dt_module *m, dt_tensor *x) {
-    int k = (int)m->iconf[0];
+    int k = (int)m->iconf[0], n = ((const stage_impl *)m->impl)->n;
     if (k <= 0 || !dt_grad_enabled(x->ctx)) {
-        segment all = {m, 0, m->n_children};
+        segment all = {m, 0, n};
         return run_segment(x, &all);
     }
-    for (int lo = 0; lo < m->n_children && x; lo += k) {
+    for (int lo = 0; lo < n && x; lo += k) {
         segment *s = dt_arena_alloc(dt_ctx_arena(x->ctx), sizeof *s); /* lives until the step */
         if (!s) return NULL;
-        *s = (segment){m, lo, lo + k < m->n_children ? lo + k : m->n_children};
+        *s = (segment){m, lo, lo + k < n ? lo + k : n};
         x = dt_checkpoint(run_segment, s, x);
     }
     return x;
 }
+
+static void stage_destroy(dt_module *m) { free(m->impl); }
 
 /* Parameters of each layer, building and freeing it (for the "parameters" method). */
 static dt_status count_params(int n, const dt_pipe_layer *layers, int64_t *out) {
@@ -93,16 +125,104 @@ static dt_status load_weights(dt_pipe_engine *p, const char *path) {
 static dt_status build_stage(dt_pipe_engine *p, const dt_pipe_layer *layers, uint64_t seed) {
     p->module = dt_module_new("PipelineStage", stage_forward);
     if (!p->module) return dt_last_status();
+    int n = p->end - p->first;
+    stage_impl *im = calloc(1, sizeof *im + (size_t)(n ? n : 1) * sizeof(layer_run));
+    p->tied = calloc((size_t)(n ? n : 1), sizeof *p->tied);
+    if (!im || !p->tied) {
+        free(im);
+        return dt_error(DT_ERR_OOM, "pipeline stage");
+    }
+    im->n = n;
+    p->module->impl = im;
+    p->module->destroy = stage_destroy;
     for (int i = p->first; i < p->end; i++) {
-        dt_module *m = layers[i].build(layers[i].arg);
-        char name[16];
-        snprintf(name, sizeof name, "%d", i);
+        const dt_pipe_layer *L = &layers[i];
+        layer_run *r = &im->run[i - p->first];
+        r->tied = L->tied_key ? L->tied_forward : NULL;
+        r->arg = L->arg;
+        if (L->tied_key) { /* the stage's copy of a shared module: built by its first layer */
+            tied_mod *t = NULL;
+            for (int k = 0; k < p->n_tied && !t; k++)
+                if (!strcmp(p->tied[k].key, L->tied_key)) t = &p->tied[k];
+            if (t) {
+                r->m = t->m;
+                continue;
+            }
+            t = &p->tied[p->n_tied++];
+            snprintf(t->key, sizeof t->key, "%s", L->tied_key);
+        }
+        dt_module *m = L->build ? L->build(L->arg) : NULL;
+        char name[64];
+        if (L->tied_key) snprintf(name, sizeof name, "tied_%s", L->tied_key);
+        else snprintf(name, sizeof name, "%d", i);
         if (!m || dt_module_add_child(p->module, name, m) < 0)
             return dt_error(DT_ERR_CONFIG, "pipeline: layer %d (%s) could not be built: %s", i,
-                            layers[i].type ? layers[i].type : "?", dt_last_error());
+                            L->type ? L->type : "?", dt_last_error());
+        r->m = m;
+        if (L->tied_key) p->tied[p->n_tied - 1].m = m;
     }
     if (!(p->ctx = dt_ctx_new(NULL, seed))) return dt_last_status();
     return dt_module_build(p->module, p->ctx, seed + (uint64_t)p->stage);
+}
+
+/* One communicator per tied key of the model (every rank takes part in each split, in the same
+ * order): the stages owning the key, at this data-parallel rank. The copies start as the first
+ * owner's. */
+static dt_status setup_tied(dt_pipe_engine *p, int n_layers, const dt_pipe_layer *layers) {
+    p->all_keys = calloc((size_t)n_layers, sizeof *p->all_keys);
+    if (!p->all_keys) return dt_error(DT_ERR_OOM, "pipeline");
+    for (int i = 0; i < n_layers; i++) {
+        if (!layers[i].tied_key) continue;
+        if (strlen(layers[i].tied_key) >= sizeof p->all_keys[0])
+            return dt_error(DT_ERR_CONFIG, "pipeline: tied key '%s' is too long (at most %zu "
+                                           "characters)",
+                            layers[i].tied_key, sizeof p->all_keys[0] - 1);
+        bool seen = false;
+        for (int k = 0; k < p->n_keys && !seen; k++) seen = !strcmp(p->all_keys[k], layers[i].tied_key);
+        if (!seen) snprintf(p->all_keys[p->n_keys++], sizeof p->all_keys[0], "%s", layers[i].tied_key);
+    }
+    for (int k = 0; k < p->n_keys; k++) {
+        tied_mod *t = NULL;
+        for (int q = 0; q < p->n_tied && !t; q++)
+            if (!strcmp(p->tied[q].key, p->all_keys[k])) t = &p->tied[q];
+        dt_comm *c = NULL;
+        dt_status st = dt_comm_split(p->world, t ? p->dp_rank : DT_COMM_UNDEFINED, p->stage, &c);
+        if (st != DT_OK) return st;
+        if (!t) continue;
+        t->owners = c;
+        for (int i = 0; i < t->m->n_params && st == DT_OK; i++) {
+            dt_tensor *w = t->m->params[i].t;
+            st = dt_comm_broadcast(c, w->data, dt_nbytes(w), 0);
+        }
+        if (st != DT_OK) return st;
+    }
+    return DT_OK;
+}
+
+/* The flat range of a module's own parameters inside the stage's flat buffer. */
+static void flat_range(const dt_pipe_engine *p, const dt_module *m, int64_t *a, int64_t *b) {
+    const float *base = dt_module_flat_params(p->module, NULL);
+    *a = INT64_MAX;
+    *b = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        int64_t o = (const float *)m->params[i].t->data - base;
+        *a = o < *a ? o : *a;
+        *b = o + dt_numel(m->params[i].t) > *b ? o + dt_numel(m->params[i].t) : *b;
+    }
+}
+
+/* Every rank learns whether any rank failed before the next collective. */
+static dt_status agree_init(dt_comm *c, dt_status local) {
+    if (!c || dt_comm_size(c) == 1) return local;
+    int64_t v = local != DT_OK ? (int64_t)local : 0;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", dt_last_error());
+    dt_status st = dt_comm_allreduce(c, &v, 1, DT_COMM_DTYPE_I64, DT_REDUCE_OP_MAX);
+    if (st != DT_OK) return st;
+    if (local != DT_OK) return dt_error(local, "%s", msg);
+    return v ? dt_error((dt_status)v, "pipeline: another rank failed to set up (see its "
+                                      "message)")
+             : DT_OK;
 }
 
 dt_pipe_engine *dt_pipe_engine_init(int n_layers, const dt_pipe_layer *layers,
@@ -172,10 +292,25 @@ dt_pipe_engine *dt_pipe_engine_init(int n_layers, const dt_pipe_layer *layers,
     if (st == DT_OK) st = build_stage(p, layers, o.seed ? o.seed : 1);
     if (st == DT_OK) p->module->iconf[0] = o.activation_checkpoint_interval;
     if (st == DT_OK && o.init_weights) st = load_weights(p, o.init_weights);
+    st = agree_init(p->world, st);
+    if (st == DT_OK) st = setup_tied(p, n_layers, layers);
     if (st == DT_OK) {
         dt_engine_opts eo = {.comm = p->dp};
         if (!(p->eng = dt_engine_init_opts(p->module, ds_config, &eo))) st = dt_last_status();
         else p->eng->mp_comm = p->pp; /* global gradient norm and overflow over the stages */
+    }
+    /* a tied module's gradient is counted in the norm by its first owning stage only */
+    for (int k = 0; st == DT_OK && k < p->n_tied; k++) {
+        if (dt_comm_rank(p->tied[k].owners) == 0) continue;
+        if (p->eng->n_norm_skip == DT_ENGINE_MAX_NORM_SKIP) {
+            st = dt_error(DT_ERR_CONFIG, "pipeline: more than %d tied modules on one stage",
+                          DT_ENGINE_MAX_NORM_SKIP);
+            break;
+        }
+        int64_t a, b;
+        flat_range(p, p->tied[k].m, &a, &b);
+        p->eng->norm_skip[p->eng->n_norm_skip][0] = a;
+        p->eng->norm_skip[p->eng->n_norm_skip++][1] = b;
     }
     free(params);
     free(types);
@@ -192,6 +327,9 @@ dt_pipe_engine *dt_pipe_engine_init(int n_layers, const dt_pipe_layer *layers,
 
 void dt_pipe_engine_free(dt_pipe_engine *p) {
     if (!p) return;
+    for (int k = 0; k < p->n_tied; k++) dt_comm_free(p->tied[k].owners);
+    free(p->tied);
+    free(p->all_keys);
     dt_engine_free(p->eng);
     dt_module_free(p->module);
     dt_ctx_free(p->ctx);
@@ -307,8 +445,19 @@ static dt_status exec(run *r, const dt_pipe_instr *in, dt_pipe_data_fn data, voi
         break;
     }
     case DT_PIPE_REDUCE_TIED:
+        /* the copies of each tied module: gradients summed over the owning stages */
+        for (int k = 0; k < p->n_tied && st == DT_OK; k++) {
+            if (!train || dt_comm_size(p->tied[k].owners) == 1) continue;
+            dt_module *tm = p->tied[k].m;
+            for (int i = 0; i < tm->n_params && st == DT_OK; i++) {
+                dt_tensor *g = tm->params[i].t->grad;
+                st = dt_comm_allreduce(p->tied[k].owners, g->data, dt_numel(g), DT_COMM_DTYPE_F32,
+                                       DT_REDUCE_OP_SUM);
+            }
+        }
+        break;
     case DT_PIPE_REDUCE_GRADS:
-        break; /* no tied layers; the data-parallel reduction is part of the step */
+        break; /* the data-parallel reduction is part of the step */
     case DT_PIPE_STEP:
         break; /* after the sends complete (dt_pipe_train_batch) */
     case DT_PIPE_NOPS:
@@ -431,11 +580,10 @@ static dt_status write_text(const char *path, const char *text) {
     return DT_OK;
 }
 
-/* Layer i's parameters of this stage's module (children are named by global layer index). */
-static dt_status write_layer(dt_pipe_engine *p, int i, const char *path) {
-    char prefix[32];
+/* The parameters of this stage's module whose names start with `prefix` ("<layer>." or
+ * "tied_<key>."). */
+static dt_status write_params(dt_pipe_engine *p, const char *prefix, const char *path) {
     int np = 0, cap = dt_module_param_count(p->module);
-    snprintf(prefix, sizeof prefix, "%d.", i);
     const char **names = calloc((size_t)(cap ? cap : 1), sizeof *names);
     dt_tensor **ts = calloc((size_t)(cap ? cap : 1), sizeof *ts);
     if (!names || !ts) {
@@ -456,17 +604,19 @@ static dt_status write_layer(dt_pipe_engine *p, int i, const char *path) {
     return st;
 }
 
-/* Rank 0: every layer file into one model.safetensors. */
-static dt_status consolidate(const char *tdir, int n_layers) {
+/* Rank 0: every layer file (and tied module file) into one model.safetensors. */
+static dt_status consolidate(const dt_pipe_engine *p, const char *tdir, int n_layers) {
     dt_ctx *c = dt_ctx_new(NULL, 1);
     int cap = 64, n = 0;
     const char **names = malloc((size_t)cap * sizeof *names);
     dt_tensor **ts = malloc((size_t)cap * sizeof *ts);
-    dt_safetensors **files = calloc((size_t)n_layers, sizeof *files);
+    int nf = n_layers + p->n_keys;
+    dt_safetensors **files = calloc((size_t)nf, sizeof *files);
     dt_status st = c && names && ts && files ? DT_OK : dt_error(DT_ERR_OOM, "pipeline");
-    for (int i = 0; i < n_layers && st == DT_OK; i++) {
+    for (int i = 0; i < nf && st == DT_OK; i++) {
         char path[4300];
-        snprintf(path, sizeof path, "%s/layer_%d.safetensors", tdir, i);
+        if (i < n_layers) snprintf(path, sizeof path, "%s/layer_%d.safetensors", tdir, i);
+        else snprintf(path, sizeof path, "%s/tied_%s.safetensors", tdir, p->all_keys[i - n_layers]);
         if (!(files[i] = dt_safetensors_open(path))) {
             st = dt_last_status();
             break;
@@ -495,7 +645,7 @@ static dt_status consolidate(const char *tdir, int n_layers) {
         const char *meta[] = {"format", "pt"};
         st = dt_safetensors_write(path, n, names, ts, 1, meta);
     }
-    for (int i = 0; files && i < n_layers; i++) dt_safetensors_close(files[i]);
+    for (int i = 0; files && i < nf; i++) dt_safetensors_close(files[i]);
     free(files);
     free(names);
     free(ts);
@@ -540,17 +690,26 @@ dt_status dt_pipe_save_checkpoint(dt_pipe_engine *p, const char *dir, const char
     st = agree(p->world, st, "pipeline save");
     /* each layer's weights from its stage */
     local = DT_OK;
-    if (st == DT_OK && p->dp_rank == 0)
+    if (st == DT_OK && p->dp_rank == 0) {
+        char path[4300], prefix[64];
         for (int i = p->first; i < p->end && local == DT_OK; i++) {
-            char path[4300];
             snprintf(path, sizeof path, "%s/layer_%d.safetensors", tdir, i);
-            local = write_layer(p, i, path);
+            snprintf(prefix, sizeof prefix, "%d.", i);
+            local = write_params(p, prefix, path);
         }
+        /* a tied module once, by its first owning stage */
+        for (int k = 0; k < p->n_tied && local == DT_OK; k++) {
+            if (dt_comm_rank(p->tied[k].owners) != 0) continue;
+            snprintf(path, sizeof path, "%s/tied_%s.safetensors", tdir, p->tied[k].key);
+            snprintf(prefix, sizeof prefix, "tied_%s.", p->tied[k].key);
+            local = write_params(p, prefix, path);
+        }
+    }
     if (st == DT_OK) st = agree(p->world, local, "pipeline save");
     /* rank 0: the consolidated weights, the layout, then latest */
     local = DT_OK;
     if (st == DT_OK && dt_comm_rank(p->world) == 0) {
-        local = consolidate(tdir, n_layers);
+        local = consolidate(p, tdir, n_layers);
         json_t *parts_j = json_array();
         for (int s = 0; s <= p->S; s++) json_array_append_new(parts_j, json_integer(parts[s]));
         json_t *j = json_pack("{s:i, s:i, s:i, s:i, s:o, s:I}", "format_version", PIPE_CKPT_VERSION,

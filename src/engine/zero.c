@@ -447,6 +447,12 @@ dt_status dt__zero_global_sumsq(dt_engine *e, const float *g, int64_t gn, double
     double s = 0;
     for (int64_t c = 0; c < nch; c++) s += part[c];
     free(part);
+    /* ranges counted by another stage (pipeline tied copies) */
+    int64_t base = e->stage == 0 ? 0 : e->lo;
+    for (int k = 0; k < e->n_norm_skip; k++) {
+        int64_t a = max64(e->norm_skip[k][0], base), b = min64(e->norm_skip[k][1], base + gn);
+        for (int64_t i = a; i < b; i++) s -= (double)g[i - base] * g[i - base];
+    }
     if (e->stage >= 1 && e->W > 1) {
         /* every rank's partial sum, added in rank order on every rank */
         double *all = malloc((size_t)e->W * sizeof(double));

@@ -29,9 +29,11 @@ static dt_module *lin_out(void *a) { (void)a; return dt_nn_linear(HID, CLASSES, 
 static dt_module *relu(void *a) { (void)a; return dt_nn_relu(); }
 
 static const dt_pipe_layer LAYERS[] = {
-    {"Linear", lin_in, NULL},  {"ReLU", relu, NULL},    {"Linear", lin_hid, NULL},
-    {"ReLU", relu, NULL},      {"Linear", lin_hid, NULL}, {"ReLU", relu, NULL},
-    {"Linear", lin_out, NULL},
+    {.type = "Linear", .build = lin_in},  {.type = "ReLU", .build = relu},
+    {.type = "Linear", .build = lin_hid},
+    {.type = "ReLU", .build = relu},      {.type = "Linear", .build = lin_hid},
+    {.type = "ReLU", .build = relu},
+    {.type = "Linear", .build = lin_out},
 };
 #define NL ((int)(sizeof LAYERS / sizeof LAYERS[0]))
 
@@ -314,6 +316,121 @@ static void test_checkpoint(void) {
     dt_pipe_engine_free(p1);
 }
 
+/* ---- tied layers: the first layer's weight W (HID x DIM) is also the output projection
+ * x · W (DIM logits), on the first and the last stage ---- */
+
+static dt_module *lin_in_nb(void *a) { (void)a; return dt_nn_linear(DIM, HID, false); }
+
+static dt_tensor *tied_out(dt_module *shared, dt_tensor *x, void *a) {
+    (void)a;
+    return dt_matmul(x, shared->params[0].t); /* (B, HID) · (HID, DIM) */
+}
+
+static const dt_pipe_layer TIED[] = {
+    {.type = "Linear", .build = lin_in_nb, .tied_key = "w"},
+    {.type = "ReLU", .build = relu},
+    {.type = "Linear", .build = lin_hid},
+    {.type = "ReLU", .build = relu},
+    {.type = "Head", .build = lin_in_nb, .tied_key = "w", .tied_forward = tied_out},
+};
+
+static dt_tensor *tied_ref_forward(dt_module *m, dt_tensor *x) {
+    dt_module *w = m->children[0], *h = m->children[1];
+    x = dt_relu(dt_module_forward(h, dt_relu(dt_module_forward(w, x))));
+    return tied_out(w, x, NULL);
+}
+
+static void test_tied_layers(void) {
+    int W = dt_comm_size(g_world), S = 2, D = W / S;
+    const int steps = 20;
+    /* the plain model: one W used twice, named as the pipeline names it */
+    dt_ctx *c = dt_ctx_new(NULL, 1);
+    dt_module *net = dt_module_new("Tied", tied_ref_forward);
+    dt_module_add_child(net, "tied_w", lin_in_nb(NULL));
+    dt_module_add_child(net, "2", lin_hid(NULL));
+    CHECK(dt_module_build(net, c, 8) == DT_OK);
+    char path[400];
+    snprintf(path, sizeof path, "%s/tied_init.safetensors", g_tmp);
+    if (dt_comm_rank(g_world) == 0) {
+        const char *names[3];
+        dt_tensor *ts[3];
+        for (int i = 0; i < 3; i++) {
+            names[i] = dt_module_param_name(net, i);
+            ts[i] = dt_module_param_tensor(net, i);
+        }
+        CHECK(dt_safetensors_write(path, 3, names, ts, 0, NULL) == DT_OK);
+    }
+    dt_comm_barrier(g_world);
+    dt_comm *self = NULL;
+    dt_comm_init_self(&self);
+    json_t *j = config(1, "{\"stage\": 0}");
+    json_object_set_new(j, "train_batch_size", json_integer(MB * MICRO * D));
+    dt_engine_opts eo = {.comm = self};
+    dt_engine *e = dt_engine_init_opts(net, j, &eo);
+    json_decref(j);
+    float ref_loss[32];
+    for (int s = 0; e && s < steps; s++) {
+        double l = 0;
+        for (int m = 0; m < MICRO; m++) {
+            dt_tensor *x, *y;
+            batch(c, (int64_t)(s * MICRO + m) * D * MB, D * MB, &x, &y);
+            dt_tensor *loss = dt_cross_entropy(dt_engine_forward(e, x), y, -100);
+            l += dt_item(loss) / MICRO;
+            CHECK(dt_engine_backward(e, loss) == DT_OK && dt_engine_step(e) == DT_OK);
+        }
+        ref_loss[s] = (float)l;
+    }
+    dt_engine_free(e);
+    dt_comm_finalize(self);
+    /* the pipeline: W on stage 0 (layer 0) and on stage 1 (layer 4) */
+    dt_pipe_opts o = dt_pipe_defaults();
+    o.num_stages = S;
+    o.partition_method = "uniform";
+    o.loss = ce;
+    o.world = g_world;
+    o.init_weights = path;
+    j = config(D, "{\"stage\": 1}");
+    dt_pipe_engine *p = dt_pipe_engine_init(5, TIED, &o, j);
+    json_decref(j);
+    CHECK_MSG(p != NULL, "tied pipeline: %s", dt_last_error());
+    if (p) {
+        feed f = {0, D, dt_pipe_dp_rank(p)};
+        int bad = 0;
+        for (int s = 0; s < steps; s++) {
+            f.step = s;
+            dt_status st;
+            float l = dt_pipe_train_batch(p, pipe_data, &f, &st);
+            CHECK(st == DT_OK);
+            bad += !(fabsf(l - ref_loss[s]) <= 1e-5f * fabsf(ref_loss[s]));
+        }
+        CHECK_MSG(bad == 0, "tied: %d losses differ", bad);
+        dt_module *sm = dt_pipe_stage_module(p);
+        CHECK(dt_module_find_param(sm, "tied_w.weight") != NULL); /* a copy on each stage */
+        double worst = 0;
+        for (int i = 0; i < dt_module_param_count(sm); i++) {
+            dt_tensor *a = dt_module_param_tensor(sm, i);
+            dt_tensor *b = dt_module_find_param(net, dt_module_param_name(sm, i));
+            CHECK(b != NULL);
+            if (b) worst = fmax(worst, rel_diff(a->data, b->data, dt_numel(a)));
+        }
+        CHECK_MSG(worst <= 1e-5, "tied: stage %d weights rel %.3g", dt_pipe_stage_id(p), worst);
+        /* the consolidated checkpoint holds the tied module once, with the plain model's names */
+        char dir[300], mpath[400];
+        snprintf(dir, sizeof dir, "%s/tied_ck", g_tmp);
+        CHECK(dt_pipe_save_checkpoint(p, dir, "t", NULL) == DT_OK);
+        if (dt_comm_rank(g_world) == 0) {
+            snprintf(mpath, sizeof mpath, "%s/t/model.safetensors", dir);
+            dt_safetensors *f = dt_safetensors_open(mpath);
+            CHECK(f && dt_safetensors_count(f) == 3 && dt_safetensors_find(f, "tied_w.weight") >= 0 &&
+                  dt_safetensors_find(f, "2.bias") >= 0);
+            dt_safetensors_close(f);
+        }
+        dt_pipe_engine_free(p);
+    }
+    dt_module_free(net);
+    dt_ctx_free(c);
+}
+
 static void test_refused(void) {
     dt_pipe_opts o = dt_pipe_defaults();
     o.loss = ce;
@@ -354,6 +471,7 @@ int main(void) {
     MT_RUN(test_all_stages);
     MT_RUN(test_activation_checkpointing);
     MT_RUN(test_checkpoint);
+    MT_RUN(test_tied_layers);
     MT_RUN(test_refused);
     dt_comm_barrier(g_world);
     if (mt_rank == 0 && g_tmp[0]) {
