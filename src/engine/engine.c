@@ -159,11 +159,20 @@ void dt_engine_free(dt_engine *e) {
     free(e);
 }
 
+/* A pipeline stage's engine runs only under dt_pipe_train_batch / dt_pipe_eval_batch. */
+static dt_status not_a_pipe_stage(const dt_engine *e, const char *fn) {
+    if (!e->pipe_stage || e->pipe_busy) return DT_OK;
+    return dt_error(DT_ERR_STATE, "%s on a pipeline stage's engine; hint: a pipeline runs a whole "
+                                  "global batch with dt_pipe_train_batch (and dt_pipe_eval_batch)",
+                    fn);
+}
+
 dt_tensor *dt_engine_forward(dt_engine *e, dt_tensor *x) {
     if (!e) {
         dt_error(DT_ERR_INVALID, "dt_engine_forward: the engine is NULL");
         return NULL;
     }
+    if (not_a_pipe_stage(e, "dt_engine_forward") != DT_OK) return NULL;
     double t0 = dt_now_sec();
     e->mark_err = DT_OK;
     dt_tensor *y = dt_module_forward(e->model, x);
@@ -177,6 +186,7 @@ dt_tensor *dt_engine_forward(dt_engine *e, dt_tensor *x) {
 
 dt_status dt_engine_backward(dt_engine *e, dt_tensor *loss) {
     if (!e) return dt_error(DT_ERR_INVALID, "dt_engine_backward: the engine is NULL");
+    if (not_a_pipe_stage(e, "dt_engine_backward") != DT_OK) return DT_ERR_STATE;
     if (!loss)
         return dt_error(DT_ERR_INVALID, "dt_engine_backward: the loss is NULL (an earlier op "
                                         "failed: %s)",
@@ -287,6 +297,7 @@ dt_status dt__engine_boundary(dt_engine *e, int64_t micro_batches) {
 
 dt_status dt_engine_step(dt_engine *e) {
     if (!e) return dt_error(DT_ERR_INVALID, "dt_engine_step: the engine is NULL");
+    if (not_a_pipe_stage(e, "dt_engine_step") != DT_OK) return DT_ERR_STATE;
     double t0 = dt_now_sec();
     dt_status st = DT_OK;
     bool boundary = dt_engine_is_gradient_accumulation_boundary(e);

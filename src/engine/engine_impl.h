@@ -41,6 +41,9 @@ struct dt_engine {
     dt_comm *comm;
     bool own_comm;
     dt_comm *mp_comm; /* pipeline: the stages of this data-parallel slice (global norm, overflow) */
+    bool pipe_stage;  /* a pipeline stage's engine: forward / backward / step only from the
+                       * pipeline engine (pipe_busy), never directly */
+    bool pipe_busy;
     /* pipeline: flat ranges left out of the gradient norm (tied copies counted elsewhere) */
 #define DT_ENGINE_MAX_NORM_SKIP 8
     int64_t norm_skip[DT_ENGINE_MAX_NORM_SKIP][2];

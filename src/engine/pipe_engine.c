@@ -297,7 +297,10 @@ dt_pipe_engine *dt_pipe_engine_init(int n_layers, const dt_pipe_layer *layers,
     if (st == DT_OK) {
         dt_engine_opts eo = {.comm = p->dp};
         if (!(p->eng = dt_engine_init_opts(p->module, ds_config, &eo))) st = dt_last_status();
-        else p->eng->mp_comm = p->pp; /* global gradient norm and overflow over the stages */
+        else {
+            p->eng->mp_comm = p->pp; /* global gradient norm and overflow over the stages */
+            p->eng->pipe_stage = true;
+        }
     }
     /* a tied module's gradient is counted in the norm by its first owning stage only */
     for (int k = 0; st == DT_OK && k < p->n_tied; k++) {
@@ -487,7 +490,9 @@ static float run_batch(dt_pipe_engine *p, dt_pipe_data_fn data, void *user, dt_s
             st = dt_error(DT_ERR_OOM, "pipeline: batch state");
     }
     bool grad = dt_set_grad_enabled(p->ctx, train);
+    p->eng->pipe_busy = true;
     for (int i = 0; i < count && st == DT_OK; i++) st = exec(&r, &ins[i], data, user, train);
+    p->eng->pipe_busy = false;
     dt_set_grad_enabled(p->ctx, grad);
     /* every posted send completes before its data goes (also after an error) */
     double tw = dt_now_sec();

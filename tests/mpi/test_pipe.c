@@ -191,6 +191,10 @@ static void check_pipeline(int stages, const char *method, int ckpt_every) {
         CHECK_MSG(fabsf(ev - ref.eval_loss) <= 1e-5f * fabsf(ref.eval_loss), "eval %g vs %g",
                   (double)ev, (double)ref.eval_loss);
         CHECK(dt_engine_global_steps(dt_pipe_stage_engine(p)) == steps);
+        /* the stage's engine is driven by the pipeline only */
+        CHECK(dt_engine_step(dt_pipe_stage_engine(p)) == DT_ERR_STATE &&
+              strstr(dt_last_error(), "dt_pipe_train_batch"));
+        CHECK(dt_engine_forward(dt_pipe_stage_engine(p), NULL) == NULL);
         /* this stage's parameters against the reference's of the same names */
         dt_module *sm = dt_pipe_stage_module(p);
         double worst = 0;
