@@ -489,11 +489,14 @@ static float run_batch(dt_pipe_engine *p, dt_pipe_data_fn data, void *user, dt_s
         if (!r.in || !r.out || !r.labels || !r.gout || !r.loss || !r.hdr || !r.reqs)
             st = dt_error(DT_ERR_OOM, "pipeline: batch state");
     }
-    bool grad = dt_set_grad_enabled(p->ctx, train);
+    /* evaluation: no gradients and evaluation mode (dropout off), as the caller had it after */
+    bool grad = dt_set_grad_enabled(p->ctx, train), training = dt_ctx_training(p->ctx);
+    if (!train) dt_ctx_set_training(p->ctx, false);
     p->eng->pipe_busy = true;
     for (int i = 0; i < count && st == DT_OK; i++) st = exec(&r, &ins[i], data, user, train);
     p->eng->pipe_busy = false;
     dt_set_grad_enabled(p->ctx, grad);
+    dt_ctx_set_training(p->ctx, training);
     /* every posted send completes before its data goes (also after an error) */
     double tw = dt_now_sec();
     for (int i = 0; i < r.nreq; i++) {
@@ -692,6 +695,16 @@ dt_status dt_pipe_save_checkpoint(dt_pipe_engine *p, const char *dir, const char
     dt_status st = agree(p->world, local, "pipeline save");
     /* each stage's engine: its weights, optimizer shards and counters */
     if (st == DT_OK) st = dt_engine_save_checkpoint(p->eng, sdir, "engine", client_state);
+    /* the stage's RNG (dropout masks), so a resumed run draws the same ones */
+    if (st == DT_OK && p->dp_rank == 0) {
+        const dt_rng *r = dt_ctx_rng(p->ctx);
+        char text[128], path[4400];
+        /* as signed 64-bit values: JSON readers take those (the bits round-trip) */
+        snprintf(text, sizeof text, "{\"seed\": %lld, \"counter\": %lld}\n",
+                 (long long)r->seed, (long long)r->counter);
+        snprintf(path, sizeof path, "%s/rng.json", sdir);
+        st = write_text(path, text);
+    }
     st = agree(p->world, st, "pipeline save");
     /* each layer's weights from its stage */
     local = DT_OK;
@@ -788,6 +801,25 @@ dt_status dt_pipe_load_checkpoint(dt_pipe_engine *p, const char *dir, const char
     if (st != DT_OK) return st;
     char sdir[4400];
     snprintf(sdir, sizeof sdir, "%s/%s/stage_%d", dir, tag, p->stage);
+    /* the RNG first (nothing changes if it is unreadable), then the engine */
+    dt_rng rng = *dt_ctx_rng(p->ctx);
+    char rpath[4500];
+    snprintf(rpath, sizeof rpath, "%s/rng.json", sdir);
+    json_error_t jerr;
+    json_t *rj = json_load_file(rpath, 0, &jerr);
+    json_t *seed = json_object_get(rj, "seed"), *ctr = json_object_get(rj, "counter");
+    st = json_is_integer(seed) && json_is_integer(ctr)
+             ? DT_OK
+             : dt_error(DT_ERR_FORMAT, "%s: missing or malformed (%s)", rpath,
+                        rj ? "keys" : jerr.text);
+    if (st == DT_OK) {
+        rng.seed = (uint64_t)json_integer_value(seed);
+        rng.counter = (uint64_t)json_integer_value(ctr);
+    }
+    json_decref(rj);
+    st = agree(p->world, st, "pipeline load");
+    if (st != DT_OK) return st;
     st = dt_engine_load_checkpoint(p->eng, sdir, "engine", NULL, client_state);
+    if (st == DT_OK) *dt_ctx_rng(p->ctx) = rng;
     return agree(p->world, st, "pipeline load");
 }

@@ -230,7 +230,15 @@ static void test_activation_checkpointing(void) { check_pipeline(2, "parameters"
 /* Save after 10 global steps, go on to 20; a fresh engine loads the checkpoint and trains the
  * same 10: the same weights bit for bit. The consolidated weights load into the same layers
  * without a pipeline and evaluate to the pipeline's loss. */
-static void test_checkpoint(void) {
+static dt_module *drop(void *a) { (void)a; return dt_nn_dropout(0.5f); }
+
+static const dt_pipe_layer DROPPY[] = {
+    {.type = "Linear", .build = lin_in},  {.type = "Dropout", .build = drop},
+    {.type = "ReLU", .build = relu},      {.type = "Linear", .build = lin_hid},
+    {.type = "Dropout", .build = drop},   {.type = "Linear", .build = lin_out},
+};
+
+static void checkpoint_case(const dt_pipe_layer *layers, int nl, bool plain_check) {
     int W = dt_comm_size(g_world), S = 2, D = W / S;
     char dir[400];
     snprintf(dir, sizeof dir, "%s/pipe_ck", g_tmp);
@@ -243,10 +251,11 @@ static void test_checkpoint(void) {
     float eval_pipe = 0;
     for (int pass = 0; pass < 2; pass++) {
         json_t *j = config(D, "{\"stage\": 1}");
-        dt_pipe_engine *p = dt_pipe_engine_init(NL, LAYERS, &o, j);
+        dt_pipe_engine *p = dt_pipe_engine_init(nl, layers, &o, j);
         json_decref(j);
         CHECK(p != NULL);
         if (!p) return;
+        dt_ctx_set_training(dt_module_ctx(dt_pipe_stage_module(p)), true);
         feed f = {0, D, dt_pipe_dp_rank(p)};
         int s = 0;
         if (pass == 1) {
@@ -287,6 +296,7 @@ static void test_checkpoint(void) {
               "resumed pipeline differs");
     free(ref);
     free(got);
+    if (!plain_check) return;
     /* the final consolidated weights in a plain Sequential: the same evaluation loss */
     dt_ctx *c = dt_ctx_new(NULL, 1);
     dt_module *net = dt_nn_sequential(lin_in(NULL), relu(NULL), lin_hid(NULL), relu(NULL),
@@ -318,6 +328,13 @@ static void test_checkpoint(void) {
     CHECK(p1 && dt_pipe_load_checkpoint(p1, dir, NULL, NULL) == DT_ERR_FORMAT &&
           strstr(dt_last_error(), "another pipeline layout"));
     dt_pipe_engine_free(p1);
+}
+
+static void test_checkpoint(void) { checkpoint_case(LAYERS, NL, true); }
+
+/* with dropout: the stages' RNG is in the checkpoint, so the masks after the resume match */
+static void test_checkpoint_dropout(void) {
+    checkpoint_case(DROPPY, (int)(sizeof DROPPY / sizeof DROPPY[0]), false);
 }
 
 /* ---- tied layers: the first layer's weight W (HID x DIM) is also the output projection
@@ -475,6 +492,7 @@ int main(void) {
     MT_RUN(test_all_stages);
     MT_RUN(test_activation_checkpointing);
     MT_RUN(test_checkpoint);
+    MT_RUN(test_checkpoint_dropout);
     MT_RUN(test_tied_layers);
     MT_RUN(test_refused);
     dt_comm_barrier(g_world);
