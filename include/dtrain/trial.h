@@ -43,6 +43,7 @@ typedef struct dt_batch dt_batch;   /* data.h */
 typedef struct dt_dist_ctx dt_dist_ctx; /* dist.h */
 typedef struct dt_tb_writer dt_tb_writer; /* trialio.h */
 typedef struct dt_engine dt_engine;       /* engine.h */
+typedef struct dt_pipe_engine dt_pipe_engine; /* pipe.h */
 /* The micro-batch stream an engine-based trial pulls from (see "engine-based trials"). */
 typedef struct dt_batch_iter dt_batch_iter;
 
@@ -148,14 +149,16 @@ typedef struct dt_trial_def {
      * (dt_batch_iter_next) and drive dt_engine_forward / _backward / _step. Leave train_batch,
      * evaluate_batch and evaluate_full_dataset NULL in such a trial.
      *   ds_train_batch     called gradient_accumulation_steps times per global batch (the
-     *                      first wrapped engine's), once with dt_disable_auto_grad_accumulation;
+     *                      first wrapped engine's), once with dt_disable_auto_grad_accumulation
+     *                      or a wrapped pipeline engine (dt_wrap_pipe_engine);
      *                      epoch_idx / batch_idx count global batches. The iterator's stream
      *                      runs on across epochs of the training loader.
      *   ds_evaluate_batch  called until the validation loader of this slot is exhausted, one
      *                      micro-batch per call being the usual use; metrics are averaged
      *                      weighted by the records the call pulled (evaluation_reducer applies).
      * For engine-based trials `save` and `load` REPLACE the default, which saves every wrapped
-     * engine with dt_engine_save_checkpoint(engine, dir, "model<i>") (dt_save_model_engines),
+     * engine with dt_engine_save_checkpoint(engine, dir, "model<i>") (dt_pipe_save_checkpoint
+     * for a pipeline engine; dt_save_model_engines),
      * and they run on every slot (each writes its own shards into the same directory). */
     dt_metrics (*ds_train_batch)(void *self, dt_batch_iter *it, int64_t epoch_idx,
                                  int64_t batch_idx);
@@ -291,6 +294,35 @@ DT_API dt_batch *dt_batch_iter_next(dt_batch_iter *it);
  * both are freed: NULL is returned with DT_ERR_STATE (too many engines, a model not built on
  * dt_trial_runtime(c), an engine wrapped twice). A NULL e passes dt_engine_init's error on. */
 DT_API dt_engine *dt_wrap_model_engine(dt_trial_ctx *c, dt_engine *e);
+/* Register a pipeline engine (pipe.h; the reference's wrap_model_engine of a PipelineEngine).
+ * It must be the first engine wrapped. Then:
+ *   - engine 0 (dt_trial_engine(c, 0)) is this rank's stage engine (dt_pipe_stage_engine):
+ *     records per global batch follow its train_batch_size (micro x gas x data-parallel
+ *     size), the loaders hand out its train_micro_batch_size_per_gpu samples per batch;
+ *   - ds_train_batch is called ONCE per global batch: it calls dt_pipe_train_batch, which
+ *     pulls gradient_accumulation_steps micro-batches from the iterator (dt_batch_iter_pipe_data);
+ *     ds_evaluate_batch calls dt_pipe_eval_batch likewise, floor(validation micro-batches / gas)
+ *     times per validation (the stages' contexts are in evaluation mode meanwhile);
+ *   - the pipeline grid is the model-parallel unit (dt_set_mpu): the data is sharded over the
+ *     data-parallel rank / size (dt_pipe_dp_rank / _dp_size), only the first and the last stage
+ *     build data loaders (the others get it == NULL), only the last stage reports metrics;
+ *   - checkpoints hold it as "model<i>" (dt_pipe_save_checkpoint / _load_checkpoint).
+ * Returns p. The context owns p from then on, also on error, when it is freed and NULL is
+ * returned with DT_ERR_STATE (not the first engine, too many engines). A NULL p passes
+ * dt_pipe_engine_init's error on. Wrapping a stage's engine with dt_wrap_model_engine is
+ * refused (DT_ERR_STATE; the stage engine is left to its pipeline). */
+DT_API dt_pipe_engine *dt_wrap_pipe_engine(dt_trial_ctx *c, dt_pipe_engine *p);
+/* The pipeline engine wrapped as engine i, or NULL when engine i is a plain engine. */
+DT_API dt_pipe_engine *dt_trial_pipe_engine(const dt_trial_ctx *c, int i);
+/* A dt_pipe_data_fn (pipe.h) over an engine-based trial's iterator, passed as its `user`:
+ *     float loss = dt_pipe_train_batch(pipe, dt_batch_iter_pipe_data, it, &st);
+ * Each call takes the iterator's next micro-batch and copies field "x" (else the first field)
+ * as the inputs and field "y" (else the second) as the labels into `ctx`. Errors: the
+ * iterator's (no slot data, validation exhausted, a loader failure), DT_ERR_INVALID for a
+ * batch without such a field (e.g. a user collate's: write a data function of your own). */
+DT_API dt_status dt_batch_iter_pipe_data(void *iter, int64_t micro, dt_ctx *ctx, bool want_inputs,
+                                         dt_tensor **inputs, bool want_labels,
+                                         dt_tensor **labels);
 /* The wrapped engines (the reference's context.models), in wrapping order. */
 DT_API int dt_trial_engine_count(const dt_trial_ctx *c);
 DT_API dt_engine *dt_trial_engine(const dt_trial_ctx *c, int i);
@@ -338,7 +370,8 @@ DT_API const char *dt_trial_model_dir(const dt_trial_ctx *c);
 
 /* The default checkpoint behaviour of an engine-based trial, for save / load hooks that add to
  * it: every wrapped engine i saved to (loaded from) `dir`/model<i> with
- * dt_engine_save_checkpoint / dt_engine_load_checkpoint. Collective: every slot calls them. */
+ * dt_engine_save_checkpoint / dt_engine_load_checkpoint (dt_pipe_save_checkpoint /
+ * dt_pipe_load_checkpoint for a pipeline engine). Collective: every slot calls them. */
 DT_API dt_status dt_save_model_engines(dt_trial_ctx *c, const char *dir);
 DT_API dt_status dt_load_model_engines(dt_trial_ctx *c, const char *dir);
 

@@ -19,12 +19,22 @@
  *   ckpt      Every slot saves its engines' shards into the checkpoint's temporary directory
  *             (the chief's dt_ckpt_dir, broadcast to every slot) before the chief commits it;
  *             fit.c describes the order.
+ *   pipeline  A wrapped pipeline engine (dt_wrap_pipe_engine; it must be the first engine)
+ *             takes its stage's engine as engine 0 for the batch accounting, makes one
+ *             ds_train_batch call per global batch (dt_pipe_train_batch consumes all
+ *             gradient_accumulation_steps micro-batches), and sets the model-parallel unit
+ *             from its grid: the data is sharded over the data-parallel rank / size, only the
+ *             first and last stage build loaders, only the last stage reports metrics.
+ *             Validation runs floor(micro-batches / gas) dt_pipe_eval_batch calls, a number
+ *             the slots agree on when the loaders are attached (a loader shorter than one
+ *             batch is refused there).
  *
  * Everything here is per context: the state hangs off the trial context (context.c keeps
  * the pointer next to the context). */
 #include "trial_impl.h"
 
 #include "dtrain/engine.h"
+#include "dtrain/pipe.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -48,6 +58,9 @@ struct dt_batch_iter {
 struct dt_ds_state {
     int n_engines;
     dt_engine *engines[DT_TRIAL_MAX_MODELS];
+    /* pipes[i] != NULL: engine i is that pipeline engine's stage engine (the pipeline owns it) */
+    dt_pipe_engine *pipes[DT_TRIAL_MAX_MODELS];
+    int64_t val_calls; /* pipeline: dt_pipe_eval_batch calls per validation pass */
     bool auto_accum_disabled;
     bool has_mpu;
     dt_model_parallel_unit mpu;
@@ -77,6 +90,10 @@ void dt__ds_free(dt_trial_ctx *c) {
     dt_ds_state *s = ds_get(c, false);
     if (!s) return;
     for (int i = s->n_engines - 1; i >= 0; i--) {
+        if (s->pipes[i]) { /* the pipeline frees its stage's engine, module and context */
+            dt_pipe_engine_free(s->pipes[i]);
+            continue;
+        }
         dt_module *m = dt_engine_module(s->engines[i]);
         dt_engine_free(s->engines[i]);
         bool wrapped = false;
@@ -108,6 +125,13 @@ const char *dt_trial_model_dir(const dt_trial_ctx *c) {
 dt_engine *dt_wrap_model_engine(dt_trial_ctx *c, dt_engine *e) {
     if (!e) return NULL; /* dt_engine_init's error stays in dt_last_error */
     dt_module *m = dt_engine_module(e);
+    if (m && m->type && !strcmp(m->type, "PipelineStage")) {
+        /* a pipeline's stage engine: the pipeline owns it, so it is left alone */
+        dt_error(DT_ERR_STATE, "wrap_model_engine: this is a pipeline stage's engine "
+                               "(dt_pipe_stage_engine); hint: wrap the pipeline engine itself "
+                               "with dt_wrap_pipe_engine");
+        return NULL;
+    }
     dt_ds_state *s = ds_get(c, true);
     const char *why = NULL;
     char buf[256];
@@ -141,6 +165,100 @@ dt_engine *dt_wrap_model_engine(dt_trial_ctx *c, dt_engine *e) {
     }
     s->engines[s->n_engines++] = e;
     return e;
+}
+
+/* ---- pipeline engines ---- */
+
+/* The model-parallel unit of a pipeline grid (user = the pipeline engine). */
+static int pipe_mpu_rank(void *u) { return dt_pipe_dp_rank(u); }
+static int pipe_mpu_world(void *u) { return dt_pipe_dp_size(u); }
+static bool pipe_mpu_report(void *u) { return dt_pipe_stage_id(u) == dt_pipe_num_stages(u) - 1; }
+static bool pipe_mpu_build(void *u) {
+    return dt_pipe_stage_id(u) == 0 || dt_pipe_stage_id(u) == dt_pipe_num_stages(u) - 1;
+}
+
+dt_pipe_engine *dt_wrap_pipe_engine(dt_trial_ctx *c, dt_pipe_engine *p) {
+    if (!p) return NULL; /* dt_pipe_engine_init's error stays in dt_last_error */
+    dt_ds_state *s = ds_get(c, true);
+    const char *why = NULL;
+    char buf[256];
+    bool shared = false;
+    for (int i = 0; s && i < s->n_engines; i++) shared |= s->pipes[i] == p;
+    if (!s) why = "out of memory";
+    else if (shared)
+        why = "this pipeline engine is already wrapped; hint: wrap it once";
+    else if (s->n_engines == DT_TRIAL_MAX_MODELS) {
+        snprintf(buf, sizeof buf, "at most %d engines per trial", DT_TRIAL_MAX_MODELS);
+        why = buf;
+    } else if (s->n_engines > 0)
+        why = "a pipeline engine must be the first engine wrapped (its stage's batch settings "
+              "drive the controller); hint: call dt_wrap_pipe_engine before "
+              "dt_wrap_model_engine";
+    if (why) {
+        if (!shared) dt_pipe_engine_free(p);
+        dt_error(DT_ERR_STATE, "wrap_pipe_engine: %s", why);
+        return NULL;
+    }
+    s->engines[s->n_engines] = dt_pipe_stage_engine(p);
+    s->pipes[s->n_engines++] = p;
+    /* the grid is the model-parallel unit (a later dt_set_mpu replaces it) */
+    dt_model_parallel_unit mpu = {.user = p,
+                                  .data_parallel_rank = pipe_mpu_rank,
+                                  .data_parallel_world_size = pipe_mpu_world,
+                                  .should_report_metrics = pipe_mpu_report,
+                                  .should_build_data_loader = pipe_mpu_build};
+    if (dt_set_mpu(c, &mpu) != DT_OK) {
+        /* the context owns the engine now: it is freed with the context */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", dt_last_error());
+        dt_error(DT_ERR_STATE, "wrap_pipe_engine: %s", msg);
+        return NULL;
+    }
+    return p;
+}
+
+dt_pipe_engine *dt_trial_pipe_engine(const dt_trial_ctx *c, int i) {
+    const dt_ds_state *s = ds_get(c, false);
+    return s && i >= 0 && i < s->n_engines ? s->pipes[i] : NULL;
+}
+
+/* Field `name` of b, else field `k` (the default collate's order: the dataset's fields). */
+static dt_tensor *batch_field(const dt_batch *b, const char *name, int k) {
+    dt_tensor *t = dt_batch_get(b, name);
+    return t ? t : k < b->nfields ? b->tensors[k] : NULL;
+}
+
+/* A copy of t in ctx (the pipeline keeps a micro-batch's tensors until the batch ends, while
+ * the loader reuses its batch storage). */
+static dt_tensor *copy_into(dt_ctx *ctx, const dt_tensor *t) {
+    dt_tensor *o = dt_tensor_new(ctx, t->dtype, t->ndim, t->shape);
+    if (o && dt_copy(o, t) != DT_OK) return NULL;
+    return o;
+}
+
+dt_status dt_batch_iter_pipe_data(void *iter, int64_t micro, dt_ctx *ctx, bool want_inputs,
+                                  dt_tensor **inputs, bool want_labels, dt_tensor **labels) {
+    dt_batch *b = dt_batch_iter_next(iter);
+    if (!b)
+        return dt_error(dt_last_status() ? dt_last_status() : DT_ERR_STATE,
+                        "pipeline micro-batch %lld: %s", (long long)micro, dt_last_error());
+    const char *miss = NULL;
+    if (want_inputs) {
+        dt_tensor *x = batch_field(b, "x", 0);
+        if (!x) miss = "inputs (field \"x\")";
+        else if (!(*inputs = copy_into(ctx, x))) return dt_last_status();
+    }
+    if (want_labels && !miss) {
+        dt_tensor *y = batch_field(b, "y", 1);
+        if (!y) miss = "labels (field \"y\")";
+        else if (!(*labels = copy_into(ctx, y))) return dt_last_status();
+    }
+    if (miss)
+        return dt_error(DT_ERR_INVALID, "pipeline micro-batch %lld: the batch has no %s; hint: "
+                                        "name the dataset's fields \"x\" and \"y\", or write a "
+                                        "data function of your own",
+                        (long long)micro, miss);
+    return DT_OK;
 }
 
 int dt_trial_engine_count(const dt_trial_ctx *c) { return dt__ds_engine_count(c); }
@@ -319,6 +437,41 @@ static dt_status agree_max(dt_trial_ctx *c, int64_t *v) {
     return dt_comm_allreduce(c->comm, v, 1, DT_COMM_DTYPE_I64, DT_REDUCE_OP_MAX);
 }
 
+/* Pipeline: every dt_pipe_eval_batch call takes gas micro-batches on the first and the last
+ * stage, and every rank must make the same number of calls (they are collective). The count
+ * is floor(micro-batches with data on the shortest shard / gas), agreed over all slots (the
+ * slots without loaders follow); fewer than gas micro-batches is an error. */
+static dt_status pipe_val_calls(dt_trial_ctx *c, dt_ds_state *s, dt_loader *val, int64_t gas) {
+    dt_status st = DT_OK;
+    int64_t nv = INT64_MAX; /* a slot without loaders */
+    if (val) {
+        nv = dt_loader_num_batches(val);
+        if (nv < 0) st = dt_last_status();
+        else if (has_padding_batch(val)) nv--;
+    }
+    int64_t v = st == DT_OK ? nv : -1;
+    if (c->size > 1) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", dt_last_error());
+        dt_status cst = dt_comm_allreduce(c->comm, &v, 1, DT_COMM_DTYPE_I64, DT_REDUCE_OP_MIN);
+        if (cst != DT_OK) return cst;
+        if (st != DT_OK) return dt_error(st, "%s", msg);
+    }
+    if (st != DT_OK) return st;
+    if (v < 0) return dt_error(DT_ERR_STATE, "another slot failed (see its output)");
+    if (v < gas)
+        return dt_error(DT_ERR_CONFIG,
+                        "the validation loader has %lld micro-batches%s, fewer than the %lld "
+                        "(gradient_accumulation_steps) that one pipeline evaluation "
+                        "(dt_pipe_eval_batch) takes; hint: use a validation set of at least "
+                        "train_micro_batch_size_per_gpu x gradient_accumulation_steps x "
+                        "data-parallel size records, or a smaller micro-batch size",
+                        (long long)v, c->size > 1 ? " on a data-parallel slot" : "",
+                        (long long)gas);
+    s->val_calls = v / gas;
+    return DT_OK;
+}
+
 dt_status dt__ds_attach_loaders(dt_trial_ctx *c, dt_loader *train, dt_loader *val,
                                 int64_t *batches_per_epoch) {
     dt_ds_state *s = ds_get(c, false);
@@ -362,6 +515,7 @@ dt_status dt__ds_attach_loaders(dt_trial_ctx *c, dt_loader *train, dt_loader *va
                         "stage 3 runs every validation forward on all slots together; hint: "
                         "set drop_last = true in the validation loader, or use a validation "
                         "set whose size is a multiple of batch_size x slots");
+    if (s->pipes[0] && (cst = pipe_val_calls(c, s, val, gas)) != DT_OK) return cst;
     memset(&s->train_it, 0, sizeof s->train_it);
     memset(&s->val_it, 0, sizeof s->val_it);
     s->train_it.loader = train;
@@ -435,7 +589,8 @@ dt_metrics dt__ds_train_batch(dt_trial_ctx *c, const dt_trial_def *def, void *se
                               int64_t epoch, int64_t batch) {
     dt_ds_state *s = ds_get(c, false);
     dt_engine *e0 = s->engines[0];
-    int64_t calls = s->auto_accum_disabled ? 1 : micro_per_batch(s);
+    /* a pipeline engine's train_batch consumes the whole global batch in one call */
+    int64_t calls = s->auto_accum_disabled || s->pipes[0] ? 1 : micro_per_batch(s);
     dt_batch_iter *it = s->train_it.loader ? &s->train_it : NULL;
     /* the metrics of the calls, averaged per name */
     dt_metrics sum = dt_metrics_empty();
@@ -453,7 +608,8 @@ dt_metrics dt__ds_train_batch(dt_trial_ctx *c, const dt_trial_def *def, void *se
         }
     }
     for (int j = 0; j < sum.n; j++) sum.m[j].value /= (double)(count[j] ? count[j] : 1);
-    if (!s->warned_boundary && dt_engine_micro_steps(e0) % micro_per_batch(s) != 0) {
+    if (!s->warned_boundary && !s->pipes[0] &&
+        dt_engine_micro_steps(e0) % micro_per_batch(s) != 0) {
         s->warned_boundary = true;
         if (c->rank == 0)
             dt_log(DT_LOG_WARN, "after global batch %lld the first engine is at micro-step %lld, "
@@ -481,10 +637,10 @@ dt_status dt__ds_eval_begin(dt_trial_ctx *c) {
 /* Is there another validation batch? Looks one batch ahead. With a model-parallel unit the
  * slots agree (a slot without loaders follows the others). */
 bool dt__ds_eval_more(dt_trial_ctx *c, int64_t vb, dt_status *st) {
-    (void)vb;
     dt_ds_state *s = ds_get(c, false);
     dt_batch_iter *it = &s->val_it;
     *st = DT_OK;
+    if (s->pipes[0]) return vb < s->val_calls; /* agreed when the loaders were attached */
     int64_t more = 0;
     if (it->loader) {
         if (!it->peeked) it->peeked = iter_fetch(it, st);
@@ -508,7 +664,18 @@ dt_metrics dt__ds_evaluate_batch(dt_trial_ctx *c, const dt_trial_def *def, void 
     dt_batch_iter *it = &s->val_it;
     it->records = 0;
     it->pulled = 0;
+    /* a pipeline's stages compute on contexts of their own: evaluation mode there too */
+    dt_ctx *pc[DT_TRIAL_MAX_MODELS] = {0};
+    bool was[DT_TRIAL_MAX_MODELS] = {0};
+    for (int i = 0; i < s->n_engines; i++)
+        if (s->pipes[i]) {
+            pc[i] = dt_module_ctx(dt_pipe_stage_module(s->pipes[i]));
+            was[i] = dt_ctx_training(pc[i]);
+            dt_ctx_set_training(pc[i], false);
+        }
     dt_metrics m = def->ds_evaluate_batch(self, it->loader ? it : NULL, vb);
+    for (int i = 0; i < s->n_engines; i++)
+        if (pc[i]) dt_ctx_set_training(pc[i], was[i]);
     *weight = it->records > 0 ? it->records : 1;
     return m;
 }
@@ -529,7 +696,8 @@ dt_status dt_save_model_engines(dt_trial_ctx *c, const char *dir) {
     for (int i = 0; s && i < s->n_engines; i++) {
         char tag[32];
         snprintf(tag, sizeof tag, "model%d", i);
-        dt_status st = dt_engine_save_checkpoint(s->engines[i], dir, tag, NULL);
+        dt_status st = s->pipes[i] ? dt_pipe_save_checkpoint(s->pipes[i], dir, tag, NULL)
+                                   : dt_engine_save_checkpoint(s->engines[i], dir, tag, NULL);
         if (st != DT_OK) return dt_error(st, "saving engine %d: %s", i, dt_last_error());
     }
     return DT_OK;
@@ -540,7 +708,8 @@ dt_status dt_load_model_engines(dt_trial_ctx *c, const char *dir) {
     for (int i = 0; s && i < s->n_engines; i++) {
         char tag[32];
         snprintf(tag, sizeof tag, "model%d", i);
-        dt_status st = dt_engine_load_checkpoint(s->engines[i], dir, tag, NULL, NULL);
+        dt_status st = s->pipes[i] ? dt_pipe_load_checkpoint(s->pipes[i], dir, tag, NULL)
+                                   : dt_engine_load_checkpoint(s->engines[i], dir, tag, NULL, NULL);
         if (st != DT_OK) return dt_error(st, "loading engine %d from %s/%s: %s", i, dir, tag,
                                          dt_last_error());
     }

@@ -161,5 +161,21 @@ printf 'other.so:\n\ttouch other.so\nmodel_def.so:\n\t@true\n' > "$W/mknone/Make
 rc=$?
 check '[ $rc -ne 0 ] && grep -q "did not produce" "$W/o"' "Makefile without the target: $(cat "$W/o")"
 
+# 10. a pipeline-parallel engine trial (examples/char_gpt_pipe: a character-level GPT cut into 2
+# stages): a few global batches at --slots 2, each of micro x gas = 32 sequences, validated; the
+# pipeline checkpoint (every stage's engine) is inside the trial checkpoint
+PP=$SRC/examples/char_gpt_pipe
+"$DTRAIN" train "$PP/const.yaml" "$PP" --max-length 3b --slots 2 --checkpoint-dir "$W/pp" \
+    --metrics-out "$W/pp.jsonl" --quiet > "$W/o" 2>&1
+rc=$?
+check '[ $rc -eq 0 ] && [ "$(cat "$W/pp/latest")" = batch_3 ]' "pipeline trial --slots 2: $(tail -5 "$W/o")"
+check 'grep -q "\"kind\":\"training\",\"batches\":3,.*\"records\":96,.*\"loss\"" "$W/pp.jsonl" &&
+    grep -q "\"kind\":\"validation\".*\"validation_loss\"" "$W/pp.jsonl"' \
+    "pipeline trial: 3 global batches of 32 sequences, validated: $(cat "$W/pp.jsonl" 2>/dev/null)"
+check '[ -f "$W/pp/batch_3/model0/model.safetensors" ] &&
+    grep -q "model0/stage_0/engine/engine_state.json" "$W/pp/batch_3/metadata.json" &&
+    grep -q "model0/stage_1/engine/engine_state.json" "$W/pp/batch_3/metadata.json"' \
+    "pipeline trial: both stages' engines in the trial checkpoint"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
