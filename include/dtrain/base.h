@@ -108,6 +108,8 @@ DT_API dt_arena_mark dt_arena_get_mark(const dt_arena *a);
 DT_API void dt_arena_rewind(dt_arena *a, dt_arena_mark m);
 /* True when ptr points into memory allocated after mark m (and not rewound since). */
 DT_API bool dt_arena_allocated_since(const dt_arena *a, dt_arena_mark m, const void *ptr);
+/* True when ptr points into memory the arena has handed out (since its last reset). */
+DT_API bool dt_arena_contains(const dt_arena *a, const void *ptr);
 DT_API size_t dt_arena_used(const dt_arena *a);
 DT_API size_t dt_arena_high_water(const dt_arena *a);
 DT_API size_t dt_arena_capacity(const dt_arena *a);

@@ -133,6 +133,13 @@ bool dt_arena_allocated_since(const dt_arena *a, dt_arena_mark m, const void *pt
     return false;
 }
 
+bool dt_arena_contains(const dt_arena *a, const void *ptr) {
+    const char *p = ptr;
+    for (const block *b = a->head; b; b = b->next)
+        if (p >= b->mem && p < b->mem + b->used) return true;
+    return false;
+}
+
 size_t dt_arena_used(const dt_arena *a) { return a->used_total; }
 size_t dt_arena_high_water(const dt_arena *a) { return a->high_water; }
 size_t dt_arena_capacity(const dt_arena *a) {

@@ -405,9 +405,11 @@ static int bench_pipe(bench_args *a, const dt_tensor *x, const dt_tensor *y, int
     qsort(ms, (size_t)a->steps, sizeof(double), cmp_double);
     qsort(wait, (size_t)a->steps, sizeof(double), cmp_double);
     double med = ms[a->steps / 2], wmed = wait[a->steps / 2];
-    /* every rank's step time and waiting fraction, to rank 0 */
+    /* every rank's step time, waiting fraction and activation peak, to rank 0 */
     int S = dt_pipe_num_stages(p), D = dt_pipe_dp_size(p);
-    double mine[2] = {med, wmed};
+    dt_mem_stats ms_stats;
+    dt_device_stats(dt_ctx_device(dt_module_ctx(dt_pipe_stage_module(p))), &ms_stats);
+    double mine[3] = {med, wmed, (double)ms_stats.peak[DT_MEM_ACTIVATIONS]};
     dt_bytes_list *l = NULL;
     dt_comm_gather_bytes(w, mine, sizeof mine, 0, &l);
     if (dt_comm_rank(w) == 0 && l) {
@@ -426,6 +428,9 @@ static int bench_pipe(bench_args *a, const dt_tensor *x, const dt_tensor *y, int
                (double)tokens / (worst / 1e3), ideal, (double)loss);
         for (int r = 0; r < l->count; r++)
             printf("%s%.4f", r ? "," : "", ((const double *)l->items[r].data)[1]);
+        printf("],\"activation_peak_bytes_per_rank\":[");
+        for (int r = 0; r < l->count; r++)
+            printf("%s%.0f", r ? "," : "", ((const double *)l->items[r].data)[2]);
         printf("]}\n");
     }
     dt_bytes_list_free(l);

@@ -10,6 +10,7 @@
  */
 #include "engine/engine_impl.h"
 #include "engine/pipe_impl.h"
+#include "tensor/tensor_impl.h"
 #include "dtrain/pipe.h"
 
 #include <math.h>
@@ -56,6 +57,10 @@ struct dt_pipe_engine {
     dt_pipe_loss_fn loss;
     void *loss_user;
     double wait_frac;
+    /* one activation arena per buffer slot of the schedule (micro-batch in flight), made on
+     * first use; a slot's arena is reset when the slot takes its next micro-batch */
+    dt_arena **slot_arena;
+    int n_slot_arena;
 };
 
 dt_pipe_opts dt_pipe_defaults(void) {
@@ -330,6 +335,8 @@ dt_pipe_engine *dt_pipe_engine_init(int n_layers, const dt_pipe_layer *layers,
 
 void dt_pipe_engine_free(dt_pipe_engine *p) {
     if (!p) return;
+    for (int k = 0; k < p->n_slot_arena; k++) dt_arena_free(p->slot_arena[k]);
+    free(p->slot_arena);
     for (int k = 0; k < p->n_tied; k++) dt_comm_free(p->tied[k].owners);
     free(p->tied);
     free(p->all_keys);
@@ -351,14 +358,59 @@ typedef struct run {
     double *loss;
     int64_t (*hdr)[HDR_LEN];
     dt_comm_req **reqs;
+    int *req_micro; /* the micro-batch of each send, -1 once completed */
     int nreq;
+    int *owner;     /* per slot: the micro-batch whose tensors are in its arena, -1 none */
     double wait_s;
 } run;
 
-static dt_status post(run *r, const void *buf, size_t bytes, int peer, int tag) {
+static dt_status post(run *r, int micro, const void *buf, size_t bytes, int peer, int tag) {
     dt_comm_req *q = NULL;
     dt_status st = dt_comm_isend(r->p->pp, buf, bytes, peer, tag, &q);
-    if (st == DT_OK) r->reqs[r->nreq++] = q;
+    if (st == DT_OK) {
+        r->req_micro[r->nreq] = micro;
+        r->reqs[r->nreq++] = q;
+    }
+    return st;
+}
+
+/* Complete the sends of micro-batch m (all of them for m < 0). */
+static dt_status wait_sends(run *r, int m) {
+    double t0 = dt_now_sec();
+    dt_status st = DT_OK;
+    for (int i = 0; i < r->nreq; i++) {
+        if (r->req_micro[i] < 0 || (m >= 0 && r->req_micro[i] != m)) continue;
+        dt_status s2 = dt_comm_wait(r->p->pp, r->reqs[i]);
+        r->req_micro[i] = -1;
+        if (st == DT_OK) st = s2;
+    }
+    r->wait_s += dt_now_sec() - t0;
+    return st;
+}
+
+/* Slot k's arena, emptied of its previous micro-batch (its sends completed, its nodes off the
+ * tape) when micro-batch m moves in. */
+static dt_status take_slot(run *r, int k, int m, dt_arena **out) {
+    dt_pipe_engine *p = r->p;
+    if (k >= p->n_slot_arena) {
+        dt_arena **a = realloc(p->slot_arena, (size_t)(k + 1) * sizeof *a);
+        if (!a) return dt_error(DT_ERR_OOM, "pipeline: slot arenas");
+        p->slot_arena = a;
+        for (; p->n_slot_arena <= k; p->n_slot_arena++) {
+            a[p->n_slot_arena] = dt_arena_new(dt_ctx_device(p->ctx), DT_MEM_ACTIVATIONS, 0);
+            if (!a[p->n_slot_arena]) return dt_last_status();
+        }
+    }
+    dt_status st = DT_OK;
+    if (r->owner[k] != m) {
+        if (r->owner[k] >= 0) {
+            st = wait_sends(r, r->owner[k]);
+            dt__ctx_forget_arena(p->ctx, p->slot_arena[k]);
+            dt_arena_reset(p->slot_arena[k]);
+        }
+        r->owner[k] = m;
+    }
+    *out = p->slot_arena[k];
     return st;
 }
 
@@ -426,8 +478,8 @@ static dt_status exec(run *r, const dt_pipe_instr *in, dt_pipe_data_fn data, voi
         dt_tensor *y = r->out[m];
         r->hdr[m][0] = y->ndim;
         for (int d = 0; d < y->ndim; d++) r->hdr[m][1 + d] = y->shape[d];
-        st = post(r, r->hdr[m], sizeof r->hdr[m], in->peer, TAG_ACT);
-        if (st == DT_OK) st = post(r, y->data, dt_nbytes(y), in->peer, TAG_ACT);
+        st = post(r, m, r->hdr[m], sizeof r->hdr[m], in->peer, TAG_ACT);
+        if (st == DT_OK) st = post(r, m, y->data, dt_nbytes(y), in->peer, TAG_ACT);
         break;
     }
     case DT_PIPE_RECV_GRAD:
@@ -444,7 +496,7 @@ static dt_status exec(run *r, const dt_pipe_instr *in, dt_pipe_data_fn data, voi
                                           "gradient; hint: the stage's first layer must use "
                                           "its input",
                             p->stage, m);
-        st = post(r, x->grad->data, dt_nbytes(x->grad), in->peer, TAG_GRAD);
+        st = post(r, m, x->grad->data, dt_nbytes(x->grad), in->peer, TAG_GRAD);
         break;
     }
     case DT_PIPE_REDUCE_TIED:
@@ -486,24 +538,38 @@ static float run_batch(dt_pipe_engine *p, dt_pipe_data_fn data, void *user, dt_s
         r.loss = calloc((size_t)M, sizeof *r.loss);
         r.hdr = calloc((size_t)M, sizeof *r.hdr);
         r.reqs = calloc((size_t)(4 * M + 4), sizeof *r.reqs);
-        if (!r.in || !r.out || !r.labels || !r.gout || !r.loss || !r.hdr || !r.reqs)
+        r.req_micro = calloc((size_t)(4 * M + 4), sizeof *r.req_micro);
+        r.owner = malloc((size_t)(M + 2) * sizeof *r.owner);
+        if (!r.in || !r.out || !r.labels || !r.gout || !r.loss || !r.hdr || !r.reqs ||
+            !r.req_micro || !r.owner)
             st = dt_error(DT_ERR_OOM, "pipeline: batch state");
+        for (int k = 0; r.owner && k < M + 2; k++) r.owner[k] = -1;
     }
     /* evaluation: no gradients and evaluation mode (dropout off), as the caller had it after */
     bool grad = dt_set_grad_enabled(p->ctx, train), training = dt_ctx_training(p->ctx);
     if (!train) dt_ctx_set_training(p->ctx, false);
     p->eng->pipe_busy = true;
-    for (int i = 0; i < count && st == DT_OK; i++) st = exec(&r, &ins[i], data, user, train);
+    dt_arena *own = dt_ctx_arena(p->ctx);
+    for (int i = 0; i < count && st == DT_OK; i++) {
+        /* a micro-batch's tensors live in its slot's arena, freed when the slot is reused */
+        dt_arena *a = own;
+        if (ins[i].micro >= 0) st = take_slot(&r, ins[i].buf, ins[i].micro, &a);
+        if (st != DT_OK) break;
+        dt__ctx_swap_arena(p->ctx, a);
+        st = exec(&r, &ins[i], data, user, train);
+        dt__ctx_swap_arena(p->ctx, own);
+    }
     p->eng->pipe_busy = false;
     dt_set_grad_enabled(p->ctx, grad);
     dt_ctx_set_training(p->ctx, training);
     /* every posted send completes before its data goes (also after an error) */
-    double tw = dt_now_sec();
-    for (int i = 0; i < r.nreq; i++) {
-        dt_status s2 = dt_comm_wait(p->pp, r.reqs[i]);
-        if (st == DT_OK) st = s2;
+    dt_status s2 = wait_sends(&r, -1);
+    if (st == DT_OK) st = s2;
+    for (int k = 0; r.owner && k < p->n_slot_arena; k++) {
+        if (r.owner[k] < 0) continue;
+        dt__ctx_forget_arena(p->ctx, p->slot_arena[k]);
+        dt_arena_reset(p->slot_arena[k]);
     }
-    r.wait_s += dt_now_sec() - tw;
     if (st == DT_OK && train) st = dt__engine_boundary(p->eng, M);
     else dt_ctx_reset(p->ctx);
     /* the loss: mean over micro-batches and data-parallel ranks, from the last stage to all */
@@ -520,6 +586,8 @@ static float run_batch(dt_pipe_engine *p, dt_pipe_data_fn data, void *user, dt_s
     free(r.loss);
     free(r.hdr);
     free(r.reqs);
+    free(r.req_micro);
+    free(r.owner);
     double total = dt_now_sec() - t0;
     if (train) p->wait_frac = total > 0 ? r.wait_s / total : 0;
     if (stp) *stp = st;

@@ -74,6 +74,26 @@ void dt_ctx_free(dt_ctx *c) {
 
 dt_device *dt_ctx_device(dt_ctx *c) { return c->dev; }
 dt_arena *dt_ctx_arena(dt_ctx *c) { return c->arena; }
+
+dt_arena *dt__ctx_swap_arena(dt_ctx *c, dt_arena *a) {
+    dt_arena *prev = c->arena;
+    c->arena = a;
+    return prev;
+}
+
+void dt__ctx_forget_arena(dt_ctx *c, const dt_arena *a) {
+    int64_t k = 0, m = 0;
+    /* tape entries in that arena go; marks keep their place relative to the others */
+    for (int64_t i = 0; i < c->tape_len; i++) {
+        while (m < c->n_marks && c->marks[m].pos == i) c->marks[m++].pos = k;
+        if (dt_arena_contains(a, c->tape[i])) continue;
+        c->tape[k++] = c->tape[i];
+    }
+    while (m < c->n_marks) c->marks[m++].pos = k;
+    c->tape_len = k;
+    c->grad_pool.n = 0;
+    c->n_carry = 0;
+}
 dt_rng *dt_ctx_rng(dt_ctx *c) { return &c->rng; }
 
 void dt_ctx_reset(dt_ctx *c) {

@@ -93,6 +93,14 @@ struct dt_ctx {
     int n_carry, cap_carry;
 };
 
+/* ---- several arenas on one context (the pipeline engine: one per micro-batch in flight) ----
+ * Everything a context allocates goes to its current arena. dt__ctx_swap_arena makes `a` the
+ * current one and returns the previous. Before an arena other than the context's own is reset,
+ * dt__ctx_forget_arena takes its nodes off the tape (and its marks) and empties the gradient
+ * pool, so no later backward visits freed memory. */
+dt_arena *dt__ctx_swap_arena(dt_ctx *c, dt_arena *a);
+void dt__ctx_forget_arena(dt_ctx *c, const dt_arena *a);
+
 /* ---- helpers for op files ---- */
 
 #define DT_CHECK_INPUTS(...)                                                                   \
