@@ -153,6 +153,10 @@ DT_API int dt_get_num_threads(void);
 
 /* Parse "1024", "64K", "512M", "2G" (binary units). Returns -1 on a bad string. */
 DT_API int64_t dt_parse_bytes(const char *s);
+/* Edit distance (optimal string alignment: insertions, deletions, substitutions, adjacent
+ * transpositions), case-sensitive — used for "did you mean" suggestions. Strings longer than
+ * 255 bytes give the longer length. */
+DT_API int dt_edit_distance(const char *a, const char *b);
 
 #ifdef __cplusplus
 }

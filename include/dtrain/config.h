@@ -232,10 +232,6 @@ DT_API dt_status dt_expconf_global_batch_size(const dt_expconf *cfg, const char 
 DT_API dt_status dt_expconf_length_batches(const dt_expconf *cfg, dt_length len, const char *what,
                                            int64_t *out);
 
-/* Edit distance (optimal string alignment: insertions, deletions, substitutions, adjacent
- * transpositions) — used for "did you mean" suggestions. */
-DT_API int dt_edit_distance(const char *a, const char *b);
-
 #ifdef __cplusplus
 }
 #endif

@@ -144,25 +144,14 @@ json_t *dt_overwrite_config(const json_t *base, const json_t *overrides) {
 
 /* ---- small helpers ----------------------------------------------------------------------- */
 
-/* Optimal string alignment distance (Levenshtein plus adjacent transpositions). */
+/* dt_edit_distance ignoring case (DeepSpeed matches optimizer and scheduler names so). */
 static int edit_distance(const char *a, const char *b) {
+    char la[64], lb[64];
     size_t n = strlen(a), m = strlen(b);
     if (n > 63 || m > 63) return (int)(n > m ? n : m); /* not a plausible typo */
-    int d[64][64];
-    for (size_t i = 0; i <= n; i++) d[i][0] = (int)i;
-    for (size_t j = 0; j <= m; j++) d[0][j] = (int)j;
-    for (size_t i = 1; i <= n; i++)
-        for (size_t j = 1; j <= m; j++) {
-            int cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
-            int v = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
-            if (d[i - 1][j - 1] + cost < v) v = d[i - 1][j - 1] + cost;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-                d[i - 2][j - 2] + 1 < v)
-                v = d[i - 2][j - 2] + 1;
-            d[i][j] = v;
-        }
-    return d[n][m];
+    for (size_t i = 0; i <= n; i++) la[i] = (char)tolower((unsigned char)a[i]);
+    for (size_t j = 0; j <= m; j++) lb[j] = (char)tolower((unsigned char)b[j]);
+    return dt_edit_distance(la, lb);
 }
 
 /* The closest name in the NULL-terminated lists if it is close enough to be a typo. */

@@ -82,8 +82,7 @@ static dt_status file_crc(const char *path, uint32_t *crc, int64_t *size) {
     return DT_OK;
 }
 
-/* Write text to path through a temporary file and a rename. */
-static dt_status write_atomic(const char *path, const char *text) {
+dt_status dt__write_text_atomic(const char *path, const char *text) {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     FILE *f = fopen(tmp, "wb");
@@ -98,18 +97,21 @@ static dt_status write_atomic(const char *path, const char *text) {
     return DT_OK;
 }
 
-/* Every rank learns whether any rank failed; a failing rank keeps its own message. */
-static dt_status agree(dt_engine *e, dt_status local, const char *what) {
-    if (e->W == 1) return local;
+dt_status dt__comm_agree(dt_comm *c, dt_status local, const char *what) {
+    if (!c || dt_comm_size(c) == 1) return local;
     int64_t v = local != DT_OK ? (int64_t)local : 0;
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", dt_last_error());
-    dt_status st = dt_comm_allreduce(e->comm, &v, 1, DT_COMM_DTYPE_I64, DT_REDUCE_OP_MAX);
+    dt_status st = dt_comm_allreduce(c, &v, 1, DT_COMM_DTYPE_I64, DT_REDUCE_OP_MAX);
     if (st != DT_OK) return st;
     if (local != DT_OK) return dt_error(local, "%s", msg);
     if (v != 0)
         return dt_error((dt_status)v, "%s: another rank failed (see its message)", what);
     return DT_OK;
+}
+
+static dt_status agree(dt_engine *e, dt_status local, const char *what) {
+    return dt__comm_agree(e->comm, local, what);
 }
 
 static const char *state_name(const dt_engine *e, int k) {
@@ -278,7 +280,7 @@ dt_status dt_engine_save_checkpoint(dt_engine *e, const char *dir, const char *t
         json_decref(j);
         char path[4200];
         snprintf(path, sizeof path, "%s/engine_state.json", tdir);
-        local = text ? write_atomic(path, text) : dt_error(DT_ERR_OOM, "checkpoint: json");
+        local = text ? dt__write_text_atomic(path, text) : dt_error(DT_ERR_OOM, "checkpoint: json");
         free(text);
     }
     free(all);
@@ -287,7 +289,7 @@ dt_status dt_engine_save_checkpoint(dt_engine *e, const char *dir, const char *t
     if (e->rank == 0) {
         char path[4200];
         snprintf(path, sizeof path, "%s/latest", dir);
-        local = write_atomic(path, tag);
+        local = dt__write_text_atomic(path, tag);
     }
     return agree(e, local, "save_checkpoint");
 }

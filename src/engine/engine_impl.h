@@ -97,6 +97,12 @@ dt_status dt__engine_backward_from(dt_engine *e, dt_tensor *out, const dt_tensor
  * boundary step (reduce, overflow check, clip, update, schedule), counters, context reset. */
 dt_status dt__engine_boundary(dt_engine *e, int64_t micro_batches);
 
+/* Every rank of c learns whether any rank failed (one exact MAX); a failing rank keeps its own
+ * message, the others get "<what>: another rank failed". */
+dt_status dt__comm_agree(dt_comm *c, dt_status local, const char *what);
+/* Write text to path through a temporary file, fsync and rename (engine_ckpt.c). */
+dt_status dt__write_text_atomic(const char *path, const char *text);
+
 /* ---- zero.c ---- */
 /* Partition the flat buffer, allocate the stage's buffers and install the module hooks. */
 dt_status dt__zero_setup(dt_engine *e);

@@ -216,20 +216,6 @@ static void flat_range(const dt_pipe_engine *p, const dt_module *m, int64_t *a, 
     }
 }
 
-/* Every rank learns whether any rank failed before the next collective. */
-static dt_status agree_init(dt_comm *c, dt_status local) {
-    if (!c || dt_comm_size(c) == 1) return local;
-    int64_t v = local != DT_OK ? (int64_t)local : 0;
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", dt_last_error());
-    dt_status st = dt_comm_allreduce(c, &v, 1, DT_COMM_DTYPE_I64, DT_REDUCE_OP_MAX);
-    if (st != DT_OK) return st;
-    if (local != DT_OK) return dt_error(local, "%s", msg);
-    return v ? dt_error((dt_status)v, "pipeline: another rank failed to set up (see its "
-                                      "message)")
-             : DT_OK;
-}
-
 dt_pipe_engine *dt_pipe_engine_init(int n_layers, const dt_pipe_layer *layers,
                                     const dt_pipe_opts *opts, const json_t *ds_config) {
     dt_pipe_opts o = opts ? *opts : dt_pipe_defaults();
@@ -297,7 +283,7 @@ dt_pipe_engine *dt_pipe_engine_init(int n_layers, const dt_pipe_layer *layers,
     if (st == DT_OK) st = build_stage(p, layers, o.seed ? o.seed : 1);
     if (st == DT_OK) p->module->iconf[0] = o.activation_checkpoint_interval;
     if (st == DT_OK && o.init_weights) st = load_weights(p, o.init_weights);
-    st = agree_init(p->world, st);
+    st = dt__comm_agree(p->world, st, "pipeline set-up");
     if (st == DT_OK) st = setup_tied(p, n_layers, layers);
     if (st == DT_OK) {
         dt_engine_opts eo = {.comm = p->dp};
@@ -594,22 +580,22 @@ static float run_batch(dt_pipe_engine *p, dt_pipe_data_fn data, void *user, dt_s
     return st == DT_OK ? (float)loss : NAN;
 }
 
-float dt_pipe_train_batch(dt_pipe_engine *p, dt_pipe_data_fn data, void *user, dt_status *st) {
+static float batch_checked(dt_pipe_engine *p, dt_pipe_data_fn data, void *user, dt_status *st,
+                           bool train, const char *fn) {
     if (!p || !data) {
-        dt_status s = dt_error(DT_ERR_INVALID, "dt_pipe_train_batch: NULL argument");
+        dt_status s = dt_error(DT_ERR_INVALID, "%s: NULL argument", fn);
         if (st) *st = s;
         return NAN;
     }
-    return run_batch(p, data, user, st, true);
+    return run_batch(p, data, user, st, train);
+}
+
+float dt_pipe_train_batch(dt_pipe_engine *p, dt_pipe_data_fn data, void *user, dt_status *st) {
+    return batch_checked(p, data, user, st, true, "dt_pipe_train_batch");
 }
 
 float dt_pipe_eval_batch(dt_pipe_engine *p, dt_pipe_data_fn data, void *user, dt_status *st) {
-    if (!p || !data) {
-        dt_status s = dt_error(DT_ERR_INVALID, "dt_pipe_eval_batch: NULL argument");
-        if (st) *st = s;
-        return NAN;
-    }
-    return run_batch(p, data, user, st, false);
+    return batch_checked(p, data, user, st, false, "dt_pipe_eval_batch");
 }
 
 int dt_pipe_stage_id(const dt_pipe_engine *p) { return p->stage; }
@@ -627,34 +613,6 @@ double dt_pipe_last_wait_fraction(const dt_pipe_engine *p) { return p->wait_frac
 /* ---- checkpoints ----------------------------------------------------------------------------- */
 
 #define PIPE_CKPT_VERSION 1
-
-/* Every rank learns whether any rank failed; a failing rank keeps its own message. */
-static dt_status agree(dt_comm *c, dt_status local, const char *what) {
-    if (dt_comm_size(c) == 1) return local;
-    int64_t v = local != DT_OK ? (int64_t)local : 0;
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", dt_last_error());
-    dt_status st = dt_comm_allreduce(c, &v, 1, DT_COMM_DTYPE_I64, DT_REDUCE_OP_MAX);
-    if (st != DT_OK) return st;
-    if (local != DT_OK) return dt_error(local, "%s", msg);
-    if (v != 0) return dt_error((dt_status)v, "%s: another rank failed (see its message)", what);
-    return DT_OK;
-}
-
-/* Text to path through a temporary name and a rename. */
-static dt_status write_text(const char *path, const char *text) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return dt_error(DT_ERR_IO, "cannot write %s", tmp);
-    bool ok = fputs(text, f) >= 0;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        remove(tmp);
-        return dt_error(DT_ERR_IO, "cannot write %s", path);
-    }
-    return DT_OK;
-}
 
 /* The parameters of this stage's module whose names start with `prefix` ("<layer>." or
  * "tied_<key>."). */
@@ -760,7 +718,7 @@ dt_status dt_pipe_save_checkpoint(dt_pipe_engine *p, const char *dir, const char
     int64_t *parts = calloc((size_t)p->S + 1, sizeof *parts);
     int n_layers = parts ? n_layers_of(p, parts) : -1;
     if (local == DT_OK && n_layers < 0) local = dt_error(DT_ERR_COMM, "pipeline checkpoint: layout");
-    dt_status st = agree(p->world, local, "pipeline save");
+    dt_status st = dt__comm_agree(p->world, local, "pipeline save");
     /* each stage's engine: its weights, optimizer shards and counters */
     if (st == DT_OK) st = dt_engine_save_checkpoint(p->eng, sdir, "engine", client_state);
     /* the stage's RNG (dropout masks), so a resumed run draws the same ones */
@@ -771,9 +729,9 @@ dt_status dt_pipe_save_checkpoint(dt_pipe_engine *p, const char *dir, const char
         snprintf(text, sizeof text, "{\"seed\": %lld, \"counter\": %lld}\n",
                  (long long)r->seed, (long long)r->counter);
         snprintf(path, sizeof path, "%s/rng.json", sdir);
-        st = write_text(path, text);
+        st = dt__write_text_atomic(path, text);
     }
-    st = agree(p->world, st, "pipeline save");
+    st = dt__comm_agree(p->world, st, "pipeline save");
     /* each layer's weights from its stage */
     local = DT_OK;
     if (st == DT_OK && p->dp_rank == 0) {
@@ -791,7 +749,7 @@ dt_status dt_pipe_save_checkpoint(dt_pipe_engine *p, const char *dir, const char
             local = write_params(p, prefix, path);
         }
     }
-    if (st == DT_OK) st = agree(p->world, local, "pipeline save");
+    if (st == DT_OK) st = dt__comm_agree(p->world, local, "pipeline save");
     /* rank 0: the consolidated weights, the layout, then latest */
     local = DT_OK;
     if (st == DT_OK && dt_comm_rank(p->world) == 0) {
@@ -805,14 +763,14 @@ dt_status dt_pipe_save_checkpoint(dt_pipe_engine *p, const char *dir, const char
         char *text = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
         char path[4300];
         snprintf(path, sizeof path, "%s/pipe_state.json", tdir);
-        if (local == DT_OK) local = text ? write_text(path, text) : dt_error(DT_ERR_OOM, "json");
+        if (local == DT_OK) local = text ? dt__write_text_atomic(path, text) : dt_error(DT_ERR_OOM, "json");
         snprintf(path, sizeof path, "%s/latest", dir);
-        if (local == DT_OK) local = write_text(path, tag);
+        if (local == DT_OK) local = dt__write_text_atomic(path, tag);
         free(text);
         json_decref(j);
     }
     free(parts);
-    if (st == DT_OK) st = agree(p->world, local, "pipeline save");
+    if (st == DT_OK) st = dt__comm_agree(p->world, local, "pipeline save");
     return st;
 }
 
@@ -865,7 +823,7 @@ dt_status dt_pipe_load_checkpoint(dt_pipe_engine *p, const char *dir, const char
     }
     json_decref(j);
     free(parts);
-    dt_status st = agree(p->world, local, "pipeline load");
+    dt_status st = dt__comm_agree(p->world, local, "pipeline load");
     if (st != DT_OK) return st;
     char sdir[4400];
     snprintf(sdir, sizeof sdir, "%s/%s/stage_%d", dir, tag, p->stage);
@@ -885,9 +843,9 @@ dt_status dt_pipe_load_checkpoint(dt_pipe_engine *p, const char *dir, const char
         rng.counter = (uint64_t)json_integer_value(ctr);
     }
     json_decref(rj);
-    st = agree(p->world, st, "pipeline load");
+    st = dt__comm_agree(p->world, st, "pipeline load");
     if (st != DT_OK) return st;
     st = dt_engine_load_checkpoint(p->eng, sdir, "engine", NULL, client_state);
     if (st == DT_OK) *dt_ctx_rng(p->ctx) = rng;
-    return agree(p->world, st, "pipeline load");
+    return dt__comm_agree(p->world, st, "pipeline load");
 }

@@ -22,29 +22,6 @@
 
 /* ---- small helpers ----------------------------------------------------------------------- */
 
-int dt_edit_distance(const char *a, const char *b) {
-    size_t n = strlen(a), m = strlen(b);
-    if (n > 255 || m > 255) return (int)(n > m ? n : m); /* not a plausible typo */
-    /* three rolling rows: i-2, i-1, i */
-    int rows[3][256];
-    for (size_t j = 0; j <= m; j++) rows[0][j] = (int)j;
-    for (size_t i = 1; i <= n; i++) {
-        int *cur = rows[i % 3], *prev = rows[(i - 1) % 3], *prev2 = rows[(i + 1) % 3];
-        cur[0] = (int)i;
-        for (size_t j = 1; j <= m; j++) {
-            int cost = a[i - 1] != b[j - 1];
-            int d = prev[j] + 1;
-            if (cur[j - 1] + 1 < d) d = cur[j - 1] + 1;
-            if (prev[j - 1] + cost < d) d = prev[j - 1] + cost;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-                prev2[j - 2] + 1 < d)
-                d = prev2[j - 2] + 1;
-            cur[j] = d;
-        }
-    }
-    return rows[n % 3][m];
-}
-
 /* The candidate closest to `key` if it is close enough to be a typo, else NULL. */
 static const char *suggest(const char *key, const char *const *cands) {
     const char *best = NULL;
