@@ -149,6 +149,7 @@ dt_engine *dt_engine_init_opts(dt_module *model, const json_t *config, const dt_
 
 void dt_engine_free(dt_engine *e) {
     if (!e) return;
+    dt__profiler_end(e, false); /* a profile step cut short: its hooks go before the engine's */
     if (e->cfg.bf16) dt_ctx_set_autocast(e->ctx, DT_DTYPE_F32);
     dt__zero_teardown(e);
     dt_sched_free(e->sched);
@@ -173,6 +174,11 @@ dt_tensor *dt_engine_forward(dt_engine *e, dt_tensor *x) {
         return NULL;
     }
     if (not_a_pipe_stage(e, "dt_engine_forward") != DT_OK) return NULL;
+    /* flops_profiler: the profile step starts with its first forward */
+    const dt_flops_profiler_config *fp = &e->cfg.flops_profiler;
+    if (fp->enabled && !e->profile && e->global_steps + 1 == fp->profile_step &&
+        e->micro_steps % e->cfg.gradient_accumulation_steps == 0 && dt__profiler_begin(e) != DT_OK)
+        dt_log(DT_LOG_WARN, "flops profiler: %s", dt_last_error());
     double t0 = dt_now_sec();
     e->mark_err = DT_OK;
     dt_tensor *y = dt_module_forward(e->model, x);
@@ -292,6 +298,7 @@ dt_status dt__engine_boundary(dt_engine *e, int64_t micro_batches) {
     e->t.micro_steps += micro_batches;
     dt_ctx_reset(e->ctx);
     e->t.step_s += dt_now_sec() - t0;
+    dt__profiler_end(e, true);
     return st;
 }
 
@@ -309,6 +316,7 @@ dt_status dt_engine_step(dt_engine *e) {
     dt_ctx_reset(e->ctx);
     e->t.micro_steps++;
     e->t.step_s += dt_now_sec() - t0;
+    if (boundary) dt__profiler_end(e, true);
     if (st == DT_OK && boundary && e->rank == 0 && e->cfg.steps_per_print > 0 &&
         e->global_steps % e->cfg.steps_per_print == 0) {
         dt_log(DT_LOG_INFO, "engine: step %lld, skipped %lld, lr %g, loss scale %g, grad norm %g",

@@ -84,6 +84,7 @@ struct dt_engine {
 
     int64_t micro_steps, global_steps, skipped_steps, global_samples;
     float last_grad_norm;
+    struct dt_engine_profile *profile; /* flops_profiler: active during its profile step */
     dt_status mark_err; /* first error inside backward marks (reported by dt_engine_backward) */
     char mark_msg[512];
     dt_engine_timers t;
@@ -102,6 +103,13 @@ dt_status dt__engine_boundary(dt_engine *e, int64_t micro_batches);
 dt_status dt__comm_agree(dt_comm *c, dt_status local, const char *what);
 /* Write text to path through a temporary file, fsync and rename (engine_ckpt.c). */
 dt_status dt__write_text_atomic(const char *path, const char *text);
+
+/* ---- flops_profiler.c ---- */
+/* Measure every module's forward from now on (the profile step starts). */
+dt_status dt__profiler_begin(dt_engine *e);
+/* Print the report (rank 0, when `print`) and take the measurement out of the modules.
+ * Nothing happens when no profile step is running. */
+void dt__profiler_end(dt_engine *e, bool print);
 
 /* ---- zero.c ---- */
 /* Partition the flat buffer, allocate the stage's buffers and install the module hooks. */
