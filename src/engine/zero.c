@@ -231,6 +231,27 @@ static dt_status refresh_persistent(dt_engine *e) {
     return DT_OK;
 }
 
+/* ---- gradient averaging over the data-parallel group ----
+ * DeepSpeed's scaling around the sum-reduction: prescale_gradients multiplies by 1/W before it;
+ * otherwise gradient_predivide_factor f divides by f before and multiplies by f/W after (f = 1:
+ * only the multiplication by 1/W after). */
+
+static void scale(float *g, int64_t n, float k) {
+    if (k == 1.0f) return;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; i++) g[i] *= k;
+}
+
+static void prescale(const dt_engine *e, float *g, int64_t n) {
+    if (e->cfg.prescale_gradients) scale(g, n, 1.0f / (float)e->W);
+    else scale(g, n, (float)(1.0 / e->cfg.gradient_predivide_factor));
+}
+
+static void postscale(const dt_engine *e, float *g, int64_t n) {
+    if (!e->cfg.prescale_gradients)
+        scale(g, n, (float)(e->cfg.gradient_predivide_factor / e->W));
+}
+
 /* ---- stage 2/3: gradient buckets ----------------------------------------------------------- */
 
 /* The bucket's groups as one flat range [*a, *b) when nothing outside the bucket lies in it
@@ -274,7 +295,9 @@ static dt_status flush_bucket(dt_engine *e) {
         }
         send = e->grads + ra;
         recv = e->grads + ra + mine_at;
-        st = dt_comm_reduce_scatterv(e->comm, send, recv, counts, DT_REDUCE_OP_AVG);
+        prescale(e, e->grads + ra, rb - ra);
+        st = dt_comm_reduce_scatterv(e->comm, send, recv, counts, DT_REDUCE_OP_SUM);
+        if (st == DT_OK) postscale(e, recv, counts[e->rank]);
         if (st == DT_OK && counts[e->rank] > 0) {
             int64_t s;
             owned_part(e, e->rank, ra, rb, &s);
@@ -297,7 +320,9 @@ static dt_status flush_bucket(dt_engine *e) {
             }
             counts[j] = k - c0;
         }
-        st = dt_comm_reduce_scatterv(e->comm, e->pack, e->pack + mine_at, counts, DT_REDUCE_OP_AVG);
+        prescale(e, e->pack, k);
+        st = dt_comm_reduce_scatterv(e->comm, e->pack, e->pack + mine_at, counts, DT_REDUCE_OP_SUM);
+        if (st == DT_OK) postscale(e, e->pack + mine_at, counts[e->rank]);
         /* add this rank's reduced pieces into its accumulated block */
         k = mine_at;
         for (int q = 0; st == DT_OK && q < e->n_bucket; q++) {
@@ -415,13 +440,18 @@ dt_status dt__zero_reduce(dt_engine *e, float **g, int64_t *gn) {
     double t0 = dt_now_sec();
     dt_status st = DT_OK;
     if (e->stage == 0) {
-        if (e->W > 1)
-            st = dt_comm_allreduce(e->comm, e->grads, e->n, DT_COMM_DTYPE_F32, DT_REDUCE_OP_AVG);
+        if (e->W > 1) {
+            prescale(e, e->grads, e->n);
+            st = dt_comm_allreduce(e->comm, e->grads, e->n, DT_COMM_DTYPE_F32, DT_REDUCE_OP_SUM);
+            if (st == DT_OK) postscale(e, e->grads, e->n);
+        }
         *g = e->grads;
         *gn = e->n;
     } else if (e->stage == 1) {
+        prescale(e, e->grads, e->npad);
         st = dt_comm_reduce_scatter(e->comm, e->grads, e->grads + e->lo, e->block,
-                                    DT_REDUCE_OP_AVG);
+                                    DT_REDUCE_OP_SUM);
+        if (st == DT_OK) postscale(e, e->grads + e->lo, e->block);
         *g = e->grads + e->lo;
         *gn = e->block;
     } else {
