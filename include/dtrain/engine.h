@@ -40,10 +40,10 @@ typedef enum dt_offload_device {
 } dt_offload_device;
 
 typedef struct dt_zero_config {
-    int stage;                 /* 0..3 (default 0) */
-    bool overlap_comm;         /* default: false; true at stage 3 (DeepSpeed's defaults) */
-    bool contiguous_gradients; /* default true */
-    bool reduce_scatter;       /* default true */
+    int stage;                     /* 0..3 (default 0) */
+    bool overlap_comm;             /* default: false; true at stage 3 (DeepSpeed's defaults) */
+    bool contiguous_gradients;     /* default true */
+    bool reduce_scatter;           /* default true */
     int64_t reduce_bucket_size;    /* elements (default 5e8) */
     int64_t allgather_bucket_size; /* elements (default 5e8) */
     dt_offload_device offload_optimizer;
@@ -66,10 +66,10 @@ typedef struct dt_activation_ckpt_config {
 
 typedef struct dt_flops_profiler_config {
     bool enabled;
-    int64_t profile_step; /* default 1 */
-    int64_t module_depth; /* default -1 */
-    int64_t top_modules;  /* default 1 */
-    bool detailed;        /* default true */
+    int64_t profile_step;  /* default 1 */
+    int64_t module_depth;  /* default -1 */
+    int64_t top_modules;   /* default 1 */
+    bool detailed;         /* default true */
     char output_file[512]; /* "" = stdout */
 } dt_flops_profiler_config;
 
@@ -95,8 +95,8 @@ typedef struct dt_ds_config {
 
     dt_zero_config zero;
     dt_activation_ckpt_config activation_checkpointing;
-    int64_t steps_per_print;    /* 0 = never (DeepSpeed's default, None) */
-    bool wall_clock_breakdown;  /* default false */
+    int64_t steps_per_print;   /* 0 = never (DeepSpeed's default, None) */
+    bool wall_clock_breakdown; /* default false */
     dt_flops_profiler_config flops_profiler;
     int64_t memory_budget_bytes; /* "memory_budget" (dtrain's own key; 0 = none) */
 } dt_ds_config;
@@ -160,12 +160,12 @@ DT_API bool dt_engine_is_gradient_accumulation_boundary(const dt_engine *e);
 DT_API int64_t dt_engine_train_batch_size(const dt_engine *e);
 DT_API int64_t dt_engine_train_micro_batch_size_per_gpu(const dt_engine *e);
 DT_API int64_t dt_engine_gradient_accumulation_steps(const dt_engine *e);
-DT_API int64_t dt_engine_global_steps(const dt_engine *e);    /* optimizer steps taken or skipped */
+DT_API int64_t dt_engine_global_steps(const dt_engine *e); /* optimizer steps taken or skipped */
 DT_API int64_t dt_engine_global_samples(const dt_engine *e);
 DT_API int64_t dt_engine_micro_steps(const dt_engine *e);
-DT_API int64_t dt_engine_skipped_steps(const dt_engine *e);   /* fp16 overflows */
+DT_API int64_t dt_engine_skipped_steps(const dt_engine *e); /* fp16 overflows */
 DT_API float dt_engine_get_lr(const dt_engine *e);
-DT_API double dt_engine_loss_scale(const dt_engine *e);       /* 1 unless fp16 */
+DT_API double dt_engine_loss_scale(const dt_engine *e); /* 1 unless fp16 */
 DT_API const dt_ds_config *dt_engine_config(const dt_engine *e);
 DT_API dt_module *dt_engine_module(const dt_engine *e);
 DT_API dt_comm *dt_engine_comm(const dt_engine *e);
@@ -186,9 +186,9 @@ DT_API void dt_engine_memory_stats(const dt_engine *e, dt_engine_memory *out);
  * micro-batches since the last reset, and the model FLOPs counted by the tensor context. */
 typedef struct dt_engine_timers {
     double forward_s, backward_s, step_s;
-    double reduce_s;     /* gradient reduction inside backward and step */
-    double gather_s;     /* ZeRO-3 parameter gathers */
-    double offload_s;    /* offload transfers (nvme reads/writes, host copies) */
+    double reduce_s;  /* gradient reduction inside backward and step */
+    double gather_s;  /* ZeRO-3 parameter gathers */
+    double offload_s; /* offload transfers (nvme reads/writes, host copies) */
     int64_t micro_steps, steps;
     int64_t flops_fwd, flops_bwd;
 } dt_engine_timers;
@@ -216,8 +216,7 @@ DT_API dt_engine_load_opts dt_engine_load_defaults(void);
  * the engine is unchanged. *client_state (may be NULL) gets the saved client state (a new
  * reference, or NULL when none was saved). */
 DT_API dt_status dt_engine_load_checkpoint(dt_engine *e, const char *dir, const char *tag,
-                                           const dt_engine_load_opts *opts,
-                                           json_t **client_state);
+                                           const dt_engine_load_opts *opts, json_t **client_state);
 
 #ifdef __cplusplus
 }

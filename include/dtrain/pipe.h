@@ -57,8 +57,8 @@ typedef dt_status (*dt_pipe_data_fn)(void *user, int64_t micro, dt_ctx *ctx, boo
                                      dt_tensor **inputs, bool want_labels, dt_tensor **labels);
 
 typedef struct dt_pipe_opts {
-    int num_stages;                /* >= 1 and dividing the world size */
-    const char *partition_method;  /* "parameters" (default), "uniform", "type:REGEX" */
+    int num_stages;               /* >= 1 and dividing the world size */
+    const char *partition_method; /* "parameters" (default), "uniform", "type:REGEX" */
     dt_pipe_loss_fn loss;
     void *loss_user;
     dt_comm *world; /* borrowed; NULL: the engine calls dt_comm_init and owns it */
@@ -89,8 +89,7 @@ DT_API void dt_pipe_engine_free(dt_pipe_engine *p);
 DT_API float dt_pipe_train_batch(dt_pipe_engine *p, dt_pipe_data_fn data, void *user,
                                  dt_status *st);
 /* The same number of micro-batches forward only (no gradients), the loss averaged likewise. */
-DT_API float dt_pipe_eval_batch(dt_pipe_engine *p, dt_pipe_data_fn data, void *user,
-                                dt_status *st);
+DT_API float dt_pipe_eval_batch(dt_pipe_engine *p, dt_pipe_data_fn data, void *user, dt_status *st);
 
 /* ---- checkpoints ----
  * DIR/TAG/ gets: model.safetensors (every layer's weights by their "<layer>.<name>" names,

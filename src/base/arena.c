@@ -140,8 +140,12 @@ bool dt_arena_contains(const dt_arena *a, const void *ptr) {
     return false;
 }
 
-size_t dt_arena_used(const dt_arena *a) { return a->used_total; }
-size_t dt_arena_high_water(const dt_arena *a) { return a->high_water; }
+size_t dt_arena_used(const dt_arena *a) {
+    return a->used_total;
+}
+size_t dt_arena_high_water(const dt_arena *a) {
+    return a->high_water;
+}
 size_t dt_arena_capacity(const dt_arena *a) {
     size_t c = 0;
     for (block *b = a->head; b; b = b->next) c += b->cap;

@@ -34,7 +34,7 @@ typedef struct bench_args {
     /* engine mode */
     int slots, zero_stage, gas; /* zero_stage -1: plain optimiser step, no engine */
     const char *offload, *nvme_path;
-    const char *ds_config; /* merged over the generated config (a path or JSON text) */
+    const char *ds_config;          /* merged over the generated config (a path or JSON text) */
     int pipe_stages, micro_batches; /* pipeline mode (gpt) */
 } bench_args;
 
@@ -60,7 +60,8 @@ static void bench_usage(FILE *f) {
             "  --pipeline-stages S  gpt as a pipeline of S stages (embedding, blocks, head) on\n"
             "                  --slots ranks (S x data-parallel), 1F1B over --micro-batches M (8)\n"
             "  --ds-config C   a DeepSpeed config (file or JSON text) merged over the one the\n"
-            "                  options make, e.g. '{\"zero_optimization\": {\"stage3_prefetch_bucket_size\": 1e5}}'\n");
+            "                  options make, e.g. '{\"zero_optimization\": "
+            "{\"stage3_prefetch_bucket_size\": 1e5}}'\n");
 }
 
 /* Parse a positive integer option value; prints the error and returns -1 on a bad one. */
@@ -80,10 +81,19 @@ static int parse(int argc, char **argv, bench_args *a) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t *iv = NULL;
         int *sv = NULL;
-        if (!strcmp(o, "--json")) { a->json = true; continue; }
-        if (!strcmp(o, "--help") || !strcmp(o, "-h")) { bench_usage(stdout); return 1; }
+        if (!strcmp(o, "--json")) {
+            a->json = true;
+            continue;
+        }
+        if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
+            bench_usage(stdout);
+            return 1;
+        }
         if (!strcmp(o, "--model")) {
-            if (!v) { fprintf(stderr, "dtrain bench: --model needs mlp, cnn or gpt\n"); return -1; }
+            if (!v) {
+                fprintf(stderr, "dtrain bench: --model needs mlp, cnn or gpt\n");
+                return -1;
+            }
             a->model = v;
             i++;
             continue;
@@ -99,16 +109,23 @@ static int parse(int argc, char **argv, bench_args *a) {
             continue;
         }
         if (!strcmp(o, "--ds-config")) {
-            if (!v) { fprintf(stderr, "dtrain bench: --ds-config needs a file or JSON text\n"); return -1; }
+            if (!v) {
+                fprintf(stderr, "dtrain bench: --ds-config needs a file or JSON text\n");
+                return -1;
+            }
             a->ds_config = v;
             i++;
             continue;
         }
         if (!strcmp(o, "--offload") || !strcmp(o, "--nvme-path")) {
-            if (!v) { fprintf(stderr, "dtrain bench: %s needs a value\n", o); return -1; }
+            if (!v) {
+                fprintf(stderr, "dtrain bench: %s needs a value\n", o);
+                return -1;
+            }
             if (!strcmp(o, "--offload")) {
                 if (strcmp(v, "none") && strcmp(v, "cpu") && strcmp(v, "nvme")) {
-                    fprintf(stderr, "dtrain bench: --offload takes none, cpu or nvme, got '%s'\n", v);
+                    fprintf(stderr, "dtrain bench: --offload takes none, cpu or nvme, got '%s'\n",
+                            v);
                     return -1;
                 }
                 a->offload = v;
@@ -120,29 +137,46 @@ static int parse(int argc, char **argv, bench_args *a) {
         }
         if (!strcmp(o, "--zero-stage")) {
             if (!v || strlen(v) != 1 || v[0] < '0' || v[0] > '3') {
-                fprintf(stderr, "dtrain bench: --zero-stage takes 0, 1, 2 or 3, got '%s'\n", v ? v : "");
+                fprintf(stderr, "dtrain bench: --zero-stage takes 0, 1, 2 or 3, got '%s'\n",
+                        v ? v : "");
                 return -1;
             }
             a->zero_stage = v[0] - '0';
             i++;
             continue;
         }
-        if (!strcmp(o, "--batch")) iv = &a->batch;
-        else if (!strcmp(o, "--layers")) iv = &a->layers;
-        else if (!strcmp(o, "--hidden")) iv = &a->hidden;
-        else if (!strcmp(o, "--d-model")) iv = &a->d_model;
-        else if (!strcmp(o, "--heads")) iv = &a->heads;
-        else if (!strcmp(o, "--seq")) iv = &a->seq;
-        else if (!strcmp(o, "--vocab")) iv = &a->vocab;
-        else if (!strcmp(o, "--size")) iv = &a->size;
-        else if (!strcmp(o, "--steps")) sv = &a->steps;
-        else if (!strcmp(o, "--warmup")) sv = &a->warmup;
-        else if (!strcmp(o, "--threads")) sv = &a->threads;
-        else if (!strcmp(o, "--reps")) sv = &a->reps;
-        else if (!strcmp(o, "--slots")) sv = &a->slots;
-        else if (!strcmp(o, "--gas")) sv = &a->gas;
-        else if (!strcmp(o, "--pipeline-stages")) sv = &a->pipe_stages;
-        else if (!strcmp(o, "--micro-batches")) sv = &a->micro_batches;
+        if (!strcmp(o, "--batch"))
+            iv = &a->batch;
+        else if (!strcmp(o, "--layers"))
+            iv = &a->layers;
+        else if (!strcmp(o, "--hidden"))
+            iv = &a->hidden;
+        else if (!strcmp(o, "--d-model"))
+            iv = &a->d_model;
+        else if (!strcmp(o, "--heads"))
+            iv = &a->heads;
+        else if (!strcmp(o, "--seq"))
+            iv = &a->seq;
+        else if (!strcmp(o, "--vocab"))
+            iv = &a->vocab;
+        else if (!strcmp(o, "--size"))
+            iv = &a->size;
+        else if (!strcmp(o, "--steps"))
+            sv = &a->steps;
+        else if (!strcmp(o, "--warmup"))
+            sv = &a->warmup;
+        else if (!strcmp(o, "--threads"))
+            sv = &a->threads;
+        else if (!strcmp(o, "--reps"))
+            sv = &a->reps;
+        else if (!strcmp(o, "--slots"))
+            sv = &a->slots;
+        else if (!strcmp(o, "--gas"))
+            sv = &a->gas;
+        else if (!strcmp(o, "--pipeline-stages"))
+            sv = &a->pipe_stages;
+        else if (!strcmp(o, "--micro-batches"))
+            sv = &a->micro_batches;
         else {
             fprintf(stderr, "dtrain bench: unknown option '%s'\n", o);
             bench_usage(stderr);
@@ -150,8 +184,10 @@ static int parse(int argc, char **argv, bench_args *a) {
         }
         int64_t x = !strcmp(o, "--warmup") && v && !strcmp(v, "0") ? 0 : int_arg(o, v);
         if (x < 0) return -1;
-        if (iv) *iv = x;
-        else *sv = (int)x;
+        if (iv)
+            *iv = x;
+        else
+            *sv = (int)x;
         i++;
     }
     return 0;
@@ -202,8 +238,9 @@ static int bench_engine(bench_args *a, dt_module *net, dt_tensor *x, dt_tensor *
             fprintf(stderr, "dtrain bench: --offload needs --zero-stage 1 or higher\n");
             return 2;
         }
-        snprintf(off, sizeof off, ", \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"}%s",
-                 ofl, nvp, a->zero_stage == 3 ? "" : "");
+        snprintf(off, sizeof off,
+                 ", \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"}%s", ofl, nvp,
+                 a->zero_stage == 3 ? "" : "");
         if (a->zero_stage == 3) {
             size_t k = strlen(off);
             snprintf(off + k, sizeof off - k,
@@ -215,8 +252,8 @@ static int bench_engine(bench_args *a, dt_module *net, dt_tensor *x, dt_tensor *
              " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.001}},"
              " \"bf16\": {\"enabled\": %s}, \"steps_per_print\": 1000000000,"
              " \"zero_optimization\": {\"stage\": %d%s}}",
-             (long long)a->batch, a->gas, a->dtype == DT_DTYPE_BF16 ? "true" : "false", a->zero_stage,
-             off);
+             (long long)a->batch, a->gas, a->dtype == DT_DTYPE_BF16 ? "true" : "false",
+             a->zero_stage, off);
     json_t *j = dt_ds_config_load(cfg);
     if (j && a->ds_config) {
         json_t *over = dt_ds_config_load(a->ds_config);
@@ -246,7 +283,8 @@ static int bench_engine(bench_args *a, dt_module *net, dt_tensor *x, dt_tensor *
             dt_tensor *l = dt_cross_entropy(dt_engine_forward(e, x), y, -100);
             if (l) loss = dt_item(l);
             if (!l || dt_engine_backward(e, l) != DT_OK || dt_engine_step(e) != DT_OK) {
-                fprintf(stderr, "dtrain bench: rank %d step %d failed: %s\n", rank, s, dt_last_error());
+                fprintf(stderr, "dtrain bench: rank %d step %d failed: %s\n", rank, s,
+                        dt_last_error());
                 return 1;
             }
             if (m == 0) {
@@ -332,9 +370,15 @@ typedef struct pipe_bench {
     const dt_tensor *x, *y; /* one fixed micro-batch of tokens and targets (heap) */
 } pipe_bench;
 
-static dt_module *pb_embed(void *u) { return dt_gpt_embedding(&((pipe_bench *)u)->g); }
-static dt_module *pb_block(void *u) { return dt_gpt_block(&((pipe_bench *)u)->g); }
-static dt_module *pb_head(void *u) { return dt_gpt_head(&((pipe_bench *)u)->g); }
+static dt_module *pb_embed(void *u) {
+    return dt_gpt_embedding(&((pipe_bench *)u)->g);
+}
+static dt_module *pb_block(void *u) {
+    return dt_gpt_block(&((pipe_bench *)u)->g);
+}
+static dt_module *pb_head(void *u) {
+    return dt_gpt_head(&((pipe_bench *)u)->g);
+}
 
 static dt_tensor *pb_loss(dt_tensor *logits, dt_tensor *y, void *u) {
     int64_t V = ((pipe_bench *)u)->g.vocab;
@@ -357,13 +401,18 @@ static dt_status pb_data(void *u, int64_t micro, dt_ctx *c, bool want_in, dt_ten
  * prints the throughput and every stage's waiting fraction next to the 1F1B ideal bubble. */
 static int bench_pipe(bench_args *a, const dt_tensor *x, const dt_tensor *y, int threads) {
     int M = a->micro_batches ? a->micro_batches : 8;
-    pipe_bench pb = {{.vocab = a->vocab, .seq = a->seq, .d_model = a->d_model, .n_head = a->heads,
+    pipe_bench pb = {{.vocab = a->vocab,
+                      .seq = a->seq,
+                      .d_model = a->d_model,
+                      .n_head = a->heads,
                       .n_layer = a->layers},
-                     x, y};
+                     x,
+                     y};
     int nl = (int)a->layers + 2;
     dt_pipe_layer *layers = calloc((size_t)nl, sizeof *layers);
     layers[0] = (dt_pipe_layer){.type = "GPTEmbedding", .build = pb_embed, .arg = &pb};
-    for (int i = 1; i <= a->layers; i++) layers[i] = (dt_pipe_layer){.type = "Block", .build = pb_block, .arg = &pb};
+    for (int i = 1; i <= a->layers; i++)
+        layers[i] = (dt_pipe_layer){.type = "Block", .build = pb_block, .arg = &pb};
     layers[nl - 1] = (dt_pipe_layer){.type = "GPTHead", .build = pb_head, .arg = &pb};
     char cfg[512];
     snprintf(cfg, sizeof cfg,
@@ -378,7 +427,9 @@ static int bench_pipe(bench_args *a, const dt_tensor *x, const dt_tensor *y, int
     o.num_stages = a->pipe_stages;
     o.loss = pb_loss;
     o.loss_user = &pb;
-    dt_pipe_engine *p = j && dt_comm_init(&w) == DT_OK ? (o.world = w, dt_pipe_engine_init(nl, layers, &o, j)) : NULL;
+    dt_pipe_engine *p = j && dt_comm_init(&w) == DT_OK
+                            ? (o.world = w, dt_pipe_engine_init(nl, layers, &o, j))
+                            : NULL;
     json_decref(j);
     if (!p) {
         fprintf(stderr, "dtrain bench: pipeline: %s\n", dt_last_error());
@@ -387,7 +438,8 @@ static int bench_pipe(bench_args *a, const dt_tensor *x, const dt_tensor *y, int
         return 1;
     }
     int total = a->warmup + a->steps;
-    double *ms = calloc((size_t)a->steps, sizeof(double)), *wait = calloc((size_t)a->steps, sizeof(double));
+    double *ms = calloc((size_t)a->steps, sizeof(double)),
+           *wait = calloc((size_t)a->steps, sizeof(double));
     float loss = 0;
     for (int s = 0; s < total; s++) {
         double t0 = dt_now_sec();
@@ -443,7 +495,8 @@ static int bench_pipe(bench_args *a, const dt_tensor *x, const dt_tensor *y, int
 }
 
 static int bench_train(bench_args *a) {
-    bool gpt = !strcmp(a->model, "gpt"), cnn = !strcmp(a->model, "cnn"), mlp = !strcmp(a->model, "mlp");
+    bool gpt = !strcmp(a->model, "gpt"), cnn = !strcmp(a->model, "cnn"),
+         mlp = !strcmp(a->model, "mlp");
     if (!gpt && !cnn && !mlp) {
         fprintf(stderr, "dtrain bench: unknown model '%s'; hint: use --model mlp, cnn or gpt\n",
                 a->model);
@@ -463,7 +516,8 @@ static int bench_train(bench_args *a) {
     }
     /* under mpirun (--slots), the launcher's OMP_NUM_THREADS (cores / ranks) is the default */
     const char *omp = getenv("OMP_NUM_THREADS");
-    if (!a->threads && getenv("OMPI_COMM_WORLD_SIZE") && omp && atoi(omp) > 0) a->threads = atoi(omp);
+    if (!a->threads && getenv("OMPI_COMM_WORLD_SIZE") && omp && atoi(omp) > 0)
+        a->threads = atoi(omp);
     dt_set_num_threads(a->threads);
     int threads = dt_get_num_threads();
     /* resident memory before any model state: the program and its libraries */
@@ -475,11 +529,17 @@ static int bench_train(bench_args *a) {
     }
     dt_module *net;
     int64_t classes = 10;
-    if (mlp) net = dt_model_mlp(784, a->hidden, (int)a->layers, 10);
-    else if (cnn) net = dt_model_cnn();
+    if (mlp)
+        net = dt_model_mlp(784, a->hidden, (int)a->layers, 10);
+    else if (cnn)
+        net = dt_model_cnn();
     else {
-        dt_gpt_config g = {.vocab = a->vocab, .seq = a->seq, .d_model = a->d_model,
-                           .n_head = a->heads, .n_layer = a->layers, .dropout = 0.f};
+        dt_gpt_config g = {.vocab = a->vocab,
+                           .seq = a->seq,
+                           .d_model = a->d_model,
+                           .n_head = a->heads,
+                           .n_layer = a->layers,
+                           .dropout = 0.f};
         net = dt_model_gpt(&g);
         classes = a->vocab;
     }
@@ -581,19 +641,22 @@ static int bench_train(bench_args *a) {
             printf("\"layers\":%lld,\"hidden\":%lld,", (long long)a->layers, (long long)a->hidden);
         printf("\"params\":%lld,\"step_ms_median\":%.3f,\"step_ms_min\":%.3f,\"%s\":%.1f,"
                "\"gflops\":%.2f,\"flops_per_step\":%lld,\"final_loss\":%.6f,",
-               (long long)dt_module_num_params(net), med, ms[0], gpt ? "tokens_per_s" : "samples_per_s",
-               per_s, (double)flops / (med / 1e3) / 1e9, (long long)flops, loss);
+               (long long)dt_module_num_params(net), med, ms[0],
+               gpt ? "tokens_per_s" : "samples_per_s", per_s, (double)flops / (med / 1e3) / 1e9,
+               (long long)flops, loss);
         print_peaks(&st);
         /* the RSS the run added over the loaded program, against the accounted peak */
-        printf(",\"peak_rss_bytes\":%lld,\"baseline_rss_bytes\":%lld,\"rss_over_accounted\":%.3f}\n",
-               (long long)rss, (long long)rss0,
-               st.total_peak > 0 ? (double)(rss - rss0) / (double)st.total_peak : 0.0);
+        printf(
+            ",\"peak_rss_bytes\":%lld,\"baseline_rss_bytes\":%lld,\"rss_over_accounted\":%.3f}\n",
+            (long long)rss, (long long)rss0,
+            st.total_peak > 0 ? (double)(rss - rss0) / (double)st.total_peak : 0.0);
     } else {
         printf("%s %s, %d threads, %lld params: %.3f ms/step (median of %d), %.1f %s/s, %.2f "
                "GFLOP/s, peak accounted %.1f MiB, peak RSS %.1f MiB\n",
                a->model, a->dtype == DT_DTYPE_BF16 ? "bf16" : "fp32", threads,
-               (long long)dt_module_num_params(net), med, a->steps, per_s, gpt ? "tokens" : "samples",
-               (double)flops / (med / 1e3) / 1e9, st.total_peak / 1048576.0, rss / 1048576.0);
+               (long long)dt_module_num_params(net), med, a->steps, per_s,
+               gpt ? "tokens" : "samples", (double)flops / (med / 1e3) / 1e9,
+               st.total_peak / 1048576.0, rss / 1048576.0);
     }
     free(ms);
     dt_tensor_free(x);
@@ -632,9 +695,11 @@ static int bench_gemm(bench_args *a) {
     qsort(ms, (size_t)reps, sizeof(double), cmp_double);
     double med = ms[reps / 2], gf = 2.0 * n * n * n / (med / 1e3) / 1e9;
     if (a->json)
-        printf("{\"bench\":\"gemm\",\"dtype\":\"%s\",\"threads\":%d,\"size\":%lld,\"ms_median\":%.3f,"
-               "\"gflops\":%.1f}\n",
-               a->dtype == DT_DTYPE_BF16 ? "bf16" : "fp32", dt_get_num_threads(), (long long)n, med, gf);
+        printf(
+            "{\"bench\":\"gemm\",\"dtype\":\"%s\",\"threads\":%d,\"size\":%lld,\"ms_median\":%.3f,"
+            "\"gflops\":%.1f}\n",
+            a->dtype == DT_DTYPE_BF16 ? "bf16" : "fp32", dt_get_num_threads(), (long long)n, med,
+            gf);
     else
         printf("gemm %lldx%lld %s, %d threads: %.3f ms, %.1f GFLOP/s\n", (long long)n, (long long)n,
                a->dtype == DT_DTYPE_BF16 ? "bf16" : "fp32", dt_get_num_threads(), med, gf);
@@ -650,14 +715,21 @@ int dt_cli_bench(int argc, char **argv) {
         bench_usage(stderr);
         return 2;
     }
-    bench_args a = {.model = NULL, .steps = 20, .warmup = 3, .dtype = DT_DTYPE_F32,
-                    .zero_stage = -1, .gas = 1, .slots = 1};
+    bench_args a = {.model = NULL,
+                    .steps = 20,
+                    .warmup = 3,
+                    .dtype = DT_DTYPE_F32,
+                    .zero_stage = -1,
+                    .gas = 1,
+                    .slots = 1};
     int r = parse(argc - 1, argv + 1, &a);
     if (r) return r < 0 ? 2 : 0;
-    if ((a.offload || a.nvme_path || a.gas > 1 || a.ds_config) && a.zero_stage < 0) a.zero_stage = 0;
+    if ((a.offload || a.nvme_path || a.gas > 1 || a.ds_config) && a.zero_stage < 0)
+        a.zero_stage = 0;
     if (a.slots > 1 && a.zero_stage < 0 && !a.pipe_stages) a.zero_stage = 0;
     /* several ranks: run this command again under mpirun */
-    if (a.slots > 1 && !getenv("OMPI_COMM_WORLD_SIZE")) return dt_cli_mpirun(argc, argv, a.slots, "bench");
+    if (a.slots > 1 && !getenv("OMPI_COMM_WORLD_SIZE"))
+        return dt_cli_mpirun(argc, argv, a.slots, "bench");
     if (!strcmp(argv[0], "train")) {
         if (!a.model) {
             fprintf(stderr, "dtrain bench train: --model is required (mlp, cnn or gpt)\n");

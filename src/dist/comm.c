@@ -199,9 +199,18 @@ enum {
 };
 
 static const char *kind_name(int64_t k) {
-    static const char *n[] = {
-        "?",       "allreduce",    "reduce_scatter",  "allgather",       "broadcast",
-        "barrier", "gather_bytes", "allgather_bytes", "broadcast_bytes", "split", "reduce_scatterv", "allgatherv"};
+    static const char *n[] = {"?",
+                              "allreduce",
+                              "reduce_scatter",
+                              "allgather",
+                              "broadcast",
+                              "barrier",
+                              "gather_bytes",
+                              "allgather_bytes",
+                              "broadcast_bytes",
+                              "split",
+                              "reduce_scatterv",
+                              "allgatherv"};
     return k > 0 && k < K_COUNT ? n[k] : "?";
 }
 
@@ -459,8 +468,8 @@ static int64_t layout_hash(const int64_t *v, int n) {
     return (int64_t)(h >> 1);
 }
 
-dt_status dt_comm_reduce_scatterv(dt_comm *c, const float *send, float *recv,
-                                  const int64_t *counts, dt_reduce_op op) {
+dt_status dt_comm_reduce_scatterv(dt_comm *c, const float *send, float *recv, const int64_t *counts,
+                                  dt_reduce_op op) {
     if (!c) return dt_error(DT_ERR_INVALID, "dt_comm_reduce_scatterv: communicator is NULL");
     dt_status local = DT_OK;
     int64_t total = 0, h = 0;

@@ -234,8 +234,10 @@ static dt_status mpi_reduce_scatterv(dt_comm *c, const float *send, float *recv,
         }
         int e = MPI_Alltoallv(one_round ? send : pack, sc, sd, MPI_FLOAT, rbuf, rc, rd, MPI_FLOAT,
                               comm_of(c));
-        if (e != MPI_SUCCESS) st = mpi_fail(c, "MPI_Alltoallv (reduce_scatterv)", e);
-        else if (rn) reduce_rows(recv + s, rbuf, rn, W, op);
+        if (e != MPI_SUCCESS)
+            st = mpi_fail(c, "MPI_Alltoallv (reduce_scatterv)", e);
+        else if (rn)
+            reduce_rows(recv + s, rbuf, rn, W, op);
     }
     free(sc);
     return st;
@@ -374,9 +376,8 @@ static dt_status gatherv_impl(dt_comm *c, bool all, const void *send, size_t byt
         // send already in its place in recv: MPI forbids aliasing, MPI_IN_PLACE says it
         const bool in_place = all && (const char *)send == recv + displs[c->rank];
         if (all)
-            TRY("MPI_Allgatherv",
-                MPI_Allgatherv(in_place ? MPI_IN_PLACE : send, (int)bytes, MPI_BYTE, recv, icnt,
-                               idsp, MPI_BYTE, comm_of(c)));
+            TRY("MPI_Allgatherv", MPI_Allgatherv(in_place ? MPI_IN_PLACE : send, (int)bytes,
+                                                 MPI_BYTE, recv, icnt, idsp, MPI_BYTE, comm_of(c)));
         else
             TRY("MPI_Gatherv", MPI_Gatherv(send, (int)bytes, MPI_BYTE, recv, icnt, idsp, MPI_BYTE,
                                            root, comm_of(c)));

@@ -16,7 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+static int64_t round_up(int64_t x, int64_t m) {
+    return (x + m - 1) / m * m;
+}
 
 static dt_status check_combination(const dt_engine *e) {
     const dt_ds_config *c = &e->cfg;
@@ -163,8 +165,9 @@ void dt_engine_free(dt_engine *e) {
 /* A pipeline stage's engine runs only under dt_pipe_train_batch / dt_pipe_eval_batch. */
 static dt_status not_a_pipe_stage(const dt_engine *e, const char *fn) {
     if (!e->pipe_stage || e->pipe_busy) return DT_OK;
-    return dt_error(DT_ERR_STATE, "%s on a pipeline stage's engine; hint: a pipeline runs a whole "
-                                  "global batch with dt_pipe_train_batch (and dt_pipe_eval_batch)",
+    return dt_error(DT_ERR_STATE,
+                    "%s on a pipeline stage's engine; hint: a pipeline runs a whole "
+                    "global batch with dt_pipe_train_batch (and dt_pipe_eval_batch)",
                     fn);
 }
 
@@ -194,8 +197,9 @@ dt_status dt_engine_backward(dt_engine *e, dt_tensor *loss) {
     if (!e) return dt_error(DT_ERR_INVALID, "dt_engine_backward: the engine is NULL");
     if (not_a_pipe_stage(e, "dt_engine_backward") != DT_OK) return DT_ERR_STATE;
     if (!loss)
-        return dt_error(DT_ERR_INVALID, "dt_engine_backward: the loss is NULL (an earlier op "
-                                        "failed: %s)",
+        return dt_error(DT_ERR_INVALID,
+                        "dt_engine_backward: the loss is NULL (an earlier op "
+                        "failed: %s)",
                         dt_last_error());
     double t0 = dt_now_sec();
     float scale = 1.0f / (float)e->cfg.gradient_accumulation_steps;
@@ -252,8 +256,9 @@ static dt_status boundary_step(dt_engine *e) {
             e->last_grad_norm = NAN;
             dt__zero_clear_grads(e);
             if (e->rank == 0)
-                dt_log(DT_LOG_INFO, "engine: fp16 overflow at step %lld: update skipped, loss "
-                                    "scale now %g",
+                dt_log(DT_LOG_INFO,
+                       "engine: fp16 overflow at step %lld: update skipped, loss "
+                       "scale now %g",
                        (long long)e->global_steps, dt_loss_scaler_scale(e->scaler));
             e->global_steps++;
             e->global_samples += e->cfg.train_batch_size;
@@ -323,8 +328,9 @@ dt_status dt_engine_step(dt_engine *e) {
                (long long)e->global_steps, (long long)e->skipped_steps, (double)dt_engine_get_lr(e),
                dt_engine_loss_scale(e), (double)e->last_grad_norm);
         if (e->cfg.wall_clock_breakdown)
-            dt_log(DT_LOG_INFO, "engine: time (ms) forward %.2f backward %.2f step %.2f reduce "
-                                "%.2f gather %.2f offload %.2f over %lld micro-steps",
+            dt_log(DT_LOG_INFO,
+                   "engine: time (ms) forward %.2f backward %.2f step %.2f reduce "
+                   "%.2f gather %.2f offload %.2f over %lld micro-steps",
                    e->t.forward_s * 1e3, e->t.backward_s * 1e3, e->t.step_s * 1e3,
                    e->t.reduce_s * 1e3, e->t.gather_s * 1e3, e->t.offload_s * 1e3,
                    (long long)e->t.micro_steps);
@@ -334,26 +340,48 @@ dt_status dt_engine_step(dt_engine *e) {
 
 /* ---- getters ------------------------------------------------------------------------------- */
 
-int64_t dt_engine_train_batch_size(const dt_engine *e) { return e->cfg.train_batch_size; }
+int64_t dt_engine_train_batch_size(const dt_engine *e) {
+    return e->cfg.train_batch_size;
+}
 int64_t dt_engine_train_micro_batch_size_per_gpu(const dt_engine *e) {
     return e->cfg.train_micro_batch_size_per_gpu;
 }
 int64_t dt_engine_gradient_accumulation_steps(const dt_engine *e) {
     return e->cfg.gradient_accumulation_steps;
 }
-int64_t dt_engine_global_steps(const dt_engine *e) { return e->global_steps; }
-int64_t dt_engine_global_samples(const dt_engine *e) { return e->global_samples; }
-int64_t dt_engine_micro_steps(const dt_engine *e) { return e->micro_steps; }
-int64_t dt_engine_skipped_steps(const dt_engine *e) { return e->skipped_steps; }
-float dt_engine_get_lr(const dt_engine *e) { return dt_optim_lr(e->opt); }
+int64_t dt_engine_global_steps(const dt_engine *e) {
+    return e->global_steps;
+}
+int64_t dt_engine_global_samples(const dt_engine *e) {
+    return e->global_samples;
+}
+int64_t dt_engine_micro_steps(const dt_engine *e) {
+    return e->micro_steps;
+}
+int64_t dt_engine_skipped_steps(const dt_engine *e) {
+    return e->skipped_steps;
+}
+float dt_engine_get_lr(const dt_engine *e) {
+    return dt_optim_lr(e->opt);
+}
 double dt_engine_loss_scale(const dt_engine *e) {
     return e->scaler ? dt_loss_scaler_scale(e->scaler) : 1.0;
 }
-const dt_ds_config *dt_engine_config(const dt_engine *e) { return &e->cfg; }
-dt_module *dt_engine_module(const dt_engine *e) { return e->model; }
-dt_comm *dt_engine_comm(const dt_engine *e) { return e->comm; }
-int dt_engine_zero_stage(const dt_engine *e) { return e->stage; }
-float dt_engine_grad_norm(const dt_engine *e) { return e->last_grad_norm; }
+const dt_ds_config *dt_engine_config(const dt_engine *e) {
+    return &e->cfg;
+}
+dt_module *dt_engine_module(const dt_engine *e) {
+    return e->model;
+}
+dt_comm *dt_engine_comm(const dt_engine *e) {
+    return e->comm;
+}
+int dt_engine_zero_stage(const dt_engine *e) {
+    return e->stage;
+}
+float dt_engine_grad_norm(const dt_engine *e) {
+    return e->last_grad_norm;
+}
 
 void dt_engine_memory_stats(const dt_engine *e, dt_engine_memory *out) {
     memset(out, 0, sizeof *out);

@@ -28,8 +28,12 @@
 
 #define ENGINE_CKPT_VERSION 1
 
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t min64(int64_t a, int64_t b) {
+    return a < b ? a : b;
+}
+static int64_t max64(int64_t a, int64_t b) {
+    return a > b ? a : b;
+}
 
 /* A hash of the parameter names, offsets and sizes: the flat coordinates of two engines agree
  * exactly when this and n agree. */
@@ -105,8 +109,7 @@ dt_status dt__comm_agree(dt_comm *c, dt_status local, const char *what) {
     dt_status st = dt_comm_allreduce(c, &v, 1, DT_COMM_DTYPE_I64, DT_REDUCE_OP_MAX);
     if (st != DT_OK) return st;
     if (local != DT_OK) return dt_error(local, "%s", msg);
-    if (v != 0)
-        return dt_error((dt_status)v, "%s: another rank failed (see its message)", what);
+    if (v != 0) return dt_error((dt_status)v, "%s: another rank failed (see its message)", what);
     return DT_OK;
 }
 
@@ -125,7 +128,7 @@ static const char *state_name(const dt_engine *e, int k) {
 
 typedef struct save_ctx {
     dt_engine *e;
-    float **copy; /* nvme: whole-block copies filled chunk by chunk */
+    float **copy;   /* nvme: whole-block copies filled chunk by chunk */
     float *ptrs[4]; /* in memory: the state buffers themselves */
     int64_t len;
 } save_ctx;
@@ -248,10 +251,9 @@ dt_status dt_engine_save_checkpoint(dt_engine *e, const char *dir, const char *t
         for (int r = 0; r < ns; r++) {
             char nm[128];
             snprintf(nm, sizeof nm, "optim_shard_%d_of_%d.safetensors", r, ns);
-            json_array_append_new(
-                shards, json_pack("{s:s, s:I, s:I, s:I, s:I}", "file", nm, "lo", all[4 * r],
-                                  "len", all[4 * r + 1], "bytes", all[4 * r + 2], "crc32c",
-                                  all[4 * r + 3]));
+            json_array_append_new(shards, json_pack("{s:s, s:I, s:I, s:I, s:I}", "file", nm, "lo",
+                                                    all[4 * r], "len", all[4 * r + 1], "bytes",
+                                                    all[4 * r + 2], "crc32c", all[4 * r + 3]));
         }
         json_object_set_new(j, "format_version", json_integer(ENGINE_CKPT_VERSION));
         json_object_set_new(j, "global_steps", json_integer(e->global_steps));
@@ -301,8 +303,9 @@ static dt_status read_latest(const char *dir, char *tag, size_t n) {
     snprintf(path, sizeof path, "%s/latest", dir);
     FILE *f = fopen(path, "rb");
     if (!f)
-        return dt_error(DT_ERR_IO, "cannot open %s: %s; hint: pass the tag explicitly or check "
-                                   "the checkpoint directory",
+        return dt_error(DT_ERR_IO,
+                        "cannot open %s: %s; hint: pass the tag explicitly or check "
+                        "the checkpoint directory",
                         path, strerror(errno));
     size_t k = fread(tag, 1, n - 1, f);
     fclose(f);
@@ -340,8 +343,9 @@ static dt_status check_plan(dt_engine *e, const char *dir, const char *tag,
     json_error_t jerr;
     p->state = json_load_file(path, 0, &jerr);
     if (!p->state)
-        return dt_error(DT_ERR_FORMAT, "%s: %s (line %d); hint: is %s a complete engine "
-                                       "checkpoint?",
+        return dt_error(DT_ERR_FORMAT,
+                        "%s: %s (line %d); hint: is %s a complete engine "
+                        "checkpoint?",
                         path, jerr.text, jerr.line, p->tdir);
     json_int_t ver = json_integer_value(json_object_get(p->state, "format_version"));
     if (ver != ENGINE_CKPT_VERSION)
@@ -350,9 +354,10 @@ static dt_status check_plan(dt_engine *e, const char *dir, const char *tag,
     json_int_t n = json_integer_value(json_object_get(p->state, "flat_numel"));
     json_int_t h = json_integer_value(json_object_get(p->state, "layout_hash"));
     if (n != e->n || (uint32_t)h != layout_hash(e))
-        return dt_error(DT_ERR_FORMAT, "%s: the checkpoint is of another model (%lld flat "
-                                       "elements, this model %lld, or different parameter "
-                                       "names/shapes); hint: build the same model before loading",
+        return dt_error(DT_ERR_FORMAT,
+                        "%s: the checkpoint is of another model (%lld flat "
+                        "elements, this model %lld, or different parameter "
+                        "names/shapes); hint: build the same model before loading",
                         path, (long long)n, (long long)e->n);
     snprintf(path, sizeof path, "%s/model.safetensors", p->tdir);
     if (!(p->model = dt_safetensors_open(path))) return dt_last_status();
@@ -360,8 +365,7 @@ static dt_status check_plan(dt_engine *e, const char *dir, const char *tag,
         const char *nm = dt_module_param_name(e->model, i);
         dt_tensor *t = dt_module_param_tensor(e->model, i);
         int k = dt_safetensors_find(p->model, nm);
-        if (k < 0)
-            return dt_error(DT_ERR_FORMAT, "%s: no tensor '%s'", path, nm);
+        if (k < 0) return dt_error(DT_ERR_FORMAT, "%s: no tensor '%s'", path, nm);
         int64_t numel = 1;
         for (int d = 0; d < dt_safetensors_ndim(p->model, k); d++)
             numel *= dt_safetensors_shape(p->model, k)[d];
@@ -371,9 +375,10 @@ static dt_status check_plan(dt_engine *e, const char *dir, const char *tag,
     if (o->load_module_only || !o->load_optimizer_states) return DT_OK;
     json_int_t otype = json_integer_value(json_object_get(p->state, "optimizer_type"));
     if (otype != (json_int_t)e->cfg.optimizer.type)
-        return dt_error(DT_ERR_FORMAT, "%s/engine_state.json: the optimizer state is of another "
-                                       "optimizer type; hint: load with "
-                                       "load_optimizer_states = false to keep only the weights",
+        return dt_error(DT_ERR_FORMAT,
+                        "%s/engine_state.json: the optimizer state is of another "
+                        "optimizer type; hint: load with "
+                        "load_optimizer_states = false to keep only the weights",
                         p->tdir);
     p->shards = json_object_get(p->state, "shards");
     p->n_shards = (int)json_array_size(p->shards);
@@ -392,8 +397,9 @@ static dt_status check_plan(dt_engine *e, const char *dir, const char *tag,
         if ((st = file_crc(path, &crc, &size)) != DT_OK) return st;
         if (size != json_integer_value(json_object_get(d, "bytes")) ||
             crc != (uint32_t)json_integer_value(json_object_get(d, "crc32c")))
-            return dt_error(DT_ERR_FORMAT, "%s: size or checksum differs from engine_state.json: "
-                                           "the file is damaged or from another save",
+            return dt_error(DT_ERR_FORMAT,
+                            "%s: size or checksum differs from engine_state.json: "
+                            "the file is damaged or from another save",
                             path);
     }
     return DT_OK;
@@ -428,8 +434,9 @@ static dt_status reslice_chunk(void *user, int64_t off, int64_t len, float *cons
                 dt_safetensors_close(f);
                 return t ? dt_error(DT_ERR_FORMAT, "%s: '%s' has %lld elements, expected %lld",
                                     path, nm, (long long)dt_numel(t), (long long)slen)
-                         : dt_error(DT_ERR_FORMAT, "%s: no state '%s' (%s); hint: the "
-                                                   "optimizer differs",
+                         : dt_error(DT_ERR_FORMAT,
+                                    "%s: no state '%s' (%s); hint: the "
+                                    "optimizer differs",
                                     path, nm, dt_last_error());
             }
             memcpy(ptrs[k] + (a - lo), (const float *)t->data + (a - slo),
@@ -465,8 +472,10 @@ dt_status dt_engine_load_checkpoint(dt_engine *e, const char *dir, const char *t
         if (e->master) memcpy(e->master, e->params + e->lo, (size_t)e->block * sizeof(float));
         if (e->nv_master) local = dt__swap_write(e->nv_master, 0, e->params + e->lo, e->block);
         if (local == DT_OK && e->stage == 3) {
-            if (e->pshard) memcpy(e->pshard, e->params + e->lo, (size_t)e->block * sizeof(float));
-            else if (e->nv_param) local = dt__swap_write(e->nv_param, 0, e->params + e->lo, e->block);
+            if (e->pshard)
+                memcpy(e->pshard, e->params + e->lo, (size_t)e->block * sizeof(float));
+            else if (e->nv_param)
+                local = dt__swap_write(e->nv_param, 0, e->params + e->lo, e->block);
         }
     }
     if (gathered) dt__zero_release_all(e);

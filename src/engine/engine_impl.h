@@ -20,13 +20,13 @@
 
 typedef struct dt_engine_group {
     dt_module *m;
-    int64_t a, b;      /* flat range of the module's own parameters */
-    int fwd_live;      /* forward calls whose backward has not finished yet */
-    int gathered;      /* stage 3: users of the gathered parameters (forward, backward) */
-    bool resident;     /* stage 3: its parameters are in the window (gathered or prefetched) */
-    bool persistent;   /* stage 3: numel below the persistence threshold: always gathered */
-    bool reduced;      /* stage >= 2: this micro-step's gradients reduced to their owners */
-    bool grads_live;   /* stage >= 2: its gradient range is charged and may hold values */
+    int64_t a, b;    /* flat range of the module's own parameters */
+    int fwd_live;    /* forward calls whose backward has not finished yet */
+    int gathered;    /* stage 3: users of the gathered parameters (forward, backward) */
+    bool resident;   /* stage 3: its parameters are in the window (gathered or prefetched) */
+    bool persistent; /* stage 3: numel below the persistence threshold: always gathered */
+    bool reduced;    /* stage >= 2: this micro-step's gradients reduced to their owners */
+    bool grads_live; /* stage >= 2: its gradient range is charged and may hold values */
     dt_module_hook old_pre, old_post; /* the hooks the module had before the engine */
     void *old_user;
 } dt_engine_group;
@@ -57,19 +57,19 @@ struct dt_engine {
      * groups' ranges live from their backward until reduced. */
     float *params, *grads;
     size_t map_bytes;
-    float *master;  /* stage >= 1: fp32 master shard (block), OPTIM (host with cpu offload) */
-    float *gacc;    /* stage >= 2: accumulated gradient shard (block), GRADS (or host) */
-    float *pshard;  /* stage 3: parameter shard (block), PARAMS (or host) */
+    float *master; /* stage >= 1: fp32 master shard (block), OPTIM (host with cpu offload) */
+    float *gacc;   /* stage >= 2: accumulated gradient shard (block), GRADS (or host) */
+    float *pshard; /* stage 3: parameter shard (block), PARAMS (or host) */
     dt_swap *nv_master, *nv_m, *nv_v; /* nvme optimizer offload: master and the moments */
     dt_swap *nv_param;                /* nvme parameter offload (stage 3) */
     float *nv_bufs[8];                /* streaming buffers (double-buffered chunks) */
     int64_t nv_chunk;
     int64_t live_grad_elems, live_param_elems;
 
-    dt_optimizer *opt; /* over the whole buffer (stage 0) or one block (>= 1; a chunk: nvme) */
+    dt_optimizer *opt;      /* over the whole buffer (stage 0) or one block (>= 1; a chunk: nvme) */
     dt_optimizer *opt_tail; /* nvme: the last, shorter chunk of the block */
-    int n_opt_states;  /* moments the optimiser keeps (0 SGD w/o momentum, 1, 2) */
-    int64_t opt_steps; /* optimiser steps taken (nvme runs chunk by chunk) */
+    int n_opt_states;       /* moments the optimiser keeps (0 SGD w/o momentum, 1, 2) */
+    int64_t opt_steps;      /* optimiser steps taken (nvme runs chunk by chunk) */
     dt_lr_schedule *sched;
     dt_loss_scaler *scaler; /* fp16 only */
 

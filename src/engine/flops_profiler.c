@@ -143,7 +143,8 @@ static void report(const dt_engine *e, const struct dt_engine_profile *pr, FILE 
     human(d, sizeof d, (fwd + bwd) > 0 ? (double)(ffwd + fbwd) / (fwd + bwd) : 0, "FLOPS");
     fprintf(f, "forward + backward throughput:  %s\n\n", d);
     int maxdepth = 0;
-    for (int i = 0; i < pr->n; i++) maxdepth = pr->ent[i].depth > maxdepth ? pr->ent[i].depth : maxdepth;
+    for (int i = 0; i < pr->n; i++)
+        maxdepth = pr->ent[i].depth > maxdepth ? pr->ent[i].depth : maxdepth;
     int last = c->module_depth < 0 || c->module_depth > maxdepth ? maxdepth : (int)c->module_depth;
     const prof_entry **row = malloc((size_t)pr->n * sizeof *row);
     for (int depth = 0; row && depth <= last; depth++) {
@@ -178,8 +179,10 @@ void dt__profiler_end(dt_engine *e, bool print) {
             f = stdout;
         }
         report(e, pr, f);
-        if (f != stdout) fclose(f);
-        else fflush(stdout);
+        if (f != stdout)
+            fclose(f);
+        else
+            fflush(stdout);
     }
     /* out of the way again, in reverse order of installation */
     for (int i = pr->n - 1; i >= 0; i--) {

@@ -100,7 +100,9 @@ static dt_tensor *stage_forward(dt_module *m, dt_tensor *x) {
     return x;
 }
 
-static void stage_destroy(dt_module *m) { free(m->impl); }
+static void stage_destroy(dt_module *m) {
+    free(m->impl);
+}
 
 /* Parameters of each layer, building and freeing it (for the "parameters" method). */
 static dt_status count_params(int n, const dt_pipe_layer *layers, int64_t *out) {
@@ -158,8 +160,10 @@ static dt_status build_stage(dt_pipe_engine *p, const dt_pipe_layer *layers, uin
         }
         dt_module *m = L->build ? L->build(L->arg) : NULL;
         char name[64];
-        if (L->tied_key) snprintf(name, sizeof name, "tied_%s", L->tied_key);
-        else snprintf(name, sizeof name, "%d", i);
+        if (L->tied_key)
+            snprintf(name, sizeof name, "tied_%s", L->tied_key);
+        else
+            snprintf(name, sizeof name, "%d", i);
         if (!m || dt_module_add_child(p->module, name, m) < 0)
             return dt_error(DT_ERR_CONFIG, "pipeline: layer %d (%s) could not be built: %s", i,
                             L->type ? L->type : "?", dt_last_error());
@@ -179,12 +183,15 @@ static dt_status setup_tied(dt_pipe_engine *p, int n_layers, const dt_pipe_layer
     for (int i = 0; i < n_layers; i++) {
         if (!layers[i].tied_key) continue;
         if (strlen(layers[i].tied_key) >= sizeof p->all_keys[0])
-            return dt_error(DT_ERR_CONFIG, "pipeline: tied key '%s' is too long (at most %zu "
-                                           "characters)",
+            return dt_error(DT_ERR_CONFIG,
+                            "pipeline: tied key '%s' is too long (at most %zu "
+                            "characters)",
                             layers[i].tied_key, sizeof p->all_keys[0] - 1);
         bool seen = false;
-        for (int k = 0; k < p->n_keys && !seen; k++) seen = !strcmp(p->all_keys[k], layers[i].tied_key);
-        if (!seen) snprintf(p->all_keys[p->n_keys++], sizeof p->all_keys[0], "%s", layers[i].tied_key);
+        for (int k = 0; k < p->n_keys && !seen; k++)
+            seen = !strcmp(p->all_keys[k], layers[i].tied_key);
+        if (!seen)
+            snprintf(p->all_keys[p->n_keys++], sizeof p->all_keys[0], "%s", layers[i].tied_key);
     }
     for (int k = 0; k < p->n_keys; k++) {
         tied_mod *t = NULL;
@@ -221,9 +228,10 @@ dt_pipe_engine *dt_pipe_engine_init(int n_layers, const dt_pipe_layer *layers,
     dt_pipe_opts o = opts ? *opts : dt_pipe_defaults();
     if (!o.partition_method) o.partition_method = "parameters";
     if (n_layers < 1 || !layers || !ds_config || !o.loss) {
-        dt_error(DT_ERR_INVALID, "dt_pipe_engine_init: %s", n_layers < 1 || !layers ? "no layers"
-                                                            : !o.loss ? "no loss function"
-                                                                      : "no DeepSpeed config");
+        dt_error(DT_ERR_INVALID, "dt_pipe_engine_init: %s",
+                 n_layers < 1 || !layers ? "no layers"
+                 : !o.loss               ? "no loss function"
+                                         : "no DeepSpeed config");
         return NULL;
     }
     dt_pipe_engine *p = calloc(1, sizeof *p);
@@ -244,8 +252,9 @@ dt_pipe_engine *dt_pipe_engine_init(int n_layers, const dt_pipe_layer *layers,
     if (st == DT_OK) {
         int P = dt_comm_size(p->world), r = dt_comm_rank(p->world);
         if (o.num_stages < 1 || P % o.num_stages)
-            st = dt_error(DT_ERR_CONFIG, "pipeline: %d ranks cannot form %d stages; hint: run a "
-                                         "multiple of num_stages ranks (stages x data-parallel)",
+            st = dt_error(DT_ERR_CONFIG,
+                          "pipeline: %d ranks cannot form %d stages; hint: run a "
+                          "multiple of num_stages ranks (stages x data-parallel)",
                           P, o.num_stages);
         else {
             p->S = o.num_stages;
@@ -277,8 +286,9 @@ dt_pipe_engine *dt_pipe_engine_init(int n_layers, const dt_pipe_layer *layers,
                           c.zero.stage);
     }
     if (st == DT_OK && o.activation_checkpoint_interval < 0)
-        st = dt_error(DT_ERR_CONFIG, "pipeline: activation_checkpoint_interval %d is negative; "
-                                     "hint: 0 turns checkpointing off",
+        st = dt_error(DT_ERR_CONFIG,
+                      "pipeline: activation_checkpoint_interval %d is negative; "
+                      "hint: 0 turns checkpointing off",
                       o.activation_checkpoint_interval);
     if (st == DT_OK) st = build_stage(p, layers, o.seed ? o.seed : 1);
     if (st == DT_OK) p->module->iconf[0] = o.activation_checkpoint_interval;
@@ -287,7 +297,8 @@ dt_pipe_engine *dt_pipe_engine_init(int n_layers, const dt_pipe_layer *layers,
     if (st == DT_OK) st = setup_tied(p, n_layers, layers);
     if (st == DT_OK) {
         dt_engine_opts eo = {.comm = p->dp};
-        if (!(p->eng = dt_engine_init_opts(p->module, ds_config, &eo))) st = dt_last_status();
+        if (!(p->eng = dt_engine_init_opts(p->module, ds_config, &eo)))
+            st = dt_last_status();
         else {
             p->eng->mp_comm = p->pp; /* global gradient norm and overflow over the stages */
             p->eng->pipe_stage = true;
@@ -346,7 +357,7 @@ typedef struct run {
     dt_comm_req **reqs;
     int *req_micro; /* the micro-batch of each send, -1 once completed */
     int nreq;
-    int *owner;     /* per slot: the micro-batch whose tensors are in its arena, -1 none */
+    int *owner; /* per slot: the micro-batch whose tensors are in its arena, -1 none */
     double wait_s;
 } run;
 
@@ -433,8 +444,9 @@ static dt_status exec(run *r, const dt_pipe_instr *in, dt_pipe_data_fn data, voi
         st = data(user, m, p->ctx, in->load & DT_PIPE_INPUTS, &r->in[m], in->load & DT_PIPE_LABELS,
                   &r->labels[m]);
         if (st == DT_OK && (in->load & DT_PIPE_INPUTS) && !r->in[m])
-            st = dt_error(DT_ERR_INVALID, "pipeline: the data function gave no inputs for "
-                                          "micro-batch %d",
+            st = dt_error(DT_ERR_INVALID,
+                          "pipeline: the data function gave no inputs for "
+                          "micro-batch %d",
                           m);
         break;
     case DT_PIPE_RECV_ACT:
@@ -446,17 +458,19 @@ static dt_status exec(run *r, const dt_pipe_instr *in, dt_pipe_data_fn data, voi
         if (y && last) {
             dt_tensor *l = p->loss(y, r->labels[m], p->loss_user);
             if (l && dt_numel(l) != 1)
-                return dt_error(DT_ERR_INVALID, "pipeline: the loss of micro-batch %d has %lld "
-                                                "elements; hint: return a one-element tensor",
+                return dt_error(DT_ERR_INVALID,
+                                "pipeline: the loss of micro-batch %d has %lld "
+                                "elements; hint: return a one-element tensor",
                                 m, (long long)dt_numel(l));
             if (l) r->loss[m] = dt_item(l);
             y = l;
         } else if (y && !dt_is_contiguous(y)) {
             y = dt_contiguous(y);
         }
-        if (!y) return dt_error(dt_last_status() ? dt_last_status() : DT_ERR_STATE,
-                                "pipeline: forward of micro-batch %d on stage %d: %s", m,
-                                p->stage, dt_last_error());
+        if (!y)
+            return dt_error(dt_last_status() ? dt_last_status() : DT_ERR_STATE,
+                            "pipeline: forward of micro-batch %d on stage %d: %s", m, p->stage,
+                            dt_last_error());
         r->out[m] = y;
         break;
     }
@@ -478,9 +492,10 @@ static dt_status exec(run *r, const dt_pipe_instr *in, dt_pipe_data_fn data, voi
     case DT_PIPE_SEND_GRAD: {
         dt_tensor *x = r->in[m];
         if (!x->grad)
-            return dt_error(DT_ERR_STATE, "pipeline: stage %d's input of micro-batch %d got no "
-                                          "gradient; hint: the stage's first layer must use "
-                                          "its input",
+            return dt_error(DT_ERR_STATE,
+                            "pipeline: stage %d's input of micro-batch %d got no "
+                            "gradient; hint: the stage's first layer must use "
+                            "its input",
                             p->stage, m);
         st = post(r, m, x->grad->data, dt_nbytes(x->grad), in->peer, TAG_GRAD);
         break;
@@ -556,8 +571,10 @@ static float run_batch(dt_pipe_engine *p, dt_pipe_data_fn data, void *user, dt_s
         dt__ctx_forget_arena(p->ctx, p->slot_arena[k]);
         dt_arena_reset(p->slot_arena[k]);
     }
-    if (st == DT_OK && train) st = dt__engine_boundary(p->eng, M);
-    else dt_ctx_reset(p->ctx);
+    if (st == DT_OK && train)
+        st = dt__engine_boundary(p->eng, M);
+    else
+        dt_ctx_reset(p->ctx);
     /* the loss: mean over micro-batches and data-parallel ranks, from the last stage to all */
     double loss = 0;
     for (int m = 0; m < M && r.loss; m++) loss += r.loss[m] / M;
@@ -598,17 +615,31 @@ float dt_pipe_eval_batch(dt_pipe_engine *p, dt_pipe_data_fn data, void *user, dt
     return batch_checked(p, data, user, st, false, "dt_pipe_eval_batch");
 }
 
-int dt_pipe_stage_id(const dt_pipe_engine *p) { return p->stage; }
-int dt_pipe_num_stages(const dt_pipe_engine *p) { return p->S; }
-int dt_pipe_dp_rank(const dt_pipe_engine *p) { return p->dp_rank; }
-int dt_pipe_dp_size(const dt_pipe_engine *p) { return p->D; }
+int dt_pipe_stage_id(const dt_pipe_engine *p) {
+    return p->stage;
+}
+int dt_pipe_num_stages(const dt_pipe_engine *p) {
+    return p->S;
+}
+int dt_pipe_dp_rank(const dt_pipe_engine *p) {
+    return p->dp_rank;
+}
+int dt_pipe_dp_size(const dt_pipe_engine *p) {
+    return p->D;
+}
 void dt_pipe_stage_layers(const dt_pipe_engine *p, int *first, int *end) {
     if (first) *first = p->first;
     if (end) *end = p->end;
 }
-dt_module *dt_pipe_stage_module(const dt_pipe_engine *p) { return p->module; }
-dt_engine *dt_pipe_stage_engine(const dt_pipe_engine *p) { return p->eng; }
-double dt_pipe_last_wait_fraction(const dt_pipe_engine *p) { return p->wait_frac; }
+dt_module *dt_pipe_stage_module(const dt_pipe_engine *p) {
+    return p->module;
+}
+dt_engine *dt_pipe_stage_engine(const dt_pipe_engine *p) {
+    return p->eng;
+}
+double dt_pipe_last_wait_fraction(const dt_pipe_engine *p) {
+    return p->wait_frac;
+}
 
 /* ---- checkpoints ----------------------------------------------------------------------------- */
 
@@ -649,8 +680,10 @@ static dt_status consolidate(const dt_pipe_engine *p, const char *tdir, int n_la
     dt_status st = c && names && ts && files ? DT_OK : dt_error(DT_ERR_OOM, "pipeline");
     for (int i = 0; i < nf && st == DT_OK; i++) {
         char path[4300];
-        if (i < n_layers) snprintf(path, sizeof path, "%s/layer_%d.safetensors", tdir, i);
-        else snprintf(path, sizeof path, "%s/tied_%s.safetensors", tdir, p->all_keys[i - n_layers]);
+        if (i < n_layers)
+            snprintf(path, sizeof path, "%s/layer_%d.safetensors", tdir, i);
+        else
+            snprintf(path, sizeof path, "%s/tied_%s.safetensors", tdir, p->all_keys[i - n_layers]);
         if (!(files[i] = dt_safetensors_open(path))) {
             st = dt_last_status();
             break;
@@ -669,8 +702,10 @@ static dt_status consolidate(const dt_pipe_engine *p, const char *tdir, int n_la
             }
             names[n] = dt_safetensors_name(files[i], k);
             ts[n] = dt_safetensors_get(files[i], c, names[n]);
-            if (!ts[n]) st = dt_last_status();
-            else n++;
+            if (!ts[n])
+                st = dt_last_status();
+            else
+                n++;
         }
     }
     if (st == DT_OK) {
@@ -717,7 +752,8 @@ dt_status dt_pipe_save_checkpoint(dt_pipe_engine *p, const char *dir, const char
     snprintf(sdir, sizeof sdir, "%s/stage_%d", tdir, p->stage);
     int64_t *parts = calloc((size_t)p->S + 1, sizeof *parts);
     int n_layers = parts ? n_layers_of(p, parts) : -1;
-    if (local == DT_OK && n_layers < 0) local = dt_error(DT_ERR_COMM, "pipeline checkpoint: layout");
+    if (local == DT_OK && n_layers < 0)
+        local = dt_error(DT_ERR_COMM, "pipeline checkpoint: layout");
     dt_status st = dt__comm_agree(p->world, local, "pipeline save");
     /* each stage's engine: its weights, optimizer shards and counters */
     if (st == DT_OK) st = dt_engine_save_checkpoint(p->eng, sdir, "engine", client_state);
@@ -726,8 +762,8 @@ dt_status dt_pipe_save_checkpoint(dt_pipe_engine *p, const char *dir, const char
         const dt_rng *r = dt_ctx_rng(p->ctx);
         char text[128], path[4400];
         /* as signed 64-bit values: JSON readers take those (the bits round-trip) */
-        snprintf(text, sizeof text, "{\"seed\": %lld, \"counter\": %lld}\n",
-                 (long long)r->seed, (long long)r->counter);
+        snprintf(text, sizeof text, "{\"seed\": %lld, \"counter\": %lld}\n", (long long)r->seed,
+                 (long long)r->counter);
         snprintf(path, sizeof path, "%s/rng.json", sdir);
         st = dt__write_text_atomic(path, text);
     }
@@ -756,14 +792,15 @@ dt_status dt_pipe_save_checkpoint(dt_pipe_engine *p, const char *dir, const char
         local = consolidate(p, tdir, n_layers);
         json_t *parts_j = json_array();
         for (int s = 0; s <= p->S; s++) json_array_append_new(parts_j, json_integer(parts[s]));
-        json_t *j = json_pack("{s:i, s:i, s:i, s:i, s:o, s:I}", "format_version", PIPE_CKPT_VERSION,
-                              "num_stages", p->S, "dp_size", p->D, "n_layers", n_layers,
-                              "partition", parts_j, "global_steps",
-                              (json_int_t)dt_engine_global_steps(p->eng));
+        json_t *j =
+            json_pack("{s:i, s:i, s:i, s:i, s:o, s:I}", "format_version", PIPE_CKPT_VERSION,
+                      "num_stages", p->S, "dp_size", p->D, "n_layers", n_layers, "partition",
+                      parts_j, "global_steps", (json_int_t)dt_engine_global_steps(p->eng));
         char *text = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
         char path[4300];
         snprintf(path, sizeof path, "%s/pipe_state.json", tdir);
-        if (local == DT_OK) local = text ? dt__write_text_atomic(path, text) : dt_error(DT_ERR_OOM, "json");
+        if (local == DT_OK)
+            local = text ? dt__write_text_atomic(path, text) : dt_error(DT_ERR_OOM, "json");
         snprintf(path, sizeof path, "%s/latest", dir);
         if (local == DT_OK) local = dt__write_text_atomic(path, tag);
         free(text);
@@ -788,8 +825,9 @@ dt_status dt_pipe_load_checkpoint(dt_pipe_engine *p, const char *dir, const char
         tagbuf[k] = 0;
         while (k > 0 && (tagbuf[k - 1] == '\n' || tagbuf[k - 1] == ' ')) tagbuf[--k] = 0;
         if (!k)
-            local = dt_error(DT_ERR_IO, "cannot read %s; hint: pass the tag explicitly or check "
-                                        "the checkpoint directory",
+            local = dt_error(DT_ERR_IO,
+                             "cannot read %s; hint: pass the tag explicitly or check "
+                             "the checkpoint directory",
                              path);
         tag = tagbuf;
     }

@@ -28,19 +28,25 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t min64(int64_t a, int64_t b) {
+    return a < b ? a : b;
+}
+static int64_t max64(int64_t a, int64_t b) {
+    return a > b ? a : b;
+}
 
 /* ---- the flat window ----------------------------------------------------------------------- */
 
-static size_t page_size(void) { return (size_t)sysconf(_SC_PAGESIZE); }
+static size_t page_size(void) {
+    return (size_t)sysconf(_SC_PAGESIZE);
+}
 
 static float *map_floats(int64_t n, size_t *bytes) {
     size_t ps = page_size();
     *bytes = ((size_t)n * sizeof(float) + ps - 1) / ps * ps;
     if (!*bytes) *bytes = ps;
-    void *p = mmap(NULL, *bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+    void *p = mmap(NULL, *bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 
@@ -93,8 +99,10 @@ static int group_of(const dt_engine *e, const dt_module *m) {
     while (lo <= hi) { /* groups are in flat order: binary search by start */
         int mid = (lo + hi) / 2;
         if (e->groups[mid].a == a) return mid;
-        if (e->groups[mid].a < a) lo = mid + 1;
-        else hi = mid - 1;
+        if (e->groups[mid].a < a)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
     }
     return -1;
 }
@@ -243,13 +251,14 @@ static void scale(float *g, int64_t n, float k) {
 }
 
 static void prescale(const dt_engine *e, float *g, int64_t n) {
-    if (e->cfg.prescale_gradients) scale(g, n, 1.0f / (float)e->W);
-    else scale(g, n, (float)(1.0 / e->cfg.gradient_predivide_factor));
+    if (e->cfg.prescale_gradients)
+        scale(g, n, 1.0f / (float)e->W);
+    else
+        scale(g, n, (float)(1.0 / e->cfg.gradient_predivide_factor));
 }
 
 static void postscale(const dt_engine *e, float *g, int64_t n) {
-    if (!e->cfg.prescale_gradients)
-        scale(g, n, (float)(e->cfg.gradient_predivide_factor / e->W));
+    if (!e->cfg.prescale_gradients) scale(g, n, (float)(e->cfg.gradient_predivide_factor / e->W));
 }
 
 /* ---- stage 2/3: gradient buckets ----------------------------------------------------------- */
@@ -449,8 +458,8 @@ dt_status dt__zero_reduce(dt_engine *e, float **g, int64_t *gn) {
         *gn = e->n;
     } else if (e->stage == 1) {
         prescale(e, e->grads, e->npad);
-        st = dt_comm_reduce_scatter(e->comm, e->grads, e->grads + e->lo, e->block,
-                                    DT_REDUCE_OP_SUM);
+        st =
+            dt_comm_reduce_scatter(e->comm, e->grads, e->grads + e->lo, e->block, DT_REDUCE_OP_SUM);
         if (st == DT_OK) postscale(e, e->grads + e->lo, e->block);
         *g = e->grads + e->lo;
         *gn = e->block;
@@ -537,9 +546,12 @@ static dt_status nv_step_chunk(void *user, int64_t off, int64_t len, float *cons
         memcpy(p[1 + k], dt_optim_state(o, k, &nm), (size_t)len * sizeof(float));
     }
     /* the new weights for the next forward */
-    if (e->stage < 3) memcpy(e->params + e->lo + off, p[0], (size_t)len * sizeof(float));
-    else if (e->nv_param) return dt__swap_write(e->nv_param, off, p[0], len);
-    else memcpy(e->pshard + off, p[0], (size_t)len * sizeof(float));
+    if (e->stage < 3)
+        memcpy(e->params + e->lo + off, p[0], (size_t)len * sizeof(float));
+    else if (e->nv_param)
+        return dt__swap_write(e->nv_param, off, p[0], len);
+    else
+        memcpy(e->pshard + off, p[0], (size_t)len * sizeof(float));
     return DT_OK;
 }
 
@@ -571,9 +583,12 @@ dt_status dt__zero_update(dt_engine *e, float *g, int64_t gn) {
         st = dt_optim_step(e->opt, e->master, g, gn);
         if (st != DT_OK) return st;
         e->opt_steps++;
-        if (e->stage < 3) memcpy(e->params + e->lo, e->master, (size_t)e->block * sizeof(float));
-        else if (e->nv_param) st = dt__swap_write(e->nv_param, 0, e->master, e->block);
-        else memcpy(e->pshard, e->master, (size_t)e->block * sizeof(float));
+        if (e->stage < 3)
+            memcpy(e->params + e->lo, e->master, (size_t)e->block * sizeof(float));
+        else if (e->nv_param)
+            st = dt__swap_write(e->nv_param, 0, e->master, e->block);
+        else
+            memcpy(e->pshard, e->master, (size_t)e->block * sizeof(float));
         if (st != DT_OK) return st;
     }
     return dt__zero_publish(e);
@@ -592,8 +607,10 @@ dt_status dt__zero_publish(dt_engine *e) {
 }
 
 void dt__zero_clear_grads(dt_engine *e) {
-    if (e->stage <= 1) memset(e->grads, 0, (size_t)e->npad * sizeof(float));
-    else memset(e->gacc, 0, (size_t)e->block * sizeof(float));
+    if (e->stage <= 1)
+        memset(e->grads, 0, (size_t)e->npad * sizeof(float));
+    else
+        memset(e->gacc, 0, (size_t)e->block * sizeof(float));
 }
 
 /* ---- state visiting (checkpoints) ---------------------------------------------------------- */
@@ -641,9 +658,12 @@ dt_status dt__zero_visit_state(dt_engine *e, dt__zero_state_fn fn, void *user, b
     }
     dt_status st = fn(user, 0, e->stage == 0 ? e->n : e->block, ptrs, nptrs);
     if (st != DT_OK || !write || e->stage == 0) return st;
-    if (e->stage < 3) memcpy(e->params + e->lo, e->master, (size_t)e->block * sizeof(float));
-    else if (e->nv_param) st = dt__swap_write(e->nv_param, 0, e->master, e->block);
-    else memcpy(e->pshard, e->master, (size_t)e->block * sizeof(float));
+    if (e->stage < 3)
+        memcpy(e->params + e->lo, e->master, (size_t)e->block * sizeof(float));
+    else if (e->nv_param)
+        st = dt__swap_write(e->nv_param, 0, e->master, e->block);
+    else
+        memcpy(e->pshard, e->master, (size_t)e->block * sizeof(float));
     return st;
 }
 
@@ -653,8 +673,9 @@ static dt_status state_buffer(dt_engine *e, dt_device *dev, dt_mem_category cat,
                               const char *what) {
     *out = dt_mem_alloc(dev, cat, (size_t)e->block * sizeof(float));
     if (!*out)
-        return dt_error(DT_ERR_OOM, "engine: no memory for the %s (%lld floats on %s): %s; hint: "
-                                    "use a higher ZeRO stage, offload, or raise the budget",
+        return dt_error(DT_ERR_OOM,
+                        "engine: no memory for the %s (%lld floats on %s): %s; hint: "
+                        "use a higher ZeRO stage, offload, or raise the budget",
                         what, (long long)e->block, dt_device_name(dev), dt_last_error());
     memset(*out, 0, (size_t)e->block * sizeof(float));
     return DT_OK;
@@ -671,7 +692,8 @@ dt_status dt__zero_setup(dt_engine *e) {
     e->stage = z->stage;
     e->params = map_floats(e->npad, &e->map_bytes);
     e->grads = e->params ? map_floats(e->npad, &e->map_bytes) : NULL;
-    if (!e->grads) return dt_error(DT_ERR_OOM, "engine: cannot map %lld floats", (long long)e->npad);
+    if (!e->grads)
+        return dt_error(DT_ERR_OOM, "engine: cannot map %lld floats", (long long)e->npad);
     float *mp = dt_module_flat_params(e->model, NULL);
     memcpy(e->params, mp, (size_t)e->n * sizeof(float));
     dt__module_rebind(e->model, e->params, e->grads, false);
@@ -743,13 +765,15 @@ dt_status dt__zero_setup(dt_engine *e) {
     }
     if (e->nv_master) {
         for (int i = 0; i < 2 * (1 + e->n_opt_states); i++) {
-            e->nv_bufs[i] = dt_mem_alloc(e->host, DT_MEM_OTHER, (size_t)e->nv_chunk * sizeof(float));
+            e->nv_bufs[i] =
+                dt_mem_alloc(e->host, DT_MEM_OTHER, (size_t)e->nv_chunk * sizeof(float));
             if (!e->nv_bufs[i]) return dt_error(DT_ERR_OOM, "engine: nvme buffers");
         }
         dt_swap *stores[3];
         nv_stores(e, stores);
         for (int i = 1; i <= e->n_opt_states; i++) {
-            stores[i] = open_swap(e, z->offload_optimizer_nvme_path, i == 1 ? "exp_avg" : "exp_avg_sq");
+            stores[i] =
+                open_swap(e, z->offload_optimizer_nvme_path, i == 1 ? "exp_avg" : "exp_avg_sq");
             if (!stores[i]) return dt_last_status();
         }
         e->nv_m = stores[1];
@@ -784,8 +808,8 @@ void dt__zero_teardown(dt_engine *e) {
         float *gr = p ? dt_mem_alloc(e->dev, DT_MEM_GRADS, (size_t)e->n * sizeof(float)) : NULL;
         if (p && gr) {
             memcpy(p, e->params, (size_t)e->n * sizeof(float));
-            if (st != DT_OK) dt_log(DT_LOG_WARN, "engine: weights not gathered at free: %s",
-                                    dt_last_error());
+            if (st != DT_OK)
+                dt_log(DT_LOG_WARN, "engine: weights not gathered at free: %s", dt_last_error());
             memset(gr, 0, (size_t)e->n * sizeof(float));
             dt__module_rebind(e->model, p, gr, true);
         } else {
@@ -810,10 +834,12 @@ void dt__zero_teardown(dt_engine *e) {
     if (e->master) dt_mem_free(odev, DT_MEM_OPTIM, e->master, bb);
     if (e->gacc) dt_mem_free(odev, DT_MEM_GRADS, e->gacc, bb);
     if (e->pshard)
-        dt_mem_free(z->offload_param == DT_OFFLOAD_CPU ? e->host : e->dev, DT_MEM_PARAMS, e->pshard, bb);
+        dt_mem_free(z->offload_param == DT_OFFLOAD_CPU ? e->host : e->dev, DT_MEM_PARAMS, e->pshard,
+                    bb);
     if (e->pack) dt_mem_free(e->dev, DT_MEM_COMM, e->pack, (size_t)e->pack_cap * sizeof(float));
     for (int i = 0; i < 8; i++)
-        if (e->nv_bufs[i]) dt_mem_free(e->host, DT_MEM_OTHER, e->nv_bufs[i], (size_t)e->nv_chunk * 4);
+        if (e->nv_bufs[i])
+            dt_mem_free(e->host, DT_MEM_OTHER, e->nv_bufs[i], (size_t)e->nv_chunk * 4);
     dt_optim_free(e->opt_tail);
     dt__swap_close(e->nv_master);
     dt__swap_close(e->nv_m);

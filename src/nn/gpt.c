@@ -196,7 +196,9 @@ dt_module *dt_gpt_embedding(const dt_gpt_config *cfg) {
     return m;
 }
 
-dt_module *dt_gpt_block(const dt_gpt_config *cfg) { return valid_config(cfg) ? gpt_block(cfg) : NULL; }
+dt_module *dt_gpt_block(const dt_gpt_config *cfg) {
+    return valid_config(cfg) ? gpt_block(cfg) : NULL;
+}
 
 dt_module *dt_gpt_head(const dt_gpt_config *cfg) {
     if (!valid_config(cfg)) return NULL;

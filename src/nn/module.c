@@ -16,8 +16,8 @@ typedef struct named {
 struct dt_flat {
     dt_ctx *ctx;
     float *params, *grads;
-    int64_t n;      /* elements including padding */
-    int64_t nreal;  /* elements excluding padding */
+    int64_t n;     /* elements including padding */
+    int64_t nreal; /* elements excluding padding */
     named *list;
     int count;
     bool borrowed; /* params/grads belong to someone else (dt__module_rebind) */
@@ -79,8 +79,12 @@ int dt_module_add_child(dt_module *m, const char *name, dt_module *child) {
     return m->n_children++;
 }
 
-dt_tensor *dt_module_param(dt_module *m, int i) { return m->params[i].t; }
-dt_module *dt_module_child(dt_module *m, int i) { return m->children[i]; }
+dt_tensor *dt_module_param(dt_module *m, int i) {
+    return m->params[i].t;
+}
+dt_module *dt_module_child(dt_module *m, int i) {
+    return m->children[i];
+}
 
 static void free_flat(struct dt_flat *f) {
     if (!f) return;
@@ -159,8 +163,7 @@ static dt_tensor *make_view(dt_ctx *ctx, const dt_param *p, float *base) {
 }
 
 dt_status dt_module_build(dt_module *root, dt_ctx *ctx, uint64_t seed) {
-    if (root->flat)
-        return dt_error(DT_ERR_STATE, "module %s is already built", root->type);
+    if (root->flat) return dt_error(DT_ERR_STATE, "module %s is already built", root->type);
     if (root->parent)
         return dt_error(DT_ERR_STATE, "build the root module, not a child (%s)", root->name);
     int64_t n = 0, real = 0;
@@ -180,15 +183,18 @@ dt_status dt_module_build(dt_module *root, dt_ctx *ctx, uint64_t seed) {
     f->count = count;
     dt_device *dev = dt_ctx_device(ctx);
     f->params = dt_mem_alloc(dev, DT_MEM_PARAMS, (size_t)(n ? n : 1) * sizeof(float));
-    f->grads = f->params ? dt_mem_alloc(dev, DT_MEM_GRADS, (size_t)(n ? n : 1) * sizeof(float)) : NULL;
+    f->grads =
+        f->params ? dt_mem_alloc(dev, DT_MEM_GRADS, (size_t)(n ? n : 1) * sizeof(float)) : NULL;
     if (!f->grads) {
         dt_status st = dt_last_status();
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", dt_last_error());
-        if (f->params) dt_mem_free(dev, DT_MEM_PARAMS, f->params, (size_t)(n ? n : 1) * sizeof(float));
+        if (f->params)
+            dt_mem_free(dev, DT_MEM_PARAMS, f->params, (size_t)(n ? n : 1) * sizeof(float));
         free(list);
         free(f);
-        return dt_error(st, "building %s with %lld parameters: %s", root->type, (long long)real, msg);
+        return dt_error(st, "building %s with %lld parameters: %s", root->type, (long long)real,
+                        msg);
     }
     if (!n) f->n = 1; /* keep the allocation size consistent for free_flat */
     int64_t off = 0, r2 = 0;
@@ -201,10 +207,17 @@ dt_status dt_module_build(dt_module *root, dt_ctx *ctx, uint64_t seed) {
         float *dst = f->params + p->offset;
         int64_t k = numel_of(p);
         switch (p->init) {
-        case DT_INIT_ZEROS: break;
-        case DT_INIT_ONES: for (int64_t j = 0; j < k; j++) dst[j] = 1.f; break;
-        case DT_INIT_UNIFORM: dt_rng_fill_uniform(&rng, dst, k, p->a, p->b); break;
-        case DT_INIT_NORMAL: dt_rng_fill_normal(&rng, dst, k, p->a, p->b); break;
+        case DT_INIT_ZEROS:
+            break;
+        case DT_INIT_ONES:
+            for (int64_t j = 0; j < k; j++) dst[j] = 1.f;
+            break;
+        case DT_INIT_UNIFORM:
+            dt_rng_fill_uniform(&rng, dst, k, p->a, p->b);
+            break;
+        case DT_INIT_NORMAL:
+            dt_rng_fill_normal(&rng, dst, k, p->a, p->b);
+            break;
         }
         p->t = make_view(ctx, p, f->params);
         dt_tensor *g = p->t ? make_view(ctx, p, f->grads) : NULL;
@@ -232,8 +245,9 @@ dt_tensor *dt_module_forward(dt_module *m, dt_tensor *x) {
         return NULL;
     }
     if (m->n_params && !m->params[0].t) {
-        dt_error(DT_ERR_STATE, "module %s '%s' has no parameters yet; hint: call "
-                               "dt_module_build(root, ctx, seed) first",
+        dt_error(DT_ERR_STATE,
+                 "module %s '%s' has no parameters yet; hint: call "
+                 "dt_module_build(root, ctx, seed) first",
                  m->type, m->name);
         return NULL;
     }
@@ -251,7 +265,9 @@ int64_t dt_module_num_params(const dt_module *root) {
     return real;
 }
 
-int dt_module_param_count(const dt_module *root) { return root->flat ? root->flat->count : 0; }
+int dt_module_param_count(const dt_module *root) {
+    return root->flat ? root->flat->count : 0;
+}
 
 const char *dt_module_param_name(const dt_module *root, int i) {
     return root->flat && i >= 0 && i < root->flat->count ? root->flat->list[i].name : NULL;
@@ -300,4 +316,6 @@ void dt_module_zero_grad(dt_module *root) {
     if (root->flat) memset(root->flat->grads, 0, (size_t)root->flat->n * sizeof(float));
 }
 
-dt_ctx *dt_module_ctx(const dt_module *root) { return root->flat ? root->flat->ctx : NULL; }
+dt_ctx *dt_module_ctx(const dt_module *root) {
+    return root->flat ? root->flat->ctx : NULL;
+}

@@ -132,12 +132,14 @@ static dt_status run_backward_from(dt_tensor *out, int64_t lo, int64_t kbase) {
      * contribute to its gradient. */
     int64_t i = ctx->tape_len - 1;
     while (i >= 0 && ctx->tape[i] != out->node) i--;
-    if (i < 0) return dt_error(DT_ERR_STATE, "backward: the tape was reset since this tensor was made");
+    if (i < 0)
+        return dt_error(DT_ERR_STATE, "backward: the tape was reset since this tensor was made");
     /* marks at positions past the output's node belong to later forward work: skipped */
     int64_t k = ctx->n_marks - 1;
     while (k >= 0 && ctx->marks[k].pos > i) k--;
     for (; i >= lo; i--) {
-        for (; k >= kbase && ctx->marks[k].pos > i; k--) ctx->marks[k].fn(ctx->marks[k].user, ctx->marks[k].arg);
+        for (; k >= kbase && ctx->marks[k].pos > i; k--)
+            ctx->marks[k].fn(ctx->marks[k].user, ctx->marks[k].arg);
         dt_node *n = ctx->tape[i];
         if (!n->out->grad) continue; /* no gradient reached this node */
         if (dt_last_status() == DT_ERR_OOM) return DT_ERR_OOM;
@@ -149,14 +151,16 @@ static dt_status run_backward_from(dt_tensor *out, int64_t lo, int64_t kbase) {
         dt_tensor *g = n->out->grad;
         n->out->grad = NULL;
         if (g) pool_put(ctx, g->data, dt_nbytes(g));
-        ctx->flops_bwd += n->op->bwd_flops ? n->op->bwd_flops(n)
-                                           : (n->op->flops ? 2 * n->op->flops(n) : 0);
+        ctx->flops_bwd +=
+            n->op->bwd_flops ? n->op->bwd_flops(n) : (n->op->flops ? 2 * n->op->flops(n) : 0);
     }
     for (; k >= kbase; k--) ctx->marks[k].fn(ctx->marks[k].user, ctx->marks[k].arg);
     return dt_last_status() == DT_ERR_OOM ? DT_ERR_OOM : DT_OK;
 }
 
-static dt_status run_backward(dt_tensor *out) { return run_backward_from(out, 0, 0); }
+static dt_status run_backward(dt_tensor *out) {
+    return run_backward_from(out, 0, 0);
+}
 
 dt_status dt__backward_range(dt_tensor *out, const float *grad, int64_t lo, int64_t kbase) {
     float *g = dt__grad_f32(out);
@@ -167,8 +171,9 @@ dt_status dt__backward_range(dt_tensor *out, const float *grad, int64_t lo, int6
 }
 
 dt_status dt_backward(dt_tensor *loss) {
-    if (!loss) return dt_error(DT_ERR_INVALID, "backward: loss is NULL (an earlier op failed: %s)",
-                               dt_last_error());
+    if (!loss)
+        return dt_error(DT_ERR_INVALID, "backward: loss is NULL (an earlier op failed: %s)",
+                        dt_last_error());
     if (dt_numel(loss) != 1) {
         char b[96];
         return dt_error(DT_ERR_INVALID,
@@ -204,7 +209,9 @@ dt_status dt_backward_with(dt_tensor *out, const dt_tensor *grad_out) {
 extern const dt_op_def *const __start_dt_ops[];
 extern const dt_op_def *const __stop_dt_ops[];
 
-int dt_op_count(void) { return (int)(__stop_dt_ops - __start_dt_ops); }
+int dt_op_count(void) {
+    return (int)(__stop_dt_ops - __start_dt_ops);
+}
 
 const char *dt_op_name(int i) {
     if (i < 0 || i >= dt_op_count()) return NULL;

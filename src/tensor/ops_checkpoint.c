@@ -47,8 +47,9 @@ static void checkpoint_backward(dt_node *n) {
         int64_t k = dt_numel(x);
         for (int64_t i = 0; i < k; i++) gx[i] += g[i];
     } else if (!y || dt_numel(y) != dt_numel(n->out)) {
-        dt_error(DT_ERR_STATE, "checkpoint: recomputing the segment failed or changed its "
-                               "output size: %s",
+        dt_error(DT_ERR_STATE,
+                 "checkpoint: recomputing the segment failed or changed its "
+                 "output size: %s",
                  dt_last_error());
     }
     /* tensors from outside the segment (leaves such as weights passed in `user`) whose first
@@ -115,7 +116,9 @@ static int64_t checkpoint_flops(const dt_node *n) {
     return n->iattr[0]; /* fn's forward FLOPs (the backward recomputes them and more) */
 }
 
-static int64_t checkpoint_bwd_flops(const dt_node *n) { return 3 * n->iattr[0]; }
+static int64_t checkpoint_bwd_flops(const dt_node *n) {
+    return 3 * n->iattr[0];
+}
 
 DT_OP(op_checkpoint, "checkpoint", checkpoint_backward, checkpoint_flops, checkpoint_bwd_flops);
 

@@ -13,19 +13,23 @@
 static const size_t dtype_sizes[DT_DTYPE_COUNT] = {4, 2, 2, 4, 8};
 static const char *dtype_names[DT_DTYPE_COUNT] = {"f32", "bf16", "f16", "i32", "i64"};
 
-size_t dt_dtype_size(dt_dtype t) { return t < DT_DTYPE_COUNT ? dtype_sizes[t] : 0; }
-const char *dt_dtype_name(dt_dtype t) { return t < DT_DTYPE_COUNT ? dtype_names[t] : "?"; }
+size_t dt_dtype_size(dt_dtype t) {
+    return t < DT_DTYPE_COUNT ? dtype_sizes[t] : 0;
+}
+const char *dt_dtype_name(dt_dtype t) {
+    return t < DT_DTYPE_COUNT ? dtype_names[t] : "?";
+}
 
 dt_dtype dt_dtype_from_name(const char *s) {
     static const struct {
         const char *n;
         dt_dtype t;
-    } tab[] = {{"f32", DT_DTYPE_F32},      {"fp32", DT_DTYPE_F32},     {"float32", DT_DTYPE_F32},
-               {"F32", DT_DTYPE_F32},      {"bf16", DT_DTYPE_BF16},    {"bfloat16", DT_DTYPE_BF16},
-               {"BF16", DT_DTYPE_BF16},    {"f16", DT_DTYPE_F16},      {"fp16", DT_DTYPE_F16},
-               {"float16", DT_DTYPE_F16},  {"F16", DT_DTYPE_F16},      {"i32", DT_DTYPE_I32},
-               {"int32", DT_DTYPE_I32},    {"I32", DT_DTYPE_I32},      {"i64", DT_DTYPE_I64},
-               {"int64", DT_DTYPE_I64},    {"I64", DT_DTYPE_I64}};
+    } tab[] = {{"f32", DT_DTYPE_F32},     {"fp32", DT_DTYPE_F32},  {"float32", DT_DTYPE_F32},
+               {"F32", DT_DTYPE_F32},     {"bf16", DT_DTYPE_BF16}, {"bfloat16", DT_DTYPE_BF16},
+               {"BF16", DT_DTYPE_BF16},   {"f16", DT_DTYPE_F16},   {"fp16", DT_DTYPE_F16},
+               {"float16", DT_DTYPE_F16}, {"F16", DT_DTYPE_F16},   {"i32", DT_DTYPE_I32},
+               {"int32", DT_DTYPE_I32},   {"I32", DT_DTYPE_I32},   {"i64", DT_DTYPE_I64},
+               {"int64", DT_DTYPE_I64},   {"I64", DT_DTYPE_I64}};
     for (size_t i = 0; s && i < sizeof tab / sizeof tab[0]; i++)
         if (!strcmp(s, tab[i].n)) return tab[i].t;
     return DT_DTYPE_COUNT;
@@ -72,8 +76,12 @@ void dt_ctx_free(dt_ctx *c) {
     free(c);
 }
 
-dt_device *dt_ctx_device(dt_ctx *c) { return c->dev; }
-dt_arena *dt_ctx_arena(dt_ctx *c) { return c->arena; }
+dt_device *dt_ctx_device(dt_ctx *c) {
+    return c->dev;
+}
+dt_arena *dt_ctx_arena(dt_ctx *c) {
+    return c->arena;
+}
 
 dt_arena *dt__ctx_swap_arena(dt_ctx *c, dt_arena *a) {
     dt_arena *prev = c->arena;
@@ -94,7 +102,9 @@ void dt__ctx_forget_arena(dt_ctx *c, const dt_arena *a) {
     c->grad_pool.n = 0;
     c->n_carry = 0;
 }
-dt_rng *dt_ctx_rng(dt_ctx *c) { return &c->rng; }
+dt_rng *dt_ctx_rng(dt_ctx *c) {
+    return &c->rng;
+}
 
 void dt_ctx_reset(dt_ctx *c) {
     c->tape_len = 0;
@@ -109,23 +119,38 @@ bool dt_set_grad_enabled(dt_ctx *c, bool on) {
     c->grad_enabled = on;
     return prev;
 }
-bool dt_grad_enabled(const dt_ctx *c) { return c->grad_enabled; }
-void dt_ctx_set_training(dt_ctx *c, bool on) { c->training = on; }
-bool dt_ctx_training(const dt_ctx *c) { return c->training; }
+bool dt_grad_enabled(const dt_ctx *c) {
+    return c->grad_enabled;
+}
+void dt_ctx_set_training(dt_ctx *c, bool on) {
+    c->training = on;
+}
+bool dt_ctx_training(const dt_ctx *c) {
+    return c->training;
+}
 
 dt_status dt_ctx_set_autocast(dt_ctx *c, dt_dtype t) {
     if (t != DT_DTYPE_F32 && t != DT_DTYPE_BF16)
-        return dt_error(DT_ERR_INVALID, "autocast supports f32 and bf16, not %s; hint: use fp16 "
-                                        "storage with a loss scaler instead",
+        return dt_error(DT_ERR_INVALID,
+                        "autocast supports f32 and bf16, not %s; hint: use fp16 "
+                        "storage with a loss scaler instead",
                         dt_dtype_name(t));
     c->autocast = t;
     return DT_OK;
 }
-dt_dtype dt_ctx_autocast(const dt_ctx *c) { return c->autocast; }
+dt_dtype dt_ctx_autocast(const dt_ctx *c) {
+    return c->autocast;
+}
 
-dt_flops dt_ctx_flops(const dt_ctx *c) { return (dt_flops){c->flops_fwd, c->flops_bwd}; }
-void dt_ctx_flops_reset(dt_ctx *c) { c->flops_fwd = c->flops_bwd = 0; }
-int64_t dt_ctx_tape_len(const dt_ctx *c) { return c->tape_len; }
+dt_flops dt_ctx_flops(const dt_ctx *c) {
+    return (dt_flops){c->flops_fwd, c->flops_bwd};
+}
+void dt_ctx_flops_reset(dt_ctx *c) {
+    c->flops_fwd = c->flops_bwd = 0;
+}
+int64_t dt_ctx_tape_len(const dt_ctx *c) {
+    return c->tape_len;
+}
 
 /* ---- tensors ---- */
 
@@ -135,7 +160,9 @@ int64_t dt_numel(const dt_tensor *t) {
     return n;
 }
 
-size_t dt_nbytes(const dt_tensor *t) { return (size_t)dt_numel(t) * dt_dtype_size(t->dtype); }
+size_t dt_nbytes(const dt_tensor *t) {
+    return (size_t)dt_numel(t) * dt_dtype_size(t->dtype);
+}
 
 bool dt_is_contiguous(const dt_tensor *t) {
     int64_t s = 1;
@@ -279,14 +306,17 @@ void dt_set_requires_grad(dt_tensor *t, bool on) {
     else
         t->flags &= ~(uint32_t)DT_TENSOR_REQUIRES_GRAD;
 }
-bool dt_requires_grad(const dt_tensor *t) { return t && (t->flags & DT_TENSOR_REQUIRES_GRAD); }
+bool dt_requires_grad(const dt_tensor *t) {
+    return t && (t->flags & DT_TENSOR_REQUIRES_GRAD);
+}
 
 dt_tensor *dt__need_f32(dt_tensor *t, const char *op) {
     if (!t) return NULL;
     if (t->dtype != DT_DTYPE_F32) {
         char b[96];
-        dt_error(DT_ERR_INVALID, "%s: expected an f32 tensor, got %s; hint: convert with "
-                                 "dt_to_dtype(t, DT_DTYPE_F32)",
+        dt_error(DT_ERR_INVALID,
+                 "%s: expected an f32 tensor, got %s; hint: convert with "
+                 "dt_to_dtype(t, DT_DTYPE_F32)",
                  op, dt_shape_str(t, b, sizeof b));
         return NULL;
     }
@@ -307,7 +337,7 @@ static inline uint16_t bf16_one(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);                                         /* nearest even */
+    u += 0x7fffu + ((u >> 16) & 1u);                                          /* nearest even */
     return (uint16_t)(u >> 16);
 }
 
@@ -373,7 +403,8 @@ void dt_f16_to_f32(const uint16_t *src, float *dst, int64_t n) {
 
 static double load_as_double(const void *base, dt_dtype t, int64_t i) {
     switch (t) {
-    case DT_DTYPE_F32: return ((const float *)base)[i];
+    case DT_DTYPE_F32:
+        return ((const float *)base)[i];
     case DT_DTYPE_BF16: {
         float f;
         dt_bf16_to_f32((const uint16_t *)base + i, &f, 1);
@@ -384,15 +415,20 @@ static double load_as_double(const void *base, dt_dtype t, int64_t i) {
         dt_f16_to_f32((const uint16_t *)base + i, &f, 1);
         return f;
     }
-    case DT_DTYPE_I32: return ((const int32_t *)base)[i];
-    case DT_DTYPE_I64: return (double)((const int64_t *)base)[i];
-    default: return 0;
+    case DT_DTYPE_I32:
+        return ((const int32_t *)base)[i];
+    case DT_DTYPE_I64:
+        return (double)((const int64_t *)base)[i];
+    default:
+        return 0;
     }
 }
 
 static void store_from_double(void *base, dt_dtype t, int64_t i, double v) {
     switch (t) {
-    case DT_DTYPE_F32: ((float *)base)[i] = (float)v; break;
+    case DT_DTYPE_F32:
+        ((float *)base)[i] = (float)v;
+        break;
     case DT_DTYPE_BF16: {
         float f = (float)v;
         dt_f32_to_bf16(&f, (uint16_t *)base + i, 1);
@@ -403,9 +439,14 @@ static void store_from_double(void *base, dt_dtype t, int64_t i, double v) {
         dt_f32_to_f16(&f, (uint16_t *)base + i, 1);
         break;
     }
-    case DT_DTYPE_I32: ((int32_t *)base)[i] = (int32_t)v; break;
-    case DT_DTYPE_I64: ((int64_t *)base)[i] = (int64_t)v; break;
-    default: break;
+    case DT_DTYPE_I32:
+        ((int32_t *)base)[i] = (int32_t)v;
+        break;
+    case DT_DTYPE_I64:
+        ((int64_t *)base)[i] = (int64_t)v;
+        break;
+    default:
+        break;
     }
 }
 
@@ -487,10 +528,13 @@ void dt_fill_(dt_tensor *t, float v) {
         for (int64_t i = 0; i < n; i++) d[c ? i : strided_offset(t, i)] = v;
         return;
     }
-    for (int64_t i = 0; i < n; i++) store_from_double(t->data, t->dtype, c ? i : strided_offset(t, i), v);
+    for (int64_t i = 0; i < n; i++)
+        store_from_double(t->data, t->dtype, c ? i : strided_offset(t, i), v);
 }
 
-void *dt__scratch(dt_ctx *ctx, size_t bytes) { return dt_arena_alloc_raw(ctx->arena, bytes); }
+void *dt__scratch(dt_ctx *ctx, size_t bytes) {
+    return dt_arena_alloc_raw(ctx->arena, bytes);
+}
 
 int dt__norm_dim(int dim, int ndim, const char *op) {
     int d = dim < 0 ? dim + ndim : dim;

@@ -25,7 +25,9 @@ static json_t *cfgf(const char *fmt, ...) {
     return j;
 }
 
-static bool err_has(const char *s) { return strstr(dt_last_error(), s) != NULL; }
+static bool err_has(const char *s) {
+    return strstr(dt_last_error(), s) != NULL;
+}
 
 static dt_module *mlp(void) {
     dt_ctx *c = dt_ctx_new(NULL, 1);
@@ -49,8 +51,9 @@ static dt_tensor *mlp_loss(dt_engine *e, int64_t step, float boost) {
         for (int k = 0; k < 8; k++) x[b * 8 + k] = cosf(0.3f * (float)((step * 4 + b) * (k + 2)));
         y[b] = (step + b) % 3;
     }
-    dt_tensor *l = dt_cross_entropy(dt_engine_forward(e, dt_tensor_from_f32(c, 2, (int64_t[]){4, 8}, x)),
-                                    dt_tensor_from_i64(c, 1, (int64_t[]){4}, y), -100);
+    dt_tensor *l =
+        dt_cross_entropy(dt_engine_forward(e, dt_tensor_from_f32(c, 2, (int64_t[]){4, 8}, x)),
+                         dt_tensor_from_i64(c, 1, (int64_t[]){4}, y), -100);
     return boost == 1.0f ? l : dt_mul(l, dt_scalar(c, boost));
 }
 
@@ -139,9 +142,10 @@ static double gpt_loss_after(bool bf16, int steps) {
     dt_ctx *c = dt_ctx_new(NULL, 1);
     dt_module *m = dt_model_gpt(&g);
     dt_module_build(m, c, 9);
-    json_t *j = cfgf("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"AdamW\", \"params\":"
-                     " {\"lr\": 0.003}}, \"bf16\": {\"enabled\": %s}, \"steps_per_print\": 1000000}",
-                     bf16 ? "true" : "false");
+    json_t *j =
+        cfgf("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"AdamW\", \"params\":"
+             " {\"lr\": 0.003}}, \"bf16\": {\"enabled\": %s}, \"steps_per_print\": 1000000}",
+             bf16 ? "true" : "false");
     dt_engine *e = dt_engine_init(m, j);
     json_decref(j);
     double last = NAN;
@@ -177,7 +181,8 @@ static void test_nvme_files(void) {
     json_t *j = cfgf("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"AdamW\"},"
                      " \"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": {\"device\":"
                      " \"nvme\", \"nvme_path\": \"%s\"}, \"offload_param\": {\"device\": \"nvme\","
-                     " \"nvme_path\": \"%s\"}}, \"steps_per_print\": 1000000}", nv, nv);
+                     " \"nvme_path\": \"%s\"}}, \"steps_per_print\": 1000000}",
+                     nv, nv);
     dt_module *m = mlp();
     int64_t n;
     dt_module_flat_params(m, &n);
@@ -217,7 +222,8 @@ static void test_config_errors(void) {
           dt_last_status() == DT_ERR_IO && err_has("/nonexistent/ds_config.json"));
     CHECK(dt_engine_init_file(m, "{\"train_batch_size\": 4,}") == NULL &&
           dt_last_status() == DT_ERR_CONFIG && err_has("malformed JSON"));
-    dt_engine *ef = dt_engine_init_file(m, "{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"SGD\"}}");
+    dt_engine *ef =
+        dt_engine_init_file(m, "{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"SGD\"}}");
     CHECK(ef != NULL && dt_engine_train_batch_size(ef) == 4);
     dt_engine_free(ef);
     j = cfgf("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Adam\"},"
@@ -276,7 +282,8 @@ static void test_checkpoint_errors(void) {
         fputc(0x55, f);
         fclose(f);
     }
-    CHECK(dt_engine_load_checkpoint(e, dir, NULL, NULL, NULL) == DT_ERR_FORMAT && err_has("checksum"));
+    CHECK(dt_engine_load_checkpoint(e, dir, NULL, NULL, NULL) == DT_ERR_FORMAT &&
+          err_has("checksum"));
     CHECK(memcmp(keep, p, (size_t)n * sizeof *keep) == 0 && dt_engine_global_steps(e) == 3);
     /* weights only still load (the damaged shard is not read) */
     dt_engine_load_opts o = dt_engine_load_defaults();
@@ -338,8 +345,10 @@ static void resume_config(const char *cfg_text, const char *what) {
         dt_engine_free(e);
         float *p = dt_module_flat_params(m, &n), *w = malloc((size_t)n * sizeof *w);
         memcpy(w, p, (size_t)n * sizeof *w);
-        if (pass) got = w;
-        else ref = w;
+        if (pass)
+            got = w;
+        else
+            ref = w;
         free_model(m);
     }
     CHECK_MSG(ref && got && memcmp(ref, got, (size_t)n * sizeof *ref) == 0,
@@ -351,18 +360,21 @@ static void resume_config(const char *cfg_text, const char *what) {
 
 static void test_resume_exact(void) {
     char nv[300], cfg[1200];
-    resume_config("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"AdamW\"},"
-                  " \"fp16\": {\"enabled\": true, \"initial_scale_power\": 10, \"loss_scale_window\": 2},"
-                  " \"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": {\"total_num_steps\": 10,"
-                  " \"warmup_num_steps\": 2}}, \"zero_optimization\": {\"stage\": 1},"
-                  " \"steps_per_print\": 1000000}", "fp16_stage1");
+    resume_config(
+        "{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"AdamW\"},"
+        " \"fp16\": {\"enabled\": true, \"initial_scale_power\": 10, \"loss_scale_window\": 2},"
+        " \"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": {\"total_num_steps\": 10,"
+        " \"warmup_num_steps\": 2}}, \"zero_optimization\": {\"stage\": 1},"
+        " \"steps_per_print\": 1000000}",
+        "fp16_stage1");
     snprintf(nv, sizeof nv, "%s/nvme_resume", g_tmp);
     snprintf(cfg, sizeof cfg,
              "{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Adam\"},"
              " \"zero_optimization\": {\"stage\": 3, \"stage3_param_persistence_threshold\": 0,"
              " \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"%s\"},"
              " \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"%s\"}},"
-             " \"steps_per_print\": 1000000}", nv, nv);
+             " \"steps_per_print\": 1000000}",
+             nv, nv);
     resume_config(cfg, "nvme_stage3");
     resume_config("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"SGD\", \"params\":"
                   " {\"lr\": 0.05, \"momentum\": 0.9}}, \"zero_optimization\": {\"stage\": 2,"
@@ -375,10 +387,12 @@ static void test_resume_exact(void) {
 static void test_flops_profiler(void) {
     char out[400];
     snprintf(out, sizeof out, "%s/profile.txt", g_tmp);
-    json_t *j = cfgf("{\"train_batch_size\": 8, \"gradient_accumulation_steps\": 2,"
-                     " \"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 2},"
-                     " \"flops_profiler\": {\"enabled\": true, \"profile_step\": 2, \"top_modules\": 3,"
-                     " \"output_file\": \"%s\"}, \"steps_per_print\": 1000000}", out);
+    json_t *j =
+        cfgf("{\"train_batch_size\": 8, \"gradient_accumulation_steps\": 2,"
+             " \"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 2},"
+             " \"flops_profiler\": {\"enabled\": true, \"profile_step\": 2, \"top_modules\": 3,"
+             " \"output_file\": \"%s\"}, \"steps_per_print\": 1000000}",
+             out);
     dt_module *m = mlp();
     dt_engine *e = dt_engine_init(m, j);
     json_decref(j);

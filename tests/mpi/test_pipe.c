@@ -23,16 +23,27 @@
 static dt_comm *g_world;
 static char g_tmp[256];
 
-static dt_module *lin_in(void *a) { (void)a; return dt_nn_linear(DIM, HID, true); }
-static dt_module *lin_hid(void *a) { (void)a; return dt_nn_linear(HID, HID, true); }
-static dt_module *lin_out(void *a) { (void)a; return dt_nn_linear(HID, CLASSES, true); }
-static dt_module *relu(void *a) { (void)a; return dt_nn_relu(); }
+static dt_module *lin_in(void *a) {
+    (void)a;
+    return dt_nn_linear(DIM, HID, true);
+}
+static dt_module *lin_hid(void *a) {
+    (void)a;
+    return dt_nn_linear(HID, HID, true);
+}
+static dt_module *lin_out(void *a) {
+    (void)a;
+    return dt_nn_linear(HID, CLASSES, true);
+}
+static dt_module *relu(void *a) {
+    (void)a;
+    return dt_nn_relu();
+}
 
 static const dt_pipe_layer LAYERS[] = {
     {.type = "Linear", .build = lin_in},  {.type = "ReLU", .build = relu},
-    {.type = "Linear", .build = lin_hid},
-    {.type = "ReLU", .build = relu},      {.type = "Linear", .build = lin_hid},
-    {.type = "ReLU", .build = relu},
+    {.type = "Linear", .build = lin_hid}, {.type = "ReLU", .build = relu},
+    {.type = "Linear", .build = lin_hid}, {.type = "ReLU", .build = relu},
     {.type = "Linear", .build = lin_out},
 };
 #define NL ((int)(sizeof LAYERS / sizeof LAYERS[0]))
@@ -102,8 +113,8 @@ typedef struct ref_run {
 
 static void reference(int D, int steps, ref_run *out) {
     out->ctx = dt_ctx_new(NULL, 1);
-    out->net = dt_nn_sequential(lin_in(NULL), relu(NULL), lin_hid(NULL), relu(NULL),
-                                lin_hid(NULL), relu(NULL), lin_out(NULL), NULL);
+    out->net = dt_nn_sequential(lin_in(NULL), relu(NULL), lin_hid(NULL), relu(NULL), lin_hid(NULL),
+                                relu(NULL), lin_out(NULL), NULL);
     dt_module_build(out->net, out->ctx, 3);
     char path[400];
     snprintf(path, sizeof path, "%s/init.safetensors", g_tmp);
@@ -216,7 +227,9 @@ static void check_pipeline(int stages, const char *method, int ckpt_every) {
     dt_ctx_free(ref.ctx);
 }
 
-static void test_two_stages(void) { check_pipeline(2, "parameters", 0); }
+static void test_two_stages(void) {
+    check_pipeline(2, "parameters", 0);
+}
 
 static void test_all_stages(void) {
     int W = dt_comm_size(g_world);
@@ -225,17 +238,22 @@ static void test_all_stages(void) {
 }
 
 /* activation checkpointing every 2 layers: the same training */
-static void test_activation_checkpointing(void) { check_pipeline(2, "parameters", 2); }
+static void test_activation_checkpointing(void) {
+    check_pipeline(2, "parameters", 2);
+}
 
 /* Save after 10 global steps, go on to 20; a fresh engine loads the checkpoint and trains the
  * same 10: the same weights bit for bit. The consolidated weights load into the same layers
  * without a pipeline and evaluate to the pipeline's loss. */
-static dt_module *drop(void *a) { (void)a; return dt_nn_dropout(0.5f); }
+static dt_module *drop(void *a) {
+    (void)a;
+    return dt_nn_dropout(0.5f);
+}
 
 static const dt_pipe_layer DROPPY[] = {
-    {.type = "Linear", .build = lin_in},  {.type = "Dropout", .build = drop},
-    {.type = "ReLU", .build = relu},      {.type = "Linear", .build = lin_hid},
-    {.type = "Dropout", .build = drop},   {.type = "Linear", .build = lin_out},
+    {.type = "Linear", .build = lin_in}, {.type = "Dropout", .build = drop},
+    {.type = "ReLU", .build = relu},     {.type = "Linear", .build = lin_hid},
+    {.type = "Dropout", .build = drop},  {.type = "Linear", .build = lin_out},
 };
 
 static void checkpoint_case(const dt_pipe_layer *layers, int nl, bool plain_check) {
@@ -260,8 +278,8 @@ static void checkpoint_case(const dt_pipe_layer *layers, int nl, bool plain_chec
         int s = 0;
         if (pass == 1) {
             json_t *client = NULL;
-            CHECK_MSG(dt_pipe_load_checkpoint(p, dir, "global_step10", &client) == DT_OK, "load: %s",
-                      dt_last_error());
+            CHECK_MSG(dt_pipe_load_checkpoint(p, dir, "global_step10", &client) == DT_OK,
+                      "load: %s", dt_last_error());
             CHECK(client && json_integer_value(json_object_get(client, "step")) == 10);
             json_decref(client);
             CHECK(dt_engine_global_steps(dt_pipe_stage_engine(p)) == 10);
@@ -284,8 +302,10 @@ static void checkpoint_case(const dt_pipe_layer *layers, int nl, bool plain_chec
         float *w = dt_module_flat_params(dt_pipe_stage_module(p), &n);
         float *copy = malloc((size_t)n * sizeof *copy);
         memcpy(copy, w, (size_t)n * sizeof *copy);
-        if (pass) got = copy;
-        else ref = copy;
+        if (pass)
+            got = copy;
+        else
+            ref = copy;
         if (pass == 0) {
             /* the consolidated weights of step 10 are in the checkpoint; save step 20 too */
             CHECK(dt_pipe_save_checkpoint(p, dir, "final", NULL) == DT_OK);
@@ -317,7 +337,8 @@ static void checkpoint_case(const dt_pipe_layer *layers, int nl, bool plain_chec
         batch(c, (int64_t)(20 * MICRO + m) * D * MB, D * MB, &x, &y);
         l += dt_item(dt_cross_entropy(dt_module_forward(net, x), y, -100)) / MICRO;
     }
-    CHECK_MSG(fabs(l - eval_pipe) <= 1e-5 * fabs(l), "plain %g vs pipeline %g", l, (double)eval_pipe);
+    CHECK_MSG(fabs(l - eval_pipe) <= 1e-5 * fabs(l), "plain %g vs pipeline %g", l,
+              (double)eval_pipe);
     dt_module_free(net);
     dt_ctx_free(c);
     /* another layout is refused with the reason, on every rank */
@@ -330,7 +351,9 @@ static void checkpoint_case(const dt_pipe_layer *layers, int nl, bool plain_chec
     dt_pipe_engine_free(p1);
 }
 
-static void test_checkpoint(void) { checkpoint_case(LAYERS, NL, true); }
+static void test_checkpoint(void) {
+    checkpoint_case(LAYERS, NL, true);
+}
 
 /* with dropout: the stages' RNG is in the checkpoint, so the masks after the resume match */
 static void test_checkpoint_dropout(void) {
@@ -340,7 +363,10 @@ static void test_checkpoint_dropout(void) {
 /* ---- tied layers: the first layer's weight W (HID x DIM) is also the output projection
  * x · W (DIM logits), on the first and the last stage ---- */
 
-static dt_module *lin_in_nb(void *a) { (void)a; return dt_nn_linear(DIM, HID, false); }
+static dt_module *lin_in_nb(void *a) {
+    (void)a;
+    return dt_nn_linear(DIM, HID, false);
+}
 
 static dt_tensor *tied_out(dt_module *shared, dt_tensor *x, void *a) {
     (void)a;
@@ -442,7 +468,8 @@ static void test_tied_layers(void) {
         if (dt_comm_rank(g_world) == 0) {
             snprintf(mpath, sizeof mpath, "%s/t/model.safetensors", dir);
             dt_safetensors *f = dt_safetensors_open(mpath);
-            CHECK(f && dt_safetensors_count(f) == 3 && dt_safetensors_find(f, "tied_w.weight") >= 0 &&
+            CHECK(f && dt_safetensors_count(f) == 3 &&
+                  dt_safetensors_find(f, "tied_w.weight") >= 0 &&
                   dt_safetensors_find(f, "2.bias") >= 0);
             dt_safetensors_close(f);
         }
@@ -465,7 +492,8 @@ static void test_refused(void) {
     json_decref(j);
     o.num_stages = 2;
     j = config(dt_comm_size(g_world) / 2, "{\"stage\": 2}");
-    CHECK(dt_pipe_engine_init(NL, LAYERS, &o, j) == NULL && strstr(dt_last_error(), "ZeRO stage 2"));
+    CHECK(dt_pipe_engine_init(NL, LAYERS, &o, j) == NULL &&
+          strstr(dt_last_error(), "ZeRO stage 2"));
     json_decref(j);
     /* more stages than layers */
     o.num_stages = dt_comm_size(g_world);

@@ -72,8 +72,10 @@ static dt_tensor *loss_of(dt_engine *e, bool is_gpt, int64_t s, int64_t first, i
     if (is_gpt) {
         int64_t T = GPT.seq, *tok = malloc((size_t)(count * (T + 1)) * sizeof *tok);
         for (int64_t b = 0; b < count; b++)
-            for (int64_t t = 0; t <= T; t++) tok[b * (T + 1) + t] = ((s * GLOBAL + first + b) * 5 + t * t) % GPT.vocab;
-        int64_t *in = malloc((size_t)(count * T) * sizeof *in), *tg = malloc((size_t)(count * T) * sizeof *tg);
+            for (int64_t t = 0; t <= T; t++)
+                tok[b * (T + 1) + t] = ((s * GLOBAL + first + b) * 5 + t * t) % GPT.vocab;
+        int64_t *in = malloc((size_t)(count * T) * sizeof *in),
+                *tg = malloc((size_t)(count * T) * sizeof *tg);
         for (int64_t b = 0; b < count; b++)
             for (int64_t t = 0; t < T; t++) {
                 in[b * T + t] = tok[b * (T + 1) + t];
@@ -135,13 +137,14 @@ static double rel_diff(const float *a, const float *b, int64_t n) {
 static float *run(const char *zero, int gas, bool is_gpt, dt_comm *comm, int steps, int64_t *n,
                   const char *extra) {
     int W = dt_comm_size(comm);
-    json_t *j = cfgf("{\"train_batch_size\": %d, \"gradient_accumulation_steps\": %d,"
-                     " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01,"
-                     " \"weight_decay\": 0.01}}, \"gradient_clipping\": 1.0,"
-                     " \"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_num_steps\": 5,"
-                     " \"warmup_max_lr\": 0.01}},"
-                     " \"zero_optimization\": %s, \"steps_per_print\": 1000000 %s}",
-                     GLOBAL, gas, zero, extra ? extra : "");
+    json_t *j =
+        cfgf("{\"train_batch_size\": %d, \"gradient_accumulation_steps\": %d,"
+             " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01,"
+             " \"weight_decay\": 0.01}}, \"gradient_clipping\": 1.0,"
+             " \"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_num_steps\": 5,"
+             " \"warmup_max_lr\": 0.01}},"
+             " \"zero_optimization\": %s, \"steps_per_print\": 1000000 %s}",
+             GLOBAL, gas, zero, extra ? extra : "");
     (void)W;
     dt_module *m = is_gpt ? gpt() : mlp();
     dt_engine_opts o = {.comm = comm};
@@ -182,8 +185,8 @@ static void check_stage_extra(const char *zero, int gas, bool is_gpt, const floa
     float *w = run(zero, gas, is_gpt, g_world, 6, &k, extra);
     if (w) {
         double d = rel_diff(w, ref, n);
-        CHECK_MSG(k == n && d <= 1e-6, "%s %s%s vs stage 0: rel %.3g", is_gpt ? "gpt" : "mlp",
-                  zero, extra ? extra : "", d);
+        CHECK_MSG(k == n && d <= 1e-6, "%s %s%s vs stage 0: rel %.3g", is_gpt ? "gpt" : "mlp", zero,
+                  extra ? extra : "", d);
     }
     free(w);
 }
@@ -208,23 +211,29 @@ static void test_zero_stages_match(void) {
         check_stage("{\"stage\": 1}", gas, gp, ref, n);
         if (!gp) { /* DeepSpeed's scaling around the reduction: the same averages */
             check_stage_extra("{\"stage\": 0}", gas, gp, ref, n, ", \"prescale_gradients\": true");
-            check_stage_extra("{\"stage\": 2}", gas, gp, ref, n, ", \"gradient_predivide_factor\": 4");
+            check_stage_extra("{\"stage\": 2}", gas, gp, ref, n,
+                              ", \"gradient_predivide_factor\": 4");
             check_stage_extra("{\"stage\": 1}", gas, gp, ref, n, ", \"prescale_gradients\": true");
         }
         check_stage("{\"stage\": 2, \"reduce_bucket_size\": 500}", gas, gp, ref, n);
         check_stage("{\"stage\": 2}", gas, gp, ref, n);
         check_stage("{\"stage\": 3, \"reduce_bucket_size\": 700,"
-                    " \"stage3_param_persistence_threshold\": 100}", gas, gp, ref, n);
-        check_stage("{\"stage\": 3, \"stage3_prefetch_bucket_size\": 300, \"reduce_bucket_size\": 400,"
-                    " \"stage3_param_persistence_threshold\": 0}", gas, gp, ref, n);
-        check_stage("{\"stage\": 2, \"offload_optimizer\": {\"device\": \"cpu\"}}", gas, gp, ref, n);
+                    " \"stage3_param_persistence_threshold\": 100}",
+                    gas, gp, ref, n);
+        check_stage(
+            "{\"stage\": 3, \"stage3_prefetch_bucket_size\": 300, \"reduce_bucket_size\": 400,"
+            " \"stage3_param_persistence_threshold\": 0}",
+            gas, gp, ref, n);
+        check_stage("{\"stage\": 2, \"offload_optimizer\": {\"device\": \"cpu\"}}", gas, gp, ref,
+                    n);
         snprintf(zcfg, sizeof zcfg,
                  "{\"stage\": 3, \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": "
                  "\"%s\"}, \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"%s\"}}",
                  nv, nv);
         check_stage(zcfg, gas, gp, ref, n);
         check_stage("{\"stage\": 3, \"offload_param\": {\"device\": \"cpu\"},"
-                    " \"offload_optimizer\": {\"device\": \"cpu\"}}", gas, gp, ref, n);
+                    " \"offload_optimizer\": {\"device\": \"cpu\"}}",
+                    gas, gp, ref, n);
         free(ref);
     }
 }
@@ -234,14 +243,18 @@ static void test_memory_accounting(void) {
     int W = dt_comm_size(g_world);
     for (int stage = 0; stage <= 3; stage++) {
         char z[256];
-        snprintf(z, sizeof z, "{\"stage\": %d, \"reduce_bucket_size\": 2000, "
-                              "\"stage3_param_persistence_threshold\": 0, "
-                              "\"stage3_prefetch_bucket_size\": 1000}", stage);
+        snprintf(z, sizeof z,
+                 "{\"stage\": %d, \"reduce_bucket_size\": 2000, "
+                 "\"stage3_param_persistence_threshold\": 0, "
+                 "\"stage3_prefetch_bucket_size\": 1000}",
+                 stage);
         json_t *j = cfgf("{\"train_batch_size\": %d, \"optimizer\": {\"type\": \"Adam\"},"
-                         " \"zero_optimization\": %s, \"steps_per_print\": 1000000}", GLOBAL, z);
+                         " \"zero_optimization\": %s, \"steps_per_print\": 1000000}",
+                         GLOBAL, z);
         dt_module *m = gpt();
         int64_t psi = 0;
-        for (int i = 0; i < dt_module_param_count(m); i++) psi += dt_numel(dt_module_param_tensor(m, i));
+        for (int i = 0; i < dt_module_param_count(m); i++)
+            psi += dt_numel(dt_module_param_tensor(m, i));
         dt_engine_opts o = {.comm = g_world};
         dt_engine *e = dt_engine_init_opts(m, j, &o);
         json_decref(j);
@@ -295,10 +308,11 @@ static void resume_across(int from, int to, const char *zf, const char *zt, bool
     dt_comm_split(g_world, R < to ? 0 : DT_COMM_UNDEFINED, R, &ct);
     char dir[512];
     snprintf(dir, sizeof dir, "%s/ck_%d_%d", g_tmp, from, to);
-    const char *tmpl = "{\"train_batch_size\": %d, \"gradient_accumulation_steps\": %d,"
-                       " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01}},"
-                       " \"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_num_steps\": 6}},"
-                       " \"zero_optimization\": %s, \"steps_per_print\": 1000000}";
+    const char *tmpl =
+        "{\"train_batch_size\": %d, \"gradient_accumulation_steps\": %d,"
+        " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01}},"
+        " \"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_num_steps\": 6}},"
+        " \"zero_optimization\": %s, \"steps_per_print\": 1000000}";
     int64_t n = 0;
     float *ref = NULL, *got = NULL;
     if (cf) {

@@ -25,7 +25,7 @@ static void test_marks_order(void) {
     dt_tensor *x = dt_tensor_from_f32(c, 1, (int64_t[]){1}, (float[]){3});
     dt_set_requires_grad(x, true);
     CHECK(dt_ctx_mark_backward(c, mark, &tr, 0) == DT_OK); /* before everything: runs last */
-    dt_tensor *y = dt_mul(x, x);                            /* y = x^2 */
+    dt_tensor *y = dt_mul(x, x);                           /* y = x^2 */
     CHECK(dt_ctx_mark_backward(c, mark, &tr, 1) == DT_OK);
     dt_tensor *z = dt_mul(y, y); /* z = y^2 */
     tr.watch = y;

@@ -41,9 +41,10 @@ static double step(dt_module *net, bool ckpt, size_t *arena_after_fwd, float *gr
 
 static void test_same_gradients(void) {
     dt_ctx *c = dt_ctx_new(NULL, 7);
-    dt_module *net = dt_nn_sequential(dt_nn_linear(16, 256, true), dt_nn_relu(), dt_nn_dropout(0.3f),
-                                      dt_nn_linear(256, 256, true), dt_nn_gelu(true),
-                                      dt_nn_dropout(0.2f), dt_nn_linear(256, 4, true), NULL);
+    dt_module *net =
+        dt_nn_sequential(dt_nn_linear(16, 256, true), dt_nn_relu(), dt_nn_dropout(0.3f),
+                         dt_nn_linear(256, 256, true), dt_nn_gelu(true), dt_nn_dropout(0.2f),
+                         dt_nn_linear(256, 4, true), NULL);
     CHECK(dt_module_build(net, c, 1) == DT_OK);
     dt_ctx_set_training(c, true);
     int64_t n;
@@ -57,7 +58,8 @@ static void test_same_gradients(void) {
     double l1 = step(net, true, &mem1, g1, n);
     CHECK(l0 == l1);
     CHECK_MSG(memcmp(g0, g1, (size_t)n * sizeof *g0) == 0, "checkpointed gradients differ");
-    CHECK_MSG(mem1 < mem0 / 2, "arena after the forward: %zu checkpointed vs %zu plain", mem1, mem0);
+    CHECK_MSG(mem1 < mem0 / 2, "arena after the forward: %zu checkpointed vs %zu plain", mem1,
+              mem0);
     /* the RNG ends where the plain run left it (the recompute does not consume it) */
     CHECK(memcmp(dt_ctx_rng(c), &after_plain, sizeof after_plain) == 0);
     /* with gradients off it is just fn */
