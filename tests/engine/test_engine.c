@@ -137,32 +137,35 @@ static void test_fp16_overflow_skips(void) {
     json_decref(j);
 }
 
-static double gpt_loss_after(bool bf16, int steps) {
-    dt_gpt_config g = {.vocab = 64, .seq = 16, .d_model = 64, .n_head = 4, .n_layer = 2};
+/* Mean loss of the last 5 of `steps` steps of a GPT learning next = (cur * 3 + b) % V. */
+static double gpt_loss_after(const dt_gpt_config *g, int64_t B, bool bf16, int steps) {
+    const int64_t T = g->seq, V = g->vocab;
     dt_ctx *c = dt_ctx_new(NULL, 1);
-    dt_module *m = dt_model_gpt(&g);
+    dt_module *m = dt_model_gpt(g);
     dt_module_build(m, c, 9);
     json_t *j =
-        cfgf("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"AdamW\", \"params\":"
+        cfgf("{\"train_batch_size\": %lld, \"optimizer\": {\"type\": \"AdamW\", \"params\":"
              " {\"lr\": 0.003}}, \"bf16\": {\"enabled\": %s}, \"steps_per_print\": 1000000}",
-             bf16 ? "true" : "false");
+             (long long)B, bf16 ? "true" : "false");
     dt_engine *e = dt_engine_init(m, j);
     json_decref(j);
+    int64_t *in = malloc((size_t)(B * T) * sizeof *in), *tg = malloc((size_t)(B * T) * sizeof *tg);
     double last = NAN;
     for (int s = 0; e && s < steps; s++) {
-        int64_t in[8 * 16], tg[8 * 16];
-        for (int b = 0; b < 8; b++)
-            for (int t = 0; t < 16; t++) { /* a learnable pattern: next = (cur * 3 + b) % 64 */
-                int64_t cur = (b * 7 + t * 3 + (s % 4)) % 64;
-                in[b * 16 + t] = cur;
-                tg[b * 16 + t] = (cur * 3 + b) % 64;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t t = 0; t < T; t++) {
+                int64_t cur = (b * 7 + t * 3 + (s % 4)) % V;
+                in[b * T + t] = cur;
+                tg[b * T + t] = (cur * 3 + b) % V;
             }
-        dt_tensor *logits = dt_engine_forward(e, dt_tensor_from_i64(c, 2, (int64_t[]){8, 16}, in));
-        dt_tensor *loss = dt_cross_entropy(dt_reshape(logits, 2, (int64_t[]){128, 64}),
-                                           dt_tensor_from_i64(c, 1, (int64_t[]){128}, tg), -100);
+        dt_tensor *logits = dt_engine_forward(e, dt_tensor_from_i64(c, 2, (int64_t[]){B, T}, in));
+        dt_tensor *loss = dt_cross_entropy(dt_reshape(logits, 2, (int64_t[]){B * T, V}),
+                                           dt_tensor_from_i64(c, 1, (int64_t[]){B * T}, tg), -100);
         if (s >= steps - 5) last = (isnan(last) ? 0 : last) + dt_item(loss) / 5;
         if (dt_engine_backward(e, loss) != DT_OK || dt_engine_step(e) != DT_OK) break;
     }
+    free(in);
+    free(tg);
     dt_engine_free(e);
     dt_module_free(m);
     dt_ctx_free(c);
@@ -170,9 +173,23 @@ static double gpt_loss_after(bool bf16, int steps) {
 }
 
 static void test_bf16_tracks_fp32(void) {
-    double f32 = gpt_loss_after(false, 60), b16 = gpt_loss_after(true, 60);
-    CHECK_MSG(isfinite(f32) && f32 < 3.0, "fp32 loss %.4f (ln 64 = 4.16)", f32);
-    CHECK_MSG(fabs(b16 - f32) <= 0.02 * f32, "bf16 %.4f vs fp32 %.4f", b16, f32);
+    /* a small GPT over 60 steps, and the benchmark GPT (dtrain bench train --model gpt) */
+    dt_gpt_config small = {.vocab = 64, .seq = 16, .d_model = 64, .n_head = 4, .n_layer = 2};
+    dt_gpt_config bench = {.vocab = 256, .seq = 128, .d_model = 256, .n_head = 4, .n_layer = 4};
+    struct {
+        const dt_gpt_config *g;
+        int64_t B;
+        int steps;
+        double below;
+    } cases[] = {{&small, 8, 60, 3.0}, {&bench, 4, 20, 4.0}};
+    for (int k = 0; k < 2; k++) {
+        double f32 = gpt_loss_after(cases[k].g, cases[k].B, false, cases[k].steps);
+        double b16 = gpt_loss_after(cases[k].g, cases[k].B, true, cases[k].steps);
+        CHECK_MSG(isfinite(f32) && f32 < cases[k].below, "fp32 loss %.4f (ln V = %.2f)", f32,
+                  log((double)cases[k].g->vocab));
+        CHECK_MSG(fabs(b16 - f32) <= 0.02 * f32, "d_model %lld: bf16 %.4f vs fp32 %.4f",
+                  (long long)cases[k].g->d_model, b16, f32);
+    }
 }
 
 static void test_nvme_files(void) {
