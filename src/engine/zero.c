@@ -514,6 +514,18 @@ dt_status dt__zero_global_sumsq(dt_engine *e, const float *g, int64_t gn, double
     return DT_OK;
 }
 
+/* Master weights [off, off+len) of this rank's block become the parameters the next forward
+ * uses: the window (stage 1-2), or the parameter shard in memory or on nvme (stage 3). */
+static dt_status store_master(dt_engine *e, int64_t off, const float *src, int64_t len) {
+    if (e->stage < 3)
+        memcpy(e->params + e->lo + off, src, (size_t)len * sizeof(float));
+    else if (e->nv_param)
+        return dt__swap_write(e->nv_param, off, src, len);
+    else
+        memcpy(e->pshard + off, src, (size_t)len * sizeof(float));
+    return DT_OK;
+}
+
 /* nvme optimiser step: state chunks streamed through the optimiser */
 typedef struct nv_step {
     dt_engine *e;
@@ -545,14 +557,7 @@ static dt_status nv_step_chunk(void *user, int64_t off, int64_t len, float *cons
         const char *nm;
         memcpy(p[1 + k], dt_optim_state(o, k, &nm), (size_t)len * sizeof(float));
     }
-    /* the new weights for the next forward */
-    if (e->stage < 3)
-        memcpy(e->params + e->lo + off, p[0], (size_t)len * sizeof(float));
-    else if (e->nv_param)
-        return dt__swap_write(e->nv_param, off, p[0], len);
-    else
-        memcpy(e->pshard + off, p[0], (size_t)len * sizeof(float));
-    return DT_OK;
+    return store_master(e, off, p[0], len); /* the new weights for the next forward */
 }
 
 static dt_swap *const *nv_stores(dt_engine *e, dt_swap **buf) {
@@ -583,13 +588,7 @@ dt_status dt__zero_update(dt_engine *e, float *g, int64_t gn) {
         st = dt_optim_step(e->opt, e->master, g, gn);
         if (st != DT_OK) return st;
         e->opt_steps++;
-        if (e->stage < 3)
-            memcpy(e->params + e->lo, e->master, (size_t)e->block * sizeof(float));
-        else if (e->nv_param)
-            st = dt__swap_write(e->nv_param, 0, e->master, e->block);
-        else
-            memcpy(e->pshard, e->master, (size_t)e->block * sizeof(float));
-        if (st != DT_OK) return st;
+        if ((st = store_master(e, 0, e->master, e->block)) != DT_OK) return st;
     }
     return dt__zero_publish(e);
 }
@@ -633,20 +632,12 @@ dt_status dt__zero_visit_state(dt_engine *e, dt__zero_state_fn fn, void *user, b
         visit v = {fn, user, nptrs};
         dt_status st = dt__swap_stream(nv_stores(e, stores), nptrs, e->block, e->nv_chunk,
                                        e->nv_bufs, visit_chunk, &v);
-        if (st == DT_OK && write && e->stage == 3) {
-            /* the loaded master is also the new parameter shard */
-            float *tmp = e->nv_bufs[0];
-            for (int64_t off = 0; off < e->block && st == DT_OK; off += e->nv_chunk) {
-                int64_t len = min64(e->nv_chunk, e->block - off);
-                st = dt__swap_read(e->nv_master, off, tmp, len);
-                if (st == DT_OK)
-                    st = e->nv_param ? dt__swap_write(e->nv_param, off, tmp, len)
-                                     : (memcpy(e->pshard + off, tmp, (size_t)len * 4), DT_OK);
-            }
-        } else if (st == DT_OK && write) {
-            for (int64_t off = 0; off < e->block && st == DT_OK; off += e->nv_chunk)
-                st = dt__swap_read(e->nv_master, off, e->params + e->lo + off,
-                                   min64(e->nv_chunk, e->block - off));
+        /* the loaded master also becomes the parameters */
+        float *tmp = e->nv_bufs[0];
+        for (int64_t off = 0; st == DT_OK && write && off < e->block; off += e->nv_chunk) {
+            int64_t len = min64(e->nv_chunk, e->block - off);
+            st = dt__swap_read(e->nv_master, off, tmp, len);
+            if (st == DT_OK) st = store_master(e, off, tmp, len);
         }
         return st;
     }
@@ -658,13 +649,7 @@ dt_status dt__zero_visit_state(dt_engine *e, dt__zero_state_fn fn, void *user, b
     }
     dt_status st = fn(user, 0, e->stage == 0 ? e->n : e->block, ptrs, nptrs);
     if (st != DT_OK || !write || e->stage == 0) return st;
-    if (e->stage < 3)
-        memcpy(e->params + e->lo, e->master, (size_t)e->block * sizeof(float));
-    else if (e->nv_param)
-        st = dt__swap_write(e->nv_param, 0, e->master, e->block);
-    else
-        memcpy(e->pshard, e->master, (size_t)e->block * sizeof(float));
-    return st;
+    return store_master(e, 0, e->master, e->block);
 }
 
 /* ---- setup / teardown ---------------------------------------------------------------------- */
