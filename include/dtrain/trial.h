@@ -38,11 +38,11 @@ extern "C" {
 #endif
 
 typedef struct dt_trial_ctx dt_trial_ctx;
-typedef struct dt_loader dt_loader; /* data.h */
-typedef struct dt_batch dt_batch;   /* data.h */
-typedef struct dt_dist_ctx dt_dist_ctx; /* dist.h */
-typedef struct dt_tb_writer dt_tb_writer; /* trialio.h */
-typedef struct dt_engine dt_engine;       /* engine.h */
+typedef struct dt_loader dt_loader;           /* data.h */
+typedef struct dt_batch dt_batch;             /* data.h */
+typedef struct dt_dist_ctx dt_dist_ctx;       /* dist.h */
+typedef struct dt_tb_writer dt_tb_writer;     /* trialio.h */
+typedef struct dt_engine dt_engine;           /* engine.h */
 typedef struct dt_pipe_engine dt_pipe_engine; /* pipe.h */
 /* The micro-batch stream an engine-based trial pulls from (see "engine-based trials"). */
 typedef struct dt_batch_iter dt_batch_iter;
@@ -321,8 +321,7 @@ DT_API dt_pipe_engine *dt_trial_pipe_engine(const dt_trial_ctx *c, int i);
  * iterator's (no slot data, validation exhausted, a loader failure), DT_ERR_INVALID for a
  * batch without such a field (e.g. a user collate's: write a data function of your own). */
 DT_API dt_status dt_batch_iter_pipe_data(void *iter, int64_t micro, dt_ctx *ctx, bool want_inputs,
-                                         dt_tensor **inputs, bool want_labels,
-                                         dt_tensor **labels);
+                                         dt_tensor **inputs, bool want_labels, dt_tensor **labels);
 /* The wrapped engines (the reference's context.models), in wrapping order. */
 DT_API int dt_trial_engine_count(const dt_trial_ctx *c);
 DT_API dt_engine *dt_trial_engine(const dt_trial_ctx *c, int i);
@@ -392,24 +391,24 @@ typedef struct dt_length {
 typedef enum dt_ckpt_policy { DT_CKPT_BEST = 0, DT_CKPT_ALL, DT_CKPT_NONE } dt_ckpt_policy;
 
 typedef struct dt_fit_opts {
-    dt_length max_length;         /* required */
-    dt_length validation_period;  /* 0 = only at the end */
-    dt_length checkpoint_period;  /* 0 = only at the end (and on stop) */
-    dt_length reporting_period;   /* default 100 batches */
+    dt_length max_length;        /* required */
+    dt_length validation_period; /* 0 = only at the end */
+    dt_length checkpoint_period; /* 0 = only at the end (and on stop) */
+    dt_length reporting_period;  /* default 100 batches */
     dt_ckpt_policy checkpoint_policy;
-    const char *checkpoint_dir;   /* where checkpoints go (created) */
+    const char *checkpoint_dir;    /* where checkpoints go (created) */
     const char *latest_checkpoint; /* resume from this checkpoint directory (or NULL) */
     bool step_zero_validation;
-    bool test_mode;               /* one batch of training and of validation */
-    const char *searcher_metric;  /* for "best" (default "validation_loss") */
-    bool smaller_is_better;       /* default true: set larger_is_better to flip */
+    bool test_mode;              /* one batch of training and of validation */
+    const char *searcher_metric; /* for "best" (default "validation_loss") */
+    bool smaller_is_better;      /* default true: set larger_is_better to flip */
     bool larger_is_better;
     int save_trial_best, save_trial_latest; /* checkpoints kept (defaults 1, 1) */
-    const char *metrics_out;      /* JSON-lines metrics file (or NULL) */
-    bool progress;                /* progress bar (on a terminal) instead of plain lines */
+    const char *metrics_out;                /* JSON-lines metrics file (or NULL) */
+    bool progress; /* progress bar (on a terminal) instead of plain lines */
     bool quiet;
-    const char *model_dir;        /* the trial's model directory (relative paths in its
-                                   * hyperparameters, e.g. deepspeed_config), or NULL */
+    const char *model_dir; /* the trial's model directory (relative paths in its
+                            * hyperparameters, e.g. deepspeed_config), or NULL */
 } dt_fit_opts;
 
 /* Run a trial to completion (or until stopped by dt_trial_set_stop_requested, SIGINT or

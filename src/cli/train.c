@@ -20,25 +20,27 @@
 #include <unistd.h>
 
 static void train_usage(FILE *f) {
-    fprintf(f,
-            "usage: dtrain train CONFIG.yaml MODEL_DIR [options]\n"
-            "options:\n"
-            "  --max-length L        train for L: 100b (batches), 5e (epochs), 20000r (records);\n"
-            "                        overrides searcher.max_length\n"
-            "  --checkpoint-dir DIR  where checkpoints go (default: checkpoint_storage.host_path/\n"
-            "                        <name>, else ./checkpoints/<name>)\n"
-            "  --resume latest|PATH  continue from the latest checkpoint in the checkpoint dir, or\n"
-            "                        from a checkpoint directory\n"
-            "  --test-mode           train and validate one batch, then checkpoint\n"
-            "  --seed N              trial seed (default: reproducibility.experiment_seed, else 0)\n"
-            "  --metrics-out FILE    write metrics as JSON lines\n"
-            "  --slots N             train data-parallel on N processes (mpirun; default:\n"
-            "                        resources.slots_per_trial), one thread each unless the\n"
-            "                        cores allow more\n"
-            "  --quiet               no progress output\n");
+    fprintf(
+        f, "usage: dtrain train CONFIG.yaml MODEL_DIR [options]\n"
+           "options:\n"
+           "  --max-length L        train for L: 100b (batches), 5e (epochs), 20000r (records);\n"
+           "                        overrides searcher.max_length\n"
+           "  --checkpoint-dir DIR  where checkpoints go (default: checkpoint_storage.host_path/\n"
+           "                        <name>, else ./checkpoints/<name>)\n"
+           "  --resume latest|PATH  continue from the latest checkpoint in the checkpoint dir, or\n"
+           "                        from a checkpoint directory\n"
+           "  --test-mode           train and validate one batch, then checkpoint\n"
+           "  --seed N              trial seed (default: reproducibility.experiment_seed, else 0)\n"
+           "  --metrics-out FILE    write metrics as JSON lines\n"
+           "  --slots N             train data-parallel on N processes (mpirun; default:\n"
+           "                        resources.slots_per_trial), one thread each unless the\n"
+           "                        cores allow more\n"
+           "  --quiet               no progress output\n");
 }
 
-static void fail(const char *what) { fprintf(stderr, "dtrain train: error: %s%s\n", what, dt_last_error()); }
+static void fail(const char *what) {
+    fprintf(stderr, "dtrain train: error: %s%s\n", what, dt_last_error());
+}
 
 /* Read the name stored in DIR/latest. */
 static bool read_latest(const char *dir, char *out, size_t n) {
@@ -66,18 +68,26 @@ int dt_cli_train(int argc, char **argv) {
             test_mode = true;
         } else if (!strcmp(a, "--quiet")) {
             quiet = true;
-        } else if (!strcmp(a, "--max-length")) slot = &max_len;
-        else if (!strcmp(a, "--checkpoint-dir")) slot = &ckpt_dir;
-        else if (!strcmp(a, "--resume")) slot = &resume;
-        else if (!strcmp(a, "--metrics-out")) slot = &metrics_out;
-        else if (!strcmp(a, "--seed")) slot = &seed_s;
-        else if (!strcmp(a, "--slots")) slot = &slots_s;
+        } else if (!strcmp(a, "--max-length"))
+            slot = &max_len;
+        else if (!strcmp(a, "--checkpoint-dir"))
+            slot = &ckpt_dir;
+        else if (!strcmp(a, "--resume"))
+            slot = &resume;
+        else if (!strcmp(a, "--metrics-out"))
+            slot = &metrics_out;
+        else if (!strcmp(a, "--seed"))
+            slot = &seed_s;
+        else if (!strcmp(a, "--slots"))
+            slot = &slots_s;
         else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "dtrain train: unknown option '%s'\n", a);
             train_usage(stderr);
             return 2;
-        } else if (!cfg_path) cfg_path = a;
-        else if (!model_dir) model_dir = a;
+        } else if (!cfg_path)
+            cfg_path = a;
+        else if (!model_dir)
+            model_dir = a;
         else {
             fprintf(stderr, "dtrain train: unexpected argument '%s'\n", a);
             train_usage(stderr);
@@ -97,7 +107,8 @@ int dt_cli_train(int argc, char **argv) {
         return 2;
     }
     dt_expconf *cfg = NULL;
-    if (dt_expconf_load_file(cfg_path, max_len ? DT_EXPCONF_MAX_LENGTH_OPTIONAL : 0, &cfg) != DT_OK) {
+    if (dt_expconf_load_file(cfg_path, max_len ? DT_EXPCONF_MAX_LENGTH_OPTIONAL : 0, &cfg) !=
+        DT_OK) {
         fail("");
         return 1;
     }
@@ -138,25 +149,30 @@ int dt_cli_train(int argc, char **argv) {
         char *end;
         unsigned long long s = strtoull(seed_s, &end, 10);
         if (*end || !*seed_s) {
-            fprintf(stderr, "dtrain train: --seed needs a non-negative integer, got '%s'\n", seed_s);
+            fprintf(stderr, "dtrain train: --seed needs a non-negative integer, got '%s'\n",
+                    seed_s);
             goto out;
         }
         seed = s;
     }
     /* the checkpoint directory */
     char ck[PATH_MAX];
-    if (ckpt_dir) snprintf(ck, sizeof ck, "%s", ckpt_dir);
+    if (ckpt_dir)
+        snprintf(ck, sizeof ck, "%s", ckpt_dir);
     else if (cfg->checkpoint_storage.host_path)
         snprintf(ck, sizeof ck, "%s/%s", cfg->checkpoint_storage.host_path, cfg->name);
-    else snprintf(ck, sizeof ck, "checkpoints/%s", cfg->name);
+    else
+        snprintf(ck, sizeof ck, "checkpoints/%s", cfg->name);
     char resume_path[PATH_MAX + 512] = "";
     if (resume) {
         char name[256];
         if (!strcmp(resume, "latest")) {
             if (!read_latest(ck, name, sizeof name)) {
-                fprintf(stderr, "dtrain train: error: --resume latest: no checkpoint in %s (no "
-                                "'latest' file); hint: train without --resume first, or pass a "
-                                "checkpoint directory\n", ck);
+                fprintf(stderr,
+                        "dtrain train: error: --resume latest: no checkpoint in %s (no "
+                        "'latest' file); hint: train without --resume first, or pass a "
+                        "checkpoint directory\n",
+                        ck);
                 goto out;
             }
             snprintf(resume_path, sizeof resume_path, "%s/%s", ck, name);
@@ -166,7 +182,8 @@ int dt_cli_train(int argc, char **argv) {
     }
     /* build and load the trial */
     if (!mkdtemp(build_dir)) {
-        fprintf(stderr, "dtrain train: error: cannot create a build directory: %s\n", strerror(errno));
+        fprintf(stderr, "dtrain train: error: cannot create a build directory: %s\n",
+                strerror(errno));
         goto out;
     }
     have_build_dir = true;

@@ -170,8 +170,9 @@ static dt_status fill_slot(dt_loader *l, slot *s, int64_t k) {
             }
         }
         if (bad < n)
-            snprintf(s->msg, sizeof s->msg, "loading batch %lld of epoch %lld: dataset index %lld: %s",
-                     (long long)k, (long long)l->epoch, (long long)idx[bad], bad_msg);
+            snprintf(s->msg, sizeof s->msg,
+                     "loading batch %lld of epoch %lld: dataset index %lld: %s", (long long)k,
+                     (long long)l->epoch, (long long)idx[bad], bad_msg);
         return bad < n ? bad_st : DT_OK;
     }
     for (int64_t i = 0; i < n; i++) {

@@ -43,8 +43,8 @@ typedef struct trainer {
     const dt_fit_opts *o;
     dt_trial_ctx *c;
     void *self;
-    bool ds;      /* engine-based trial (def->ds_train_batch) */
-    bool report;  /* this slot's metrics count (false only with a model-parallel unit) */
+    bool ds;     /* engine-based trial (def->ds_train_batch) */
+    bool report; /* this slot's metrics count (false only with a model-parallel unit) */
     dt_loader *train, *val;
     int n_cb;
     dt_callback cb[MAX_CALLBACKS];
@@ -68,31 +68,37 @@ typedef struct trainer {
 
 static volatile sig_atomic_t g_stop_signal;
 
-static void on_signal(int sig) { g_stop_signal = sig; }
+static void on_signal(int sig) {
+    g_stop_signal = sig;
+}
 
 /* ---- helpers ---- */
 
-#define CB(t, hook, ...)                                                                        \
-    do {                                                                                        \
-        for (int i_ = 0; i_ < (t)->n_cb; i_++)                                                  \
-            if ((t)->cb[i_].hook) (t)->cb[i_].hook((t)->cb[i_].self, ##__VA_ARGS__);            \
+#define CB(t, hook, ...)                                                                           \
+    do {                                                                                           \
+        for (int i_ = 0; i_ < (t)->n_cb; i_++)                                                     \
+            if ((t)->cb[i_].hook) (t)->cb[i_].hook((t)->cb[i_].self, ##__VA_ARGS__);               \
     } while (0)
 
 static int64_t to_batches(const trainer *t, dt_length l) {
     if (l.n <= 0) return 0;
     switch (l.unit) {
-    case DT_UNIT_EPOCHS: return l.n * t->batches_per_epoch;
+    case DT_UNIT_EPOCHS:
+        return l.n * t->batches_per_epoch;
     case DT_UNIT_RECORDS: {
         int64_t per = t->ds ? dt_trial_global_batch_size(t->c)
                             : dt_trial_per_slot_batch_size(t->c) * t->c->size;
         if (per <= 0) per = 1;
         return (l.n + per - 1) / per;
     }
-    default: return l.n;
+    default:
+        return l.n;
     }
 }
 
-static bool period_hit(int64_t every, int64_t done) { return every > 0 && done % every == 0; }
+static bool period_hit(int64_t every, int64_t done) {
+    return every > 0 && done % every == 0;
+}
 
 static void window_add(window *w, const dt_metrics *m) {
     for (int i = 0; i < m->n; i++) {
@@ -172,10 +178,19 @@ static dt_status merge_parts(trainer *t, const part_metric *mine, int n, dt_metr
                 continue;
             }
             switch ((dt_reducer)p[i].reducer) {
-            case DT_REDUCER_AVG: acc[k].acc += p[i].acc; acc[k].weight += p[i].weight; break;
-            case DT_REDUCER_SUM: acc[k].acc += p[i].acc; break;
-            case DT_REDUCER_MAX: acc[k].acc = fmax(acc[k].acc, p[i].acc); break;
-            case DT_REDUCER_MIN: acc[k].acc = fmin(acc[k].acc, p[i].acc); break;
+            case DT_REDUCER_AVG:
+                acc[k].acc += p[i].acc;
+                acc[k].weight += p[i].weight;
+                break;
+            case DT_REDUCER_SUM:
+                acc[k].acc += p[i].acc;
+                break;
+            case DT_REDUCER_MAX:
+                acc[k].acc = fmax(acc[k].acc, p[i].acc);
+                break;
+            case DT_REDUCER_MIN:
+                acc[k].acc = fmin(acc[k].acc, p[i].acc);
+                break;
             }
         }
     }
@@ -194,20 +209,23 @@ static dt_status sync_status(trainer *t, dt_status st) {
     int64_t v = st;
     if (dt_comm_allreduce(t->c->comm, &v, 1, DT_COMM_DTYPE_I64, DT_REDUCE_OP_MAX) != DT_OK)
         return DT_ERR_COMM;
-    if (v != DT_OK && st == DT_OK)
-        dt_error((dt_status)v, "another slot failed (see its output)");
+    if (v != DT_OK && st == DT_OK) dt_error((dt_status)v, "another slot failed (see its output)");
     return (dt_status)v;
 }
 
-static bool chief(const trainer *t) { return t->c->rank == 0; }
+static bool chief(const trainer *t) {
+    return t->c->rank == 0;
+}
 
 /* rec_per_s > 0 adds the window's throughput (training lines). */
-static void write_metrics_line(trainer *t, const char *kind, const dt_metrics *m, double rec_per_s) {
+static void write_metrics_line(trainer *t, const char *kind, const dt_metrics *m,
+                               double rec_per_s) {
     if (!chief(t)) return;
     double epochs = t->batches_per_epoch ? (double)t->c->batches_trained / t->batches_per_epoch : 0;
     if (t->metrics_out) {
-        fprintf(t->metrics_out, "{\"kind\":\"%s\",\"batches\":%lld,\"epochs\":%.6g,\"records\":%lld,",
-                kind, (long long)t->c->batches_trained, epochs, (long long)t->records_trained);
+        fprintf(t->metrics_out,
+                "{\"kind\":\"%s\",\"batches\":%lld,\"epochs\":%.6g,\"records\":%lld,", kind,
+                (long long)t->c->batches_trained, epochs, (long long)t->records_trained);
         if (rec_per_s > 0) fprintf(t->metrics_out, "\"records_per_s\":%.1f,", rec_per_s);
         fprintf(t->metrics_out, "\"metrics\":{");
         for (int i = 0; i < m->n; i++) {
@@ -345,25 +363,38 @@ static dt_status validate(trainer *t, dt_metrics *out) {
                               (long long)vb, dt_last_error());
                 break;
             }
-            if (b) len = t->def->get_batch_length ? t->def->get_batch_length(t->self, b) : b->records;
+            if (b)
+                len = t->def->get_batch_length ? t->def->get_batch_length(t->self, b) : b->records;
             for (int i = 0; i < m.n; i++) {
                 int k = 0;
                 while (k < n && strcmp(name[k], m.m[i].name)) k++;
                 if (k == n) {
                     if (n == DT_METRICS_MAX) continue;
                     snprintf(name[k], DT_METRIC_NAME_MAX, "%s", m.m[i].name);
-                    red[k] = t->def->evaluation_reducer ? t->def->evaluation_reducer(t->self, name[k])
-                                                        : DT_REDUCER_AVG;
-                    acc[k] = red[k] == DT_REDUCER_MAX ? -INFINITY : red[k] == DT_REDUCER_MIN ? INFINITY : 0;
+                    red[k] = t->def->evaluation_reducer
+                                 ? t->def->evaluation_reducer(t->self, name[k])
+                                 : DT_REDUCER_AVG;
+                    acc[k] = red[k] == DT_REDUCER_MAX   ? -INFINITY
+                             : red[k] == DT_REDUCER_MIN ? INFINITY
+                                                        : 0;
                     wsum[k] = 0;
                     n++;
                 }
                 double v = m.m[i].value;
                 switch (red[k]) {
-                case DT_REDUCER_AVG: acc[k] += v * (double)len; wsum[k] += (double)len; break;
-                case DT_REDUCER_SUM: acc[k] += v; break;
-                case DT_REDUCER_MAX: acc[k] = fmax(acc[k], v); break;
-                case DT_REDUCER_MIN: acc[k] = fmin(acc[k], v); break;
+                case DT_REDUCER_AVG:
+                    acc[k] += v * (double)len;
+                    wsum[k] += (double)len;
+                    break;
+                case DT_REDUCER_SUM:
+                    acc[k] += v;
+                    break;
+                case DT_REDUCER_MAX:
+                    acc[k] = fmax(acc[k], v);
+                    break;
+                case DT_REDUCER_MIN:
+                    acc[k] = fmin(acc[k], v);
+                    break;
                 }
             }
             vb++;
@@ -416,7 +447,8 @@ static bool is_best(trainer *t, const dt_metrics *m) {
 static json_t *metrics_json(const dt_metrics *m) {
     json_t *o = json_object();
     for (int i = 0; i < m->n; i++)
-        json_object_set_new(o, m->m[i].name, isfinite(m->m[i].value) ? json_real(m->m[i].value) : json_null());
+        json_object_set_new(o, m->m[i].name,
+                            isfinite(m->m[i].value) ? json_real(m->m[i].value) : json_null());
     return o;
 }
 
@@ -524,7 +556,8 @@ static dt_status save_checkpoint(trainer *t, char *name_out, size_t name_len) {
     json_object_set_new(state, "schedulers", js);
     json_t *jc = json_object();
     for (int i = 0; i < t->n_cb; i++)
-        if (t->cb[i].state_dict) json_object_set_new(jc, t->cb_name[i], t->cb[i].state_dict(t->cb[i].self));
+        if (t->cb[i].state_dict)
+            json_object_set_new(jc, t->cb_name[i], t->cb[i].state_dict(t->cb[i].self));
     json_object_set_new(state, "callbacks", jc);
     if (c->scaler) {
         dt_loss_scaler_state ls;
@@ -555,8 +588,10 @@ static dt_status save_checkpoint(trainer *t, char *name_out, size_t name_len) {
             ts[k] = dt_module_param_tensor(m, k);
         }
         char rel[64];
-        if (i == 0) snprintf(rel, sizeof rel, "model.safetensors");
-        else snprintf(rel, sizeof rel, "model_%d.safetensors", i);
+        if (i == 0)
+            snprintf(rel, sizeof rel, "model.safetensors");
+        else
+            snprintf(rel, sizeof rel, "model_%d.safetensors", i);
         const char *meta[2] = {"format", "pt"};
         st = dt_ckpt_add_tensors(w, rel, np, names, ts, 1, meta);
         free(names);
@@ -641,16 +676,18 @@ dt_status dt__trial_resume(dt_trial_ctx *c, const dt_trial_def *def, void *self,
         goto done;
     }
     if (json_integer_value(json_object_get(state, "format_version")) > STATE_FORMAT) {
-        st = dt_error(DT_ERR_FORMAT, "%s: state.json format %lld is newer than this dtrain "
-                                     "supports (%d); hint: resume with a newer dtrain",
+        st = dt_error(DT_ERR_FORMAT,
+                      "%s: state.json format %lld is newer than this dtrain "
+                      "supports (%d); hint: resume with a newer dtrain",
                       path, (long long)json_integer_value(json_object_get(state, "format_version")),
                       STATE_FORMAT);
         goto done;
     }
     json_t *jo = json_object_get(state, "optimizers"), *js = json_object_get(state, "schedulers");
     if ((int)json_array_size(jo) != c->n_optims || (int)json_array_size(js) != c->n_scheds) {
-        st = dt_error(DT_ERR_FORMAT, "%s: the checkpoint has %zu optimisers and %zu schedules, the "
-                                     "trial wraps %d and %d; hint: resume with the same trial code",
+        st = dt_error(DT_ERR_FORMAT,
+                      "%s: the checkpoint has %zu optimisers and %zu schedules, the "
+                      "trial wraps %d and %d; hint: resume with the same trial code",
                       path, json_array_size(jo), json_array_size(js), c->n_optims, c->n_scheds);
         goto done;
     }
@@ -658,8 +695,10 @@ dt_status dt__trial_resume(dt_trial_ctx *c, const dt_trial_def *def, void *self,
      * unspecified state, so the caller aborts the run (nothing on disk changes). */
     for (int i = 0; st == DT_OK && i < c->n_models; i++) {
         char rel[64];
-        if (i == 0) snprintf(rel, sizeof rel, "model.safetensors");
-        else snprintf(rel, sizeof rel, "model_%d.safetensors", i);
+        if (i == 0)
+            snprintf(rel, sizeof rel, "model.safetensors");
+        else
+            snprintf(rel, sizeof rel, "model_%d.safetensors", i);
         const char *mp = dt_ckpt_path(ck, rel);
         dt_safetensors *f = mp ? dt_safetensors_open(mp) : NULL;
         if (!f) {
@@ -668,7 +707,8 @@ dt_status dt__trial_resume(dt_trial_ctx *c, const dt_trial_def *def, void *self,
         }
         dt_module *m = c->models[i];
         for (int k = 0; st == DT_OK && k < dt_module_param_count(m); k++)
-            st = dt_safetensors_read_into(f, dt_module_param_name(m, k), dt_module_param_tensor(m, k));
+            st = dt_safetensors_read_into(f, dt_module_param_name(m, k),
+                                          dt_module_param_tensor(m, k));
         dt_safetensors_close(f);
     }
     if (st == DT_OK && c->n_optims) {
@@ -695,14 +735,15 @@ dt_status dt__trial_resume(dt_trial_ctx *c, const dt_trial_def *def, void *self,
     }
     for (int i = 0; st == DT_OK && i < c->n_scheds; i++) {
         json_t *e = json_array_get(js, (size_t)i);
-        dt_sched_set_last_step(c->scheds[i].sched, json_integer_value(json_object_get(e, "last_step")));
+        dt_sched_set_last_step(c->scheds[i].sched,
+                               json_integer_value(json_object_get(e, "last_step")));
         c->scheds[i].units = json_integer_value(json_object_get(e, "units"));
     }
     if (st == DT_OK) {
         /* the optimiser lr as saved wins over the schedule's recomputation */
         for (int i = 0; i < c->n_optims; i++)
-            dt_optim_set_lr(c->optims[i].opt,
-                            (float)json_number_value(json_object_get(json_array_get(jo, (size_t)i), "lr")));
+            dt_optim_set_lr(c->optims[i].opt, (float)json_number_value(json_object_get(
+                                                  json_array_get(jo, (size_t)i), "lr")));
         json_t *jr = json_object_get(state, "rng");
         dt_rng *rng = dt_ctx_rng(c->rt);
         rng->seed = (uint64_t)json_integer_value(json_object_get(jr, "seed"));
@@ -717,20 +758,25 @@ dt_status dt__trial_resume(dt_trial_ctx *c, const dt_trial_def *def, void *self,
             };
             st = dt_loss_scaler_set_state(c->scaler, &ls);
         } else if (c->scaler || jl) {
-            st = dt_error(DT_ERR_FORMAT, "%s: the checkpoint was %s fp16 loss scaling but the trial "
-                                         "now runs %s it; hint: keep use_amp as when it was saved",
-                          path, jl ? "saved with" : "saved without", c->scaler ? "with" : "without");
+            st =
+                dt_error(DT_ERR_FORMAT,
+                         "%s: the checkpoint was %s fp16 loss scaling but the trial "
+                         "now runs %s it; hint: keep use_amp as when it was saved",
+                         path, jl ? "saved with" : "saved without", c->scaler ? "with" : "without");
         }
         c->skipped_steps = json_integer_value(json_object_get(state, "skipped_steps"));
         c->batches_trained = json_integer_value(json_object_get(state, "batches_trained"));
         c->optimizer_steps = json_integer_value(json_object_get(state, "optimizer_steps"));
-        if (st == DT_OK && def->load && !def->ds_train_batch) st = def->load(self, dt_ckpt_path(ck, NULL));
+        if (st == DT_OK && def->load && !def->ds_train_batch)
+            st = def->load(self, dt_ckpt_path(ck, NULL));
     }
 done:
     /* engine-based: every slot loads its engines (collective) once all could read the rest */
     if (def->ds_train_batch) st = dt__ds_resume(c, def, self, dt_ckpt_path(ck, NULL), state, st);
-    if (st == DT_OK && state_out) *state_out = state;
-    else json_decref(state);
+    if (st == DT_OK && state_out)
+        *state_out = state;
+    else
+        json_decref(state);
     dt_ckpt_close(ck);
     return st;
 }
@@ -802,7 +848,8 @@ static dt_status train_loop(trainer *t) {
     int64_t report_every = to_batches(t, t->o->reporting_period);
     if (report_every <= 0) report_every = 100;
     dt_status st = DT_OK;
-    if (t->o->step_zero_validation && c->batches_trained == 0 && (st = validate(t, &t->last_val)) != DT_OK)
+    if (t->o->step_zero_validation && c->batches_trained == 0 &&
+        (st = validate(t, &t->last_val)) != DT_OK)
         return st;
     CB(t, on_training_start);
     int64_t epoch = -1;
@@ -821,8 +868,9 @@ static dt_status train_loop(trainer *t) {
         st = t->ds ? DT_OK : dt_loader_next(t->train, &b);
         if (st != DT_OK) return st;
         if (!b && !t->ds)
-            return dt_error(DT_ERR_STATE, "the training loader ended epoch %lld after %lld batches "
-                                          "but reported %lld per epoch",
+            return dt_error(DT_ERR_STATE,
+                            "the training loader ended epoch %lld after %lld batches "
+                            "but reported %lld per epoch",
                             (long long)e, (long long)in_epoch, (long long)t->batches_per_epoch);
         dt_ctx_reset(c->rt);
         c->in_fit = true;
@@ -851,14 +899,16 @@ static dt_status train_loop(trainer *t) {
         double loss;
         if (!t->report) m = dt_metrics_empty(); /* kept out of the metrics by the unit */
         if (dt_metrics_get(&m, "loss", &loss) && !isfinite(loss))
-            return dt_error(DT_ERR_INVALID, "train_batch returned loss = %g at batch %lld (epoch "
-                                            "%lld); hint: lower the learning rate, enable gradient "
-                                            "clipping or check the data",
+            return dt_error(DT_ERR_INVALID,
+                            "train_batch returned loss = %g at batch %lld (epoch "
+                            "%lld); hint: lower the learning rate, enable gradient "
+                            "clipping or check the data",
                             loss, (long long)c->batches_trained, (long long)e);
         /* engine-based: a batch is the first engine's train_batch_size records */
-        int64_t recs = t->ds ? dt__ds_records_per_batch(c)
-                             : (t->def->get_batch_length ? t->def->get_batch_length(t->self, b)
-                                                         : b->records) * c->size;
+        int64_t recs =
+            t->ds ? dt__ds_records_per_batch(c)
+                  : (t->def->get_batch_length ? t->def->get_batch_length(t->self, b) : b->records) *
+                        c->size;
         t->records_trained += recs;
         t->window_records += recs;
         t->last_batch = m;
@@ -879,8 +929,8 @@ static dt_status train_loop(trainer *t) {
         if (period_hit(ckpt_every, c->batches_trained) && !last)
             if ((st = checkpoint(t, false)) != DT_OK) return st;
         int64_t stop = g_stop_signal || c->stop_requested;
-        if (c->size > 1 &&
-            (st = dt_comm_allreduce(c->comm, &stop, 1, DT_COMM_DTYPE_I64, DT_REDUCE_OP_MAX)) != DT_OK)
+        if (c->size > 1 && (st = dt_comm_allreduce(c->comm, &stop, 1, DT_COMM_DTYPE_I64,
+                                                   DT_REDUCE_OP_MAX)) != DT_OK)
             return st;
         if (stop) {
             stopped = true;
@@ -895,8 +945,9 @@ static dt_status train_loop(trainer *t) {
     }
     if (t->last_ckpt_batch != c->batches_trained) st = checkpoint(t, false);
     if (st == DT_OK && stopped && !t->o->quiet && chief(t))
-        fprintf(stderr, "\nstopped at batch %lld%s; checkpoint saved in %s (resume with --resume "
-                        "latest)\n",
+        fprintf(stderr,
+                "\nstopped at batch %lld%s; checkpoint saved in %s (resume with --resume "
+                "latest)\n",
                 (long long)c->batches_trained, g_stop_signal ? " on a signal" : "",
                 t->o->checkpoint_dir);
     return st;
@@ -905,26 +956,28 @@ static dt_status train_loop(trainer *t) {
 dt_status dt_trainer_fit(const dt_trial_def *def, const json_t *config, uint64_t seed,
                          const dt_fit_opts *opts) {
     bool ds = def && def->ds_train_batch; /* an engine-based trial */
-    if (ds && (!def->init || !def->build_training_data_loader || !def->build_validation_data_loader))
-        return dt_error(DT_ERR_INVALID, "trial %s is incomplete: init, ds_train_batch, "
-                                        "ds_evaluate_batch, build_training_data_loader and "
-                                        "build_validation_data_loader are required",
+    if (ds &&
+        (!def->init || !def->build_training_data_loader || !def->build_validation_data_loader))
+        return dt_error(DT_ERR_INVALID,
+                        "trial %s is incomplete: init, ds_train_batch, "
+                        "ds_evaluate_batch, build_training_data_loader and "
+                        "build_validation_data_loader are required",
                         def->name ? def->name : "(unnamed)");
     if (ds && dt__ds_check_def(def) != DT_OK) return dt_last_status();
     if (!ds && (!def || !def->init || !def->train_batch || !def->build_training_data_loader ||
                 !def->build_validation_data_loader ||
                 (!def->evaluate_batch && !def->evaluate_full_dataset)))
-        return dt_error(DT_ERR_INVALID, "trial %s is incomplete: init, train_batch, "
-                                        "build_training_data_loader, build_validation_data_loader "
-                                        "and evaluate_batch (or evaluate_full_dataset) are required "
-                                        "(or ds_train_batch and ds_evaluate_batch for an "
-                                        "engine-based trial)",
+        return dt_error(DT_ERR_INVALID,
+                        "trial %s is incomplete: init, train_batch, "
+                        "build_training_data_loader, build_validation_data_loader "
+                        "and evaluate_batch (or evaluate_full_dataset) are required "
+                        "(or ds_train_batch and ds_evaluate_batch for an "
+                        "engine-based trial)",
                         def && def->name ? def->name : "(unnamed)");
     if (opts->max_length.n <= 0)
         return dt_error(DT_ERR_CONFIG, "max_length is required; hint: set searcher.max_length in "
                                        "the config or pass --max-length 100b|5e|20000r");
-    if (!opts->checkpoint_dir)
-        return dt_error(DT_ERR_CONFIG, "a checkpoint directory is required");
+    if (!opts->checkpoint_dir) return dt_error(DT_ERR_CONFIG, "a checkpoint directory is required");
     trainer t;
     memset(&t, 0, sizeof t);
     t.def = def;
@@ -949,8 +1002,8 @@ dt_status dt_trainer_fit(const dt_trial_def *def, const json_t *config, uint64_t
 
     t.self = def->init(c);
     if (!t.self) {
-        st = dt_error(dt_last_status() ? dt_last_status() : DT_ERR_STATE, "trial %s init failed: %s",
-                      def->name ? def->name : "", dt_last_error());
+        st = dt_error(dt_last_status() ? dt_last_status() : DT_ERR_STATE,
+                      "trial %s init failed: %s", def->name ? def->name : "", dt_last_error());
         goto out;
     }
     if (ds && (st = dt__ds_after_init(c, def)) != DT_OK) goto out;
@@ -976,13 +1029,15 @@ dt_status dt_trainer_fit(const dt_trial_def *def, const json_t *config, uint64_t
     }
     if (ds) {
         /* batches per epoch = the loader's micro-batches / gradient_accumulation_steps */
-        if ((st = dt__ds_attach_loaders(c, t.train, t.val, &t.batches_per_epoch)) != DT_OK) goto out;
+        if ((st = dt__ds_attach_loaders(c, t.train, t.val, &t.batches_per_epoch)) != DT_OK)
+            goto out;
     } else {
         t.batches_per_epoch = dt_loader_num_batches(t.train);
     }
     if (t.batches_per_epoch <= 0) {
-        st = dt_error(DT_ERR_CONFIG, "the training loader has no batches (%lld); hint: check the "
-                                     "dataset and batch size",
+        st = dt_error(DT_ERR_CONFIG,
+                      "the training loader has no batches (%lld); hint: check the "
+                      "dataset and batch size",
                       (long long)t.batches_per_epoch);
         goto out;
     }
@@ -996,7 +1051,8 @@ dt_status dt_trainer_fit(const dt_trial_def *def, const json_t *config, uint64_t
         /* callbacks see the raw state before it is applied */
         st = dt__trial_resume(c, def, t.self, opts->latest_checkpoint, &state);
         if (st != DT_OK) {
-            st = dt_error(st, "cannot resume from %s: %s", opts->latest_checkpoint, dt_last_error());
+            st =
+                dt_error(st, "cannot resume from %s: %s", opts->latest_checkpoint, dt_last_error());
             goto out;
         }
         CB(&t, on_checkpoint_load_start, state);
@@ -1022,7 +1078,8 @@ dt_status dt_trainer_fit(const dt_trial_def *def, const json_t *config, uint64_t
     if (opts->metrics_out && chief(&t)) {
         t.metrics_out = fopen(opts->metrics_out, c->batches_trained ? "a" : "w");
         if (!t.metrics_out) {
-            st = dt_error(DT_ERR_IO, "cannot write metrics to %s: %s", opts->metrics_out, strerror(errno));
+            st = dt_error(DT_ERR_IO, "cannot write metrics to %s: %s", opts->metrics_out,
+                          strerror(errno));
             goto out;
         }
     }
@@ -1056,8 +1113,8 @@ out:
     return DT_OK;
 }
 
-void *dt_trial_load_from_checkpoint(const dt_trial_def *def, const char *path,
-                                    const json_t *config, dt_trial_ctx **ctx_out) {
+void *dt_trial_load_from_checkpoint(const dt_trial_def *def, const char *path, const json_t *config,
+                                    dt_trial_ctx **ctx_out) {
     *ctx_out = NULL;
     if (!def || !def->init) {
         dt_error(DT_ERR_INVALID, "load_from_checkpoint: the trial definition has no init");

@@ -20,9 +20,9 @@
 
 static float g_x[N_SAMPLES * DIM];
 static int64_t g_y[N_SAMPLES];
-static int64_t g_signal_at = -1; /* raise SIGTERM inside this batch */
-static int64_t g_nan_at = -1;    /* report a NaN loss at this batch */
-static bool g_fp16;               /* use_amp(FP16) in init */
+static int64_t g_signal_at = -1;   /* raise SIGTERM inside this batch */
+static int64_t g_nan_at = -1;      /* report a NaN loss at this batch */
+static bool g_fp16;                /* use_amp(FP16) in init */
 static int64_t g_overflow_at = -1; /* poison a gradient with Inf at this batch */
 static int64_t g_skipped;          /* skipped steps seen at the end of the last fit */
 
@@ -50,8 +50,9 @@ static double reduce_count(const double *v, int64_t n, void *user) {
 static void *toy_init(dt_trial_ctx *c) {
     toy *t = calloc(1, sizeof *t);
     t->c = c;
-    t->net = dt_wrap_model(c, dt_nn_sequential(dt_nn_linear(DIM, 32, true), dt_nn_relu(),
-                                                dt_nn_dropout(0.2f), dt_nn_linear(32, 4, true), NULL));
+    t->net =
+        dt_wrap_model(c, dt_nn_sequential(dt_nn_linear(DIM, 32, true), dt_nn_relu(),
+                                          dt_nn_dropout(0.2f), dt_nn_linear(32, 4, true), NULL));
     dt_optim_config oc = dt_optim_defaults(DT_OPTIM_ADAMW);
     oc.lr = 0.01f;
     t->opt = dt_wrap_optimizer(c, dt_optim_new_for_module(&oc, t->net), t->net);
@@ -75,13 +76,20 @@ static dt_loader *make_loader(toy *t, bool train) {
         {.field = {.name = "y", .dtype = DT_DTYPE_I64, .ndim = 0}, .data = g_y},
     };
     dt_dataset *ds = dt_dataset_from_arrays(2, f, train ? N_SAMPLES : 40, false);
-    dt_loader_opts o = {.batch_size = 8, .shuffle = train, .seed = dt_trial_seed(t->c),
-                        .num_workers = train ? 1 : 0, .take_dataset = true};
+    dt_loader_opts o = {.batch_size = 8,
+                        .shuffle = train,
+                        .seed = dt_trial_seed(t->c),
+                        .num_workers = train ? 1 : 0,
+                        .take_dataset = true};
     return dt_loader_new(dt_trial_runtime(t->c), ds, &o);
 }
 
-static dt_loader *toy_train_loader(void *s) { return make_loader(s, true); }
-static dt_loader *toy_val_loader(void *s) { return make_loader(s, false); }
+static dt_loader *toy_train_loader(void *s) {
+    return make_loader(s, true);
+}
+static dt_loader *toy_val_loader(void *s) {
+    return make_loader(s, false);
+}
 
 static dt_metrics toy_train(void *s, dt_batch *b, int64_t e, int64_t i) {
     (void)e;
@@ -108,12 +116,18 @@ static dt_metrics toy_eval(void *s, dt_batch *b, int64_t i) {
     return loss ? dt_metrics_scalar("validation_loss", dt_item(loss)) : dt_metrics_error();
 }
 
-static void toy_free(void *s) { free(s); }
+static void toy_free(void *s) {
+    free(s);
+}
 
 static const dt_trial_def Toy = {
-    .name = "Toy", .init = toy_init, .build_training_data_loader = toy_train_loader,
-    .build_validation_data_loader = toy_val_loader, .train_batch = toy_train,
-    .evaluate_batch = toy_eval, .free = toy_free,
+    .name = "Toy",
+    .init = toy_init,
+    .build_training_data_loader = toy_train_loader,
+    .build_validation_data_loader = toy_val_loader,
+    .train_batch = toy_train,
+    .evaluate_batch = toy_eval,
+    .free = toy_free,
 };
 
 static char g_root[256];
@@ -229,8 +243,8 @@ static void test_metrics_and_policy(void) {
         json_decref(j);
     }
     if (f) fclose(f);
-    CHECK_MSG(ntrain == 3 && nval == 3, "training lines %d (want 3), validation %d (want 3: at 5, 10, end)",
-              ntrain, nval);
+    CHECK_MSG(ntrain == 3 && nval == 3,
+              "training lines %d (want 3), validation %d (want 3: at 5, 10, end)", ntrain, nval);
     /* policy all: a checkpoint after each validation (5, 10, 12) */
     char **names;
     int n;
