@@ -97,7 +97,11 @@ DT_API size_t dt_field_nbytes(const dt_field *f);
  *   free(self)            release everything (including the struct itself if it was
  *                         allocated); may be NULL (nothing to free). Called by dt_dataset_free.
  *   fields[0..nfields)    the field descriptions, in the order of get's `out`.
- *   state                 the implementation's data. */
+ *   state                 the implementation's data.
+ *   prefetch(self, i)     optional (may be NULL): a hint that get(self, i, ...) follows soon,
+ *                         e.g. start the memory reads of sample i. Must not fail or block;
+ *                         the loader calls it a few samples ahead when it builds a batch
+ *                         of shuffled indices. Same thread-safety as get. */
 typedef struct dt_dataset dt_dataset;
 struct dt_dataset {
     int64_t (*len)(const dt_dataset *self);
@@ -106,6 +110,7 @@ struct dt_dataset {
     int nfields;
     dt_field fields[DT_DATASET_MAX_FIELDS];
     void *state;
+    void (*prefetch)(const dt_dataset *self, int64_t index);
 };
 
 /* Convenience wrappers. dt_dataset_get checks 0 <= index < len (DT_ERR_INVALID otherwise).

@@ -26,6 +26,16 @@ static dt_status idx_get(const dt_dataset *self, int64_t i, void *const *out) {
     return DT_OK;
 }
 
+/* A sample is 784 bytes at a random place in tens of MB: touching its cache lines ahead of
+ * get lets the misses of several samples overlap instead of being paid one after another. */
+static void idx_prefetch(const dt_dataset *self, int64_t i) {
+    const idx_state *s = self->state;
+    const uint8_t *px = s->images.data + (size_t)i * (size_t)s->pixels;
+    for (int64_t j = 0; j < s->pixels; j += 64) __builtin_prefetch(px + j);
+    __builtin_prefetch(px + s->pixels - 1);
+    __builtin_prefetch(s->labels.data + i);
+}
+
 static void idx_free_ds(dt_dataset *self) {
     idx_state *s = self->state;
     if (s) {
@@ -92,6 +102,7 @@ dt_dataset *dt_dataset_idx(const char *images_path, const char *labels_path, flo
     for (int v = 0; v < 256; v++) s->lut[v] = (v / 255.f - mean) / std;
     ds->len = idx_len;
     ds->get = idx_get;
+    ds->prefetch = idx_prefetch;
     ds->nfields = 2;
     dt_field *x = &ds->fields[0], *y = &ds->fields[1];
     strcpy(x->name, "x");

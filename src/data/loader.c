@@ -119,6 +119,9 @@ static dt_status ensure_capacity(dt_loader *l, int64_t cap) {
     return DT_OK;
 }
 
+/* samples whose reads are started (dataset prefetch hint) before the one being built */
+#define PREFETCH_AHEAD 8
+
 /* Build batch k of the plan into slot s. Returns its status; on error s->msg has the text. */
 static dt_status fill_slot(dt_loader *l, slot *s, int64_t k) {
     const int64_t *idx = l->plan.idx + l->plan.off[k];
@@ -152,20 +155,29 @@ static dt_status fill_slot(dt_loader *l, slot *s, int64_t k) {
         int64_t bad = n;
         dt_status bad_st = DT_OK;
         char bad_msg[512];
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < n; i++) {
-            void *o[DT_DATASET_MAX_FIELDS];
-            for (int f = 0; f < ds->nfields; f++)
-                o[f] = (char *)b->tensors[f]->data + (size_t)i * nbytes[f];
-            dt_clear_error();
-            dt_status e = ds->get(ds, idx[i], o);
-            if (e != DT_OK) {
+#pragma omp parallel
+        {
+            int nt = omp_get_num_threads(), me = omp_get_thread_num();
+            int64_t lo = n * me / nt, hi = n * (me + 1) / nt;
+            if (ds->prefetch)
+                for (int64_t i = lo; i < hi && i < lo + PREFETCH_AHEAD; i++)
+                    ds->prefetch(ds, idx[i]);
+            for (int64_t i = lo; i < hi; i++) {
+                if (ds->prefetch && i + PREFETCH_AHEAD < hi)
+                    ds->prefetch(ds, idx[i + PREFETCH_AHEAD]);
+                void *o[DT_DATASET_MAX_FIELDS];
+                for (int f = 0; f < ds->nfields; f++)
+                    o[f] = (char *)b->tensors[f]->data + (size_t)i * nbytes[f];
+                dt_clear_error();
+                dt_status e = ds->get(ds, idx[i], o);
+                if (e != DT_OK) {
 #pragma omp critical(dt_loader_fill)
-                if (i < bad) {
-                    bad = i;
-                    bad_st = e;
-                    snprintf(bad_msg, sizeof bad_msg, "%s",
-                             dt_last_error()[0] ? dt_last_error() : dt_status_name(e));
+                    if (i < bad) {
+                        bad = i;
+                        bad_st = e;
+                        snprintf(bad_msg, sizeof bad_msg, "%s",
+                                 dt_last_error()[0] ? dt_last_error() : dt_status_name(e));
+                    }
                 }
             }
         }
@@ -175,8 +187,11 @@ static dt_status fill_slot(dt_loader *l, slot *s, int64_t k) {
                      (long long)l->epoch, (long long)idx[bad], bad_msg);
         return bad < n ? bad_st : DT_OK;
     }
+    if (ds->prefetch)
+        for (int64_t i = 0; i < n && i < PREFETCH_AHEAD; i++) ds->prefetch(ds, idx[i]);
     for (int64_t i = 0; i < n; i++) {
         if (atomic_load_explicit(&l->stop, memory_order_relaxed)) return DT_ERR_STATE;
+        if (ds->prefetch && i + PREFETCH_AHEAD < n) ds->prefetch(ds, idx[i + PREFETCH_AHEAD]);
         for (int f = 0; f < ds->nfields; f++)
             out[f] = (char *)b->tensors[f]->data + (size_t)i * nbytes[f];
         dt_clear_error();

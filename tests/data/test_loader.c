@@ -1,7 +1,8 @@
 /* Tests for dt_loader (src/data/loader.c, sampler.c): batching, drop_last, reproducible
  * shuffling, bit-identical results whatever num_workers, resume mid-epoch, sharding over 2 and
  * 3 ranks (coverage, equal batch counts, the remainder rule), user samplers, batch samplers
- * and their exclusivity errors, user collate, worker errors, user loaders, memory accounting. */
+ * and their exclusivity errors, user collate, worker errors, the prefetch hint, user loaders,
+ * memory accounting. */
 #include "dtrain/data.h"
 #include "test.h"
 
@@ -623,6 +624,64 @@ static void test_parallel_fill(void) {
     dt_dataset_free(base);
 }
 
+/* The prefetch hint: called for samples before they are read, never beyond the batch, and
+ * the batches are the same bits as without it (serial, OpenMP-filled and worker-built). */
+typedef struct hinted {
+    dt_dataset *base;
+    _Atomic int64_t hints, early; /* hints given; hints given before get of that index */
+    _Atomic int64_t *seen;        /* per index: 1 = hinted, 2 = read */
+    _Atomic int64_t out_of_range;
+} hinted;
+static int64_t hinted_len(const dt_dataset *self) {
+    return dt_dataset_len(((hinted *)self->state)->base);
+}
+static dt_status hinted_get(const dt_dataset *self, int64_t i, void *const *out) {
+    hinted *h = self->state;
+    if (h->seen[i] == 1) h->early++;
+    h->seen[i] = 2;
+    return h->base->get(h->base, i, out);
+}
+static void hinted_prefetch(const dt_dataset *self, int64_t i) {
+    hinted *h = self->state;
+    if (i < 0 || i >= dt_dataset_len(h->base)) {
+        h->out_of_range++;
+        return;
+    }
+    h->hints++;
+    if (h->seen[i] == 0) h->seen[i] = 1;
+}
+
+static void test_prefetch_hint(void) {
+    const int64_t n = 200;
+    dt_dataset *base = make_ds(n);
+    for (int nw = 0; nw <= 1; nw++)
+        for (int bs = 5; bs <= 64; bs += 59) { /* 5: serial fill; 64: OpenMP fill (nw 0) */
+            hinted h = {.base = base, .seen = calloc((size_t)n, sizeof(_Atomic int64_t))};
+            dt_dataset ds = {.len = hinted_len,
+                             .get = hinted_get,
+                             .nfields = 2,
+                             .state = &h,
+                             .prefetch = hinted_prefetch};
+            memcpy(ds.fields, base->fields, sizeof ds.fields);
+            dt_loader_opts o = {.batch_size = bs, .shuffle = true, .seed = 9, .num_workers = nw};
+            dt_loader *with = loader(&ds, o), *plain = loader(base, o);
+            stream a = epoch_stream(with, 3, 0), b = epoch_stream(plain, 3, 0);
+            CHECK_MSG(stream_eq(&a, &b) && a.bad == 0, "nw %d bs %d", nw, bs);
+            CHECK(h.out_of_range == 0);
+            /* every sample read was hinted first (the first few of each thread's share too) */
+            CHECK_MSG(h.hints == a.n_idx && h.early == a.n_idx,
+                      "nw %d bs %d: %lld hints, %lld "
+                      "early, %lld read",
+                      nw, bs, (long long)h.hints, (long long)h.early, (long long)a.n_idx);
+            stream_free(&a);
+            stream_free(&b);
+            dt_loader_free(with);
+            dt_loader_free(plain);
+            free((void *)h.seen);
+        }
+    dt_dataset_free(base);
+}
+
 typedef struct counter {
     int64_t epoch, next, n;
     bool freed;
@@ -719,6 +778,7 @@ int main(void) {
     TEST_RUN(test_collate);
     TEST_RUN(test_worker_errors);
     TEST_RUN(test_parallel_fill);
+    TEST_RUN(test_prefetch_hint);
     TEST_RUN(test_custom_loader);
     TEST_RUN(test_memory);
     dt_ctx_free(ctx);
