@@ -183,6 +183,10 @@ typedef struct dt_expconf {
     char **env_keys;
     char **env_values;
 
+    bool profiling_enabled;  /* profiling.enabled; default false */
+    int64_t profiling_begin; /* profiling.begin_on_batch (0-based); default 0 */
+    int64_t profiling_end;   /* profiling.end_after_batch, inclusive; INT64_MAX = to the end */
+
     int64_t slots_per_trial; /* resources; default 1 */
     int64_t max_restarts;    /* default 5 */
     const json_t *data;      /* free-form object (empty object when not given) */

@@ -269,7 +269,10 @@ DT_API dt_tb_writer *dt_trial_tensorboard_writer(dt_trial_ctx *c);
 /* The profiler: for training batches begin..end (inclusive, 0-based) the fit loop records each
  * batch's wall time, model FLOP rate and activation memory peak as TensorBoard scalars
  * "profiler/step_ms", "profiler/gflops", "profiler/activation_peak_mb" and as "profiler" lines
- * in the metrics file. Call in init; enabled false turns it off. */
+ * in the metrics file; the lines also carry "data_ms", the time the fit loop spent getting
+ * that batch from the training loader. Call in init; enabled false turns it off. The
+ * experiment config's profiling section (enabled, begin_on_batch, end_after_batch) sets the
+ * same before init. */
 DT_API dt_status dt_trial_set_profiler(dt_trial_ctx *c, bool enabled, int64_t begin_batch,
                                        int64_t end_batch);
 /* Data on the CPU needs no move; kept for API parity with the reference (returns t). */
@@ -409,6 +412,9 @@ typedef struct dt_fit_opts {
     bool quiet;
     const char *model_dir; /* the trial's model directory (relative paths in its
                             * hyperparameters, e.g. deepspeed_config), or NULL */
+    bool profile;          /* the profiler for batches profile_begin..profile_end (as
+                            * dt_trial_set_profiler; a trial's own call wins) */
+    int64_t profile_begin, profile_end;
 } dt_fit_opts;
 
 /* Run a trial to completion (or until stopped by dt_trial_set_stop_requested, SIGINT or

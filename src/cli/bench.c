@@ -624,6 +624,8 @@ static int bench_train(bench_args *a) {
         dt_flops f = dt_ctx_flops(ctx);
         flops = f.forward + f.backward;
     }
+    double mean = 0;
+    for (int s = 0; s < a->steps; s++) mean += ms[s] / a->steps;
     qsort(ms, (size_t)a->steps, sizeof(double), cmp_double);
     double med = a->steps % 2 ? ms[a->steps / 2] : 0.5 * (ms[a->steps / 2 - 1] + ms[a->steps / 2]);
     dt_mem_stats st;
@@ -639,9 +641,10 @@ static int bench_train(bench_args *a) {
                    (long long)a->seq, (long long)a->vocab);
         else if (mlp)
             printf("\"layers\":%lld,\"hidden\":%lld,", (long long)a->layers, (long long)a->hidden);
-        printf("\"params\":%lld,\"step_ms_median\":%.3f,\"step_ms_min\":%.3f,\"%s\":%.1f,"
+        printf("\"params\":%lld,\"step_ms_median\":%.3f,\"step_ms_min\":%.3f,"
+               "\"step_ms_mean\":%.3f,\"%s\":%.1f,"
                "\"gflops\":%.2f,\"flops_per_step\":%lld,\"final_loss\":%.6f,",
-               (long long)dt_module_num_params(net), med, ms[0],
+               (long long)dt_module_num_params(net), med, ms[0], mean,
                gpt ? "tokens_per_s" : "samples_per_s", per_s, (double)flops / (med / 1e3) / 1e9,
                (long long)flops, loss);
         print_peaks(&st);

@@ -229,6 +229,9 @@ int dt_cli_train(int argc, char **argv) {
     o.model_dir = model_dir;
     o.progress = !quiet && isatty(STDERR_FILENO);
     o.quiet = quiet;
+    o.profile = cfg->profiling_enabled;
+    o.profile_begin = cfg->profiling_begin;
+    o.profile_end = cfg->profiling_end;
     if (dt_trainer_fit(def, run_cfg, seed, &o) != DT_OK) {
         fail("");
         goto out;

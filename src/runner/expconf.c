@@ -1016,19 +1016,14 @@ static const char *const TOP_KNOWN[] = {"name",
                                         "max_restarts",
                                         "bind_mounts",
                                         "labels",
+                                        "profiling",
                                         NULL};
 /* Determined keys that have no effect in dtrain (accepted so configs carry over) */
-static const char *const TOP_ACCEPTED[] = {"workspace",
-                                           "project",
-                                           "debug",
-                                           "profiling",
-                                           "tensorboard_storage",
-                                           "log_policies",
-                                           "retention_policy",
-                                           "integrations",
-                                           "pbs",
-                                           "slurm",
-                                           NULL};
+static const char *const TOP_ACCEPTED[] = {"workspace",    "project",
+                                           "debug",        "tensorboard_storage",
+                                           "log_policies", "retention_policy",
+                                           "integrations", "pbs",
+                                           "slurm",        NULL};
 
 static dt_status validate(vctx *v, unsigned flags) {
     dt_expconf *c = v->cfg;
@@ -1094,6 +1089,31 @@ static dt_status validate(vctx *v, unsigned flags) {
                 (st = get_bool(v, obj, "optimizations", "average_training_metrics", true,
                                &c->average_training_metrics))))
         return st;
+
+    /* profiling: the fit loop's per-batch timings (profiler lines) for a range of batches */
+    static const char *const prof_known[] = {"enabled", "begin_on_batch", "end_after_batch",
+                                             "sync_timings", NULL};
+    c->profiling_end = INT64_MAX;
+    if ((st = get_obj(v, root, "", "profiling", &obj))) return st;
+    if (obj) {
+        bool sync;
+        if ((st = check_keys(v, obj, "profiling", prof_known, NULL)) ||
+            (st = get_bool(v, obj, "profiling", "enabled", false, &c->profiling_enabled)) ||
+            (st = get_int(v, obj, "profiling", "begin_on_batch", 0, 0, &c->profiling_begin)) ||
+            (st = get_bool(v, obj, "profiling", "sync_timings", true, &sync)))
+            return st;
+        json_t *x = member(obj, "end_after_batch");
+        if (x && !json_is_null(x)) {
+            if ((st = check_int(v, x, vpos(v, obj, "end_after_batch"), "profiling.end_after_batch",
+                                0, INT64_MAX, &c->profiling_end)))
+                return st;
+            if (c->profiling_end < c->profiling_begin)
+                return cerr(v, vpos(v, obj, "end_after_batch"),
+                            "profiling.end_after_batch (%lld) is before begin_on_batch (%lld); "
+                            "hint: the range is inclusive, end_after_batch >= begin_on_batch",
+                            (long long)c->profiling_end, (long long)c->profiling_begin);
+        }
+    }
 
     static const char *const repro_known[] = {"experiment_seed", NULL};
     if ((st = get_obj(v, root, "", "reproducibility", &obj))) return st;

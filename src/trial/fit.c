@@ -217,10 +217,13 @@ static bool chief(const trainer *t) {
     return t->c->rank == 0;
 }
 
-/* rec_per_s > 0 adds the window's throughput (training lines). */
+/* rec_per_s > 0 adds the window's throughput (training lines). Lines reach the files at once,
+ * except the per-batch profiler lines, which go out with the next training report (two write
+ * calls a batch would show in the timings they carry). */
 static void write_metrics_line(trainer *t, const char *kind, const dt_metrics *m,
                                double rec_per_s) {
     if (!chief(t)) return;
+    bool flush = strcmp(kind, "profiler") != 0;
     double epochs = t->batches_per_epoch ? (double)t->c->batches_trained / t->batches_per_epoch : 0;
     if (t->metrics_out) {
         fprintf(t->metrics_out,
@@ -236,7 +239,7 @@ static void write_metrics_line(trainer *t, const char *kind, const dt_metrics *m
                 fprintf(t->metrics_out, "%s\"%s\":null", i ? "," : "", m->m[i].name);
         }
         fprintf(t->metrics_out, "}}\n");
-        fflush(t->metrics_out);
+        if (flush) fflush(t->metrics_out);
     }
     if (t->tb) {
         char tag[96];
@@ -244,7 +247,7 @@ static void write_metrics_line(trainer *t, const char *kind, const dt_metrics *m
             snprintf(tag, sizeof tag, "%s/%s", kind, m->m[i].name);
             dt_tb_add_scalar(t->tb, tag, (float)m->m[i].value, t->c->batches_trained);
         }
-        dt_tb_flush(t->tb);
+        if (flush) dt_tb_flush(t->tb);
     }
 }
 
@@ -296,13 +299,15 @@ static dt_status report_training(trainer *t) {
     return DT_OK;
 }
 
-/* One profiled batch: wall time, model FLOP rate, activation peak (chief writes them). */
-static void profile_batch(trainer *t, double sec) {
+/* One profiled batch: train_batch's wall time, the time spent getting the batch from the
+ * training loader, model FLOP rate, activation peak (chief writes them). */
+static void profile_batch(trainer *t, double sec, double data_sec) {
     dt_flops f = dt_ctx_flops(t->c->rt);
     dt_mem_stats ms;
     dt_device_stats(dt_ctx_device(t->c->rt), &ms);
     dt_metrics p = dt_metrics_empty();
     dt_metrics_set(&p, "step_ms", sec * 1e3);
+    if (!t->ds) dt_metrics_set(&p, "data_ms", data_sec * 1e3);
     dt_metrics_set(&p, "gflops", sec > 0 ? (double)(f.forward + f.backward) / sec / 1e9 : 0);
     dt_metrics_set(&p, "activation_peak_mb", (double)ms.peak[DT_MEM_ACTIVATIONS] / 1048576.0);
     /* recorded at the batch being trained (batches_trained is advanced after this) */
@@ -865,7 +870,9 @@ static dt_status train_loop(trainer *t) {
             if (in_epoch == 0) CB(t, on_training_epoch_start, e);
         }
         dt_batch *b = NULL;
+        double d0 = c->profile ? dt_now_sec() : 0;
         st = t->ds ? DT_OK : dt_loader_next(t->train, &b);
+        double data_sec = c->profile ? dt_now_sec() - d0 : 0;
         if (st != DT_OK) return st;
         if (!b && !t->ds)
             return dt_error(DT_ERR_STATE,
@@ -891,7 +898,7 @@ static dt_status train_loop(trainer *t) {
             }
             m = t->ds ? dt__ds_train_batch(c, t->def, t->self, e, c->batches_trained)
                       : t->def->train_batch(t->self, b, e, c->batches_trained);
-            if (prof && m.status == DT_OK) profile_batch(t, dt_now_sec() - p0);
+            if (prof && m.status == DT_OK) profile_batch(t, dt_now_sec() - p0, data_sec);
         }
         if (m.status != DT_OK)
             return dt_error(m.status, "train_batch failed at batch %lld (epoch %lld): %s",
@@ -1000,6 +1007,11 @@ dt_status dt_trainer_fit(const dt_trial_def *def, const json_t *config, uint64_t
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
 
+    /* the experiment config's profiling section; a trial that sets its own profiler in init
+     * overrides it */
+    if (opts->profile &&
+        (st = dt_trial_set_profiler(c, true, opts->profile_begin, opts->profile_end)) != DT_OK)
+        goto out;
     t.self = def->init(c);
     if (!t.self) {
         st = dt_error(dt_last_status() ? dt_last_status() : DT_ERR_STATE,

@@ -580,7 +580,7 @@ static void test_unknown_keys(void) {
                                "optimisations: {}\n"
                                "completely_unrelated: 1\n"
                                "resources: {slots_per_trail: 2, resource_pool: x}\n"
-                               "profiling: {enabled: true}\n"
+                               "debug: true\n"
                                "checkpoint_storage: {host_path: /x, save_trial_bset: 1}\n",
                           0);
     if (!c) return;
@@ -620,6 +620,41 @@ static void test_unknown_keys(void) {
     CHECK(dt_edit_distance("", "abc") == 3 && dt_edit_distance("abc", "") == 3);
     CHECK(dt_edit_distance("max_lenght", "max_length") == 1); /* a transposition */
     CHECK(dt_edit_distance("same", "same") == 0);
+}
+
+/* profiling: the fit loop's profiler for a range of batches */
+static void test_profiling(void) {
+    dt_expconf *c = cload(BASE, 0);
+    if (c) CHECK(!c->profiling_enabled && c->profiling_begin == 0 && c->profiling_end == INT64_MAX);
+    dt_expconf_free(c);
+    c = cload(BASE "profiling:\n  enabled: true\n  begin_on_batch: 3\n  end_after_batch: 9\n"
+                   "  sync_timings: false\n",
+              0);
+    if (c) {
+        CHECK(c->profiling_enabled && c->profiling_begin == 3 && c->profiling_end == 9);
+        CHECK(c->n_warnings == 0);
+    }
+    dt_expconf_free(c);
+    c = cload(BASE "profiling: {enabled: true, end_after_batch: null}\n", 0);
+    if (c) CHECK(c->profiling_enabled && c->profiling_begin == 0 && c->profiling_end == INT64_MAX);
+    dt_expconf_free(c);
+    const char *e =
+        cerr(BASE "profiling: {enabled: true, begin_on_batch: 5, end_after_batch: 2}\n", 0);
+    CHECK_HAS(e, "config.yaml:5:64: profiling.end_after_batch (2) is before begin_on_batch (5)");
+    e = cerr(BASE "profiling: {enabled: 1}\n", 0);
+    CHECK_HAS(e, "profiling.enabled must be true or false, got 1");
+    e = cerr(BASE "profiling: {begin_on_batch: -1}\n", 0);
+    CHECK_HAS(e, "profiling.begin_on_batch must be a non-negative integer, got -1");
+    e = cerr(BASE "profiling: true\n", 0);
+    CHECK_HAS(e, "profiling must be a mapping");
+    c = cload(BASE "profiling: {enabled: true, end_after_bach: 4}\n", 0);
+    if (c) {
+        CHECK(c->n_warnings == 1);
+        if (c->n_warnings == 1)
+            CHECK_HAS(c->warnings[0], "unknown key 'profiling.end_after_bach' (ignored); did you "
+                                      "mean 'end_after_batch'?");
+    }
+    dt_expconf_free(c);
 }
 
 static void test_entrypoint(void) {
@@ -932,6 +967,7 @@ int main(void) {
     TEST_RUN(test_required);
     TEST_RUN(test_enums);
     TEST_RUN(test_unknown_keys);
+    TEST_RUN(test_profiling);
     TEST_RUN(test_entrypoint);
     TEST_RUN(test_hyperparameters);
     TEST_RUN(test_lengths);

@@ -386,6 +386,8 @@ static void test_reducers_profiler(void) {
             nprof++;
             CHECK(json_number_value(json_object_get(m, "step_ms")) > 0);
             CHECK(json_number_value(json_object_get(m, "gflops")) > 0);
+            CHECK(json_is_number(json_object_get(m, "data_ms")) &&
+                  json_number_value(json_object_get(m, "data_ms")) >= 0);
         }
         if (kind && !strcmp(kind, "training")) {
             double mx = json_number_value(json_object_get(m, "max_loss"));
@@ -404,6 +406,53 @@ static void test_reducers_profiler(void) {
     json_decref(cfg);
 }
 
+/* The "batches" values of the profiler lines in a metrics file, as a bit set (batches < 64). */
+static uint64_t profiled_batches(const char *path) {
+    FILE *f = fopen(path, "r");
+    char line[4096];
+    uint64_t set = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        json_error_t e;
+        json_t *j = json_loads(line, 0, &e);
+        const char *kind = json_string_value(json_object_get(j, "kind"));
+        json_int_t b = json_integer_value(json_object_get(j, "batches"));
+        if (kind && !strcmp(kind, "profiler") && b >= 0 && b < 64) set |= (uint64_t)1 << b;
+        json_decref(j);
+    }
+    if (f) fclose(f);
+    return set;
+}
+
+/* The profiler from the fit options (the experiment config's profiling section): batches
+ * begin..end, 0-based, in lines whose "batches" counts them from 1; a trial that sets its own
+ * profiler in init overrides it. */
+static void test_profiler_from_options(void) {
+    char d[300], mo[320];
+    snprintf(d, sizeof d, "%s/prof", g_root);
+    snprintf(mo, sizeof mo, "%s/prof.jsonl", g_root);
+    json_t *cfg = config();
+    dt_fit_opts o = opts(d, 8);
+    o.metrics_out = mo;
+    o.profile = true;
+    o.profile_begin = 4;
+    o.profile_end = 5;
+    CHECK_MSG(dt_trainer_fit(&Toy, cfg, 3, &o) == DT_OK, "%s", dt_last_error());
+    uint64_t got = profiled_batches(mo);
+    CHECK_MSG(got == ((1u << 5) | (1u << 6)), "profiled batches mask %#llx",
+              (unsigned long long)got);
+    remove(mo);
+    g_extras = true; /* init calls dt_trial_set_profiler(c, true, 2, 3) */
+    CHECK_MSG(dt_trainer_fit(&Toy, cfg, 3, &o) == DT_OK, "%s", dt_last_error());
+    g_extras = false;
+    got = profiled_batches(mo);
+    CHECK_MSG(got == ((1u << 3) | (1u << 4)), "profiled batches mask %#llx",
+              (unsigned long long)got);
+    o.profile_begin = 6; /* end before begin: refused before training starts */
+    CHECK(dt_trainer_fit(&Toy, cfg, 3, &o) == DT_ERR_INVALID);
+    CHECK_MSG(strstr(dt_last_error(), "set_profiler") != NULL, "%s", dt_last_error());
+    json_decref(cfg);
+}
+
 int main(void) {
     dt_rng r;
     dt_rng_init(&r, 1);
@@ -418,6 +467,7 @@ int main(void) {
     TEST_RUN(test_fp16);
     TEST_RUN(test_load_from_checkpoint);
     TEST_RUN(test_reducers_profiler);
+    TEST_RUN(test_profiler_from_options);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_root);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_root);
