@@ -4,7 +4,8 @@
  *       [--heads NH] [--seq T] [--vocab V] [--steps S] [--warmup W] [--threads N]
  *       [--dtype fp32|bf16] [--json]
  *       [--slots N] [--zero-stage S] [--offload none|cpu|nvme] [--nvme-path DIR] [--gas G]
- *   dtrain bench gemm [--size N] [--threads N] [--dtype fp32|bf16] [--reps R] [--json]
+ *   dtrain bench gemm [--size N] [--threads N] [--dtype fp32|bf16] [--reps R]
+ *                     [--backend dtrain|openblas] [--json]
  *
  * With --zero-stage (or --slots) the step runs through the engine (dt_engine_*) with a
  * DeepSpeed config built from the options, on N data-parallel ranks under mpirun (one thread
@@ -20,6 +21,7 @@
 #include "dtrain/dtrain.h"
 #include "dtrain/pipe.h"
 
+#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +33,7 @@ typedef struct bench_args {
     int64_t size;
     dt_dtype dtype;
     bool json;
+    bool openblas; /* bench gemm --backend openblas: cblas_sgemm itself */
     /* engine mode */
     int slots, zero_stage, gas; /* zero_stage -1: plain optimiser step, no engine */
     const char *offload, *nvme_path;
@@ -41,7 +44,8 @@ typedef struct bench_args {
 static void bench_usage(FILE *f) {
     fprintf(f,
             "usage: dtrain bench train --model mlp|cnn|gpt [options] [--json]\n"
-            "       dtrain bench gemm [--size N] [--threads N] [--dtype fp32|bf16] [--json]\n"
+            "       dtrain bench gemm [--size N] [--threads N] [--dtype fp32|bf16]\n"
+            "                         [--backend dtrain|openblas] [--json]\n"
             "options:\n"
             "  --batch N       batch size (mlp, cnn 128; gpt 8)\n"
             "  --layers L      hidden layers (mlp 2) or transformer blocks (gpt 4)\n"
@@ -105,6 +109,18 @@ static int parse(int argc, char **argv, bench_args *a) {
                 return -1;
             }
             a->dtype = t;
+            i++;
+            continue;
+        }
+        if (!strcmp(o, "--backend")) {
+            if (!v || (strcmp(v, "dtrain") && strcmp(v, "openblas"))) {
+                fprintf(stderr,
+                        "dtrain bench: --backend takes dtrain (dt_matmul, the GEMM every "
+                        "op uses) or openblas (cblas_sgemm), got '%s'\n",
+                        v ? v : "");
+                return -1;
+            }
+            a->openblas = !strcmp(v, "openblas");
             i++;
             continue;
         }
@@ -671,6 +687,11 @@ static int bench_train(bench_args *a) {
 }
 
 static int bench_gemm(bench_args *a) {
+    if (a->openblas && a->dtype != DT_DTYPE_F32) {
+        fprintf(stderr, "dtrain bench: --backend openblas measures fp32 only (OpenBLAS has no "
+                        "bf16 GEMM here)\n");
+        return 2;
+    }
     int64_t n = a->size ? a->size : 1024;
     dt_set_num_threads(a->threads);
     dt_ctx *ctx = dt_ctx_new(NULL, 1);
@@ -686,11 +707,22 @@ static int bench_gemm(bench_args *a) {
     dt_rng_fill_uniform(&r, A->data, n * n, -1, 1);
     dt_rng_fill_uniform(&r, B->data, n * n, -1, 1);
     dt_ctx_set_autocast(ctx, a->dtype);
+    int64_t cshape[2] = {n, n};
+    dt_tensor *C =
+        a->openblas ? dt_tensor_new_heap(ctx, DT_DTYPE_F32, 2, cshape, DT_MEM_OTHER) : NULL;
+    if (a->openblas && !C) {
+        fprintf(stderr, "dtrain bench: %s\n", dt_last_error());
+        return 1;
+    }
     int reps = a->reps ? a->reps : 10;
     double *ms = calloc((size_t)reps, sizeof(double));
     for (int i = -2; i < reps; i++) {
         double t0 = dt_now_sec();
-        dt_matmul(A, B);
+        if (a->openblas) /* OpenBLAS (OpenMP build) threads follow dt_set_num_threads */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.f,
+                        A->data, (int)n, B->data, (int)n, 0.f, C->data, (int)n);
+        else
+            dt_matmul(A, B);
         double t1 = dt_now_sec();
         dt_ctx_reset(ctx);
         if (i >= 0) ms[i] = (t1 - t0) * 1e3;
@@ -698,15 +730,16 @@ static int bench_gemm(bench_args *a) {
     qsort(ms, (size_t)reps, sizeof(double), cmp_double);
     double med = ms[reps / 2], gf = 2.0 * n * n * n / (med / 1e3) / 1e9;
     if (a->json)
-        printf(
-            "{\"bench\":\"gemm\",\"dtype\":\"%s\",\"threads\":%d,\"size\":%lld,\"ms_median\":%.3f,"
-            "\"gflops\":%.1f}\n",
-            a->dtype == DT_DTYPE_BF16 ? "bf16" : "fp32", dt_get_num_threads(), (long long)n, med,
-            gf);
+        printf("{\"bench\":\"gemm\",\"backend\":\"%s\",\"dtype\":\"%s\",\"threads\":%d,"
+               "\"size\":%lld,\"ms_median\":%.3f,\"gflops\":%.1f}\n",
+               a->openblas ? "openblas" : "dtrain", a->dtype == DT_DTYPE_BF16 ? "bf16" : "fp32",
+               dt_get_num_threads(), (long long)n, med, gf);
     else
-        printf("gemm %lldx%lld %s, %d threads: %.3f ms, %.1f GFLOP/s\n", (long long)n, (long long)n,
-               a->dtype == DT_DTYPE_BF16 ? "bf16" : "fp32", dt_get_num_threads(), med, gf);
+        printf("gemm %lldx%lld %s (%s), %d threads: %.3f ms, %.1f GFLOP/s\n", (long long)n,
+               (long long)n, a->dtype == DT_DTYPE_BF16 ? "bf16" : "fp32",
+               a->openblas ? "openblas" : "dtrain", dt_get_num_threads(), med, gf);
     free(ms);
+    dt_tensor_free(C);
     dt_tensor_free(A);
     dt_tensor_free(B);
     dt_ctx_free(ctx);

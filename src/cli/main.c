@@ -9,7 +9,7 @@ static void usage(FILE *f) {
                "commands:\n"
                "  train CONFIG.yaml MODEL_DIR [options]                train one trial locally\n"
                "  bench train --model mlp|cnn|gpt [options] [--json]   time training steps\n"
-               "  bench gemm [--size N] [--threads N] [--json]         measure the sgemm rate\n"
+               "  bench gemm [--size N] [--backend dtrain|openblas] [--json]  the sgemm rate\n"
                "  version                                              print the version\n"
                "run 'dtrain bench --help' for the benchmark options\n");
 }

@@ -177,5 +177,29 @@ check '[ -f "$W/pp/batch_3/model0/model.safetensors" ] &&
     grep -q "model0/stage_1/engine/engine_state.json" "$W/pp/batch_3/metadata.json"' \
     "pipeline trial: both stages' engines in the trial checkpoint"
 
+# 11. the benchmark commands: one JSON object each; `bench gemm` measures dt_matmul or
+# OpenBLAS's cblas_sgemm (the reference rate of the GPT benchmark's target); the profiling
+# section of a config gives per-batch profiler lines with the data-loading time
+for be in dtrain openblas; do
+  "$DTRAIN" bench gemm --size 96 --reps 3 --threads 1 --backend $be --json > "$W/g" 2> "$W/o"
+  rc=$?
+  check '[ $rc -eq 0 ] && "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); assert d[\"backend\"] == sys.argv[2] and d[\"gflops\"] > 0 and d[\"size\"] == 96" "$W/g" $be' \
+      "bench gemm --backend $be: $(cat "$W/g" "$W/o")"
+done
+"$DTRAIN" bench gemm --backend cublas > "$W/o" 2>&1
+rc=$?
+check '[ $rc -ne 0 ] && grep -q "backend takes dtrain" "$W/o"' "bench gemm --backend cublas: $(cat "$W/o")"
+"$DTRAIN" bench train --model mlp --hidden 32 --steps 3 --warmup 1 --threads 1 --json > "$W/b" 2> "$W/o"
+rc=$?
+check '[ $rc -eq 0 ] && "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); assert d[\"step_ms_mean\"] > 0 and d[\"samples_per_s\"] > 0" "$W/b"' \
+    "bench train mlp: $(cat "$W/b" "$W/o")"
+{ cat "$CFG"; printf 'profiling:\n  enabled: true\n  begin_on_batch: 2\n  end_after_batch: 4\n'; } > "$W/prof.yaml"
+"$DTRAIN" train "$W/prof.yaml" "$TOY" --max-length 6b --checkpoint-dir "$W/profck" \
+    --metrics-out "$W/prof.jsonl" --quiet > "$W/o" 2>&1
+rc=$?
+check '[ $rc -eq 0 ] && [ "$(grep -c "\"kind\":\"profiler\"" "$W/prof.jsonl")" -eq 3 ] &&
+    grep -q "\"kind\":\"profiler\",\"batches\":3,.*\"data_ms\"" "$W/prof.jsonl"' \
+    "profiling section: 3 profiler lines (batches 2..4, 0-based) with data_ms: $(cat "$W/o" "$W/prof.jsonl" 2>/dev/null)"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -136,6 +136,8 @@ static void test_activation_values(void) {
     CHECK(T[0] == -1.f && T[3] == 1.f && T[4] == -1.f && T[5] == 1.f);
     CHECK(Si[0] == 0.f && Si[2] == 100.f && Si[3] == 1e4f);
     CHECK(Gt[0] == 0.f && Gt[1] == 0.f && Gt[2] == 100.f && Gt[3] == 1e4f && Gt[5] == INFINITY);
+    const float nan1[1] = {NAN}; /* a NaN stays NaN (a non-finite loss must show) */
+    CHECK(isnan(((const float *)dt_gelu_tanh(vec(ctx, 1, nan1))->data)[0]));
 
     /* FLOP counting: gelu_tanh counts 8 per element */
     dt_ctx_flops_reset(ctx);
