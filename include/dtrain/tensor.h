@@ -83,8 +83,7 @@ DT_API void dt_ctx_reset(dt_ctx *ctx);
  * recorded before it. Marks recorded after the node a backward starts from are not run by that
  * backward. dt_ctx_reset forgets the marks. DT_ERR_OOM / DT_ERR_INVALID on failure. */
 typedef void (*dt_backward_mark_fn)(void *user, int64_t arg);
-DT_API dt_status dt_ctx_mark_backward(dt_ctx *ctx, dt_backward_mark_fn fn, void *user,
-                                      int64_t arg);
+DT_API dt_status dt_ctx_mark_backward(dt_ctx *ctx, dt_backward_mark_fn fn, void *user, int64_t arg);
 /* Activation checkpointing: y = fn(x, user) computed without keeping fn's intermediate
  * activations (only x and y stay in the arena); the backward runs fn again from x, with the
  * context RNG as it was the first time (dropout draws the same masks), and backpropagates
@@ -105,7 +104,7 @@ DT_API dt_status dt_ctx_set_autocast(dt_ctx *ctx, dt_dtype compute);
 DT_API dt_dtype dt_ctx_autocast(const dt_ctx *ctx);
 
 typedef struct dt_flops {
-    int64_t forward;  /* since the last dt_ctx_flops_reset */
+    int64_t forward; /* since the last dt_ctx_flops_reset */
     int64_t backward;
 } dt_flops;
 DT_API dt_flops dt_ctx_flops(const dt_ctx *ctx);
@@ -181,6 +180,10 @@ DT_API dt_tensor *dt_linear(dt_tensor *x, dt_tensor *w, dt_tensor *b);
  * cache; no separate activation tensor or pass). */
 DT_API dt_tensor *dt_linear_gelu_tanh(dt_tensor *x, dt_tensor *w, dt_tensor *b);
 DT_API dt_tensor *dt_linear_relu(dt_tensor *x, dt_tensor *w, dt_tensor *b);
+/* res + (x · wᵀ + b), res of the output's shape: the same values as dt_add(res, dt_linear(x,
+ * w, b)) in one op (res is added on each GEMM tile; in the backward res takes dy over instead
+ * of a copy). The projection that closes a residual branch. */
+DT_API dt_tensor *dt_linear_residual(dt_tensor *x, dt_tensor *w, dt_tensor *b, dt_tensor *res);
 
 DT_API dt_tensor *dt_add(dt_tensor *a, dt_tensor *b);
 DT_API dt_tensor *dt_sub(dt_tensor *a, dt_tensor *b);

@@ -15,7 +15,8 @@
  *              x = x + drop(mlp.c_proj(gelu_tanh(mlp.c_fc(ln_2(x)))))
  *   logits = lm_head(ln_f(x))
  * attn is the fused dt_causal_self_attention; gelu_tanh(mlp.c_fc(.)) is the fused
- * dt_linear_gelu_tanh. Dropout uses cfg->dropout (p = 0: no op).
+ * dt_linear_gelu_tanh; x + c_proj(.) is the fused dt_linear_residual whenever the dropout is
+ * the identity. Dropout uses cfg->dropout (p = 0: no op).
  * Every submodule runs through dt_module_forward, so module hooks see each layer (c_fc's
  * hooks run around the fused op).
  *
@@ -56,10 +57,45 @@ static dt_tensor *mlp_forward(dt_module *m, dt_tensor *x) {
     return dt_dropout(dt_module_forward(m->children[1], h), m->fconf[0]);
 }
 
+/* res + drop(proj(y)): one dt_linear_residual when the dropout is the identity (p = 0, or
+ * evaluation), so the branch output is never a tensor of its own; proj's hooks run around it,
+ * as dt_module_forward would. With dropout on, the plain ops. */
+static dt_tensor *proj_residual(dt_module *proj, dt_tensor *y, dt_tensor *res, float p) {
+    if (!y || !res) return NULL;
+    if (!proj->params[0].t || (p > 0.f && dt_ctx_training(y->ctx)))
+        return dt_add(res, dt_dropout(dt_module_forward(proj, y), p)); /* (or its errors) */
+    if (proj->pre_hook) proj->pre_hook(proj, proj->hook_user);
+    dt_tensor *out = dt_linear_residual(y, proj->params[0].t, proj->params[1].t, res);
+    if (proj->post_hook) proj->post_hook(proj, proj->hook_user);
+    return out;
+}
+
+static dt_tensor *attn_residual(dt_module *m, dt_tensor *x, dt_tensor *res) {
+    dt_tensor *qkv = dt_module_forward(m->children[0], x);
+    dt_tensor *y = qkv ? dt_causal_self_attention(qkv, (int)m->iconf[0]) : NULL;
+    return proj_residual(m->children[1], y, res, m->fconf[0]);
+}
+
+static dt_tensor *mlp_residual(dt_module *m, dt_tensor *x, dt_tensor *res) {
+    dt_tensor *h = fc_gelu(m->children[0], x);
+    return proj_residual(m->children[1], h, res, m->fconf[0]);
+}
+
+/* res + branch(in), with the branch module's hooks around it (dt_module_forward's part) */
+static dt_tensor *residual(dt_module *m,
+                           dt_tensor *(*branch)(dt_module *, dt_tensor *, dt_tensor *),
+                           dt_tensor *in, dt_tensor *res) {
+    if (!in || !res) return NULL;
+    if (m->pre_hook) m->pre_hook(m, m->hook_user);
+    dt_tensor *y = branch(m, in, res);
+    if (m->post_hook) m->post_hook(m, m->hook_user);
+    return y;
+}
+
 static dt_tensor *block_forward(dt_module *m, dt_tensor *x) {
     dt_module **c = m->children;
-    x = dt_add(x, dt_module_forward(c[BLK_ATTN], dt_module_forward(c[BLK_LN_1], x)));
-    return dt_add(x, dt_module_forward(c[BLK_MLP], dt_module_forward(c[BLK_LN_2], x)));
+    x = residual(c[BLK_ATTN], attn_residual, dt_module_forward(c[BLK_LN_1], x), x);
+    return residual(c[BLK_MLP], mlp_residual, dt_module_forward(c[BLK_LN_2], x), x);
 }
 
 static dt_tensor *module_list_forward(dt_module *m, dt_tensor *x) {

@@ -12,8 +12,8 @@
 
 typedef struct mm_geom {
     int64_t M, N, K, batch;
-    int nb;                      /* batch dims of out */
-    int64_t bshape[DT_MAX_DIMS]; /* broadcast batch shape */
+    int nb;                                   /* batch dims of out */
+    int64_t bshape[DT_MAX_DIMS];              /* broadcast batch shape */
     int64_t sa[DT_MAX_DIMS], sb[DT_MAX_DIMS]; /* element strides per batch dim (0 = broadcast) */
 } mm_geom;
 
@@ -32,8 +32,16 @@ static void batch_offsets(const mm_geom *g, int64_t bi, int64_t *oa, int64_t *ob
 static bool mm_geometry(const dt_tensor *a, const dt_tensor *b, bool ta, bool tb, mm_geom *g) {
     int64_t am = a->shape[a->ndim - 2], ak = a->shape[a->ndim - 1];
     int64_t bk = b->shape[b->ndim - 2], bn = b->shape[b->ndim - 1];
-    if (ta) { int64_t t = am; am = ak; ak = t; }
-    if (tb) { int64_t t = bk; bk = bn; bn = t; }
+    if (ta) {
+        int64_t t = am;
+        am = ak;
+        ak = t;
+    }
+    if (tb) {
+        int64_t t = bk;
+        bk = bn;
+        bn = t;
+    }
     if (ak != bk) {
         char x[96], y[96];
         dt_error(DT_ERR_INVALID, "matmul: inner dims differ: %s%s @ %s%s (%lld vs %lld)",
@@ -165,7 +173,9 @@ dt_tensor *dt_matmul_t(dt_tensor *a, dt_tensor *b, bool ta, bool tb) {
     return dt__node_commit(n);
 }
 
-dt_tensor *dt_matmul(dt_tensor *a, dt_tensor *b) { return dt_matmul_t(a, b, false, false); }
+dt_tensor *dt_matmul(dt_tensor *a, dt_tensor *b) {
+    return dt_matmul_t(a, b, false, false);
+}
 
 /* ---- linear: y (R, OUT) = act(x (R, IN) · w (OUT, IN)ᵀ + b (OUT)) --------------------------
  * act is the identity (dt_linear), gelu_tanh (dt_linear_gelu_tanh, the GPT MLP's c_fc) or relu
@@ -180,12 +190,20 @@ dt_tensor *dt_matmul(dt_tensor *a, dt_tensor *b) { return dt_matmul_t(a, b, fals
  * dh = dy * act'(h) in one pass (stored into fresh scratch, nothing zeroed), then the dW GEMM's
  * tile epilogue sums the bias gradient of its rows from the dy/dh columns the GEMM just read.
  * The numbers are those of the unfused ops: the same activation kernels (ops_activation.c) on
- * the same pre-activations; the bias is added to the finished product. */
+ * the same pre-activations; the bias is added to the finished product.
+ *
+ * Residual. dt_linear_residual (y = res + x·wᵀ + b, the projections that close a transformer
+ * block's attention and MLP branches) adds res in the same epilogue, so the branch output is
+ * never written and read back by a separate add. Its backward reads dy for the two GEMMs and
+ * then hands dy to res (res's gradient is exactly dy): res takes the buffer over when it has no
+ * gradient yet, as the add's backward does, instead of a copy. iattr[4] = 1 marks it; its
+ * inputs are x, w, res and then b if any. The bits are the unfused ones: (x·wᵀ + b) + res is
+ * the add's res + (x·wᵀ + b). */
 
 enum { ACT_NONE, ACT_GELU_TANH, ACT_RELU };
 
 typedef struct linear_saved {
-    float *H;           /* pre-activation (gelu_tanh), else NULL */
+    float *H;          /* pre-activation (gelu_tanh), else NULL */
     uint16_t *xb, *wb; /* bf16 x (R, IN) and w (OUT, IN), or NULL */
 } linear_saved;
 
@@ -224,6 +242,7 @@ typedef struct linear_fwd_ep {
     float *Y;          /* output (R, OUT) */
     float *H;          /* where the GEMM wrote (= Y, or the saved pre-activation) */
     const float *bias; /* NULL: none */
+    const float *res;  /* (R, OUT) added last (dt_linear_residual), or NULL */
     int64_t OUT;
     int act;
 } linear_fwd_ep;
@@ -237,6 +256,11 @@ static void linear_fwd_epilogue(void *arg, int64_t r0, int64_t r1, int64_t c0, i
             const float *bb = e->bias + c0;
 #pragma omp simd
             for (int64_t j = 0; j < w; j++) h[j] += bb[j];
+        }
+        if (e->res) { /* act is none: h is y */
+            const float *rr = e->res + r * e->OUT + c0;
+#pragma omp simd
+            for (int64_t j = 0; j < w; j++) h[j] += rr[j];
         }
         if (e->act == ACT_GELU_TANH) {
             dt__gelu_tanh_fwd(h, y, w); /* y may be h (not recording) */
@@ -271,8 +295,35 @@ static void act_grad_rows(void *arg, int64_t r0, int64_t r1, int64_t c0, int64_t
     }
 }
 
+/* dt_linear_residual's res gets dy: the buffer itself when res has no gradient yet and is not
+ * one of the other inputs (whose gradients the GEMMs just wrote), else added in. */
+static void residual_grad(dt_node *n) {
+    dt_tensor *res = n->in[2];
+    if (!dt__wants_grad(res)) return;
+    if (!res->grad && res != n->in[0] && res != n->in[1] && (n->n_in < 4 || res != n->in[3])) {
+        dt_tensor *g = dt__view_of(n->out->grad);
+        if (g) {
+            g->ndim = res->ndim;
+            memcpy(g->shape, res->shape, sizeof g->shape);
+            dt__set_contiguous_strides(g);
+            res->grad = g;
+            n->out->grad = NULL; /* handed over: not for the tape's buffer pool */
+            return;
+        }
+    }
+    bool fresh;
+    float *gr = dt__grad_f32_fresh(res, &fresh);
+    if (!gr) return;
+    const float *G = n->out->grad->data;
+    int64_t N = dt_numel(res);
+#pragma omp parallel for simd schedule(static) if (N > PAR_MIN)
+    for (int64_t i = 0; i < N; i++) gr[i] = fresh ? G[i] : gr[i] + G[i];
+}
+
 static void linear_backward(dt_node *n) {
-    dt_tensor *x = n->in[0], *w = n->in[1], *b = n->n_in > 2 ? n->in[2] : NULL;
+    bool residual = n->iattr[4] != 0;
+    int bi = residual ? 3 : 2; /* where the bias sits among the inputs */
+    dt_tensor *x = n->in[0], *w = n->in[1], *b = n->n_in > bi ? n->in[bi] : NULL;
     int64_t R = n->iattr[0], IN = n->iattr[1], OUT = n->iattr[2];
     int act = (int)n->iattr[3];
     const float *dy = n->out->grad->data;
@@ -308,8 +359,8 @@ static void linear_backward(dt_node *n) {
             o.arg = &ag;
         }
         if (!dx) return;
-        dt__gemm_ex(ctx, false, false, R, IN, OUT, 1.f, dy, OUT, w->data, IN, fresh ? 0.f : 1.f,
-                    dx, IN, &o);
+        dt__gemm_ex(ctx, false, false, R, IN, OUT, 1.f, dy, OUT, w->data, IN, fresh ? 0.f : 1.f, dx,
+                    IN, &o);
     }
     float *db = gb ? dt__grad_f32(b) : NULL;
     if (gb && !db) return;
@@ -330,34 +381,43 @@ static void linear_backward(dt_node *n) {
         for (int64_t k = 0; k < nblk; k++)
             bias_grad_cols(db, dy, R, OUT, k * 64, (k + 1) * 64 < OUT ? (k + 1) * 64 : OUT);
     }
+    if (residual) residual_grad(n); /* last: it may take dy's buffer */
 }
 
 /* FLOPs per output element of the activation (as the unfused ops count them) */
-static int64_t act_flops(int act) { return act == ACT_GELU_TANH ? 8 : act == ACT_RELU ? 1 : 0; }
+static int64_t act_flops(int act) {
+    return act == ACT_GELU_TANH ? 8 : act == ACT_RELU ? 1 : 0;
+}
 
+/* the residual counts as the unfused add does: 1 per element forward, 2 backward */
 static int64_t linear_flops(const dt_node *n) {
-    int64_t R = n->iattr[0], IN = n->iattr[1], OUT = n->iattr[2];
-    return 2 * R * IN * OUT + (n->n_in > 2 ? R * OUT : 0) + act_flops((int)n->iattr[3]) * R * OUT;
+    int64_t R = n->iattr[0], IN = n->iattr[1], OUT = n->iattr[2], res = n->iattr[4] != 0;
+    bool bias = n->n_in > 2 + res;
+    return 2 * R * IN * OUT + (bias ? R * OUT : 0) + act_flops((int)n->iattr[3]) * R * OUT +
+           res * R * OUT;
 }
 static int64_t linear_bwd_flops(const dt_node *n) {
-    int64_t R = n->iattr[0], IN = n->iattr[1], OUT = n->iattr[2];
-    return 4 * R * IN * OUT + (n->n_in > 2 ? R * OUT : 0) +
-           2 * act_flops((int)n->iattr[3]) * R * OUT;
+    int64_t R = n->iattr[0], IN = n->iattr[1], OUT = n->iattr[2], res = n->iattr[4] != 0;
+    bool bias = n->n_in > 2 + res;
+    return 4 * R * IN * OUT + (bias ? R * OUT : 0) + 2 * act_flops((int)n->iattr[3]) * R * OUT +
+           2 * res * R * OUT;
 }
 
 DT_OP(op_linear, "linear", linear_backward, linear_flops, linear_bwd_flops);
+DT_OP(op_linear_residual, "linear_residual", linear_backward, linear_flops, linear_bwd_flops);
 DT_OP(op_linear_gelu_tanh, "linear_gelu_tanh", linear_backward, linear_flops, linear_bwd_flops);
 DT_OP(op_linear_relu, "linear_relu", linear_backward, linear_flops, linear_bwd_flops);
 
-static dt_tensor *linear_act(dt_tensor *x, dt_tensor *w, dt_tensor *b, int act,
+static dt_tensor *linear_act(dt_tensor *x, dt_tensor *w, dt_tensor *b, dt_tensor *res, int act,
                              const dt_op_def *op) {
     DT_CHECK_INPUTS(x, w);
     if (!dt__need_f32(x, op->name) || !dt__need_f32(w, op->name)) return NULL;
     if (b && !dt__need_f32(b, op->name)) return NULL;
+    if (res && !dt__need_f32(res, op->name)) return NULL;
     char s1[96], s2[96];
     if (w->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1]) {
-        dt_error(DT_ERR_INVALID, "%s: input %s does not fit weight %s (want (..., %lld))",
-                 op->name, dt_shape_str(x, s1, 96), dt_shape_str(w, s2, 96),
+        dt_error(DT_ERR_INVALID, "%s: input %s does not fit weight %s (want (..., %lld))", op->name,
+                 dt_shape_str(x, s1, 96), dt_shape_str(w, s2, 96),
                  (long long)(w->ndim == 2 ? w->shape[1] : -1));
         return NULL;
     }
@@ -366,20 +426,36 @@ static dt_tensor *linear_act(dt_tensor *x, dt_tensor *w, dt_tensor *b, int act,
                  dt_shape_str(b, s1, 96), dt_shape_str(w, s2, 96));
         return NULL;
     }
+    int64_t shape[DT_MAX_DIMS];
+    for (int d = 0; d < x->ndim - 1; d++) shape[d] = x->shape[d];
+    shape[x->ndim - 1] = w->shape[0];
+    if (res) {
+        bool same = res->ndim == x->ndim;
+        for (int d = 0; same && d < x->ndim; d++) same = res->shape[d] == shape[d];
+        if (!same) {
+            char s3[96];
+            dt_error(DT_ERR_INVALID,
+                     "%s: residual %s is not the shape of the output (input %s, weight %s); "
+                     "hint: res must match x with its last dim replaced by w's rows",
+                     op->name, dt_shape_str(res, s3, 96), dt_shape_str(x, s1, 96),
+                     dt_shape_str(w, s2, 96));
+            return NULL;
+        }
+        if (!(res = dt__contig(res))) return NULL;
+    }
     x = dt__contig(x);
     w = dt__contig(w);
     if (!x || !w) return NULL;
     int64_t IN = w->shape[1], OUT = w->shape[0], R = dt_numel(x) / (IN ? IN : 1);
-    int64_t shape[DT_MAX_DIMS];
-    for (int d = 0; d < x->ndim - 1; d++) shape[d] = x->shape[d];
-    shape[x->ndim - 1] = OUT;
     dt_tensor *y = dt__empty(x->ctx, DT_DTYPE_F32, x->ndim, shape);
-    dt_node *n = dt__node_new(op, y, b ? 3 : 2, (dt_tensor *[]){x, w, b});
+    dt_tensor *ins[4] = {x, w, res ? res : b, res ? b : NULL};
+    dt_node *n = dt__node_new(op, y, 2 + (b != NULL) + (res != NULL), ins);
     if (!n) return NULL;
     n->iattr[0] = R;
     n->iattr[1] = IN;
     n->iattr[2] = OUT;
     n->iattr[3] = act;
+    n->iattr[4] = res != NULL;
     dt_ctx *ctx = x->ctx;
     /* gelu's backward needs the pre-activation: the GEMM writes it to scratch, the epilogue
      * writes y from it; otherwise everything happens in place in y */
@@ -401,19 +477,28 @@ static dt_tensor *linear_act(dt_tensor *x, dt_tensor *w, dt_tensor *b, int act,
             io.b_out = sv->wb;
         }
     }
-    linear_fwd_ep e = {y->data, H, b ? b->data : NULL, OUT, act};
-    dt__gemm_opts o = {.epilogue = b || act != ACT_NONE ? linear_fwd_epilogue : NULL, .arg = &e,
+    linear_fwd_ep e = {y->data, H, b ? b->data : NULL, res ? res->data : NULL, OUT, act};
+    dt__gemm_opts o = {.epilogue = b || res || act != ACT_NONE ? linear_fwd_epilogue : NULL,
+                       .arg = &e,
                        .bf16 = io};
     dt__gemm_ex(ctx, false, true, R, OUT, IN, 1.f, x->data, IN, w->data, IN, 0.f, H, OUT, &o);
     return dt__node_commit(n);
 }
 
 dt_tensor *dt_linear(dt_tensor *x, dt_tensor *w, dt_tensor *b) {
-    return linear_act(x, w, b, ACT_NONE, &op_linear);
+    return linear_act(x, w, b, NULL, ACT_NONE, &op_linear);
 }
 dt_tensor *dt_linear_gelu_tanh(dt_tensor *x, dt_tensor *w, dt_tensor *b) {
-    return linear_act(x, w, b, ACT_GELU_TANH, &op_linear_gelu_tanh);
+    return linear_act(x, w, b, NULL, ACT_GELU_TANH, &op_linear_gelu_tanh);
 }
 dt_tensor *dt_linear_relu(dt_tensor *x, dt_tensor *w, dt_tensor *b) {
-    return linear_act(x, w, b, ACT_RELU, &op_linear_relu);
+    return linear_act(x, w, b, NULL, ACT_RELU, &op_linear_relu);
+}
+dt_tensor *dt_linear_residual(dt_tensor *x, dt_tensor *w, dt_tensor *b, dt_tensor *res) {
+    if (!res) {
+        dt_error(DT_ERR_INVALID, "linear_residual: res is NULL (an earlier op failed? %s)",
+                 dt_last_error());
+        return NULL;
+    }
+    return linear_act(x, w, b, res, ACT_NONE, &op_linear_residual);
 }

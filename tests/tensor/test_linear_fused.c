@@ -2,6 +2,9 @@
  * (src/tensor/cpu/gemm.c):
  *   - linear_gelu_tanh / linear_relu give the same bits as dt_linear followed by the
  *     activation, forward and backward (same kernels, bias and activation in the epilogue);
+ *   - linear_residual gives the same bits as dt_add(res, dt_linear(...)), forward and
+ *     backward, also when res has other uses before and after it (its gradient is taken over
+ *     or added to);
  *   - under bf16 autocast, forward and backward (which reuse the forward's rounded x and w and
  *     round dy once for both backward GEMMs) stay close to f32;
  *   - f32 and bf16 results are bit-identical with 1 and 2 threads.
@@ -14,11 +17,11 @@
 #include <omp.h>
 #include <string.h>
 
-enum { PLAIN, GELU, RELU };
+enum { PLAIN, GELU, RELU, RESID };
 
 typedef struct result {
-    float *y, *gx, *gw, *gb;
-    int64_t ny, nx, nw, nb;
+    float *y, *gx, *gw, *gb, *gr;
+    int64_t ny, nx, nw, nb, nr;
 } result;
 
 static float *copy_of(const dt_tensor *t) {
@@ -27,7 +30,9 @@ static float *copy_of(const dt_tensor *t) {
     return p;
 }
 
-static void result_free(result *r) { free(r->y), free(r->gx), free(r->gw), free(r->gb); }
+static void result_free(result *r) {
+    free(r->y), free(r->gx), free(r->gw), free(r->gb), free(r->gr);
+}
 
 /* y = act(x w^T + b) with x (R, IN), w (OUT, IN), b (OUT); backward with a fixed random dy.
  * fused: the fused op, else dt_linear then the activation op. */
@@ -37,21 +42,31 @@ static result run(int act, bool fused, bool bf16, bool bias, int64_t R, int64_t 
     dt_tensor *w = dt_rand_uniform(ctx, 2, (int64_t[]){OUT, IN}, -0.3f, 0.3f);
     dt_tensor *b = dt_rand_uniform(ctx, 1, (int64_t[]){OUT}, -0.5f, 0.5f);
     dt_tensor *g = dt_rand_uniform(ctx, 2, (int64_t[]){R, OUT}, -1.f, 1.f);
+    dt_tensor *res = dt_rand_uniform(ctx, 2, (int64_t[]){R, OUT}, -1.f, 1.f);
     dt_set_requires_grad(x, true);
     dt_set_requires_grad(w, true);
     dt_set_requires_grad(b, true);
+    dt_set_requires_grad(res, true);
     if (bf16) dt_ctx_set_autocast(ctx, DT_DTYPE_BF16);
     dt_tensor *bb = bias ? b : NULL, *y;
-    if (fused)
-        y = act == GELU ? dt_linear_gelu_tanh(x, w, bb)
+    /* RESID with bias off: res is also used before (relu) and after (an add): its gradient
+     * gets other parts on both sides of the residual's */
+    bool reuse = act == RESID && !bias;
+    dt_tensor *pre = reuse ? dt_relu(res) : NULL;
+    if (act == RESID)
+        y = fused ? dt_linear_residual(x, w, bb, res) : dt_add(res, dt_linear(x, w, bb));
+    else if (fused)
+        y = act == GELU   ? dt_linear_gelu_tanh(x, w, bb)
             : act == RELU ? dt_linear_relu(x, w, bb)
                           : dt_linear(x, w, bb);
     else {
         y = dt_linear(x, w, bb);
         y = act == GELU ? dt_gelu_tanh(y) : act == RELU ? dt_relu(y) : y;
     }
+    if (reuse) y = dt_add(dt_add(y, res), pre);
     result r = {0};
-    if (!y || dt_backward_with(y, g) != DT_OK || !x->grad || !w->grad || (bias && !b->grad)) {
+    if (!y || dt_backward_with(y, g) != DT_OK || !x->grad || !w->grad || (bias && !b->grad) ||
+        (act == RESID && !res->grad)) {
         CHECK_MSG(false, "forward/backward failed: %s", dt_last_error());
         dt_ctx_free(ctx);
         return r;
@@ -60,6 +75,8 @@ static result run(int act, bool fused, bool bf16, bool bias, int64_t R, int64_t 
     r.gx = copy_of(x->grad), r.nx = dt_numel(x);
     r.gw = copy_of(w->grad), r.nw = dt_numel(w);
     r.gb = bias ? copy_of(b->grad) : calloc(1, sizeof(float)), r.nb = bias ? OUT : 0;
+    r.gr = act == RESID ? copy_of(res->grad) : calloc(1, sizeof(float));
+    r.nr = act == RESID ? R * OUT : 0;
     dt_ctx_free(ctx);
     return r;
 }
@@ -67,7 +84,7 @@ static result run(int act, bool fused, bool bf16, bool bias, int64_t R, int64_t 
 static bool same_bits(const result *a, const result *b) {
     return a->y && b->y && !memcmp(a->y, b->y, (size_t)a->ny * 4) &&
            !memcmp(a->gx, b->gx, (size_t)a->nx * 4) && !memcmp(a->gw, b->gw, (size_t)a->nw * 4) &&
-           !memcmp(a->gb, b->gb, (size_t)a->nb * 4);
+           !memcmp(a->gb, b->gb, (size_t)a->nb * 4) && !memcmp(a->gr, b->gr, (size_t)a->nr * 4);
 }
 
 /* max |a - b| / (1 + max |b|) over one array */
@@ -85,7 +102,7 @@ static const int64_t shapes[][3] = {{300, 96, 200}, {7, 5, 3}, {257, 130, 72}};
 
 static void test_fused_equals_unfused(void) {
     for (int s = 0; s < 3; s++)
-        for (int act = GELU; act <= RELU; act++)
+        for (int act = GELU; act <= RESID; act++)
             for (int bias = 0; bias < 2; bias++) {
                 const int64_t *d = shapes[s];
                 result f = run(act, true, false, bias, d[0], d[1], d[2]);
@@ -119,7 +136,7 @@ static void test_bf16_close_to_f32(void) {
 static void test_threads_bit_identical(void) {
     int nt0 = omp_get_max_threads();
     for (int bf16 = 0; bf16 < 2; bf16++)
-        for (int act = PLAIN; act <= RELU; act++) {
+        for (int act = PLAIN; act <= RESID; act++) {
             const int64_t *d = shapes[0];
             omp_set_num_threads(1);
             result one = run(act, true, bf16, true, d[0], d[1], d[2]);
