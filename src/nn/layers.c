@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static dt_tensor *linear_forward(dt_module *m, dt_tensor *x) {
     return dt_linear(x, m->params[0].t, m->n_params > 1 ? m->params[1].t : NULL);
@@ -23,8 +24,10 @@ dt_module *dt_nn_linear(int64_t in, int64_t out, bool bias) {
     float bound = 1.0f / sqrtf((float)in);
     m->iconf[0] = in;
     m->iconf[1] = out;
-    if (dt_module_add_param(m, "weight", 2, (int64_t[]){out, in}, DT_INIT_UNIFORM, -bound, bound) < 0 ||
-        (bias && dt_module_add_param(m, "bias", 1, (int64_t[]){out}, DT_INIT_UNIFORM, -bound, bound) < 0)) {
+    if (dt_module_add_param(m, "weight", 2, (int64_t[]){out, in}, DT_INIT_UNIFORM, -bound, bound) <
+            0 ||
+        (bias &&
+         dt_module_add_param(m, "bias", 1, (int64_t[]){out}, DT_INIT_UNIFORM, -bound, bound) < 0)) {
         dt_module_free(m);
         return NULL;
     }
@@ -40,9 +43,23 @@ static bool fuses_with_relu(dt_module *lin, dt_module *next) {
            !next->pre_hook && !next->post_hook;
 }
 
+/* A ReLU followed by a MaxPool2d, neither with hooks, runs as the fused dt_relu_max_pool2d
+ * (the pool's maxima are taken first; the full-size ReLU output is never made). */
+static bool relu_fuses_with_pool(dt_module *relu, dt_module *next) {
+    return relu->forward == relu_forward && !relu->pre_hook && !relu->post_hook &&
+           !strcmp(next->type, "MaxPool2d") && !next->pre_hook && !next->post_hook;
+}
+
 static dt_tensor *sequential_forward(dt_module *m, dt_tensor *x) {
     for (int i = 0; i < m->n_children && x; i++) {
         dt_module *c = m->children[i];
+        if (i + 1 < m->n_children && relu_fuses_with_pool(c, m->children[i + 1])) {
+            dt_module *pool = m->children[i + 1]; /* iconf: kernel, stride, padding */
+            x = dt_relu_max_pool2d(x, (int)pool->iconf[0], (int)pool->iconf[1],
+                                   (int)pool->iconf[2]);
+            i++; /* the pool is done */
+            continue;
+        }
         if (i + 1 < m->n_children && fuses_with_relu(c, m->children[i + 1])) {
             if (c->pre_hook) c->pre_hook(c, c->hook_user);
             x = dt_linear_relu(x, c->params[0].t, c->n_params > 1 ? c->params[1].t : NULL);
@@ -82,7 +99,9 @@ static dt_tensor *relu_forward(dt_module *m, dt_tensor *x) {
     return dt_relu(x);
 }
 
-dt_module *dt_nn_relu(void) { return dt_module_new("ReLU", relu_forward); }
+dt_module *dt_nn_relu(void) {
+    return dt_module_new("ReLU", relu_forward);
+}
 
 static dt_tensor *flatten_forward(dt_module *m, dt_tensor *x) {
     (void)m;
@@ -91,7 +110,9 @@ static dt_tensor *flatten_forward(dt_module *m, dt_tensor *x) {
     return dt_reshape(x, 2, (int64_t[]){n0, n0 ? dt_numel(x) / n0 : 0});
 }
 
-dt_module *dt_nn_flatten(void) { return dt_module_new("Flatten", flatten_forward); }
+dt_module *dt_nn_flatten(void) {
+    return dt_module_new("Flatten", flatten_forward);
+}
 
 dt_module *dt_model_mlp(int64_t in, int64_t hidden, int layers, int64_t out) {
     dt_module *m = dt_nn_sequential(NULL);

@@ -417,8 +417,16 @@ dt_tensor *dt_conv2d(dt_tensor *x, dt_tensor *w, dt_tensor *b, int stride, int p
 }
 
 /* ---- pooling ---------------------------------------------------------------------------
- * iattr: [0]=kernel [1]=stride [2]=pad [3]=H [4]=W [5]=OH [6]=OW; max pool saves the argmax
- * offsets (int32, inside each input plane) in n->saved when recorded. */
+ * iattr: [0]=kernel [1]=stride [2]=pad [3]=H [4]=W [5]=OH [6]=OW [7]=relu first; max pool
+ * saves the argmax offsets (int32, inside each input plane) in n->saved when recorded.
+ *
+ * relu_max_pool2d is max_pool2d(relu(x)) as one op (a CNN's conv → ReLU → pool): relu is
+ * monotonic, so it is relu applied to the pooled maxima of x, and the gradient goes to the
+ * window's argmax only where the pooled value is > 0 (elsewhere relu's backward would zero it).
+ * The full-size ReLU output is never written nor kept, and its backward pass over it is gone.
+ * For finite inputs the bits are the unfused chain's: where the maximum is <= 0 the chains
+ * pick different argmaxes among the ties at 0, but both pass a zero gradient. (A NaN that wins
+ * a window gives 0 here, while relu maps it to 0 before the unfused pool compares.) */
 
 static int64_t pool_flops(const dt_node *n) {
     return dt_numel(n->out) * n->iattr[0] * n->iattr[0];
@@ -440,6 +448,15 @@ static void max_pool_backward(dt_node *n) {
     dt_tensor *x = n->in[0];
     if (!dt__wants_grad(x) || !n->saved) return;
     const float *gy = n->out->grad->data;
+    if (n->iattr[7]) { /* relu first: no gradient through windows whose output is 0 */
+        int64_t NO = dt_numel(n->out);
+        float *gm = dt__scratch(x->ctx, (size_t)(NO ? NO : 1) * sizeof(float));
+        if (!gm) return; /* OOM is reported by the tape walk */
+        const float *Y = n->out->data;
+#pragma omp parallel for simd schedule(static) if (NO > PAR_MIN)
+        for (int64_t i = 0; i < NO; i++) gm[i] = Y[i] > 0.f ? gy[i] : 0.f;
+        gy = gm;
+    }
     const int32_t *idx = n->saved;
     int64_t planes = x->shape[0] * x->shape[1], H = n->iattr[3], W = n->iattr[4];
     int64_t OH = n->iattr[5], OW = n->iattr[6], HW = H * W, OHW = OH * OW;
@@ -477,11 +494,22 @@ static void avg_pool_backward(dt_node *n) {
         dt__avg_pool_bwd(gy, gx, pl, pl + 1, H, W, OH, OW, k, s, p);
 }
 
+/* relu_max_pool2d counts what the unfused relu (1 per input element, 2 backward) and max
+ * pool count */
+static int64_t relu_pool_flops(const dt_node *n) {
+    return dt_numel(n->in[0]) + pool_flops(n);
+}
+static int64_t relu_pool_bwd_flops(const dt_node *n) {
+    return 2 * dt_numel(n->in[0]) + pool_bwd_flops(n);
+}
+
 DT_OP(op_max_pool2d, "max_pool2d", max_pool_backward, pool_flops, pool_bwd_flops);
+DT_OP(op_relu_max_pool2d, "relu_max_pool2d", max_pool_backward, relu_pool_flops,
+      relu_pool_bwd_flops);
 DT_OP(op_avg_pool2d, "avg_pool2d", avg_pool_backward, pool_flops, pool_bwd_flops);
 
-static dt_tensor *pool(dt_tensor *x, int kernel, int stride, int padding, bool is_max) {
-    const char *name = is_max ? "max_pool2d" : "avg_pool2d";
+static dt_tensor *pool(dt_tensor *x, int kernel, int stride, int padding, bool is_max, bool relu) {
+    const char *name = relu ? "relu_max_pool2d" : is_max ? "max_pool2d" : "avg_pool2d";
     DT_CHECK_INPUTS(x);
     if (!dt__need_f32(x, name)) return NULL;
     char s1[96];
@@ -512,9 +540,12 @@ static dt_tensor *pool(dt_tensor *x, int kernel, int stride, int padding, bool i
     int64_t planes = x->shape[0] * x->shape[1];
     int64_t shape[4] = {x->shape[0], x->shape[1], OH, OW};
     dt_tensor *y = dt__empty(x->ctx, DT_DTYPE_F32, 4, shape);
-    dt_node *n = dt__node_new(is_max ? &op_max_pool2d : &op_avg_pool2d, y, 1, &x);
+    dt_node *n = dt__node_new(relu     ? &op_relu_max_pool2d
+                              : is_max ? &op_max_pool2d
+                                       : &op_avg_pool2d,
+                              y, 1, &x);
     if (!n) return NULL;
-    int64_t at[7] = {kernel, stride, padding, H, W, OH, OW};
+    int64_t at[8] = {kernel, stride, padding, H, W, OH, OW, relu};
     memcpy(n->iattr, at, sizeof at);
     int32_t *idx = NULL;
     if (is_max && n->record) {
@@ -530,14 +561,23 @@ static dt_tensor *pool(dt_tensor *x, int kernel, int stride, int padding, bool i
             dt__max_pool_fwd(X, Y, idx, p, p + 1, H, W, OH, OW, kernel, stride, padding);
         else
             dt__avg_pool_fwd(X, Y, p, p + 1, H, W, OH, OW, kernel, stride, padding);
+        if (relu) {
+            float *yp = Y + p * OH * OW;
+#pragma omp simd
+            for (int64_t i = 0; i < OH * OW; i++) yp[i] = yp[i] > 0.f ? yp[i] : 0.f;
+        }
     }
     return dt__node_commit(n);
 }
 
 dt_tensor *dt_max_pool2d(dt_tensor *x, int kernel, int stride, int padding) {
-    return pool(x, kernel, stride, padding, true);
+    return pool(x, kernel, stride, padding, true, false);
+}
+
+dt_tensor *dt_relu_max_pool2d(dt_tensor *x, int kernel, int stride, int padding) {
+    return pool(x, kernel, stride, padding, true, true);
 }
 
 dt_tensor *dt_avg_pool2d(dt_tensor *x, int kernel, int stride, int padding) {
-    return pool(x, kernel, stride, padding, false);
+    return pool(x, kernel, stride, padding, false, false);
 }

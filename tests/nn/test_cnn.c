@@ -1,7 +1,9 @@
 /* test_cnn.c — conv2d / pooling values against naive references written here (forward and
  * backward, several configurations, both kernel paths and the chunk-parallel path), bitwise
- * equality across thread counts, error messages, FLOP counts, and the benchmark CNN: parameter
- * count and names, output shape, and a few SGD steps lowering the loss on a fixed batch. */
+ * equality across thread counts, error messages, FLOP counts, relu_max_pool2d against the
+ * unfused relu → max_pool2d (bits, forward and backward; a Sequential fuses the pair), and the
+ * benchmark CNN: parameter count and names, output shape, and a few SGD steps lowering the loss
+ * on a fixed batch. */
 #include "dtrain/nn.h"
 #include "test.h"
 
@@ -322,6 +324,93 @@ static void test_errors(void) {
 
 /* ---- the benchmark CNN ---- */
 
+/* y = chain(x) and x's gradient for the gradient g: fused (relu_max_pool2d) or unfused. */
+static void relu_pool_run(bool fused, const float *xs, const float *gs, const int64_t *shape, int k,
+                          int st, int pad, float **y, int64_t *ny, float **gx) {
+    dt_ctx *ctx = dt_ctx_new(NULL, 1);
+    dt_tensor *x = dt_tensor_from_f32(ctx, 4, shape, xs);
+    dt_set_requires_grad(x, true);
+    dt_tensor *out =
+        fused ? dt_relu_max_pool2d(x, k, st, pad) : dt_max_pool2d(dt_relu(x), k, st, pad);
+    *y = NULL;
+    if (!out) {
+        CHECK_MSG(false, "%s", dt_last_error());
+        dt_ctx_free(ctx);
+        return;
+    }
+    *ny = dt_numel(out);
+    dt_tensor *g = dt_tensor_from_f32(ctx, out->ndim, out->shape, gs);
+    CHECK(dt_backward_with(out, g) == DT_OK && x->grad);
+    *y = malloc(dt_nbytes(out));
+    memcpy(*y, out->data, dt_nbytes(out));
+    *gx = malloc(dt_nbytes(x));
+    memcpy(*gx, x->grad->data, dt_nbytes(x));
+    dt_ctx_free(ctx);
+}
+
+static void count_hook(dt_module *m, void *user) {
+    (void)m;
+    ++*(int *)user;
+}
+
+static void test_relu_max_pool(void) {
+    /* inputs with many windows entirely <= 0 (ties at 0 after relu) and exact ties */
+    const int cfg[3][3] = {{2, 2, 0}, {3, 1, 0}, {3, 2, 1}};
+    const int64_t shape[4] = {3, 4, 11, 10};
+    int64_t n = 3 * 4 * 11 * 10;
+    float *xs = malloc((size_t)n * sizeof(float)), *gs = malloc((size_t)n * sizeof(float));
+    dt_rng r;
+    dt_rng_init(&r, 17);
+    dt_rng_fill_uniform(&r, xs, n, -1.f, 0.05f);
+    dt_rng_fill_uniform(&r, gs, n, -1.f, 1.f);
+    for (int64_t i = 0; i < n; i += 23) xs[i] = 0.25f; /* ties among positive values */
+    for (int c = 0; c < 3; c++) {
+        float *y1, *g1, *y2, *g2;
+        int64_t ny1 = 0, ny2 = 0;
+        relu_pool_run(true, xs, gs, shape, cfg[c][0], cfg[c][1], cfg[c][2], &y1, &ny1, &g1);
+        relu_pool_run(false, xs, gs, shape, cfg[c][0], cfg[c][1], cfg[c][2], &y2, &ny2, &g2);
+        if (!y1 || !y2) continue;
+        int zero_windows = 0;
+        for (int64_t i = 0; i < ny1; i++) zero_windows += y1[i] == 0.f;
+        CHECK_MSG(zero_windows > ny1 / 10, "config %d: %d of %lld windows <= 0", c, zero_windows,
+                  (long long)ny1);
+        CHECK_MSG(ny1 == ny2 && !memcmp(y1, y2, (size_t)ny1 * sizeof(float)) &&
+                      !memcmp(g1, g2, (size_t)n * sizeof(float)),
+                  "config %d: fused and unfused differ", c);
+        free(y1), free(g1), free(y2), free(g2);
+    }
+    free(xs);
+    free(gs);
+
+    /* a Sequential runs ReLU → MaxPool2d as the fused op: no full-size ReLU output in the
+     * arena (the activations peak drops by the relu output's bytes) */
+    size_t peak[2];
+    for (int hooked = 0; hooked < 2; hooked++) {
+        dt_ctx *ctx = dt_ctx_new(NULL, 1);
+        dt_module *net = dt_nn_sequential(dt_nn_relu(), dt_nn_max_pool2d(2, 2, 0), NULL);
+        CHECK(net && dt_module_build(net, ctx, 1) == DT_OK);
+        int calls = 0;
+        if (hooked) {
+            net->children[0]->pre_hook = count_hook;
+            net->children[0]->hook_user = &calls;
+        }
+        dt_tensor *x = dt_randn(ctx, 4, (int64_t[]){8, 16, 32, 32}, 1.f);
+        dt_set_requires_grad(x, true);
+        dt_mem_stats st;
+        dt_device_reset_peak(dt_ctx_device(ctx));
+        dt_device_stats(dt_ctx_device(ctx), &st);
+        int64_t before = st.current[DT_MEM_ACTIVATIONS];
+        CHECK(dt_module_forward(net, x) != NULL);
+        CHECK(calls == hooked); /* a hooked ReLU runs as its own module */
+        dt_device_stats(dt_ctx_device(ctx), &st);
+        peak[hooked] = (size_t)(st.peak[DT_MEM_ACTIVATIONS] - before);
+        dt_module_free(net);
+        dt_ctx_free(ctx);
+    }
+    CHECK_MSG(peak[1] >= peak[0] + (size_t)8 * 16 * 32 * 32 * 4,
+              "activations: fused %zu bytes, with a hook (unfused) %zu", peak[0], peak[1]);
+}
+
 static void test_cnn_model(void) {
     dt_ctx *ctx = dt_ctx_new(NULL, 5);
     dt_module *net = dt_model_cnn();
@@ -387,6 +476,7 @@ int main(void) {
     TEST_RUN(test_conv_autocast);
     TEST_RUN(test_pool_values);
     TEST_RUN(test_errors);
+    TEST_RUN(test_relu_max_pool);
     TEST_RUN(test_cnn_model);
     TEST_END();
 }

@@ -1,5 +1,5 @@
 /* Gradient-check cases: conv2d (GEMM and direct single-channel paths, stride, padding, bias),
- * max_pool2d and avg_pool2d (with and without padding). */
+ * max_pool2d, relu_max_pool2d and avg_pool2d (with and without padding). */
 #include "gradcheck.h"
 
 #include <stddef.h>
@@ -12,6 +12,9 @@ static dt_tensor *b_conv_s1p2(dt_ctx *c, dt_tensor **x) { (void)c; return dt_con
 static dt_tensor *b_max_2(dt_ctx *c, dt_tensor **x) { (void)c; return dt_max_pool2d(x[0], 2, 2, 0); }
 static dt_tensor *b_max_3s2p1(dt_ctx *c, dt_tensor **x) { (void)c; return dt_max_pool2d(x[0], 3, 2, 1); }
 static dt_tensor *b_max_3s1(dt_ctx *c, dt_tensor **x) { (void)c; return dt_max_pool2d(x[0], 3, 1, 0); }
+static dt_tensor *b_rmax_2(dt_ctx *c, dt_tensor **x) { (void)c; return dt_relu_max_pool2d(x[0], 2, 2, 0); }
+static dt_tensor *b_rmax_3s1(dt_ctx *c, dt_tensor **x) { (void)c; return dt_relu_max_pool2d(x[0], 3, 1, 0); }
+static dt_tensor *b_rmax_3s2p1(dt_ctx *c, dt_tensor **x) { (void)c; return dt_relu_max_pool2d(x[0], 3, 2, 1); }
 static dt_tensor *b_avg_2(dt_ctx *c, dt_tensor **x) { (void)c; return dt_avg_pool2d(x[0], 2, 2, 0); }
 static dt_tensor *b_avg_3s2p1(dt_ctx *c, dt_tensor **x) { (void)c; return dt_avg_pool2d(x[0], 3, 2, 1); }
 static dt_tensor *b_avg_3s1p1(dt_ctx *c, dt_tensor **x) { (void)c; return dt_avg_pool2d(x[0], 3, 1, 1); }
@@ -29,6 +32,9 @@ GC_CASES(conv) = {
     {.op = "max_pool2d", .desc = "2x2 stride 2 (2,3,6,5)", .n_in = 1, .ndim = {4}, .shape = {{2, 3, 6, 5}}, .build = b_max_2, .eps = 1e-3f},
     {.op = "max_pool2d", .desc = "3x3 stride 2 pad 1 (2,2,7,6)", .n_in = 1, .ndim = {4}, .shape = {{2, 2, 7, 6}}, .build = b_max_3s2p1, .eps = 1e-3f},
     {.op = "max_pool2d", .desc = "3x3 stride 1 overlapping (1,2,5,6)", .n_in = 1, .ndim = {4}, .shape = {{1, 2, 5, 6}}, .build = b_max_3s1, .eps = 1e-3f},
+    {.op = "relu_max_pool2d", .desc = "2x2 stride 2 (2,3,6,5)", .n_in = 1, .ndim = {4}, .shape = {{2, 3, 6, 5}}, .build = b_rmax_2, .eps = 1e-3f},
+    {.op = "relu_max_pool2d", .desc = "3x3 stride 1 overlapping (1,2,5,6)", .n_in = 1, .ndim = {4}, .shape = {{1, 2, 5, 6}}, .build = b_rmax_3s1, .eps = 1e-3f},
+    {.op = "relu_max_pool2d", .desc = "3x3 stride 2 pad 1 (2,2,7,6)", .n_in = 1, .ndim = {4}, .shape = {{2, 2, 7, 6}}, .build = b_rmax_3s2p1, .eps = 1e-3f},
     {.op = "avg_pool2d", .desc = "2x2 stride 2 (2,3,6,5)", .n_in = 1, .ndim = {4}, .shape = {{2, 3, 6, 5}}, .build = b_avg_2},
     {.op = "avg_pool2d", .desc = "3x3 stride 2 pad 1 (2,2,7,6)", .n_in = 1, .ndim = {4}, .shape = {{2, 2, 7, 6}}, .build = b_avg_3s2p1},
     {.op = "avg_pool2d", .desc = "3x3 stride 1 pad 1 (1,2,5,4)", .n_in = 1, .ndim = {4}, .shape = {{1, 2, 5, 4}}, .build = b_avg_3s1p1},
