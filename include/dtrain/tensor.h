@@ -213,8 +213,8 @@ DT_API dt_tensor *dt_dropout(dt_tensor *x, float p);
 /* x (N, C, H, W), w (OC, C, KH, KW), b (OC) or NULL -> (N, OC, OH, OW). */
 DT_API dt_tensor *dt_conv2d(dt_tensor *x, dt_tensor *w, dt_tensor *b, int stride, int padding);
 DT_API dt_tensor *dt_max_pool2d(dt_tensor *x, int kernel, int stride, int padding);
-/* dt_max_pool2d(dt_relu(x), ...) in one op: the same values and gradients for finite inputs,
- * without the full-size ReLU output and its passes (a CNN's ReLU → MaxPool2d). */
+/* dt_max_pool2d(dt_relu(x), ...) in one op: the same values and gradients, without the
+ * full-size ReLU output and its passes (a CNN's ReLU → MaxPool2d). */
 DT_API dt_tensor *dt_relu_max_pool2d(dt_tensor *x, int kernel, int stride, int padding);
 DT_API dt_tensor *dt_avg_pool2d(dt_tensor *x, int kernel, int stride, int padding);
 

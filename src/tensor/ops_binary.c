@@ -260,7 +260,8 @@ dt_tensor *dt_add_scalar(dt_tensor *x, float s) {
     return dt__node_commit(n);
 }
 
-/* ---- relu: the backward reads the output (y > 0 exactly where x > 0) ---- */
+/* ---- relu: a NaN stays NaN (as in PyTorch: bad values must reach the loss, not vanish into
+ * zeros) and gets no gradient; the backward reads the output (y > 0 exactly where x > 0) ---- */
 
 static void relu_backward(dt_node *n) {
     dt_tensor *x = n->in[0];
@@ -288,6 +289,6 @@ dt_tensor *dt_relu(dt_tensor *x) {
     float *Y = y->data;
     int64_t N = dt_numel(x);
 #pragma omp parallel for simd schedule(static) if (N > PAR_MIN)
-    for (int64_t i = 0; i < N; i++) Y[i] = X[i] > 0.f ? X[i] : 0.f;
+    for (int64_t i = 0; i < N; i++) Y[i] = !(X[i] <= 0.f) ? X[i] : 0.f; /* NaN stays NaN */
     return dt__node_commit(n);
 }

@@ -424,9 +424,9 @@ dt_tensor *dt_conv2d(dt_tensor *x, dt_tensor *w, dt_tensor *b, int stride, int p
  * monotonic, so it is relu applied to the pooled maxima of x, and the gradient goes to the
  * window's argmax only where the pooled value is > 0 (elsewhere relu's backward would zero it).
  * The full-size ReLU output is never written nor kept, and its backward pass over it is gone.
- * For finite inputs the bits are the unfused chain's: where the maximum is <= 0 the chains
- * pick different argmaxes among the ties at 0, but both pass a zero gradient. (A NaN that wins
- * a window gives 0 here, while relu maps it to 0 before the unfused pool compares.) */
+ * The bits are the unfused chain's (a NaN wins its window and stays NaN in both): where the
+ * maximum is <= 0 the chains pick different argmaxes among the ties at 0, but both pass a zero
+ * gradient. */
 
 static int64_t pool_flops(const dt_node *n) {
     return dt_numel(n->out) * n->iattr[0] * n->iattr[0];
@@ -564,7 +564,7 @@ static dt_tensor *pool(dt_tensor *x, int kernel, int stride, int padding, bool i
         if (relu) {
             float *yp = Y + p * OH * OW;
 #pragma omp simd
-            for (int64_t i = 0; i < OH * OW; i++) yp[i] = yp[i] > 0.f ? yp[i] : 0.f;
+            for (int64_t i = 0; i < OH * OW; i++) yp[i] = !(yp[i] <= 0.f) ? yp[i] : 0.f;
         }
     }
     return dt__node_commit(n);

@@ -266,7 +266,7 @@ static void linear_fwd_epilogue(void *arg, int64_t r0, int64_t r1, int64_t c0, i
             dt__gelu_tanh_fwd(h, y, w); /* y may be h (not recording) */
         } else if (e->act == ACT_RELU) {
 #pragma omp simd
-            for (int64_t j = 0; j < w; j++) y[j] = h[j] > 0.f ? h[j] : 0.f;
+            for (int64_t j = 0; j < w; j++) y[j] = !(h[j] <= 0.f) ? h[j] : 0.f; /* NaN stays NaN */
         }
     }
 }

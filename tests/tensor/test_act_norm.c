@@ -138,6 +138,16 @@ static void test_activation_values(void) {
     CHECK(Gt[0] == 0.f && Gt[1] == 0.f && Gt[2] == 100.f && Gt[3] == 1e4f && Gt[5] == INFINITY);
     const float nan1[1] = {NAN}; /* a NaN stays NaN (a non-finite loss must show) */
     CHECK(isnan(((const float *)dt_gelu_tanh(vec(ctx, 1, nan1))->data)[0]));
+    const float rin[4] = {NAN, -1.f, 2.f, -0.f};
+    const float *R = dt_relu(vec(ctx, 4, rin))->data;
+    CHECK(isnan(R[0]) && R[1] == 0.f && R[2] == 2.f && R[3] == 0.f && !signbit(R[3]));
+    /* the fused linear + relu too: a NaN input reaches every output of its row */
+    dt_tensor *xr = dt_tensor_from_f32(ctx, 2, (int64_t[]){2, 2}, (float[]){NAN, 1.f, 1.f, 1.f});
+    dt_tensor *wr =
+        dt_tensor_from_f32(ctx, 2, (int64_t[]){3, 2}, (float[]){1.f, 0.f, -1.f, 0.f, 0.f, 1.f});
+    const float *LR = dt_linear_relu(xr, wr, NULL)->data;
+    CHECK(isnan(LR[0]) && isnan(LR[1]) && isnan(LR[2]) && LR[3] == 1.f && LR[4] == 0.f &&
+          LR[5] == 1.f);
 
     /* FLOP counting: gelu_tanh counts 8 per element */
     dt_ctx_flops_reset(ctx);
