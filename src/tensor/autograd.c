@@ -105,6 +105,18 @@ float *dt__grad_f32_fresh(dt_tensor *t, bool *fresh) {
     return t->grad->data;
 }
 
+bool dt__grad_take_over(dt_node *n, dt_tensor *t) {
+    if (t->grad || !n->out->grad || dt_numel(t) != dt_numel(n->out)) return false;
+    dt_tensor *g = dt__view_of(n->out->grad);
+    if (!g) return false;
+    g->ndim = t->ndim;
+    memcpy(g->shape, t->shape, sizeof g->shape);
+    dt__set_contiguous_strides(g);
+    t->grad = g;
+    n->out->grad = NULL; /* handed over: not for the tape's buffer pool */
+    return true;
+}
+
 dt_status dt_ctx_mark_backward(dt_ctx *ctx, dt_backward_mark_fn fn, void *user, int64_t arg) {
     if (!ctx || !fn) return dt_error(DT_ERR_INVALID, "dt_ctx_mark_backward: NULL argument");
     if (ctx->n_marks == ctx->cap_marks) {

@@ -88,19 +88,10 @@ static void binary_backward(dt_node *n) {
     const float *A = a->data, *B = b->data, *G = n->out->grad->data;
     bool a_full = dt_numel(a) == g.n, b_full = dt_numel(b) == g.n, fresh = false;
     bool a_done = false;
-    if (kind != BIN_MUL && kind != BIN_DIV && g.same && a != b && dt__wants_grad(a) && !a->grad) {
-        /* a + b, a - b: a's gradient is exactly G. With no gradient of its own yet, a takes
-         * over G's buffer (the tape drops out's gradient after this backward) instead of a
-         * copy; later contributions add into it as usual. b still gets its own buffer. */
-        dt_tensor *ga = dt__view_of(n->out->grad);
-        if (ga) {
-            ga->ndim = a->ndim;
-            memcpy(ga->shape, a->shape, sizeof ga->shape);
-            dt__set_contiguous_strides(ga);
-            a->grad = ga;
-            a_done = true;
-            n->out->grad = NULL; /* handed over: not for the tape's buffer pool */
-        }
+    if (kind != BIN_MUL && kind != BIN_DIV && g.same && a != b && dt__wants_grad(a)) {
+        /* a + b, a - b: a's gradient is exactly G; a takes G's buffer over if it can (G stays
+         * readable below: nothing adds to a's gradient before this backward ends) */
+        a_done = dt__grad_take_over(n, a);
     }
     if (!a_done && dt__wants_grad(a)) {
         /* with a == b (x * x) both gradients go to one buffer, which must start zeroed */

@@ -300,17 +300,9 @@ static void act_grad_rows(void *arg, int64_t r0, int64_t r1, int64_t c0, int64_t
 static void residual_grad(dt_node *n) {
     dt_tensor *res = n->in[2];
     if (!dt__wants_grad(res)) return;
-    if (!res->grad && res != n->in[0] && res != n->in[1] && (n->n_in < 4 || res != n->in[3])) {
-        dt_tensor *g = dt__view_of(n->out->grad);
-        if (g) {
-            g->ndim = res->ndim;
-            memcpy(g->shape, res->shape, sizeof g->shape);
-            dt__set_contiguous_strides(g);
-            res->grad = g;
-            n->out->grad = NULL; /* handed over: not for the tape's buffer pool */
-            return;
-        }
-    }
+    if (res != n->in[0] && res != n->in[1] && (n->n_in < 4 || res != n->in[3]) &&
+        dt__grad_take_over(n, res))
+        return;
     bool fresh;
     float *gr = dt__grad_f32_fresh(res, &fresh);
     if (!gr) return;

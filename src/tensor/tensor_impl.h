@@ -142,6 +142,12 @@ dt_status dt__backward_range(dt_tensor *out, const float *grad, int64_t lo, int6
  * left uninitialised and *fresh is set, and the op must store (=) instead of add (+=). This
  * saves zeroing every activation gradient. */
 float *dt__grad_f32_fresh(dt_tensor *t, bool *fresh);
+/* Input t's gradient IS n's output gradient (an add's operand, a residual): with no gradient
+ * of its own yet, t takes the output gradient's buffer over instead of a copy, and later
+ * contributions add into it as usual. The data stays readable for the rest of n's backward
+ * as long as nothing adds to t's gradient meanwhile: only for a t that is none of n's other
+ * inputs. Returns false (nothing done) when t already has a gradient or the sizes differ. */
+bool dt__grad_take_over(dt_node *n, dt_tensor *t);
 /* Arena scratch memory (not zeroed). NULL sets DT_ERR_OOM. The arena is not thread-safe:
  * never call this (or create tensors) inside an OpenMP parallel region. */
 void *dt__scratch(dt_ctx *ctx, size_t bytes);
