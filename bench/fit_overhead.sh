@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The fit loop's cost over `dtrain bench train` for the same model and batch. Each round runs
 # the benchmark, then trains the Fashion-MNIST MLP / CNN example with `dtrain train` (real data
-# loading, metrics, no validation inside the measured windows, the profiler on), and reports:
+# loading, metrics, no validation inside the measured windows), and reports:
 #   fit_overhead_pct   bench samples/s over the fit's records/s (median of its training
 #                      windows), minus 1: the whole difference, across two processes;
 #   loop_overhead_pct  inside the fit process: wall time per batch of its windows over the
-#                      mean time inside train_batch, minus 1 (data loading, metrics and the
-#                      loop's bookkeeping, including writing the profiler lines themselves);
-#   data_ms            mean time to get a batch from the loader;
-#   train_vs_bench_pct median train_batch time over the benchmark's median step, minus 1.
+#                      time inside train_batch (the training lines' train_batch_ms), minus 1:
+#                      data loading, metrics and the loop's bookkeeping;
+#   data_ms            mean time to get a batch from the loader (the lines' data_ms);
+#   train_vs_bench_pct train_batch time over the benchmark's mean step, minus 1.
 # The two processes of a round run seconds apart, and this machine's speed drifts by several
 # percent over that time, so the cross-process figures are noisy round by round: the summary
 # line gives the medians over the rounds. loop_overhead_pct is measured within one process.
@@ -25,7 +25,6 @@ for model in mlp cnn; do
   rounds=$([ $model = mlp ] && echo "$ROUNDS_MLP" || echo "$ROUNDS_CNN")
   sed 's/global_batch_size: 64/global_batch_size: 128/; s/epochs: 1$/batches: 100000/' \
       "$SRC/examples/$ex/const.yaml" > "$W/$model.yaml"
-  printf 'profiling:\n  enabled: true\n  begin_on_batch: 100\n' >> "$W/$model.yaml"
   : > "$W/$model.rounds"
   for r in $(seq "$rounds"); do
     "$D" bench train --model $model --batch 128 --steps 400 --json > "$W/bench.json"
@@ -37,19 +36,17 @@ import json, statistics, sys
 bench = json.load(open(sys.argv[1]))
 lines = [json.loads(l) for l in open(sys.argv[2])]
 windows = [l for l in lines if l["kind"] == "training" and l["batches"] > 100]
-prof = {l["batches"]: l["metrics"] for l in lines if l["kind"] == "profiler"}
 fit_rate = statistics.median(w["records_per_s"] for w in windows)
-step = [prof[b]["step_ms"] for b in prof if b > 100]
-data = [prof[b]["data_ms"] for b in prof if b > 100]
 batch = bench["batch"]
-wall_ms = sum(batch / w["records_per_s"] * 1e3 for w in windows) / len(windows)
+wall_ms = statistics.mean(batch / w["records_per_s"] * 1e3 for w in windows)
+train_ms = statistics.mean(w["train_batch_ms"] for w in windows)
 print(json.dumps({
     "model": sys.argv[3], "round": int(sys.argv[4]),
     "bench_samples_per_s": bench["samples_per_s"], "fit_records_per_s": fit_rate,
     "fit_overhead_pct": round(100 * (bench["samples_per_s"] / fit_rate - 1), 2),
-    "loop_overhead_pct": round(100 * (wall_ms / statistics.mean(step) - 1), 2),
-    "data_ms": round(statistics.mean(data), 4),
-    "train_vs_bench_pct": round(100 * (statistics.median(step) / bench["step_ms_median"] - 1), 2)}))
+    "loop_overhead_pct": round(100 * (wall_ms / train_ms - 1), 2),
+    "data_ms": round(statistics.mean(w["data_ms"] for w in windows), 4),
+    "train_vs_bench_pct": round(100 * (train_ms / bench["step_ms_mean"] - 1), 2)}))
 PY
   done
   python3 - "$W/$model.rounds" "$model" <<'PY'

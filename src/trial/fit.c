@@ -62,6 +62,10 @@ typedef struct trainer {
     dt_tb_writer *tb;
     double t_start, t_window;
     int64_t window_records;
+    /* the window's time getting batches from the loader and inside train_batch, and its
+     * batches: the training lines' data_ms and train_batch_ms */
+    double window_data_s, window_train_s;
+    int64_t window_batches;
 } trainer;
 
 /* ---- signals: finish the batch, checkpoint, stop ---- */
@@ -217,7 +221,9 @@ static bool chief(const trainer *t) {
     return t->c->rank == 0;
 }
 
-/* rec_per_s > 0 adds the window's throughput (training lines). Lines reach the files at once,
+/* rec_per_s > 0 adds the window's throughput and timings (training lines: records_per_s, and
+ * the mean ms per batch spent getting it from the loader and inside train_batch; the rest of
+ * the wall time is the loop's own). Lines reach the files at once,
  * except the per-batch profiler lines, which go out with the next training report (two write
  * calls a batch would show in the timings they carry). */
 static void write_metrics_line(trainer *t, const char *kind, const dt_metrics *m,
@@ -230,6 +236,10 @@ static void write_metrics_line(trainer *t, const char *kind, const dt_metrics *m
                 "{\"kind\":\"%s\",\"batches\":%lld,\"epochs\":%.6g,\"records\":%lld,", kind,
                 (long long)t->c->batches_trained, epochs, (long long)t->records_trained);
         if (rec_per_s > 0) fprintf(t->metrics_out, "\"records_per_s\":%.1f,", rec_per_s);
+        if (rec_per_s > 0 && t->window_batches > 0)
+            fprintf(t->metrics_out, "\"data_ms\":%.4f,\"train_batch_ms\":%.4f,",
+                    t->window_data_s / (double)t->window_batches * 1e3,
+                    t->window_train_s / (double)t->window_batches * 1e3);
         fprintf(t->metrics_out, "\"metrics\":{");
         for (int i = 0; i < m->n; i++) {
             double v = m->m[i].value;
@@ -296,6 +306,8 @@ static dt_status report_training(trainer *t) {
     t->win.n = 0;
     t->t_window = now;
     t->window_records = 0;
+    t->window_data_s = t->window_train_s = 0;
+    t->window_batches = 0;
     return DT_OK;
 }
 
@@ -870,9 +882,9 @@ static dt_status train_loop(trainer *t) {
             if (in_epoch == 0) CB(t, on_training_epoch_start, e);
         }
         dt_batch *b = NULL;
-        double d0 = c->profile ? dt_now_sec() : 0;
+        double d0 = dt_now_sec();
         st = t->ds ? DT_OK : dt_loader_next(t->train, &b);
-        double data_sec = c->profile ? dt_now_sec() - d0 : 0;
+        double data_sec = dt_now_sec() - d0;
         if (st != DT_OK) return st;
         if (!b && !t->ds)
             return dt_error(DT_ERR_STATE,
@@ -896,9 +908,12 @@ static dt_status train_loop(trainer *t) {
                 dt_device_reset_peak(dt_ctx_device(c->rt));
                 p0 = dt_now_sec();
             }
+            double tb0 = dt_now_sec();
             m = t->ds ? dt__ds_train_batch(c, t->def, t->self, e, c->batches_trained)
                       : t->def->train_batch(t->self, b, e, c->batches_trained);
-            if (prof && m.status == DT_OK) profile_batch(t, dt_now_sec() - p0, data_sec);
+            double tb1 = dt_now_sec();
+            t->window_train_s += tb1 - tb0;
+            if (prof && m.status == DT_OK) profile_batch(t, tb1 - p0, data_sec);
         }
         if (m.status != DT_OK)
             return dt_error(m.status, "train_batch failed at batch %lld (epoch %lld): %s",
@@ -918,6 +933,8 @@ static dt_status train_loop(trainer *t) {
                         c->size;
         t->records_trained += recs;
         t->window_records += recs;
+        t->window_data_s += data_sec; /* (an engine-based trial loads inside train_batch) */
+        t->window_batches++;
         t->last_batch = m;
         window_add(&t->win, &m);
         dt__trial_step_scheds(c, DT_LR_STEP_EVERY_BATCH);

@@ -390,6 +390,14 @@ static void test_reducers_profiler(void) {
                   json_number_value(json_object_get(m, "data_ms")) >= 0);
         }
         if (kind && !strcmp(kind, "training")) {
+            /* the window's timings: loader and train_batch, within the wall time per batch */
+            double dms = json_number_value(json_object_get(j, "data_ms"));
+            double tms = json_number_value(json_object_get(j, "train_batch_ms"));
+            double rate = json_number_value(json_object_get(j, "records_per_s"));
+            CHECK_MSG(json_is_number(json_object_get(j, "data_ms")) && dms >= 0 && tms > 0 &&
+                          rate > 0 && dms + tms <= 8 / rate * 1e3 * 1.0001,
+                      "training line timings: data %g ms, train_batch %g ms, %g records/s", dms,
+                      tms, rate);
             double mx = json_number_value(json_object_get(m, "max_loss"));
             double mean = json_number_value(json_object_get(m, "loss"));
             ntrain_max += json_is_number(json_object_get(m, "max_loss")) && mx >= mean;
