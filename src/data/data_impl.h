@@ -5,6 +5,14 @@
 
 #include "dtrain/data.h"
 
+/* A dataset's prefetch hint for one sample: start reading the cache lines of [p, p + n) (a
+ * hint: nothing faults, nothing is waited for). */
+static inline void dt__prefetch_bytes(const void *p, size_t n) {
+    const char *c = p;
+    for (size_t o = 0; o < n; o += 64) __builtin_prefetch(c + o);
+    if (n) __builtin_prefetch(c + n - 1);
+}
+
 /* DT_OK if `f` is a usable field description (name set and terminated, dtype known,
  * 0 <= ndim < DT_MAX_DIMS, every dim >= 1); else DT_ERR_INVALID naming `who`. */
 dt_status dt__field_check(const dt_field *f, const char *who);

@@ -73,6 +73,12 @@ static dt_status arrays_get(const dt_dataset *self, int64_t i, void *const *out)
     return DT_OK;
 }
 
+static void arrays_prefetch(const dt_dataset *self, int64_t i) {
+    const arrays_state *s = self->state;
+    for (int f = 0; f < self->nfields; f++)
+        dt__prefetch_bytes(s->data[f] + (size_t)i * s->nbytes[f], s->nbytes[f]);
+}
+
 static void arrays_free(dt_dataset *self) {
     arrays_state *s = self->state;
     if (s && s->owned)
@@ -118,6 +124,7 @@ dt_dataset *dt_dataset_from_arrays(int nfields, const dt_array_field *arrays, in
     s->owned = copy;
     ds->len = arrays_len;
     ds->get = arrays_get;
+    ds->prefetch = arrays_prefetch;
     ds->free = arrays_free;
     ds->state = s;
     ds->nfields = nfields;
@@ -162,6 +169,11 @@ static dt_status subset_get(const dt_dataset *self, int64_t i, void *const *out)
     return s->base->get(s->base, j, out);
 }
 
+static void subset_prefetch(const dt_dataset *self, int64_t i) {
+    const subset_state *s = self->state;
+    if (s->base->prefetch) s->base->prefetch(s->base, s->idx ? s->idx[i] : s->start + i);
+}
+
 static void subset_free(dt_dataset *self) {
     subset_state *s = self->state;
     if (s) {
@@ -187,6 +199,7 @@ static dt_dataset *subset_make(dt_dataset *base, int64_t start, int64_t n, int64
     *s = (subset_state){.base = base, .own_base = take_base, .start = start, .n = n, .idx = idx};
     ds->len = subset_len;
     ds->get = subset_get;
+    ds->prefetch = subset_prefetch;
     ds->free = subset_free;
     ds->state = s;
     ds->nfields = base->nfields;

@@ -30,9 +30,7 @@ static dt_status idx_get(const dt_dataset *self, int64_t i, void *const *out) {
  * get lets the misses of several samples overlap instead of being paid one after another. */
 static void idx_prefetch(const dt_dataset *self, int64_t i) {
     const idx_state *s = self->state;
-    const uint8_t *px = s->images.data + (size_t)i * (size_t)s->pixels;
-    for (int64_t j = 0; j < s->pixels; j += 64) __builtin_prefetch(px + j);
-    __builtin_prefetch(px + s->pixels - 1);
+    dt__prefetch_bytes(s->images.data + (size_t)i * (size_t)s->pixels, (size_t)s->pixels);
     __builtin_prefetch(s->labels.data + i);
 }
 

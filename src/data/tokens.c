@@ -53,6 +53,13 @@ static dt_status tokens_get(const dt_dataset *self, int64_t i, void *const *out)
     return DT_OK;
 }
 
+/* (a page of the mapping not yet read in is not faulted by the hint) */
+static void tokens_prefetch(const dt_dataset *self, int64_t i) {
+    const tokens_state *s = self->state;
+    size_t ts = type_size(s->type);
+    dt__prefetch_bytes(s->map + (size_t)(i * s->stride) * ts, (size_t)(s->block + 1) * ts);
+}
+
 static void tokens_free(dt_dataset *self) {
     tokens_state *s = self->state;
     if (s) {
@@ -133,6 +140,7 @@ dt_dataset *dt_dataset_tokens(const char *path, dt_token_type type, int64_t bloc
     ds->free = tokens_free;
     ds->len = tokens_len;
     ds->get = tokens_get;
+    ds->prefetch = tokens_prefetch;
     if (vocab_size > 0 || type == DT_TOKENS_I32) {
         for (int64_t p = 0; p < ntok; p++) {
             int64_t t = token_at(s, p);

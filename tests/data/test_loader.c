@@ -654,6 +654,10 @@ static void hinted_prefetch(const dt_dataset *self, int64_t i) {
 static void test_prefetch_hint(void) {
     const int64_t n = 200;
     dt_dataset *base = make_ds(n);
+    /* the built-in in-memory datasets give the hint (a subset through its base) */
+    dt_dataset *sub = dt_dataset_subset(base, 10, 20, false);
+    CHECK(base->prefetch && sub && sub->prefetch);
+    dt_dataset_free(sub);
     for (int nw = 0; nw <= 1; nw++)
         for (int bs = 5; bs <= 64; bs += 59) { /* 5: serial fill; 64: OpenMP fill (nw 0) */
             hinted h = {.base = base, .seen = calloc((size_t)n, sizeof(_Atomic int64_t))};
