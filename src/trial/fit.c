@@ -223,9 +223,9 @@ static bool chief(const trainer *t) {
 
 /* rec_per_s > 0 adds the window's throughput and timings (training lines: records_per_s, and
  * the mean ms per batch spent getting it from the loader and inside train_batch; the rest of
- * the wall time is the loop's own). Lines reach the files at once,
- * except the per-batch profiler lines, which go out with the next training report (two write
- * calls a batch would show in the timings they carry). */
+ * the wall time is the loop's own). Lines reach the files at once, except the per-batch
+ * profiler lines, which go out with the next training report (two write calls a batch would
+ * show in the timings they carry). */
 static void write_metrics_line(trainer *t, const char *kind, const dt_metrics *m,
                                double rec_per_s) {
     if (!chief(t)) return;
