@@ -1,16 +1,58 @@
 /* idx_dataset.c — an image/label dataset over a pair of IDX files (MNIST, Fashion-MNIST):
  * u8 images kept in memory, converted to normalised f32 on get (through a 256-entry table);
- * labels as i64. */
+ * labels as i64.
+ *
+ * The table lookup is most of get's cost, and it runs on the training threads between steps.
+ * With AVX-512 VBMI it takes 64 pixels at a time: the table is kept as 4 planes of bytes
+ * (byte b of every entry), each looked up with two 128-entry byte permutes, and the 4 byte
+ * vectors are interleaved back into floats. The same bits as the scalar lookup, 1.5x faster
+ * on this machine (a float permute per 32 entries was slower than the scalar loop). */
 #include "data_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VBMI__)
+#define IDX_VBMI 1
+#include <immintrin.h>
+#endif
 
 typedef struct idx_state {
     dt_idx images, labels;
-    int64_t n, pixels; /* samples; H * W */
-    float lut[256];    /* (v / 255 - mean) / std for every pixel value v */
+    int64_t n, pixels;     /* samples; H * W */
+    float lut[256];        /* (v / 255 - mean) / std for every pixel value v */
+    uint8_t plane[4][256]; /* byte b of lut[v] (little-endian) */
 } idx_state;
+
+/* x[j] = s->lut[px[j]] for j < n */
+static void lookup(const idx_state *s, const uint8_t *px, float *x, int64_t n) {
+    int64_t j = 0;
+#ifdef IDX_VBMI
+    __m512i t[4][4]; /* plane b, entries 64q .. 64q + 63 */
+    for (int b = 0; b < 4; b++)
+        for (int q = 0; q < 4; q++) t[b][q] = _mm512_loadu_si512(s->plane[b] + 64 * q);
+    for (; j + 64 <= n; j += 64) {
+        __m512i v = _mm512_loadu_si512(px + j);
+        __mmask64 top = _mm512_movepi8_mask(v); /* bit 7: entries 128..255 */
+        __m512i B[4];
+        for (int b = 0; b < 4; b++)
+            B[b] = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(t[b][0], v, t[b][1]),
+                                          _mm512_permutex2var_epi8(t[b][2], v, t[b][3]));
+        /* bytes -> floats; the unpacks work inside 128-bit lanes: lane L of f0 holds pixels
+         * 16L..16L+3, of f1 16L+4.., of f2 16L+8.., of f3 16L+12.. */
+        __m512i l01 = _mm512_unpacklo_epi8(B[0], B[1]), h01 = _mm512_unpackhi_epi8(B[0], B[1]);
+        __m512i l23 = _mm512_unpacklo_epi8(B[2], B[3]), h23 = _mm512_unpackhi_epi8(B[2], B[3]);
+        __m512i f0 = _mm512_unpacklo_epi16(l01, l23), f1 = _mm512_unpackhi_epi16(l01, l23);
+        __m512i f2 = _mm512_unpacklo_epi16(h01, h23), f3 = _mm512_unpackhi_epi16(h01, h23);
+        __m512i a0 = _mm512_shuffle_i32x4(f0, f1, 0x44), a1 = _mm512_shuffle_i32x4(f2, f3, 0x44);
+        __m512i a2 = _mm512_shuffle_i32x4(f0, f1, 0xEE), a3 = _mm512_shuffle_i32x4(f2, f3, 0xEE);
+        _mm512_storeu_si512(x + j, _mm512_shuffle_i32x4(a0, a1, 0x88));
+        _mm512_storeu_si512(x + j + 16, _mm512_shuffle_i32x4(a0, a1, 0xDD));
+        _mm512_storeu_si512(x + j + 32, _mm512_shuffle_i32x4(a2, a3, 0x88));
+        _mm512_storeu_si512(x + j + 48, _mm512_shuffle_i32x4(a2, a3, 0xDD));
+    }
+#endif
+    for (; j < n; j++) x[j] = s->lut[px[j]];
+}
 
 static int64_t idx_len(const dt_dataset *self) {
     return ((const idx_state *)self->state)->n;
@@ -20,7 +62,7 @@ static dt_status idx_get(const dt_dataset *self, int64_t i, void *const *out) {
     const idx_state *s = self->state;
     const uint8_t *px = s->images.data + (size_t)i * (size_t)s->pixels;
     float *x = out[0]; // x is (H*W), (H, W) or (1, H, W): the same bytes
-    for (int64_t j = 0; j < s->pixels; j++) x[j] = s->lut[px[j]];
+    lookup(s, px, x, s->pixels);
     int64_t y = s->labels.data[i];
     memcpy(out[1], &y, sizeof y);
     return DT_OK;
@@ -97,7 +139,12 @@ dt_dataset *dt_dataset_idx(const char *images_path, const char *labels_path, flo
     int64_t h = s->images.dims[1], w = s->images.dims[2];
     s->n = s->images.dims[0];
     s->pixels = h * w;
-    for (int v = 0; v < 256; v++) s->lut[v] = (v / 255.f - mean) / std;
+    for (int v = 0; v < 256; v++) {
+        s->lut[v] = (v / 255.f - mean) / std;
+        uint32_t u;
+        memcpy(&u, &s->lut[v], sizeof u);
+        for (int b = 0; b < 4; b++) s->plane[b][v] = (uint8_t)(u >> (8 * b));
+    }
     ds->len = idx_len;
     ds->get = idx_get;
     ds->prefetch = idx_prefetch;

@@ -175,6 +175,39 @@ static void test_idx(void) {
             dt_dataset_free(ds);
         }
     }
+    /* images wide enough for the 64-pixel vector path (300 = 4 x 64 + a tail of 44), every
+     * pixel value present: the same bits as the formula */
+    {
+        enum { N2 = 4, H2 = 10, W2 = 30 };
+        static uint8_t im2[N2 * H2 * W2];
+        uint8_t lb2[N2] = {1, 2, 3, 4};
+        for (int i = 0; i < N2 * H2 * W2; i++) im2[i] = (uint8_t)(i * 7 + i / 256);
+        uint32_t idims2[3] = {N2, H2, W2}, ldims2[1] = {N2};
+        char ip2[512], lp2[512];
+        tmp_path(ip2, sizeof ip2, "wide-images-idx3-ubyte");
+        tmp_path(lp2, sizeof lp2, "wide-labels-idx1-ubyte");
+        write_idx(ip2, 3, idims2, im2, false);
+        write_idx(lp2, 1, ldims2, lb2, false);
+        dt_dataset *ds = dt_dataset_idx(ip2, lp2, mean, sd, DT_IMAGE_FLAT);
+        CHECK_MSG(ds != NULL, "%s", dt_last_error());
+        int bad_px = 0, seen[256] = {0};
+        for (int i = 0; ds && i < N2; i++) {
+            float px[H2 * W2];
+            int64_t label;
+            void *out[2] = {px, &label};
+            CHECK(dt_dataset_get(ds, i, out) == DT_OK && label == i + 1);
+            for (int j = 0; j < H2 * W2; j++) {
+                uint8_t v = im2[i * H2 * W2 + j];
+                seen[v] = 1;
+                float want = (v / 255.f - mean) / sd;
+                bad_px += memcmp(&px[j], &want, sizeof want) != 0;
+            }
+        }
+        int nseen = 0;
+        for (int v = 0; v < 256; v++) nseen += seen[v];
+        CHECK_MSG(bad_px == 0 && nseen == 256, "%d pixels differ, %d values seen", bad_px, nseen);
+        dt_dataset_free(ds);
+    }
     /* errors: missing file, counts that differ, labels that are not 1-D, std <= 0 */
     tmp_path(bad, sizeof bad, "no-such-file");
     CHECK(dt_dataset_idx(bad, lp, 0, 1, DT_IMAGE_FLAT) == NULL && dt_last_status() == DT_ERR_IO);
