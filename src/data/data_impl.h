@@ -7,10 +7,25 @@
 
 /* A dataset's prefetch hint for one sample: start reading the cache lines of [p, p + n) (a
  * hint: nothing faults, nothing is waited for). */
+/* Memory for a dataset's samples, released with free(). Samples are read in random order, so
+ * with 4 KiB pages nearly every one costs a TLB miss (a long page walk under virtualisation):
+ * a block of 2 MiB or more is aligned to 2 MiB and advised to use transparent huge pages. */
+void *dt__sample_store_alloc(size_t n);
+
+static inline void dt__prefetch_line(const char *p) {
+#if defined(__x86_64__) || defined(__i386__)
+    /* volatile: gcc deletes a loop whose body is only __builtin_prefetch (it has no effect
+     * the compiler must keep), which left a sample's lines unfetched */
+    __asm__ volatile("prefetcht0 %0" : : "m"(*p));
+#else
+    __builtin_prefetch(p);
+#endif
+}
+
 static inline void dt__prefetch_bytes(const void *p, size_t n) {
     const char *c = p;
-    for (size_t o = 0; o < n; o += 64) __builtin_prefetch(c + o);
-    if (n) __builtin_prefetch(c + n - 1);
+    for (size_t o = 0; o < n; o += 64) dt__prefetch_line(c + o);
+    if (n) dt__prefetch_line(c + n - 1);
 }
 
 /* DT_OK if `f` is a usable field description (name set and terminated, dtype known,

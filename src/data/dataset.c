@@ -4,6 +4,17 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+void *dt__sample_store_alloc(size_t n) {
+    if (n < HUGE_PAGE) return malloc(n ? n : 1);
+    void *p = NULL;
+    if (posix_memalign(&p, HUGE_PAGE, n)) return NULL;
+    (void)madvise(p, n, MADV_HUGEPAGE); /* a hint: refused (no THP) changes nothing else */
+    return p;
+}
 
 size_t dt_field_nbytes(const dt_field *f) {
     size_t n = dt_dtype_size(f->dtype);
@@ -136,7 +147,7 @@ dt_dataset *dt_dataset_from_arrays(int nfields, const dt_array_field *arrays, in
             continue;
         }
         size_t total = s->nbytes[f] * (size_t)n;
-        void *p = malloc(total ? total : 1);
+        void *p = dt__sample_store_alloc(total);
         if (!p) {
             ds->nfields = f; /* free the copies made so far */
             arrays_free(ds);

@@ -1,6 +1,6 @@
 /* idx.c — IDX reader (big-endian header: 0, 0, type, ndim; ndim u32 dims; data), through
  * zlib's gzread so gzip'd and raw files read the same way. */
-#include "dtrain/data.h"
+#include "data_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -59,7 +59,7 @@ dt_status dt_idx_read(const char *path, dt_idx *out) {
     if (st == DT_OK && (total <= 0 || total > ((int64_t)1 << 34)))
         st = dt_error(DT_ERR_FORMAT, "%s: implausible IDX size %lld", path, (long long)total);
     if (st == DT_OK) {
-        x.data = malloc((size_t)total);
+        x.data = dt__sample_store_alloc((size_t)total);
         if (!x.data) st = dt_error(DT_ERR_OOM, "%s: %lld bytes", path, (long long)total);
     }
     if (st == DT_OK) st = read_full(f, x.data, (size_t)total, path, "the data");
