@@ -1,4 +1,5 @@
-/* util.c — monotonic clock, crc32c, thread-count control. */
+/* util.c — monotonic clock, crc32c, thread-count control, parallel zeroing. */
+#include "base/base_impl.h"
 #include "dtrain/base.h"
 
 #include <string.h>
@@ -45,6 +46,24 @@ void dt_set_num_threads(int n) {
 }
 
 int dt_get_num_threads(void) { return omp_get_max_threads(); }
+
+/* below this many floats (1 MiB) a single memset beats waking the other threads */
+#define ZERO_PAR_MIN ((int64_t)1 << 18)
+#define ZERO_CHUNK ((int64_t)1 << 16) /* 256 KiB pieces, whole cache lines */
+
+void dt__zero_f32(float *p, int64_t n) {
+    if (n <= 0) return;
+    if (n < ZERO_PAR_MIN || omp_in_parallel() || omp_get_max_threads() == 1) {
+        memset(p, 0, (size_t)n * sizeof *p);
+        return;
+    }
+    int64_t chunks = (n + ZERO_CHUNK - 1) / ZERO_CHUNK;
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < chunks; c++) {
+        int64_t lo = c * ZERO_CHUNK, hi = lo + ZERO_CHUNK < n ? lo + ZERO_CHUNK : n;
+        memset(p + lo, 0, (size_t)(hi - lo) * sizeof *p);
+    }
+}
 
 /* Optimal string alignment distance: Levenshtein plus adjacent transpositions (the typo
  * measure behind the configs' "did you mean"). */

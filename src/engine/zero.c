@@ -19,6 +19,7 @@
  * release zeroes the range and returns its whole pages to the system (MADV_DONTNEED), and the
  * accounting follows the live ranges.
  */
+#include "base/base_impl.h"
 #include "engine/engine_impl.h"
 #include "nn/nn_impl.h"
 
@@ -607,9 +608,9 @@ dt_status dt__zero_publish(dt_engine *e) {
 
 void dt__zero_clear_grads(dt_engine *e) {
     if (e->stage <= 1)
-        memset(e->grads, 0, (size_t)e->npad * sizeof(float));
+        dt__zero_f32(e->grads, e->npad);
     else
-        memset(e->gacc, 0, (size_t)e->block * sizeof(float));
+        dt__zero_f32(e->gacc, e->block);
 }
 
 /* ---- state visiting (checkpoints) ---------------------------------------------------------- */

@@ -1,6 +1,8 @@
 /* module.c — module trees, flat parameter/gradient buffers, initialisation, named params. */
 #include "nn/nn_impl.h"
 
+#include "base/base_impl.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -313,7 +315,7 @@ float *dt_module_flat_grads(const dt_module *root, int64_t *n) {
 }
 
 void dt_module_zero_grad(dt_module *root) {
-    if (root->flat) memset(root->flat->grads, 0, (size_t)root->flat->n * sizeof(float));
+    if (root->flat) dt__zero_f32(root->flat->grads, root->flat->n);
 }
 
 dt_ctx *dt_module_ctx(const dt_module *root) {

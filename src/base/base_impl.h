@@ -1,0 +1,11 @@
+/* base_impl.h — base-layer helpers shared by the other layers (not part of the public API). */
+#ifndef DT_BASE_IMPL_H
+#define DT_BASE_IMPL_H
+
+#include <stdint.h>
+
+/* p[0 .. n) = 0, spread over the OpenMP threads when n is large (a gradient buffer is zeroed
+ * every step, and one core alone cannot fill the memory bandwidth). */
+void dt__zero_f32(float *p, int64_t n);
+
+#endif
