@@ -2,10 +2,15 @@
 #ifndef DT_BASE_IMPL_H
 #define DT_BASE_IMPL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* p[0 .. n) = 0, spread over the OpenMP threads when n is large (a gradient buffer is zeroed
  * every step, and one core alone cannot fill the memory bandwidth). */
 void dt__zero_f32(float *p, int64_t n);
+
+/* dt_crc32c computed with the byte table, whatever the CPU offers (the reference the
+ * instruction path is tested against). */
+uint32_t dt__crc32c_table(uint32_t crc, const void *data, size_t n);
 
 #endif

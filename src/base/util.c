@@ -2,6 +2,7 @@
 #include "base/base_impl.h"
 #include "dtrain/base.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 #include <omp.h>
@@ -17,6 +18,7 @@ double dt_now_sec(void) {
 
 static uint32_t table[256];
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+static bool crc_hw;
 
 static void crc_init(void) {
     for (uint32_t i = 0; i < 256; i++) {
@@ -24,14 +26,49 @@ static void crc_init(void) {
         for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
         table[i] = c;
     }
+#if defined(__x86_64__)
+    crc_hw = __builtin_cpu_supports("sse4.2");
+#endif
+}
+
+/* crc is the running (inverted) register */
+static uint32_t crc_table(uint32_t crc, const unsigned char *p, size_t n) {
+    for (size_t i = 0; i < n; i++) crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+    return crc;
+}
+
+#if defined(__x86_64__)
+/* The SSE4.2 crc32 instruction computes this very polynomial: 8 bytes per instruction, about
+ * 20x the table's rate, which is what checkpoint save and load spend their CPU time on. */
+__attribute__((target("sse4.2"))) static uint32_t crc_hw8(uint32_t crc, const unsigned char *p,
+                                                         size_t n) {
+    while (n && ((uintptr_t)p & 7)) {
+        crc = __builtin_ia32_crc32qi(crc, *p++);
+        n--;
+    }
+    uint64_t c = crc;
+    for (; n >= 8; n -= 8, p += 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        c = __builtin_ia32_crc32di(c, w);
+    }
+    crc = (uint32_t)c;
+    while (n--) crc = __builtin_ia32_crc32qi(crc, *p++);
+    return crc;
+}
+#endif
+
+uint32_t dt__crc32c_table(uint32_t crc, const void *data, size_t n) {
+    pthread_once(&crc_once, crc_init);
+    return ~crc_table(~crc, data, n);
 }
 
 uint32_t dt_crc32c(uint32_t crc, const void *data, size_t n) {
     pthread_once(&crc_once, crc_init);
-    const unsigned char *p = data;
-    crc = ~crc;
-    for (size_t i = 0; i < n; i++) crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
-    return ~crc;
+#if defined(__x86_64__)
+    if (crc_hw) return ~crc_hw8(~crc, data, n);
+#endif
+    return ~crc_table(~crc, data, n);
 }
 
 /* OpenBLAS built for OpenMP follows omp_set_num_threads; this declaration lets us set it
