@@ -1,5 +1,6 @@
 /* Tests for src/tensor/cpu/gemm.c: f32 GEMM against a double reference for every transpose
- * combination, alpha/beta and leading dims; bf16 autocast through oneDNN (large) and the
+ * combination, alpha/beta, dense operands (oneDNN matmul primitives, tiled) and padded leading
+ * dims (sgemm), the same bits at 1 and 2 threads; bf16 autocast through oneDNN (large) and the
  * rounded-sgemm fallback (small) agree with the reference computed on bf16-rounded inputs. */
 #include "tensor/tensor_impl.h"
 #include "test.h"
@@ -30,10 +31,11 @@ static void ref_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float al
 }
 
 static double check_case(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
-                         float alpha, float beta, bool bf16) {
+                         float alpha, float beta, bool bf16, bool dense) {
     dt_rng r;
     dt_rng_init(&r, (uint64_t)(M * 131 + N * 7 + K));
-    int64_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
+    int64_t pad = dense ? 0 : 1;
+    int64_t lda = (ta ? M : K) + 3 * pad, ldb = (tb ? K : N) + pad, ldc = N + 2 * pad;
     int64_t arows = ta ? K : M, brows = tb ? N : K;
     float *A = malloc(sizeof(float) * arows * lda), *B = malloc(sizeof(float) * brows * ldb);
     float *C = malloc(sizeof(float) * M * ldc), *R = malloc(sizeof(float) * M * ldc);
@@ -56,19 +58,57 @@ static double check_case(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, in
 
 static void test_gemm_f32_and_bf16(void) {
     dt_ctx *ctx = dt_ctx_new(NULL, 1);
-    const int64_t sizes[][3] = {{3, 5, 7}, {64, 48, 80}, {130, 70, 96}};
-    for (int s = 0; s < 3; s++)
+    /* one tile; several tiles with ragged edges along M and N; a 128-row GEMM like the MLP's */
+    const int64_t sizes[][3] = {{3, 5, 7}, {64, 48, 80}, {130, 70, 96}, {200, 300, 40},
+                                {128, 512, 64}};
+    for (int s = 0; s < 5; s++)
         for (int t = 0; t < 4; t++)
-            for (int bf = 0; bf < 2; bf++) {
-                bool ta = t & 1, tb = t & 2;
-                const int64_t *d = sizes[s];
-                double e1 = check_case(ctx, ta, tb, d[0], d[1], d[2], 1.f, 0.f, bf);
-                double e2 = check_case(ctx, ta, tb, d[0], d[1], d[2], 0.5f, 1.f, bf);
-                /* bf16 products are exact in f32; only the accumulation order differs */
-                double tol = 1e-5;
-                CHECK_MSG(e1 < tol && e2 < tol, "M=%lld N=%lld K=%lld ta=%d tb=%d bf16=%d: %g %g",
-                          (long long)d[0], (long long)d[1], (long long)d[2], ta, tb, bf, e1, e2);
-            }
+            for (int bf = 0; bf < 2; bf++)
+                for (int dense = 0; dense < 2; dense++) {
+                    bool ta = t & 1, tb = t & 2;
+                    const int64_t *d = sizes[s];
+                    double e1 = check_case(ctx, ta, tb, d[0], d[1], d[2], 1.f, 0.f, bf, dense);
+                    double e2 = check_case(ctx, ta, tb, d[0], d[1], d[2], 0.5f, 1.f, bf, dense);
+                    /* bf16 products are exact in f32; only the accumulation order differs */
+                    double tol = 1e-5;
+                    CHECK_MSG(e1 < tol && e2 < tol,
+                              "M=%lld N=%lld K=%lld ta=%d tb=%d bf16=%d dense=%d: %g %g",
+                              (long long)d[0], (long long)d[1], (long long)d[2], ta, tb, bf, dense,
+                              e1, e2);
+                }
+    dt_mem_stats ms;
+    dt_device_stats(dt_ctx_device(ctx), &ms);
+    CHECK(ms.peak[DT_MEM_OTHER] > 0); /* the primitives' scratchpads are accounted */
+    dt_ctx_free(ctx);
+}
+
+/* The tile plans depend on the shape only: 1 and 2 threads give the same bits, for every
+ * transpose combination, dense (primitives) and padded (sgemm), with accumulation. */
+static void test_gemm_thread_invariance(void) {
+    dt_ctx *ctx = dt_ctx_new(NULL, 1);
+    const int64_t M = 200, N = 300, K = 72;
+    dt_rng r;
+    dt_rng_init(&r, 11);
+    float *A = malloc(sizeof(float) * 400 * 400), *B = malloc(sizeof(float) * 400 * 400);
+    float *C1 = malloc(sizeof(float) * M * (N + 2)), *C2 = malloc(sizeof(float) * M * (N + 2));
+    dt_rng_fill_uniform(&r, A, 400 * 400, -1, 1);
+    dt_rng_fill_uniform(&r, B, 400 * 400, -1, 1);
+    int threads = dt_get_num_threads(), bad = 0;
+    for (int t = 0; t < 4; t++)
+        for (int dense = 0; dense < 2; dense++) {
+            bool ta = t & 1, tb = t & 2;
+            int64_t pad = dense ? 0 : 1;
+            int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + 2 * pad;
+            for (int i = 0; i < M * ldc; i++) C1[i] = C2[i] = (float)(i % 7) * 0.25f;
+            dt_set_num_threads(1);
+            dt__gemm(ctx, ta, tb, M, N, K, 1.f, A, lda, B, ldb, 1.f, C1, ldc);
+            dt_set_num_threads(2);
+            dt__gemm(ctx, ta, tb, M, N, K, 1.f, A, lda, B, ldb, 1.f, C2, ldc);
+            bad += memcmp(C1, C2, sizeof(float) * M * ldc) != 0;
+        }
+    dt_set_num_threads(threads);
+    CHECK_MSG(bad == 0, "%d of 8 cases differ between 1 and 2 threads", bad);
+    free(A), free(B), free(C1), free(C2);
     dt_ctx_free(ctx);
 }
 
@@ -122,6 +162,7 @@ static void test_bf16_conversion(void) {
 int main(void) {
     TEST_RUN(test_bf16_conversion);
     TEST_RUN(test_gemm_f32_and_bf16);
+    TEST_RUN(test_gemm_thread_invariance);
     TEST_RUN(test_matmul_autocast);
     TEST_END();
 }

@@ -6,10 +6,12 @@
  * gradient, right before it is read) and an epilogue (bias, activation, bias gradient on a
  * finished tile while it is in cache) into the loop: see dt__gemm_opts in tensor_impl.h.
  *
- * f32 runs on oneDNN's sgemm (dnnl_sgemm), one call per tile. At the GPT benchmark's sizes it
- * measured 5-25% faster than OpenBLAS, and tiles as fast as oneDNN's own threading, which is
- * not usable as is: it splits K for some shapes, so its bits change with the thread count.
- * OpenBLAS stays as the fallback should oneDNN report an error.
+ * f32 runs on oneDNN: an op's GEMM (a context is given) as one matmul primitive per tile (see
+ * "f32 primitive tiles": no memory hidden from the accounting), the others on oneDNN's sgemm
+ * (dnnl_sgemm), one call per tile. At the GPT benchmark's sizes oneDNN measured 5-25% faster
+ * than OpenBLAS, and tiles as fast as oneDNN's own threading, which is not usable as is: it
+ * splits K for some shapes, so its bits change with the thread count. OpenBLAS stays as the
+ * fallback should oneDNN report an error.
  *
  * Under bf16 autocast each tile is a oneDNN matmul primitive (AMX / avx512_bf16 with f32
  * accumulation and f32 output; Debian's OpenBLAS has no bf16 GEMM) on operands rounded to
@@ -33,6 +35,7 @@
 typedef struct prim_key {
     int64_t M, N, K, lda, ldb, ldc;
     bool ta, tb;
+    bool f32; /* operands f32 (else bf16); C is always f32 */
     float alpha, beta;
 } prim_key;
 
@@ -40,6 +43,7 @@ typedef struct prim_slot {
     prim_key key;
     dnnl_primitive_t prim;
     dnnl_memory_desc_t a_md, b_md, c_md, s_md;
+    dnnl_memory_t (*mem)[4]; /* per thread: a, b, c, scratchpad; pointed at each tile's data */
     size_t scratch_bytes;
     bool used;
 } prim_slot;
@@ -51,6 +55,8 @@ struct dt_gemm_cache {
     int next; /* round-robin eviction */
     uint16_t *abuf, *bbuf;
     size_t acap, bcap; /* elements */
+    float *tblk;       /* f32 primitives: per-thread dense blocks (transposed A tiles, C tiles) */
+    size_t tcap;       /* elements */
     /* user-managed scratchpads, one per thread (library-managed ones are malloc'ed per
      * execution and cannot be shared by two threads running one primitive) */
     char *scratch;
@@ -58,18 +64,30 @@ struct dt_gemm_cache {
     bool broken; /* oneDNN unusable: stay on the f32 path */
 };
 
+static void slot_release(prim_slot *s) {
+    dnnl_primitive_destroy(s->prim);
+    if (s->mem)
+        for (int t = 0; t < MAX_THREADS; t++)
+            for (int j = 0; j < 4; j++)
+                if (s->mem[t][j]) dnnl_memory_destroy(s->mem[t][j]);
+    free(s->mem);
+    s->mem = NULL;
+    s->used = false;
+}
+
 static bool cpu_has_bf16(void) { return __builtin_cpu_supports("avx512bf16"); }
 
 void dt__gemm_cache_free(dt_ctx *ctx) {
     struct dt_gemm_cache *c = ctx->gemm_cache;
     if (!c) return;
     for (int i = 0; i < CACHE_SLOTS; i++)
-        if (c->slot[i].used) dnnl_primitive_destroy(c->slot[i].prim);
+        if (c->slot[i].used) slot_release(&c->slot[i]);
     for (int i = 0; i < MAX_THREADS; i++)
         if (c->stream[i]) dnnl_stream_destroy(c->stream[i]);
     if (c->engine) dnnl_engine_destroy(c->engine);
     dt_mem_free(ctx->dev, DT_MEM_OTHER, c->abuf, c->acap * 2);
     dt_mem_free(ctx->dev, DT_MEM_OTHER, c->bbuf, c->bcap * 2);
+    dt_mem_free(ctx->dev, DT_MEM_OTHER, c->tblk, c->tcap * sizeof(float));
     dt_mem_free(ctx->dev, DT_MEM_OTHER, c->scratch, c->scratch_cap);
     free(c);
     ctx->gemm_cache = NULL;
@@ -114,15 +132,14 @@ static prim_slot *get_prim(struct dt_gemm_cache *c, const prim_key *k) {
         if (c->slot[i].used && !memcmp(&c->slot[i].key, k, sizeof *k)) return &c->slot[i];
     prim_slot *s = &c->slot[c->next];
     c->next = (c->next + 1) % CACHE_SLOTS;
-    if (s->used) dnnl_primitive_destroy(s->prim);
-    s->used = false;
-    /* operands are dense in their stored orientation */
+    if (s->used) slot_release(s);
+    dnnl_data_type_t ot = k->f32 ? dnnl_f32 : dnnl_bf16;
     dnnl_dims_t ad = {k->M, k->K}, bd = {k->K, k->N}, cd = {k->M, k->N};
     dnnl_dims_t as, bs, cs = {k->ldc, 1};
     if (k->ta) { as[0] = 1; as[1] = k->lda; } else { as[0] = k->lda; as[1] = 1; }
     if (k->tb) { bs[0] = 1; bs[1] = k->ldb; } else { bs[0] = k->ldb; bs[1] = 1; }
-    dnnl_memory_desc_init_by_strides(&s->a_md, 2, ad, dnnl_bf16, as);
-    dnnl_memory_desc_init_by_strides(&s->b_md, 2, bd, dnnl_bf16, bs);
+    dnnl_memory_desc_init_by_strides(&s->a_md, 2, ad, ot, as);
+    dnnl_memory_desc_init_by_strides(&s->b_md, 2, bd, ot, bs);
     dnnl_memory_desc_init_by_strides(&s->c_md, 2, cd, dnnl_f32, cs);
     dnnl_matmul_desc_t md;
     dnnl_primitive_attr_t attr;
@@ -150,6 +167,10 @@ static prim_slot *get_prim(struct dt_gemm_cache *c, const prim_key *k) {
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (po) dnnl_post_ops_destroy(po);
     dnnl_primitive_attr_destroy(attr);
+    if (ok && !(s->mem = calloc(MAX_THREADS, sizeof *s->mem))) {
+        dnnl_primitive_destroy(s->prim);
+        ok = false;
+    }
     if (!ok) return NULL;
     s->key = *k;
     s->used = true;
@@ -175,28 +196,27 @@ static bool thread_resources(dt_ctx *ctx, struct dt_gemm_cache *c, int nthr, siz
     return true;
 }
 
-/* One tile GEMM on thread `tid`'s stream and scratchpad. */
-static bool run_tile(struct dt_gemm_cache *c, const prim_slot *s, int tid, const uint16_t *a,
-                     const uint16_t *b, float *C) {
-    dnnl_memory_t am = NULL, bm = NULL, cm = NULL, sm = NULL;
-    bool ok = dnnl_memory_create(&am, &s->a_md, c->engine, (void *)a) == dnnl_success &&
-              dnnl_memory_create(&bm, &s->b_md, c->engine, (void *)b) == dnnl_success &&
-              dnnl_memory_create(&cm, &s->c_md, c->engine, C) == dnnl_success &&
-              dnnl_memory_create(&sm, &s->s_md, c->engine,
-                                 c->scratch + (size_t)tid * c->scratch_each) == dnnl_success;
-    if (ok) {
-        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, am},
-                                   {DNNL_ARG_WEIGHTS, bm},
-                                   {DNNL_ARG_DST, cm},
-                                   {DNNL_ARG_SCRATCHPAD, sm}};
-        ok = dnnl_primitive_execute(s->prim, c->stream[tid], 4, args) == dnnl_success &&
-             dnnl_stream_wait(c->stream[tid]) == dnnl_success;
+/* One tile GEMM on thread `tid`'s stream and scratchpad. The slot's memory objects of this
+ * thread are made on first use and re-pointed after (creating four per tile cost more than
+ * small tiles' arithmetic). */
+static bool run_tile(struct dt_gemm_cache *c, prim_slot *s, int tid, const void *a,
+                     const void *b, float *C) {
+    dnnl_memory_t *m = s->mem[tid];
+    const dnnl_memory_desc_t *md[4] = {&s->a_md, &s->b_md, &s->c_md, &s->s_md};
+    void *h[4] = {(void *)a, (void *)b, C, c->scratch + (size_t)tid * c->scratch_each};
+    for (int j = 0; j < 4; j++) {
+        if (!m[j] && dnnl_memory_create(&m[j], md[j], c->engine, h[j]) != dnnl_success) {
+            m[j] = NULL;
+            return false;
+        }
+        if (dnnl_memory_set_data_handle(m[j], h[j]) != dnnl_success) return false;
     }
-    dnnl_memory_destroy(am);
-    dnnl_memory_destroy(bm);
-    dnnl_memory_destroy(cm);
-    dnnl_memory_destroy(sm);
-    return ok;
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, m[0]},
+                               {DNNL_ARG_WEIGHTS, m[1]},
+                               {DNNL_ARG_DST, m[2]},
+                               {DNNL_ARG_SCRATCHPAD, m[3]}};
+    return dnnl_primitive_execute(s->prim, c->stream[tid], 4, args) == dnnl_success &&
+           dnnl_stream_wait(c->stream[tid]) == dnnl_success;
 }
 
 /* ---- f32 tiles ----------------------------------------------------------------------------
@@ -295,6 +315,119 @@ static void gemm_f32_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, fl
     }
 }
 
+/* ---- f32 primitive tiles -------------------------------------------------------------------
+ * f32 GEMMs of ops (a context is given, outside parallel regions) run as oneDNN matmul
+ * primitives (brgemm kernels), one per tile, on operands read in place and a scratchpad from
+ * our accounted per-thread buffer. Per tile they are about as fast as dnnl_sgemm, and they
+ * keep no hidden memory: sgemm mallocs packing buffers on every call (kept by the worker
+ * threads' malloc arenas) and JIT-builds its whole kernel family on first use, 6 MB of
+ * resident memory on the MLP benchmark that the accounting cannot see.
+ * brgemm takes dense operands only, and packs B on every call, so:
+ *  - with a transposed B (a weight W stored N x K, as every linear's forward has), tiles
+ *    are those of plan_tiles: a tile's B is a dense block of rows of W, packed once in all;
+ *    a tile narrower than C is written to a dense per-thread block, then into C;
+ *  - otherwise tiles are whole rows of C, each packing the whole of B: TILE_M rows, but at
+ *    least 2 tiles (of 16 rows or more) so that a 128-row GEMM keeps two cores busy (4 tiles
+ *    measured 20% slower than 2 on the MLP's dX, from packing B twice as often); a transposed
+ *    A's tile, a block of columns of the stored matrix, is first copied into a dense
+ *    per-thread block.
+ * A GEMM whose B or C is a strided view runs on sgemm, as do the GEMMs without a context
+ * (attention's per-head products, thousands per step: a primitive call costs a few µs more). */
+#define PRIM_TILE_M_MIN 16
+#define PRIM_MIN_ROW_TILES 2
+
+static tile_plan plan_prim_rows(int64_t M, int64_t N, int64_t K) {
+    tile_plan p = {M, N, 1, 1};
+    if (M * N * K < TILE_MIN_WORK) return p;
+    p.mt = (M + TILE_M - 1) / TILE_M;
+    while (p.mt < PRIM_MIN_ROW_TILES && M / (2 * p.mt) >= PRIM_TILE_M_MIN) p.mt *= 2;
+    p.tm = (M + p.mt - 1) / p.mt;
+    p.mt = (M + p.tm - 1) / p.tm;
+    return p;
+}
+
+/* Returns false (nothing done) when the operands do not suit, or oneDNN cannot make the
+ * primitive. */
+static bool gemm_f32_prim_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                                float alpha, const float *A, int64_t lda, const float *B,
+                                int64_t ldb, float beta, float *C, int64_t ldc,
+                                const dt__gemm_opts *o) {
+    if (ldc != N || ldb != (tb ? K : N)) return false;
+    struct dt_gemm_cache *c = cache_of(ctx);
+    if (!c || c->broken) return false;
+    bool cols = tb && !ta;
+    tile_plan p = cols ? plan_tiles(M, N, K) : plan_prim_rows(M, N, K);
+    int64_t ntiles = p.mt * p.nt;
+    bool copy_a = ta && (p.mt > 1 || lda != M); /* a tile of a transposed A is strided */
+    bool copy_c = p.nt > 1;                       /* a tile narrower than C is strided */
+    int nthr = omp_get_max_threads();
+    if (nthr > MAX_THREADS) nthr = MAX_THREADS;
+    prim_slot *ps[2][2] = {{NULL, NULL}, {NULL, NULL}};
+    size_t scratch = 0;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++) {
+            prim_key k;
+            memset(&k, 0, sizeof k); /* padding bytes take part in memcmp */
+            k.M = i ? M - (p.mt - 1) * p.tm : p.tm;
+            k.N = j ? N - (p.nt - 1) * p.tn : p.tn;
+            k.K = K, k.lda = copy_a ? k.M : lda, k.ldb = ldb, k.ldc = copy_c ? k.N : ldc;
+            k.ta = ta, k.tb = tb, k.f32 = true, k.alpha = alpha, k.beta = copy_c ? 0.f : beta;
+            if (!(ps[i][j] = get_prim(c, &k))) return false;
+            if (ps[i][j]->scratch_bytes > scratch) scratch = ps[i][j]->scratch_bytes;
+        }
+    if (!thread_resources(ctx, c, nthr, scratch)) return false;
+    size_t blk = (size_t)((copy_a ? K : 0) + (copy_c ? p.tn : 0)) * (size_t)p.tm;
+    if (blk && c->tcap < (size_t)nthr * blk) {
+        float *nb = dt_mem_alloc(ctx->dev, DT_MEM_OTHER, (size_t)nthr * blk * sizeof(float));
+        if (!nb) return false;
+        dt_mem_free(ctx->dev, DT_MEM_OTHER, c->tblk, c->tcap * sizeof(float));
+        c->tblk = nb;
+        c->tcap = (size_t)nthr * blk;
+    }
+    /* nothing can fail from here on */
+    dt__gemm_tile_fn pro = o ? o->prologue : NULL, ep = o ? o->epilogue : NULL;
+    void *arg = o ? o->arg : NULL;
+    bool pro_in_loop = pro && !ta && p.nt == 1; /* one tile per row block */
+    if (pro && !pro_in_loop) prologue_all(o, ta, &p, M, N);
+    bool failed = false;
+#pragma omp parallel for schedule(static) if (ntiles > 1) num_threads(nthr) reduction(|| : failed)
+    for (int64_t t = 0; t < ntiles; t++) {
+        int64_t im = t / p.nt, jn = t % p.nt;
+        int64_t r0 = im * p.tm, c0 = jn * p.tn;
+        int64_t r1 = r0 + p.tm < M ? r0 + p.tm : M, c1 = c0 + p.tn < N ? c0 + p.tn : N;
+        int64_t tm = r1 - r0, tn = c1 - c0;
+        if (pro_in_loop) pro(arg, r0, r1, 0, N);
+        float *mine = c->tblk + (size_t)omp_get_thread_num() * blk;
+        const float *a = ta ? A + r0 : A + r0 * lda, *b = tb ? B + c0 * ldb : B + c0;
+        if (copy_a) { /* columns r0..r1 of the stored K x M matrix, as a dense K x tm block */
+            for (int64_t k = 0; k < K; k++)
+                memcpy(mine + k * tm, A + k * lda + r0, (size_t)tm * sizeof(float));
+            a = mine;
+        }
+        float *ct = C + r0 * ldc + c0, *dst = copy_c ? mine + (copy_a ? K * p.tm : 0) : ct;
+        int outer = omp_in_parallel() ? 1 : omp_get_max_threads();
+        if (outer > 1) omp_set_num_threads(1);
+        bool ok = run_tile(c, ps[im == p.mt - 1][jn == p.nt - 1], omp_get_thread_num(), a, b, dst);
+        if (outer > 1) omp_set_num_threads(outer);
+        if (!ok) { /* not expected once the primitive exists */
+            sgemm_seq(ta, tb, tm, tn, K, alpha, ta ? A + r0 : A + r0 * lda, lda, b, ldb, beta, ct,
+                      ldc);
+            failed = true;
+        } else if (copy_c) {
+            for (int64_t i = 0; i < tm; i++) {
+                float *cr = ct + i * ldc;
+                const float *dr = dst + i * tn;
+                if (beta == 0.f) memcpy(cr, dr, (size_t)tn * sizeof(float));
+                else
+                    for (int64_t j = 0; j < tn; j++) cr[j] = beta * cr[j] + dr[j];
+            }
+        }
+        if (ep) ep(arg, r0, r1, c0, c1);
+    }
+    if (failed) dt_log(DT_LOG_WARN, "oneDNN f32 matmul failed on a tile; ran it on sgemm");
+    return true;
+}
+
 /* ---- bf16 tiles ------------------------------------------------------------------------
  * The same tiles as f32 (row tiles only for a transposed A), each one a oneDNN matmul
  * primitive (AMX / avx512_bf16) running sequentially on its thread with its own stream and
@@ -388,7 +521,7 @@ static bool gemm_bf16_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N,
             a = a16 + r0 * ac;
         }
         const uint16_t *b = tb ? b16 + c0 * bc : b16 + c0;
-        const prim_slot *s = ps[im == p.mt - 1][jn == p.nt - 1];
+        prim_slot *s = ps[im == p.mt - 1][jn == p.nt - 1];
         int outer = omp_in_parallel() ? 1 : omp_get_max_threads();
         if (outer > 1) omp_set_num_threads(1);
         bool ok = run_tile(c, s, omp_get_thread_num(), a, b, C + r0 * ldc + c0);
@@ -466,6 +599,9 @@ void dt__gemm_ex(const dt_ctx *cctx, bool ta, bool tb, int64_t M, int64_t N, int
         gemm_f32_tiled(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, &rest);
         return;
     }
+    if (ctx && omp_get_level() == 0 &&
+        gemm_f32_prim_tiled(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, o))
+        return;
     gemm_f32_tiled(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, o);
 }
 
