@@ -61,7 +61,8 @@ struct dt_gemm_cache {
      * execution and cannot be shared by two threads running one primitive) */
     char *scratch;
     size_t scratch_each, scratch_cap;
-    bool broken; /* oneDNN unusable: stay on the f32 path */
+    bool broken;     /* oneDNN matmul unusable: stay on the f32 path */
+    bool f32_broken; /* oneDNN f32 matmul unusable: f32 GEMMs on sgemm */
 };
 
 static void slot_release(prim_slot *s) {
@@ -315,6 +316,29 @@ static void gemm_f32_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, fl
     }
 }
 
+/* The primitives of a tile plan's (up to four) tile shapes: full or last along each dim.
+ * `base` (memset before it was filled: padding takes part in the lookup's memcmp) gives K,
+ * the strides, transposes, scales and dtype; each shape sets M and N, and lda / ldc become
+ * the tile's own size when that operand is copied to a dense per-thread block. Also returns
+ * the largest scratchpad. */
+static bool tile_prims(struct dt_gemm_cache *c, const tile_plan *p, int64_t M, int64_t N,
+                       const prim_key *base, bool lda_is_tm, bool ldc_is_tn, prim_slot *ps[2][2],
+                       size_t *scratch) {
+    *scratch = 0;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++) {
+            prim_key k;
+            memcpy(&k, base, sizeof k);
+            k.M = i ? M - (p->mt - 1) * p->tm : p->tm;
+            k.N = j ? N - (p->nt - 1) * p->tn : p->tn;
+            if (lda_is_tm) k.lda = k.M;
+            if (ldc_is_tn) k.ldc = k.N;
+            if (!(ps[i][j] = get_prim(c, &k))) return false;
+            if (ps[i][j]->scratch_bytes > *scratch) *scratch = ps[i][j]->scratch_bytes;
+        }
+    return true;
+}
+
 /* ---- f32 primitive tiles -------------------------------------------------------------------
  * f32 GEMMs of ops (a context is given, outside parallel regions) run as oneDNN matmul
  * primitives (brgemm kernels), one per tile, on operands read in place and a scratchpad from
@@ -354,7 +378,7 @@ static bool gemm_f32_prim_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_
                                 const dt__gemm_opts *o) {
     if (ldc != N || ldb != (tb ? K : N)) return false;
     struct dt_gemm_cache *c = cache_of(ctx);
-    if (!c || c->broken) return false;
+    if (!c || c->broken || c->f32_broken) return false;
     bool cols = tb && !ta;
     tile_plan p = cols ? plan_tiles(M, N, K) : plan_prim_rows(M, N, K);
     int64_t ntiles = p.mt * p.nt;
@@ -362,19 +386,17 @@ static bool gemm_f32_prim_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_
     bool copy_c = p.nt > 1;                       /* a tile narrower than C is strided */
     int nthr = omp_get_max_threads();
     if (nthr > MAX_THREADS) nthr = MAX_THREADS;
-    prim_slot *ps[2][2] = {{NULL, NULL}, {NULL, NULL}};
-    size_t scratch = 0;
-    for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 2; j++) {
-            prim_key k;
-            memset(&k, 0, sizeof k); /* padding bytes take part in memcmp */
-            k.M = i ? M - (p.mt - 1) * p.tm : p.tm;
-            k.N = j ? N - (p.nt - 1) * p.tn : p.tn;
-            k.K = K, k.lda = copy_a ? k.M : lda, k.ldb = ldb, k.ldc = copy_c ? k.N : ldc;
-            k.ta = ta, k.tb = tb, k.f32 = true, k.alpha = alpha, k.beta = copy_c ? 0.f : beta;
-            if (!(ps[i][j] = get_prim(c, &k))) return false;
-            if (ps[i][j]->scratch_bytes > scratch) scratch = ps[i][j]->scratch_bytes;
-        }
+    prim_key k;
+    memset(&k, 0, sizeof k);
+    k.K = K, k.lda = lda, k.ldb = ldb, k.ldc = ldc, k.ta = ta, k.tb = tb, k.f32 = true;
+    k.alpha = alpha, k.beta = copy_c ? 0.f : beta;
+    prim_slot *ps[2][2];
+    size_t scratch;
+    if (!tile_prims(c, &p, M, N, &k, copy_a, copy_c, ps, &scratch)) {
+        c->f32_broken = true;
+        dt_log(DT_LOG_WARN, "oneDNN f32 matmul unavailable; f32 GEMMs run on sgemm");
+        return false;
+    }
     if (!thread_resources(ctx, c, nthr, scratch)) return false;
     size_t blk = (size_t)((copy_a ? K : 0) + (copy_c ? p.tn : 0)) * (size_t)p.tm;
     if (blk && c->tcap < (size_t)nthr * blk) {
@@ -455,25 +477,17 @@ static bool gemm_bf16_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N,
     int64_t ntiles = p.mt * p.nt;
     int nthr = omp_get_max_threads();
     if (nthr > MAX_THREADS) nthr = MAX_THREADS;
-    /* the (up to four) tile shapes: full or last along each dim */
-    prim_slot *ps[2][2] = {{NULL, NULL}, {NULL, NULL}};
-    size_t scratch = 0;
-    for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 2; j++) {
-            int64_t tm = i ? M - (p.mt - 1) * p.tm : p.tm, tn = j ? N - (p.nt - 1) * p.tn : p.tn;
-            prim_key k;
-            memset(&k, 0, sizeof k); /* padding bytes take part in memcmp */
-            k.M = tm, k.N = tn, k.K = K, k.lda = ta ? tm : ac, k.ldb = bc, k.ldc = ldc;
-            k.ta = ta, k.tb = tb, k.alpha = alpha, k.beta = beta;
-            ps[i][j] = get_prim(c, &k);
-            if (!ps[i][j]) {
-                c->broken = true;
-                dt_log(DT_LOG_WARN,
-                       "oneDNN bf16 matmul unavailable; bf16 autocast falls back to f32 GEMM");
-                return false;
-            }
-            if (ps[i][j]->scratch_bytes > scratch) scratch = ps[i][j]->scratch_bytes;
-        }
+    prim_key k;
+    memset(&k, 0, sizeof k);
+    k.K = K, k.lda = ac, k.ldb = bc, k.ldc = ldc, k.ta = ta, k.tb = tb;
+    k.alpha = alpha, k.beta = beta;
+    prim_slot *ps[2][2];
+    size_t scratch;
+    if (!tile_prims(c, &p, M, N, &k, ta, false, ps, &scratch)) {
+        c->broken = true;
+        dt_log(DT_LOG_WARN, "oneDNN bf16 matmul unavailable; bf16 autocast falls back to f32 GEMM");
+        return false;
+    }
     if (!thread_resources(ctx, c, nthr, scratch)) return false;
     const uint16_t *b16 = io ? io->b : NULL;
     if (!b16) {
