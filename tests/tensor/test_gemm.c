@@ -58,10 +58,11 @@ static double check_case(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, in
 
 static void test_gemm_f32_and_bf16(void) {
     dt_ctx *ctx = dt_ctx_new(NULL, 1);
-    /* one tile; several tiles with ragged edges along M and N; a 128-row GEMM like the MLP's */
-    const int64_t sizes[][3] = {{3, 5, 7}, {64, 48, 80}, {130, 70, 96}, {200, 300, 40},
-                                {128, 512, 64}};
-    for (int s = 0; s < 5; s++)
+    /* one tile; several tiles with ragged edges along M and N; a 128-row GEMM like the MLP's;
+     * a B too large to pack per row tile (those run on sgemm) */
+    const int64_t sizes[][3] = {{3, 5, 7},      {64, 48, 80},  {130, 70, 96},
+                                {200, 300, 40}, {128, 512, 64}, {64, 1100, 300}};
+    for (int s = 0; s < 6; s++)
         for (int t = 0; t < 4; t++)
             for (int bf = 0; bf < 2; bf++)
                 for (int dense = 0; dense < 2; dense++) {
