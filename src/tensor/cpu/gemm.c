@@ -319,12 +319,12 @@ static void gemm_f32_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, fl
 
 /* The primitives of a tile plan's (up to four) tile shapes: full or last along each dim.
  * `base` (memset before it was filled: padding takes part in the lookup's memcmp) gives K,
- * the strides, transposes, scales and dtype; each shape sets M and N, and lda / ldc become
- * the tile's own size when that operand is copied to a dense per-thread block. Also returns
+ * the strides, transposes, scales and dtype; each shape sets M and N, and lda / ldb / ldc
+ * become the tile's own size when that operand is copied to a dense per-thread block. Also returns
  * the largest scratchpad. */
 static bool tile_prims(struct dt_gemm_cache *c, const tile_plan *p, int64_t M, int64_t N,
-                       const prim_key *base, bool lda_is_tm, bool ldc_is_tn, prim_slot *ps[2][2],
-                       size_t *scratch) {
+                       const prim_key *base, bool lda_is_tm, bool ldb_is_tn, bool ldc_is_tn,
+                       prim_slot *ps[2][2], size_t *scratch) {
     *scratch = 0;
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 2; j++) {
@@ -333,6 +333,7 @@ static bool tile_prims(struct dt_gemm_cache *c, const tile_plan *p, int64_t M, i
             k.M = i ? M - (p->mt - 1) * p->tm : p->tm;
             k.N = j ? N - (p->nt - 1) * p->tn : p->tn;
             if (lda_is_tm) k.lda = k.M;
+            if (ldb_is_tn) k.ldb = k.N;
             if (ldc_is_tn) k.ldc = k.N;
             if (!(ps[i][j] = get_prim(c, &k))) return false;
             if (ps[i][j]->scratch_bytes > *scratch) *scratch = ps[i][j]->scratch_bytes;
@@ -347,34 +348,19 @@ static bool tile_prims(struct dt_gemm_cache *c, const tile_plan *p, int64_t M, i
  * keep no hidden memory: sgemm mallocs packing buffers on every call (kept by the worker
  * threads' malloc arenas) and JIT-builds its whole kernel family on first use, 6 MB of
  * resident memory on the MLP benchmark that the accounting cannot see.
- * brgemm takes dense operands only, and packs B on every call, so:
- *  - with a transposed B (a weight W stored N x K, as every linear's forward has), tiles
- *    are those of plan_tiles: a tile's B is a dense block of rows of W, packed once in all;
- *    a tile narrower than C is written to a dense per-thread block, then into C;
- *  - otherwise tiles are whole rows of C, each packing the whole of B: TILE_M rows, but at
- *    least 2 tiles (of 16 rows or more) so that a 128-row GEMM keeps two cores busy (4 tiles
- *    measured 20% slower than 2 on the MLP's dX, from packing B twice as often); a transposed
- *    A's tile, a block of columns of the stored matrix, is first copied into a dense
- *    per-thread block.
+ * brgemm takes dense operands only, and packs B on every call. Tiles are those of plan_tiles,
+ * except that a GEMM with several rows of tiles and B not transposed takes whole rows (a
+ * column block of such a B would need copying for every row of tiles); an operand block that
+ * is not dense in memory (a transposed A's tile, a column block of a plain B, a tile narrower
+ * than C) goes through a dense per-thread block. On the MLP benchmark this runs as fast as
+ * sgemm.
  * A GEMM whose B or C is a strided view runs on sgemm, as do the GEMMs without a context
  * (attention's per-head products, thousands per step: a primitive call costs a few µs more)
- * and row-tiled GEMMs whose B is too large to pack per tile (b_pack_max). */
-#define PRIM_TILE_M_MIN 16
-#define PRIM_MIN_ROW_TILES 2
-
-static tile_plan plan_prim_rows(int64_t M, int64_t N, int64_t K) {
-    tile_plan p = {M, N, 1, 1};
-    if (M * N * K < TILE_MIN_WORK) return p;
-    p.mt = (M + TILE_M - 1) / TILE_M;
-    while (p.mt < PRIM_MIN_ROW_TILES && M / (2 * p.mt) >= PRIM_TILE_M_MIN) p.mt *= 2;
-    p.tm = (M + p.mt - 1) / p.mt;
-    p.mt = (M + p.tm - 1) / p.tm;
-    return p;
-}
-
-/* brgemm packs all of B before it computes a tile, so a row tile's B must stay in the core's
- * cache: half its L2 (1 MiB here). Beyond that sgemm, which packs B in cache-sized panels as it
- * goes, measured up to 2x faster (the dX and dW GEMMs of a GPT with d_model 768). */
+ * and GEMMs whose B per tile is too large to pack in cache (b_pack_max). */
+/* brgemm packs all of a tile's B before it computes, so that must stay in the core's cache:
+ * half its L2 (1 MiB here). Beyond that sgemm, which packs B in cache-sized panels as it goes,
+ * measured up to 2x faster (the dX and dW GEMMs of a GPT with d_model 768; the forward of an
+ * MLP with 2048-wide layers, 4 MB of W per tile, 1.07x). */
 static size_t b_pack_max(void) {
     static size_t max;
     if (!max) {
@@ -391,14 +377,15 @@ static bool gemm_f32_prim_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_
                                 int64_t ldb, float beta, float *C, int64_t ldc,
                                 const dt__gemm_opts *o) {
     if (ldc != N || ldb != (tb ? K : N)) return false;
-    bool cols = tb && !ta;
-    if (!cols && (size_t)(K * N) * sizeof(float) > b_pack_max()) return false;
+    tile_plan p = plan_tiles(M, N, K);
+    if (!(tb && !ta) && p.mt > 1) p.tn = N, p.nt = 1; /* whole rows */
+    if ((size_t)(K * p.tn) * sizeof(float) > b_pack_max()) return false; /* a tile's B */
     struct dt_gemm_cache *c = cache_of(ctx);
     if (!c || c->broken || c->f32_broken) return false;
-    tile_plan p = cols ? plan_tiles(M, N, K) : plan_prim_rows(M, N, K);
     int64_t ntiles = p.mt * p.nt;
     bool copy_a = ta && (p.mt > 1 || lda != M); /* a tile of a transposed A is strided */
-    bool copy_c = p.nt > 1;                       /* a tile narrower than C is strided */
+    bool copy_b = !tb && p.nt > 1;                /* so is a column block of a plain B */
+    bool copy_c = p.nt > 1;                       /* and a tile narrower than C */
     int nthr = omp_get_max_threads();
     if (nthr > MAX_THREADS) nthr = MAX_THREADS;
     prim_key k;
@@ -407,13 +394,15 @@ static bool gemm_f32_prim_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_
     k.alpha = alpha, k.beta = copy_c ? 0.f : beta;
     prim_slot *ps[2][2];
     size_t scratch;
-    if (!tile_prims(c, &p, M, N, &k, copy_a, copy_c, ps, &scratch)) {
+    if (!tile_prims(c, &p, M, N, &k, copy_a, copy_b, copy_c, ps, &scratch)) {
         c->f32_broken = true;
         dt_log(DT_LOG_WARN, "oneDNN f32 matmul unavailable; f32 GEMMs run on sgemm");
         return false;
     }
     if (!thread_resources(ctx, c, nthr, scratch)) return false;
-    size_t blk = (size_t)((copy_a ? K : 0) + (copy_c ? p.tn : 0)) * (size_t)p.tm;
+    /* a thread's block: A's tile (K x tm), B's tile (K x tn), C's tile (tm x tn), as needed */
+    size_t a_sz = copy_a ? (size_t)(K * p.tm) : 0, b_sz = copy_b ? (size_t)(K * p.tn) : 0;
+    size_t blk = a_sz + b_sz + (copy_c ? (size_t)(p.tm * p.tn) : 0);
     if (blk && c->tcap < (size_t)nthr * blk) {
         float *nb = dt_mem_alloc(ctx->dev, DT_MEM_OTHER, (size_t)nthr * blk * sizeof(float));
         if (!nb) return false;
@@ -441,14 +430,20 @@ static bool gemm_f32_prim_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_
                 memcpy(mine + k * tm, A + k * lda + r0, (size_t)tm * sizeof(float));
             a = mine;
         }
-        float *ct = C + r0 * ldc + c0, *dst = copy_c ? mine + (copy_a ? K * p.tm : 0) : ct;
+        if (copy_b) { /* columns c0..c1 of the K x N matrix, as a dense K x tn block */
+            float *bb = mine + a_sz;
+            for (int64_t k = 0; k < K; k++)
+                memcpy(bb + k * tn, B + k * ldb + c0, (size_t)tn * sizeof(float));
+            b = bb;
+        }
+        float *ct = C + r0 * ldc + c0, *dst = copy_c ? mine + a_sz + b_sz : ct;
         int outer = omp_in_parallel() ? 1 : omp_get_max_threads();
         if (outer > 1) omp_set_num_threads(1);
         bool ok = run_tile(c, ps[im == p.mt - 1][jn == p.nt - 1], omp_get_thread_num(), a, b, dst);
         if (outer > 1) omp_set_num_threads(outer);
         if (!ok) { /* not expected once the primitive exists */
-            sgemm_seq(ta, tb, tm, tn, K, alpha, ta ? A + r0 : A + r0 * lda, lda, b, ldb, beta, ct,
-                      ldc);
+            sgemm_seq(ta, tb, tm, tn, K, alpha, ta ? A + r0 : A + r0 * lda, lda,
+                      tb ? B + c0 * ldb : B + c0, ldb, beta, ct, ldc);
             failed = true;
         } else if (copy_c) {
             for (int64_t i = 0; i < tm; i++) {
@@ -498,7 +493,7 @@ static bool gemm_bf16_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N,
     k.alpha = alpha, k.beta = beta;
     prim_slot *ps[2][2];
     size_t scratch;
-    if (!tile_prims(c, &p, M, N, &k, ta, false, ps, &scratch)) {
+    if (!tile_prims(c, &p, M, N, &k, ta, false, false, ps, &scratch)) {
         c->broken = true;
         dt_log(DT_LOG_WARN, "oneDNN bf16 matmul unavailable; bf16 autocast falls back to f32 GEMM");
         return false;
