@@ -56,7 +56,7 @@ struct dt_gemm_cache {
     int next; /* round-robin eviction */
     uint16_t *abuf, *bbuf;
     size_t acap, bcap; /* elements */
-    float *tblk;       /* f32 primitives: per-thread dense blocks (transposed A tiles, C tiles) */
+    float *tblk;       /* f32 primitives: per-thread dense copies of A, B and C tiles */
     size_t tcap;       /* elements */
     /* user-managed scratchpads, one per thread (library-managed ones are malloc'ed per
      * execution and cannot be shared by two threads running one primitive) */
@@ -320,8 +320,8 @@ static void gemm_f32_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, fl
 /* The primitives of a tile plan's (up to four) tile shapes: full or last along each dim.
  * `base` (memset before it was filled: padding takes part in the lookup's memcmp) gives K,
  * the strides, transposes, scales and dtype; each shape sets M and N, and lda / ldb / ldc
- * become the tile's own size when that operand is copied to a dense per-thread block. Also returns
- * the largest scratchpad. */
+ * become the tile's own size when that operand is copied to a dense per-thread block. Also
+ * returns the largest scratchpad. */
 static bool tile_prims(struct dt_gemm_cache *c, const tile_plan *p, int64_t M, int64_t N,
                        const prim_key *base, bool lda_is_tm, bool ldb_is_tn, bool ldc_is_tn,
                        prim_slot *ps[2][2], size_t *scratch) {
