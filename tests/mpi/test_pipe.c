@@ -23,30 +23,7 @@
 static dt_comm *g_world;
 static char g_tmp[256];
 
-static dt_module *lin_in(void *a) {
-    (void)a;
-    return dt_nn_linear(DIM, HID, true);
-}
-static dt_module *lin_hid(void *a) {
-    (void)a;
-    return dt_nn_linear(HID, HID, true);
-}
-static dt_module *lin_out(void *a) {
-    (void)a;
-    return dt_nn_linear(HID, CLASSES, true);
-}
-static dt_module *relu(void *a) {
-    (void)a;
-    return dt_nn_relu();
-}
-
-static const dt_pipe_layer LAYERS[] = {
-    {.type = "Linear", .build = lin_in},  {.type = "ReLU", .build = relu},
-    {.type = "Linear", .build = lin_hid}, {.type = "ReLU", .build = relu},
-    {.type = "Linear", .build = lin_hid}, {.type = "ReLU", .build = relu},
-    {.type = "Linear", .build = lin_out},
-};
-#define NL ((int)(sizeof LAYERS / sizeof LAYERS[0]))
+#include "pipe_mlp.h"
 
 static void sample(int64_t id, float *x, int64_t *y) {
     for (int k = 0; k < DIM; k++) x[k] = sinf(0.31f * (float)(id + 1) * (float)(k + 1));
@@ -113,8 +90,7 @@ typedef struct ref_run {
 
 static void reference(int D, int steps, ref_run *out) {
     out->ctx = dt_ctx_new(NULL, 1);
-    out->net = dt_nn_sequential(lin_in(NULL), relu(NULL), lin_hid(NULL), relu(NULL), lin_hid(NULL),
-                                relu(NULL), lin_out(NULL), NULL);
+    out->net = pipe_mlp_sequential();
     dt_module_build(out->net, out->ctx, 3);
     char path[400];
     snprintf(path, sizeof path, "%s/init.safetensors", g_tmp);
@@ -319,8 +295,7 @@ static void checkpoint_case(const dt_pipe_layer *layers, int nl, bool plain_chec
     if (!plain_check) return;
     /* the final consolidated weights in a plain Sequential: the same evaluation loss */
     dt_ctx *c = dt_ctx_new(NULL, 1);
-    dt_module *net = dt_nn_sequential(lin_in(NULL), relu(NULL), lin_hid(NULL), relu(NULL),
-                                      lin_hid(NULL), relu(NULL), lin_out(NULL), NULL);
+    dt_module *net = pipe_mlp_sequential();
     dt_module_build(net, c, 9);
     char path[500];
     snprintf(path, sizeof path, "%s/final/model.safetensors", dir);

@@ -44,30 +44,7 @@ static float g_losses[64];
 static double g_val = NAN, g_train_avg = NAN;
 static int g_stage_seen = -1;
 
-static dt_module *lin_in(void *a) {
-    (void)a;
-    return dt_nn_linear(DIM, HID, true);
-}
-static dt_module *lin_hid(void *a) {
-    (void)a;
-    return dt_nn_linear(HID, HID, true);
-}
-static dt_module *lin_out(void *a) {
-    (void)a;
-    return dt_nn_linear(HID, CLASSES, true);
-}
-static dt_module *relu(void *a) {
-    (void)a;
-    return dt_nn_relu();
-}
-
-static const dt_pipe_layer LAYERS[] = {
-    {.type = "Linear", .build = lin_in},  {.type = "ReLU", .build = relu},
-    {.type = "Linear", .build = lin_hid}, {.type = "ReLU", .build = relu},
-    {.type = "Linear", .build = lin_hid}, {.type = "ReLU", .build = relu},
-    {.type = "Linear", .build = lin_out},
-};
-#define NL ((int)(sizeof LAYERS / sizeof LAYERS[0]))
+#include "pipe_mlp.h"
 
 static dt_tensor *ce(dt_tensor *out, dt_tensor *labels, void *user) {
     (void)user;
@@ -230,11 +207,6 @@ typedef struct ref_run {
     double val;
 } ref_run;
 
-static dt_module *ref_net(void) {
-    return dt_nn_sequential(lin_in(NULL), relu(NULL), lin_hid(NULL), relu(NULL), lin_hid(NULL),
-                            relu(NULL), lin_out(NULL), NULL);
-}
-
 static dt_loader *ref_loader(dt_ctx *c, int64_t n, int64_t batch, bool train, uint64_t seed) {
     dt_array_field f[2] = {
         {.field = {.name = "x", .dtype = DT_DTYPE_F32, .ndim = 1, .shape = {DIM}}, .data = g_x},
@@ -250,7 +222,7 @@ static dt_loader *ref_loader(dt_ctx *c, int64_t n, int64_t batch, bool train, ui
 
 static void reference(int D, uint64_t seed, ref_run *out) {
     out->ctx = dt_ctx_new(NULL, 1);
-    out->net = ref_net();
+    out->net = pipe_mlp_sequential();
     CHECK(dt_module_build(out->net, out->ctx, 3) == DT_OK);
     dt_safetensors *f = dt_safetensors_open(g_init);
     for (int i = 0; f && i < dt_module_param_count(out->net); i++)
@@ -523,7 +495,7 @@ int main(void) {
     snprintf(g_init, sizeof g_init, "/tmp/dtrain-pipetrial-init-%lld.safetensors", (long long)tag);
     if (mt_rank == 0) {
         dt_ctx *c = dt_ctx_new(NULL, 1);
-        dt_module *net = ref_net();
+        dt_module *net = pipe_mlp_sequential();
         dt_module_build(net, c, 3);
         int n = dt_module_param_count(net);
         const char *names[16];
