@@ -72,36 +72,25 @@ static int thread_id(void) {
 
 #include "cpu/simd_exp.h"
 
-/* exp(x) for x <= 0 (max-subtracted softmax arguments): the shared exp, with an exact 0
- * below -87. */
-static inline __m512 exp512_nonpos(__m512 x) {
-    const __m512 lo = _mm512_set1_ps(-87.f);
-    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ), dt__exp512(x));
-}
-
-static inline __mmask16 tail_mask(int64_t rem) {
-    return rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1u);
-}
-
 /* Softmax of row s[0..len) in place (len >= 1); then zero s[len..end). */
 static inline void softmax_row(float *s, int64_t len, int64_t end) {
     __m512 vmx = _mm512_set1_ps(-INFINITY);
     for (int64_t j = 0; j < len; j += 16) {
-        __mmask16 k = tail_mask(len - j);
+        __mmask16 k = dt__tail_mask16(len - j);
         vmx = _mm512_mask_max_ps(vmx, k, vmx, _mm512_maskz_loadu_ps(k, s + j));
     }
     __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vmx));
     __m512 vs = _mm512_setzero_ps();
     for (int64_t j = 0; j < len; j += 16) {
-        __mmask16 k = tail_mask(len - j);
-        __m512 e = exp512_nonpos(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), mx));
+        __mmask16 k = dt__tail_mask16(len - j);
+        __m512 e = dt__exp512_nonpos(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), mx));
         e = _mm512_maskz_mov_ps(k, e);
         vs = _mm512_add_ps(vs, e);
         _mm512_mask_storeu_ps(s + j, k, e);
     }
     __m512 inv = _mm512_set1_ps(1.f / _mm512_reduce_add_ps(vs));
     for (int64_t j = 0; j < len; j += 16) {
-        __mmask16 k = tail_mask(len - j);
+        __mmask16 k = dt__tail_mask16(len - j);
         _mm512_mask_storeu_ps(s + j, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + j), inv));
     }
     if (end > len) memset(s + len, 0, (size_t)(end - len) * sizeof(float));
@@ -113,13 +102,13 @@ static inline void softmax_grad_row(const float *p, float *d, int64_t len, int64
                                     float scale) {
     __m512 acc = _mm512_setzero_ps();
     for (int64_t j = 0; j < len; j += 16) {
-        __mmask16 k = tail_mask(len - j);
+        __mmask16 k = dt__tail_mask16(len - j);
         acc =
             _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, p + j), _mm512_maskz_loadu_ps(k, d + j), acc);
     }
     __m512 D = _mm512_set1_ps(_mm512_reduce_add_ps(acc)), sc = _mm512_set1_ps(scale);
     for (int64_t j = 0; j < len; j += 16) {
-        __mmask16 k = tail_mask(len - j);
+        __mmask16 k = dt__tail_mask16(len - j);
         __m512 pv = _mm512_maskz_loadu_ps(k, p + j), dv = _mm512_maskz_loadu_ps(k, d + j);
         _mm512_mask_storeu_ps(d + j, k, _mm512_mul_ps(_mm512_mul_ps(pv, _mm512_sub_ps(dv, D)), sc));
     }

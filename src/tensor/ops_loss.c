@@ -9,7 +9,60 @@ static int64_t target_at(const dt_tensor *t, int64_t i) {
 }
 
 /* ---- cross_entropy: logits (N, C), targets (N) -> mean over non-ignored rows --------------
- * iattr: [0]=N [1]=C [2]=ignore_index [3]=valid count; saved = per-row logsumexp (N floats) */
+ * iattr: [0]=N [1]=C [2]=ignore_index [3]=valid count; saved = per-row logsumexp (N floats)
+ * The row kernels use the shared AVX-512 exp where it is compiled in (a GPT's LM head feeds
+ * 1024 x vocab logits per step through them): each row's max and sum run over 16 lanes and
+ * then one fixed lane tree, so the bits do not depend on the thread count. */
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+
+#include "cpu/simd_exp.h"
+
+/* log(sum(exp(x))) of one row of C >= 1 elements */
+static float row_lse(const float *x, int64_t C) {
+    __m512 vm = _mm512_set1_ps(-INFINITY);
+    for (int64_t c = 0; c < C; c += 16) {
+        __mmask16 k = dt__tail_mask16(C - c);
+        vm = _mm512_mask_max_ps(vm, k, vm, _mm512_maskz_loadu_ps(k, x + c));
+    }
+    float m = _mm512_reduce_max_ps(vm);
+    __m512 vs = _mm512_setzero_ps(), mm = _mm512_set1_ps(m);
+    for (int64_t c = 0; c < C; c += 16) {
+        __mmask16 k = dt__tail_mask16(C - c);
+        __m512 e = dt__exp512_nonpos(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + c), mm));
+        vs = _mm512_add_ps(vs, _mm512_maskz_mov_ps(k, e));
+    }
+    return m + logf(_mm512_reduce_add_ps(vs));
+}
+
+/* gr = g * softmax(x) (= g * exp(x - lse)), stored or added */
+static void row_grad(const float *x, float lse, float g, float *gr, int64_t C, bool add) {
+    __m512 l = _mm512_set1_ps(lse), gv = _mm512_set1_ps(g);
+    for (int64_t c = 0; c < C; c += 16) {
+        __mmask16 k = dt__tail_mask16(C - c);
+        __m512 p = dt__exp512_nonpos(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + c), l));
+        __m512 d = _mm512_mul_ps(gv, p);
+        if (add) d = _mm512_add_ps(_mm512_maskz_loadu_ps(k, gr + c), d);
+        _mm512_mask_storeu_ps(gr + c, k, d);
+    }
+}
+
+#else /* portable */
+
+static float row_lse(const float *x, int64_t C) {
+    float m = -INFINITY;
+    for (int64_t c = 0; c < C; c++) m = x[c] > m ? x[c] : m;
+    float s = 0.f;
+    for (int64_t c = 0; c < C; c++) s += expf(x[c] - m);
+    return m + logf(s);
+}
+
+static void row_grad(const float *x, float lse, float g, float *gr, int64_t C, bool add) {
+    for (int64_t c = 0; c < C; c++) gr[c] = (add ? gr[c] : 0.f) + g * expf(x[c] - lse);
+}
+
+#endif
 
 static void ce_backward(dt_node *n) {
     dt_tensor *x = n->in[0], *t = n->in[1];
@@ -17,14 +70,18 @@ static void ce_backward(dt_node *n) {
     int64_t N = n->iattr[0], C = n->iattr[1], ign = n->iattr[2], valid = n->iattr[3];
     const float *X = x->data, *lse = n->saved;
     float g = ((const float *)n->out->grad->data)[0] / (float)valid;
-    float *gx = dt__grad_f32(x);
+    bool fresh;
+    float *gx = dt__grad_f32_fresh(x, &fresh);
+    if (!gx) return;
 #pragma omp parallel for schedule(static) if (N * C > 32768)
     for (int64_t r = 0; r < N; r++) {
         int64_t tr = target_at(t, r);
-        if (tr == ign) continue;
-        const float *xr = X + r * C;
         float *gr = gx + r * C;
-        for (int64_t c = 0; c < C; c++) gr[c] += g * expf(xr[c] - lse[r]);
+        if (tr == ign) { /* no gradient from an ignored row */
+            if (fresh) memset(gr, 0, (size_t)C * sizeof(float));
+            continue;
+        }
+        row_grad(X + r * C, lse[r], g, gr, C, !fresh);
         gr[tr] -= g;
     }
 }
@@ -80,11 +137,7 @@ dt_tensor *dt_cross_entropy(dt_tensor *logits, dt_tensor *targets, int64_t ignor
 #pragma omp parallel for schedule(static) if (N * C > 32768)
     for (int64_t r = 0; r < N; r++) {
         const float *xr = X + r * C;
-        float m = -INFINITY;
-        for (int64_t c = 0; c < C; c++) m = xr[c] > m ? xr[c] : m;
-        float s = 0.f;
-        for (int64_t c = 0; c < C; c++) s += expf(xr[c] - m);
-        lse[r] = m + logf(s);
+        lse[r] = row_lse(xr, C);
         int64_t tr = target_at(targets, r);
         rowloss[r] = tr == ignore_index ? 0.0 : (double)lse[r] - xr[tr];
     }

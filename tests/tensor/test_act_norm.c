@@ -249,6 +249,60 @@ static void test_thread_independence(void) {
     CHECK(memcmp(a[3], c[3], 333 * 200 * sizeof(float)) == 0);
 }
 
+/* cross_entropy against a double-precision reference: rows of 37 classes (a vector tail), one
+ * row far out (logits past exp's range, one class 1000 below the rest: probability 0), an
+ * ignored row (no loss, zero gradient); then the loss taken twice, so the second backward adds
+ * into the gradient the first one stored: exactly twice the single gradient. */
+static void test_cross_entropy_values(void) {
+    enum { N = 4, C = 37 };
+    float x[N * C];
+    for (int i = 0; i < N * C; i++) x[i] = (float)sin(0.37 * i) * 3.f;
+    for (int c = 0; c < C; c++) x[2 * C + c] = 100.f + (float)c;
+    x[2 * C + 5] = -900.f;
+    int64_t t[N] = {3, 36, 30, -100};
+    double ref_loss = 0, ref_g[N * C] = {0};
+    for (int r = 0; r < 3; r++) {
+        double m = -INFINITY, s = 0;
+        for (int c = 0; c < C; c++) m = fmax(m, x[r * C + c]);
+        for (int c = 0; c < C; c++) s += exp(x[r * C + c] - m);
+        double lse = m + log(s);
+        ref_loss += (lse - x[r * C + t[r]]) / 3;
+        for (int c = 0; c < C; c++) ref_g[r * C + c] = exp(x[r * C + c] - lse) / 3;
+        ref_g[r * C + t[r]] -= 1.0 / 3;
+    }
+    float g1[N * C];
+    for (int twice = 0; twice < 2; twice++) {
+        dt_ctx *ctx = dt_ctx_new(NULL, 1);
+        dt_tensor *xt = dt_tensor_from_f32(ctx, 2, (int64_t[]){N, C}, x);
+        dt_set_requires_grad(xt, true);
+        dt_tensor *tt = dt_tensor_from_i64(ctx, 1, (int64_t[]){N}, t);
+        dt_tensor *l = dt_cross_entropy(xt, tt, -100);
+        CHECK_NEAR(dt_item(l), ref_loss, 1e-6 * fabs(ref_loss) + 1e-6);
+        if (twice) l = dt_add(l, dt_cross_entropy(xt, tt, -100));
+        CHECK(dt_backward(l) == DT_OK);
+        const float *g = xt->grad->data;
+        if (!twice) {
+            /* row 2: x - lse is rounded at lse's ulp (~1.5e-5 near 136), as in any f32 code */
+            double worst = 0, worst_far = 0;
+            for (int i = 0; i < N * C; i++) {
+                double e = fabs(g[i] - ref_g[i]);
+                if (i / C == 2) worst_far = fmax(worst_far, e);
+                else worst = fmax(worst, e);
+            }
+            CHECK_MSG(worst < 1e-7, "cross_entropy grad max abs err %g", worst);
+            CHECK_MSG(worst_far < 4e-6, "cross_entropy grad max abs err %g (far row)", worst_far);
+            CHECK(g[2 * C + 5] == 0.f);
+            for (int c = 0; c < C; c++) CHECK(g[3 * C + c] == 0.f);
+            memcpy(g1, g, sizeof g1);
+        } else {
+            int same = 0;
+            for (int i = 0; i < N * C; i++) same += g[i] == 2.f * g1[i];
+            CHECK_MSG(same == N * C, "%d of %d gradients are twice the single one", same, N * C);
+        }
+        dt_ctx_free(ctx);
+    }
+}
+
 static void test_embedding(void) {
     dt_ctx *ctx = dt_ctx_new(NULL, 3);
     dt_tensor *w = dt_randn(ctx, 2, (int64_t[]){5, 3}, 1.f);
@@ -417,6 +471,7 @@ int main(void) {
     TEST_RUN(test_activation_values);
     TEST_RUN(test_layer_norm_values);
     TEST_RUN(test_thread_independence);
+    TEST_RUN(test_cross_entropy_values);
     TEST_RUN(test_embedding);
     TEST_RUN(test_dropout);
     TEST_RUN(test_modules);

@@ -27,6 +27,17 @@ static inline __m512 dt__exp512(__m512 x) {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
     return _mm512_scalef_ps(p, n);
 }
+
+/* exp(x) for x <= 0 (max-subtracted softmax arguments): dt__exp512 with an exact 0 below -87. */
+static inline __m512 dt__exp512_nonpos(__m512 x) {
+    const __m512 lo = _mm512_set1_ps(-87.f);
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ), dt__exp512(x));
+}
+
+/* The lanes of a 16-wide step with `rem` elements left. */
+static inline __mmask16 dt__tail_mask16(int64_t rem) {
+    return rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1u);
+}
 #endif
 
 #endif
