@@ -187,8 +187,8 @@ dt_tensor *dt_matmul(dt_tensor *a, dt_tensor *b) {
  * Fusion. The forward GEMM runs in tiles (cpu/gemm.c) and each finished tile gets its bias and
  * activation in its epilogue while it is still in cache, instead of a bias copy before the GEMM
  * and an activation pass over the whole output after it. The backward turns dy into
- * dh = dy * act'(h) in one pass (stored into fresh scratch, nothing zeroed), then the dW GEMM's
- * tile epilogue sums the bias gradient of its rows from the dy/dh columns the GEMM just read.
+ * dh = dy * act'(h) in one pass (stored into fresh scratch, nothing zeroed), then the dW GEMM
+ * sums the bias gradient from the dy/dh columns as it copies them for its tiles (a_sums).
  * The numbers are those of the unfused ops: the same activation kernels (ops_activation.c) on
  * the same pre-activations; the bias is added to the finished product.
  *
@@ -206,37 +206,6 @@ typedef struct linear_saved {
     float *H;          /* pre-activation (gelu_tanh), else NULL */
     uint16_t *xb, *wb; /* bf16 x (R, IN) and w (OUT, IN), or NULL */
 } linear_saved;
-
-/* db[o0..o1) += column sums of dy (R, OUT) over those columns: blocks of 64 columns, rows
- * summed in order (vectorised along the block; the same bits however the columns are cut). */
-static void bias_grad_cols(float *db, const float *dy, int64_t R, int64_t OUT, int64_t o0,
-                           int64_t o1) {
-    for (int64_t c0 = o0; c0 < o1; c0 += 64) {
-        int64_t w = o1 - c0 < 64 ? o1 - c0 : 64;
-        float s[64] = {0};
-        for (int64_t r = 0; r < R; r++) {
-            const float *row = dy + r * OUT + c0;
-#pragma omp simd
-            for (int64_t j = 0; j < w; j++) s[j] += row[j];
-        }
-        for (int64_t j = 0; j < w; j++) db[c0 + j] += s[j];
-    }
-}
-
-typedef struct bias_grad_ep {
-    float *db;
-    const float *dy;
-    int64_t R, OUT, IN;
-} bias_grad_ep;
-
-/* dW (OUT, IN) tile epilogue: rows [r0, r1) of dW are the output features r0..r1 of dy. The
- * column tiles of a row block share its bias gradient out in proportion to their columns
- * (each feature is summed by exactly one tile, and all of them when columns are not split). */
-static void bias_grad_epilogue(void *arg, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    const bias_grad_ep *e = arg;
-    int64_t lo = r0 + (r1 - r0) * c0 / e->IN, hi = r0 + (r1 - r0) * c1 / e->IN;
-    bias_grad_cols(e->db, e->dy, e->R, e->OUT, lo, hi);
-}
 
 typedef struct linear_fwd_ep {
     float *Y;          /* output (R, OUT) */
@@ -356,14 +325,10 @@ static void linear_backward(dt_node *n) {
     }
     float *db = gb ? dt__grad_f32(b) : NULL;
     if (gb && !db) return;
-    if (gw) { /* dw (OUT, IN) += dyᵀ · x, the bias gradient in the epilogue */
+    if (gw) { /* dw (OUT, IN) += dyᵀ · x, the bias gradient summed as the GEMM reads dy */
         float *dw = dt__grad_f32(w);
-        bias_grad_ep e = {db, dy, R, OUT, IN};
-        dt__gemm_opts o = {.bf16 = {dyb, bf16 ? sv->xb : NULL, NULL, NULL}};
-        if (db && fuse) {
-            o.epilogue = bias_grad_epilogue;
-            o.arg = &e;
-        }
+        dt__gemm_opts o = {.a_sums = fuse ? db : NULL,
+                           .bf16 = {dyb, bf16 ? sv->xb : NULL, NULL, NULL}};
         if (!dw) return;
         dt__gemm_ex(ctx, true, false, OUT, IN, R, 1.f, dy, OUT, x->data, IN, 1.f, dw, IN, &o);
     }
@@ -371,7 +336,7 @@ static void linear_backward(dt_node *n) {
         int64_t nblk = (OUT + 63) / 64;
 #pragma omp parallel for schedule(static) if (R * OUT > PAR_MIN)
         for (int64_t k = 0; k < nblk; k++)
-            bias_grad_cols(db, dy, R, OUT, k * 64, (k + 1) * 64 < OUT ? (k + 1) * 64 : OUT);
+            dt__add_col_sums(db, dy, OUT, R, k * 64, (k + 1) * 64 < OUT ? (k + 1) * 64 : OUT);
     }
     if (residual) residual_grad(n); /* last: it may take dy's buffer */
 }

@@ -195,8 +195,18 @@ typedef struct dt__gemm_opts {
      * place for fused elementwise work (bias, activation, bias gradient). */
     dt__gemm_tile_fn epilogue;
     void *arg; /* passed to both */
+    /* When set, a_sums[i] += sum over k of op(A)[i][k] for every row i of C, each summed from
+     * 0 in k order and then added (dt__add_col_sums' bits): the bias gradient of a dW GEMM,
+     * whose op(A) is dyᵀ, taken from f32 A (never from a bf16 rounding) while the GEMM copies
+     * or reads those columns anyway (fused into the copy of a transposed A's tiles). */
+    float *a_sums;
     dt__gemm_bf16 bf16;
 } dt__gemm_opts;
+/* out[j] += sum over rows r of A[r * lda + j] for columns [c0, c1): each column summed from 0
+ * in row order, then added to out (vectorised across columns; the same bits however the
+ * columns are cut). */
+void dt__add_col_sums(float *out, const float *A, int64_t lda, int64_t rows, int64_t c0,
+                      int64_t c1);
 /* dt__gemm with extras (opts may be NULL). C is cut into tiles fixed by (M, N, K) alone, each
  * one sequential GEMM, in parallel over tiles, so the bits never depend on the thread count.
  * With M, N or K zero the callbacks see the degenerate shape: prologue and epilogue run once

@@ -7,6 +7,7 @@
  *     or added to);
  *   - under bf16 autocast, forward and backward (which reuse the forward's rounded x and w and
  *     round dy once for both backward GEMMs) stay close to f32;
+ *   - without an activation the bias gradient has the bits of dy's in-order column sums;
  *   - f32 and bf16 results are bit-identical with 1 and 2 threads.
  * Shapes are large enough to be cut into several row and column tiles, with ragged last
  * tiles. */
@@ -21,6 +22,7 @@ enum { PLAIN, GELU, RELU, RESID };
 
 typedef struct result {
     float *y, *gx, *gw, *gb, *gr;
+    float *gb_ref; /* without activation: dy's column sums, each from 0 in row order */
     int64_t ny, nx, nw, nb, nr;
 } result;
 
@@ -31,7 +33,7 @@ static float *copy_of(const dt_tensor *t) {
 }
 
 static void result_free(result *r) {
-    free(r->y), free(r->gx), free(r->gw), free(r->gb), free(r->gr);
+    free(r->y), free(r->gx), free(r->gw), free(r->gb), free(r->gr), free(r->gb_ref);
 }
 
 /* y = act(x w^T + b) with x (R, IN), w (OUT, IN), b (OUT); backward with a fixed random dy.
@@ -76,6 +78,12 @@ static result run(int act, bool fused, bool bf16, bool bias, int64_t R, int64_t 
     r.gw = copy_of(w->grad), r.nw = dt_numel(w);
     r.gb = bias ? copy_of(b->grad) : calloc(1, sizeof(float)), r.nb = bias ? OUT : 0;
     r.gr = act == RESID ? copy_of(res->grad) : calloc(1, sizeof(float));
+    r.gb_ref = calloc((size_t)OUT + 1, sizeof(float));
+    for (int64_t j = 0; j < OUT; j++) {
+        float s = 0.f;
+        for (int64_t i = 0; i < R; i++) s += ((const float *)g->data)[i * OUT + j];
+        r.gb_ref[j] = s;
+    }
     r.nr = act == RESID ? R * OUT : 0;
     dt_ctx_free(ctx);
     return r;
@@ -110,6 +118,20 @@ static void test_fused_equals_unfused(void) {
                 CHECK_MSG(same_bits(&f, &u), "shape %d act %d bias %d", s, act, bias);
                 result_free(&f), result_free(&u);
             }
+}
+
+/* Without an activation the bias gradient is dy's column sums, taken by the dW GEMM as it
+ * copies or reads dy's columns (one tile, row tiles with copies, sgemm): the bits of a plain
+ * in-order sum. */
+static void test_bias_grad_bits(void) {
+    for (int s = 0; s < 3; s++)
+        for (int act = PLAIN; act <= RESID; act += RESID - PLAIN) {
+            const int64_t *d = shapes[s];
+            result f = run(act, true, false, true, d[0], d[1], d[2]);
+            CHECK_MSG(f.gb && !memcmp(f.gb, f.gb_ref, (size_t)f.nb * sizeof(float)),
+                      "shape %d act %d: bias gradient differs from dy's column sums", s, act);
+            result_free(&f);
+        }
 }
 
 static void test_bf16_close_to_f32(void) {
@@ -150,6 +172,7 @@ static void test_threads_bit_identical(void) {
 
 int main(void) {
     TEST_RUN(test_fused_equals_unfused);
+    TEST_RUN(test_bias_grad_bits);
     TEST_RUN(test_bf16_close_to_f32);
     TEST_RUN(test_threads_bit_identical);
     TEST_END();

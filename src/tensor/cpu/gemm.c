@@ -289,6 +289,36 @@ static void prologue_all(const dt__gemm_opts *o, bool ta, const tile_plan *p, in
         o->prologue(o->arg, i * p->tm, (i + 1) * p->tm < M ? (i + 1) * p->tm : M, 0, N);
 }
 
+void dt__add_col_sums(float *out, const float *A, int64_t lda, int64_t rows, int64_t c0,
+                      int64_t c1) {
+    for (int64_t b0 = c0; b0 < c1; b0 += 64) {
+        int64_t w = c1 - b0 < 64 ? c1 - b0 : 64;
+        float s[64] = {0};
+        for (int64_t r = 0; r < rows; r++) {
+            const float *row = A + r * lda + b0;
+#pragma omp simd
+            for (int64_t j = 0; j < w; j++) s[j] += row[j];
+        }
+        for (int64_t j = 0; j < w; j++) out[b0 + j] += s[j];
+    }
+}
+
+/* opts->a_sums for rows [r0, r1) of C: op(A)'s rows are the stored columns of a transposed A
+ * (K x M), the stored rows of a plain one */
+static void a_sums_rows(const dt__gemm_opts *o, bool ta, const float *A, int64_t lda, int64_t K,
+                        int64_t r0, int64_t r1) {
+    if (!o || !o->a_sums) return;
+    if (ta) {
+        dt__add_col_sums(o->a_sums, A, lda, K, r0, r1);
+        return;
+    }
+    for (int64_t i = r0; i < r1; i++) {
+        float s = 0.f;
+        for (int64_t k = 0; k < K; k++) s += A[i * lda + k];
+        o->a_sums[i] += s;
+    }
+}
+
 static void gemm_f32_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                            const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                            float *C, int64_t ldc, const dt__gemm_opts *o) {
@@ -301,6 +331,7 @@ static void gemm_f32_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, fl
     if (ntiles == 1) { /* no OpenMP region at all: attention makes thousands of these */
         if (pro_in_loop) pro(arg, 0, M, 0, N);
         sgemm_seq(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        a_sums_rows(o, ta, A, lda, K, 0, M);
         if (ep) ep(arg, 0, M, 0, N);
         return;
     }
@@ -313,6 +344,7 @@ static void gemm_f32_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, fl
         const float *a = ta ? A + r0 : A + r0 * lda, *b = tb ? B + c0 * ldb : B + c0;
         sgemm_seq(ta, tb, r1 - r0, c1 - c0, K, alpha, a, lda, b, ldb, beta, C + r0 * ldc + c0,
                   ldc);
+        if (c0 == 0) a_sums_rows(o, ta, A, lda, K, r0, r1);
         if (ep) ep(arg, r0, r1, c0, c1);
     }
 }
@@ -415,6 +447,8 @@ static bool gemm_f32_prim_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_
     void *arg = o ? o->arg : NULL;
     bool pro_in_loop = pro && !ta && p.nt == 1; /* one tile per row block */
     if (pro && !pro_in_loop) prologue_all(o, ta, &p, M, N);
+    /* a row block's a_sums are taken while its A is copied (every tile of it has all columns) */
+    bool sum_in_copy = copy_a && o && o->a_sums && p.nt == 1 && p.tm <= TILE_M;
     bool failed = false;
 #pragma omp parallel for schedule(static) if (ntiles > 1) num_threads(nthr) reduction(|| : failed)
     for (int64_t t = 0; t < ntiles; t++) {
@@ -426,9 +460,26 @@ static bool gemm_f32_prim_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_
         float *mine = c->tblk + (size_t)omp_get_thread_num() * blk;
         const float *a = ta ? A + r0 : A + r0 * lda, *b = tb ? B + c0 * ldb : B + c0;
         if (copy_a) { /* columns r0..r1 of the stored K x M matrix, as a dense K x tm block */
-            for (int64_t k = 0; k < K; k++)
-                memcpy(mine + k * tm, A + k * lda + r0, (size_t)tm * sizeof(float));
+            if (sum_in_copy) { /* with the a_sums of those columns (dt__add_col_sums' bits) */
+                float s[TILE_M] = {0};
+                for (int64_t k = 0; k < K; k++) {
+                    const float *src = A + k * lda + r0;
+                    float *d = mine + k * tm;
+#pragma omp simd
+                    for (int64_t j = 0; j < tm; j++) {
+                        d[j] = src[j];
+                        s[j] += src[j];
+                    }
+                }
+                for (int64_t j = 0; j < tm; j++) o->a_sums[r0 + j] += s[j];
+            } else {
+                for (int64_t k = 0; k < K; k++)
+                    memcpy(mine + k * tm, A + k * lda + r0, (size_t)tm * sizeof(float));
+                if (jn == 0) a_sums_rows(o, ta, A, lda, K, r0, r1);
+            }
             a = mine;
+        } else if (jn == 0) {
+            a_sums_rows(o, ta, A, lda, K, r0, r1);
         }
         if (copy_b) { /* columns c0..c1 of the K x N matrix, as a dense K x tn block */
             float *bb = mine + a_sz;
@@ -539,6 +590,7 @@ static bool gemm_bf16_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N,
                 else dt__f32_to_bf16_seq(A + k * lda + r0, blk + k * tm, tm);
             }
             a = blk;
+            if (jn == 0) a_sums_rows(o, ta, A, lda, K, r0, r1);
         } else {
             if (pro_in_loop) pro(arg, r0, r1, 0, N);
             if (a_fill) pack_rows(A + r0 * lda, tm, K, lda, a_fill + r0 * ac);
@@ -610,6 +662,7 @@ void dt__gemm_ex(const dt_ctx *cctx, bool ta, bool tb, int64_t M, int64_t N, int
             if (o->prologue) o->prologue(o->arg, 0, M, 0, N);
             rest.epilogue = o->epilogue;
             rest.arg = o->arg;
+            a_sums_rows(o, ta, A, lda, K, 0, M); /* from the f32 A, not its rounded copy */
         }
         int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
         float *a = rounded_copy(ctx, A, ar, ac, lda, io ? io->a : NULL, io ? io->a_out : NULL);
