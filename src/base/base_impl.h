@@ -2,6 +2,7 @@
 #ifndef DT_BASE_IMPL_H
 #define DT_BASE_IMPL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -12,5 +13,11 @@ void dt__zero_f32(float *p, int64_t n);
 /* dt_crc32c computed with the byte table, whatever the CPU offers (the reference the
  * instruction path is tested against). */
 uint32_t dt__crc32c_table(uint32_t crc, const void *data, size_t n);
+
+/* A short rendering of a config value for "got ..." in error messages: its kind for containers
+ * (in YAML's words, mapping and list, when `yaml`, else JSON's, object and array), a string
+ * quoted and cut at 40 characters, numbers and literals as written; "nothing" for NULL. */
+struct json_t;
+const char *dt__json_describe(const struct json_t *v, bool yaml, char *buf, size_t n);
 
 #endif

@@ -15,6 +15,7 @@
  * "billion laughs" document fails cleanly instead of exhausting memory.
  */
 #include "dtrain/config.h"
+#include "base/base_impl.h"
 
 #include <errno.h>
 #include <math.h>
@@ -805,4 +806,45 @@ dt_yaml_doc *dt_yaml_load_file(const char *path) {
     dt_yaml_doc *doc = load(buf, n, path);
     free(buf);
     return doc;
+}
+
+/* ---- values in messages -------------------------------------------------------------------- */
+
+const char *dt__json_describe(const json_t *v, bool yaml, char *buf, size_t n) {
+    if (!v) {
+        snprintf(buf, n, "nothing");
+        return buf;
+    }
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        snprintf(buf, n, yaml ? "a mapping" : "an object");
+        break;
+    case JSON_ARRAY:
+        snprintf(buf, n, yaml ? "a list" : "an array");
+        break;
+    case JSON_STRING: {
+        const char *s = json_string_value(v), *pre = yaml ? "" : "the string ";
+        if (strlen(s) > 40)
+            snprintf(buf, n, "%s\"%.37s...\"", pre, s);
+        else
+            snprintf(buf, n, "%s\"%s\"", pre, s);
+        break;
+    }
+    case JSON_INTEGER:
+        snprintf(buf, n, "%lld", (long long)json_integer_value(v));
+        break;
+    case JSON_REAL:
+        snprintf(buf, n, "%.17g", json_real_value(v));
+        break;
+    case JSON_TRUE:
+        snprintf(buf, n, "true");
+        break;
+    case JSON_FALSE:
+        snprintf(buf, n, "false");
+        break;
+    case JSON_NULL:
+        snprintf(buf, n, "null");
+        break;
+    }
+    return buf;
 }

@@ -22,6 +22,7 @@
  *     hint: <what to do>".
  */
 #include "dtrain/engine.h"
+#include "base/base_impl.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -183,35 +184,8 @@ static bool in_list(const char *s, const char *const *list) {
     return false;
 }
 
-/* A short rendering of a value for "got ..." in messages. */
 static const char *describe(const json_t *v, char *buf, size_t n) {
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        snprintf(buf, n, "an object");
-        break;
-    case JSON_ARRAY:
-        snprintf(buf, n, "an array");
-        break;
-    case JSON_STRING:
-        snprintf(buf, n, "the string \"%.40s\"", json_string_value(v));
-        break;
-    case JSON_INTEGER:
-        snprintf(buf, n, "%lld", (long long)json_integer_value(v));
-        break;
-    case JSON_REAL:
-        snprintf(buf, n, "%.17g", json_real_value(v));
-        break;
-    case JSON_TRUE:
-        snprintf(buf, n, "true");
-        break;
-    case JSON_FALSE:
-        snprintf(buf, n, "false");
-        break;
-    case JSON_NULL:
-        snprintf(buf, n, "null");
-        break;
-    }
-    return buf;
+    return dt__json_describe(v, false, buf, n);
 }
 
 /* ---- typed access to one section --------------------------------------------------------- */

@@ -12,6 +12,7 @@
  * docs/config.md documents every key and default.
  */
 #include "dtrain/config.h"
+#include "base/base_impl.h"
 
 #include <limits.h>
 #include <math.h>
@@ -49,41 +50,8 @@ static void join_list(const char *const *list, char *buf, size_t n) {
         used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", list[i]);
 }
 
-/* A short human rendering of a value for "got ..." in messages. */
 static const char *describe(const json_t *v, char *buf, size_t n) {
-    if (!v) return snprintf(buf, n, "nothing"), buf;
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        snprintf(buf, n, "a mapping");
-        break;
-    case JSON_ARRAY:
-        snprintf(buf, n, "a list");
-        break;
-    case JSON_STRING: {
-        const char *s = json_string_value(v);
-        if (strlen(s) > 40)
-            snprintf(buf, n, "\"%.37s...\"", s);
-        else
-            snprintf(buf, n, "\"%s\"", s);
-        break;
-    }
-    case JSON_INTEGER:
-        snprintf(buf, n, "%lld", (long long)json_integer_value(v));
-        break;
-    case JSON_REAL:
-        snprintf(buf, n, "%.17g", json_real_value(v));
-        break;
-    case JSON_TRUE:
-        snprintf(buf, n, "true");
-        break;
-    case JSON_FALSE:
-        snprintf(buf, n, "false");
-        break;
-    case JSON_NULL:
-        snprintf(buf, n, "null");
-        break;
-    }
-    return buf;
+    return dt__json_describe(v, true, buf, n);
 }
 
 /* ---- validation context -------------------------------------------------------------------- */
