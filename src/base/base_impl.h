@@ -14,6 +14,11 @@ void dt__zero_f32(float *p, int64_t n);
  * instruction path is tested against). */
 uint32_t dt__crc32c_table(uint32_t crc, const void *data, size_t n);
 
+/* mkdir -p: makes every missing directory of `dir` (mode 0777 less the umask). Returns 0, or
+ * the errno of the first component that could not be made (ENOTDIR: it exists and is not a
+ * directory) with that component's path in failed[0 .. cap). */
+int dt__mkdir_p(const char *dir, char *failed, size_t cap);
+
 /* A short rendering of a config value for "got ..." in error messages: its kind for containers
  * (in YAML's words, mapping and list, when `yaml`, else JSON's, object and array), a string
  * quoted and cut at 40 characters, numbers and literals as written; "nothing" for NULL. */

@@ -1,9 +1,13 @@
-/* util.c — monotonic clock, crc32c, thread-count control, parallel zeroing. */
+/* util.c — monotonic clock, crc32c, thread-count control, parallel zeroing, mkdir -p. */
 #include "base/base_impl.h"
 #include "dtrain/base.h"
 
+#include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <omp.h>
 #include <pthread.h>
@@ -41,7 +45,7 @@ static uint32_t crc_table(uint32_t crc, const unsigned char *p, size_t n) {
 /* The SSE4.2 crc32 instruction computes this very polynomial: 8 bytes per instruction, about
  * 20x the table's rate, which is what checkpoint save and load spend their CPU time on. */
 __attribute__((target("sse4.2"))) static uint32_t crc_hw8(uint32_t crc, const unsigned char *p,
-                                                         size_t n) {
+                                                          size_t n) {
     while (n && ((uintptr_t)p & 7)) {
         crc = __builtin_ia32_crc32qi(crc, *p++);
         n--;
@@ -82,7 +86,9 @@ void dt_set_num_threads(int n) {
     openblas_set_num_threads(n);
 }
 
-int dt_get_num_threads(void) { return omp_get_max_threads(); }
+int dt_get_num_threads(void) {
+    return omp_get_max_threads();
+}
 
 /* below this many floats (1 MiB) a single memset beats waking the other threads */
 #define ZERO_PAR_MIN ((int64_t)1 << 18)
@@ -125,4 +131,29 @@ int dt_edit_distance(const char *a, const char *b) {
         }
     }
     return rows[n % 3][m];
+}
+
+int dt__mkdir_p(const char *dir, char *failed, size_t cap) {
+    size_t len = strlen(dir);
+    char *p = malloc(len + 1);
+    if (!p) return ENOMEM;
+    memcpy(p, dir, len + 1);
+    int err = 0;
+    for (size_t i = 1; i <= len && !err; i++) {
+        if (p[i] != '/' && p[i] != 0) continue;
+        char saved = p[i];
+        p[i] = 0;
+        struct stat st;
+        if (stat(p, &st) == 0) {
+            if (!S_ISDIR(st.st_mode)) err = ENOTDIR;
+        } else if (errno != ENOENT) {
+            err = errno;
+        } else if (mkdir(p, 0777) != 0 && errno != EEXIST) { /* EEXIST: a concurrent mkdir */
+            err = errno;
+        }
+        if (err && cap) snprintf(failed, cap, "%s", p);
+        p[i] = saved;
+    }
+    free(p);
+    return err;
 }

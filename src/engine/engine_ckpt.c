@@ -18,6 +18,7 @@
  * data-parallel size or ZeRO stage reads the pieces that overlap its own range.
  */
 #include "engine/engine_impl.h"
+#include "base/base_impl.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -51,19 +52,12 @@ static uint32_t layout_hash(const dt_engine *e) {
 }
 
 static dt_status mkdirs(const char *path) {
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return dt_error(DT_ERR_INVALID, "checkpoint path too long: %s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return dt_error(DT_ERR_IO, "cannot create %s: %s", buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+    char failed[4096];
+    int err = dt__mkdir_p(path, failed, sizeof failed);
+    if (err)
         return dt_error(DT_ERR_IO, "cannot create %s: %s; hint: check the checkpoint directory",
-                        buf, strerror(errno));
+                        failed,
+                        err == ENOTDIR ? "a file of that name is in the way" : strerror(err));
     return DT_OK;
 }
 

@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE /* mkostemps */
 #include "engine/swap.h"
+#include "base/base_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -119,33 +120,6 @@ static const char *io_hint(int err) {
     }
 }
 
-/* mkdir -p: create every missing component of `dir`. On failure returns errno and leaves the
- * component that failed in `failed` (a copy of the prefix, at most `cap` bytes). */
-static int make_dirs(const char *dir, char *failed, size_t cap) {
-    size_t len = strlen(dir);
-    char *p = malloc(len + 1);
-    if (!p) return ENOMEM;
-    memcpy(p, dir, len + 1);
-    int err = 0;
-    for (size_t i = 1; i <= len && !err; i++) {
-        if (p[i] != '/' && p[i] != 0) continue;
-        char saved = p[i];
-        p[i] = 0;
-        struct stat st;
-        if (stat(p, &st) == 0) {
-            if (!S_ISDIR(st.st_mode)) err = ENOTDIR;
-        } else if (errno != ENOENT) {
-            err = errno;
-        } else if (mkdir(p, 0777) != 0 && errno != EEXIST) { /* EEXIST: a concurrent mkdir */
-            err = errno;
-        }
-        if (err) snprintf(failed, cap, "%s", p);
-        p[i] = saved;
-    }
-    free(p);
-    return err;
-}
-
 static void swap_free(dt_swap *s) {
     free(s->path);
     free(s);
@@ -178,7 +152,7 @@ dt_swap *dt__swap_open(const char *dir, const char *name, int64_t nfloats) {
     snprintf(s->path, cap, "%.*s", (int)dlen, dir);
 
     char failed[512];
-    int err = make_dirs(s->path, failed, sizeof failed);
+    int err = dt__mkdir_p(s->path, failed, sizeof failed);
     if (err) {
         dt_error(DT_ERR_IO, "cannot create the nvme offload directory %s (at %s): %s; hint: %s",
                  s->path, failed, strerror(err), io_hint(err));

@@ -22,6 +22,7 @@
  */
 #define _GNU_SOURCE /* renameat2, strverscmp, fdopendir */
 #include "dtrain/trialio.h"
+#include "base/base_impl.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -77,29 +78,19 @@ static char *str_dup(const char *s) {
 
 /* mkdir -p. DT_ERR_IO naming the component that could not be made and `what` it is for. */
 static dt_status mkdir_p(const char *dir, const char *what) {
-    char *p = str_dup(dir);
-    if (!p) return dt_error(DT_ERR_OOM, "%s: path", dir);
-    size_t n = strlen(p);
-    dt_status st = DT_OK;
-    for (size_t i = 1; i <= n && st == DT_OK; i++) {
-        if (p[i] != '/' && p[i] != 0) continue;
-        char c = p[i];
-        p[i] = 0;
-        struct stat sb;
-        if (mkdir(p, 0755) != 0 && errno != EEXIST)
-            st = dt_error(DT_ERR_IO,
-                          "%s: cannot create directory: %s; hint: check that the %s "
-                          "%s is on a writable path",
-                          p, strerror(errno), what, dir);
-        else if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode))
-            st = dt_error(DT_ERR_IO,
-                          "%s: exists and is not a directory; hint: choose another %s "
-                          "than %s",
-                          p, what, dir);
-        p[i] = c;
-    }
-    free(p);
-    return st;
+    char failed[4096];
+    int err = dt__mkdir_p(dir, failed, sizeof failed);
+    if (err == ENOTDIR)
+        return dt_error(DT_ERR_IO,
+                        "%s: exists and is not a directory; hint: choose another %s than %s",
+                        failed, what, dir);
+    if (err == ENOMEM) return dt_error(DT_ERR_OOM, "%s: path", dir);
+    if (err)
+        return dt_error(DT_ERR_IO,
+                        "%s: cannot create directory: %s; hint: check that the %s %s is on a "
+                        "writable path",
+                        failed, strerror(err), what, dir);
+    return DT_OK;
 }
 
 /* fsync a directory (file systems that cannot sync directories answer EINVAL: ignored). */

@@ -26,6 +26,7 @@
  * unknown, so the writer refuses every later record.
  */
 #include "dtrain/trialio.h"
+#include "base/base_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -148,34 +149,6 @@ static double wall_time_now(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* mkdir -p. DT_ERR_IO naming the component that could not be made. */
-static dt_status mkdir_p(const char *dir) {
-    size_t n = strlen(dir);
-    char *p = malloc(n + 1);
-    if (!p) return dt_error(DT_ERR_OOM, "%s: path", dir);
-    memcpy(p, dir, n + 1);
-    dt_status st = DT_OK;
-    for (size_t i = 1; i <= n && st == DT_OK; i++) {
-        if (p[i] != '/' && p[i] != 0) continue;
-        char c = p[i];
-        p[i] = 0;
-        struct stat sb;
-        if (mkdir(p, 0755) != 0 && errno != EEXIST)
-            st = dt_error(DT_ERR_IO,
-                          "%s: cannot create directory: %s; hint: check that %s is "
-                          "a writable path",
-                          p, strerror(errno), dir);
-        else if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode))
-            st = dt_error(DT_ERR_IO,
-                          "%s: exists and is not a directory; hint: choose another "
-                          "log directory than %s",
-                          p, dir);
-        p[i] = c;
-    }
-    free(p);
-    return st;
-}
-
 static dt_status write_all(dt_tb_writer *w, const unsigned char *p, size_t n) {
     while (n > 0) {
         ssize_t r = write(w->fd, p, n);
@@ -227,7 +200,13 @@ dt_tb_writer *dt_tb_open(const char *logdir) {
         dt_error(DT_ERR_INVALID, "tb_open: empty log directory");
         return NULL;
     }
-    if (mkdir_p(logdir) != DT_OK) return NULL;
+    char failed[4096];
+    int err = dt__mkdir_p(logdir, failed, sizeof failed);
+    if (err) {
+        dt_error(DT_ERR_IO, "%s: %s; hint: choose a log directory on a writable path (%s)", failed,
+                 err == ENOTDIR ? "exists and is not a directory" : strerror(err), logdir);
+        return NULL;
+    }
     char host[256] = "localhost";
     if (gethostname(host, sizeof host - 1) != 0 || !host[0]) snprintf(host, sizeof host, "host");
     host[sizeof host - 1] = 0;

@@ -3,7 +3,12 @@
 #include "dtrain/base.h"
 #include "test.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static void test_errors(void) {
     dt_clear_error();
@@ -137,11 +142,38 @@ static void test_crc(void) {
     CHECK(bad == 0);
 }
 
+/* dt__mkdir_p: nested directories made, existing ones accepted, and a file in the way named */
+static void test_mkdir_p(void) {
+    char root[] = "/tmp/dt_mkdir_XXXXXX", path[256], failed[256] = "";
+    CHECK(mkdtemp(root) != NULL);
+    snprintf(path, sizeof path, "%s/a/b//c/", root);
+    CHECK(dt__mkdir_p(path, failed, sizeof failed) == 0);
+    struct stat st;
+    snprintf(path, sizeof path, "%s/a/b/c", root);
+    CHECK(stat(path, &st) == 0 && S_ISDIR(st.st_mode));
+    CHECK(dt__mkdir_p(path, failed, sizeof failed) == 0); /* already there */
+    char file[256];
+    snprintf(file, sizeof file, "%s/a/f", root);
+    FILE *f = fopen(file, "w");
+    CHECK(f != NULL);
+    if (f) fclose(f);
+    snprintf(path, sizeof path, "%s/a/f/g", root);
+    CHECK(dt__mkdir_p(path, failed, sizeof failed) == ENOTDIR);
+    CHECK_MSG(!strcmp(failed, file), "failed component '%s', want '%s'", failed, file);
+    remove(file);
+    const char *dirs[] = {"a/b/c", "a/b", "a", ""};
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/%s", root, dirs[i]);
+        rmdir(path);
+    }
+}
+
 int main(void) {
     TEST_RUN(test_errors);
     TEST_RUN(test_memory);
     TEST_RUN(test_arena);
     TEST_RUN(test_rng);
     TEST_RUN(test_crc);
+    TEST_RUN(test_mkdir_p);
     TEST_END();
 }
