@@ -737,25 +737,28 @@ static dt_status check_obj(dt_comm *c, const char *fn, const void *data, size_t 
     return DT_OK;
 }
 
-dt_status dt_comm_gather_bytes(dt_comm *c, const void *data, size_t len, int root,
-                               dt_bytes_list **out) {
-    if (!c) return dt_error(DT_ERR_INVALID, "dt_comm_gather_bytes: communicator is NULL");
+/* gather_bytes to `root`, or to every rank (`all`, root 0 then) */
+static dt_status gather_bytes(dt_comm *c, const char *fn, const void *data, size_t len, int root,
+                              bool all, dt_bytes_list **out) {
+    if (!c) return dt_error(DT_ERR_INVALID, "%s: communicator is NULL", fn);
     if (out) *out = NULL;
-    dt_status local = check_obj(c, "dt_comm_gather_bytes", data, len, root, out);
-    dt_status st = agree(c, K_GATHER_BYTES, local, root, 0, 0);
+    dt_status local = check_obj(c, fn, data, len, root, out);
+    dt_status st = agree(c, all ? K_ALLGATHER_BYTES : K_GATHER_BYTES, local, root, 0, 0);
     if (st != DT_OK) return st;
     size_t *lens;
     if ((st = exchange_lengths(c, len, &lens)) != DT_OK) return st;
     size_t *displs = malloc((size_t)c->size * sizeof(size_t));
     dt_bytes_list *l = NULL;
     char *base = NULL;
-    local = displs ? DT_OK : dt_error(DT_ERR_OOM, "dt_comm_gather_bytes: out of memory");
-    if (local == DT_OK && c->rank == root) {
+    local = displs ? DT_OK : dt_error(DT_ERR_OOM, "%s: out of memory", fn);
+    if (local == DT_OK && (all || c->rank == root)) {
         l = list_alloc(c->size, lens, displs, &base);
         if (!l) local = dt_last_status();
     }
-    st = agree_ok(c, local, "dt_comm_gather_bytes");
-    if (st == DT_OK) st = c->be->gatherv(c, data, len, base, lens, displs, root);
+    st = agree_ok(c, local, fn);
+    if (st == DT_OK)
+        st = all ? c->be->allgatherv(c, data, len, base, lens, displs)
+                 : c->be->gatherv(c, data, len, base, lens, displs, root);
     free(lens);
     free(displs);
     if (st != DT_OK) {
@@ -766,32 +769,13 @@ dt_status dt_comm_gather_bytes(dt_comm *c, const void *data, size_t len, int roo
     return DT_OK;
 }
 
+dt_status dt_comm_gather_bytes(dt_comm *c, const void *data, size_t len, int root,
+                               dt_bytes_list **out) {
+    return gather_bytes(c, "dt_comm_gather_bytes", data, len, root, false, out);
+}
+
 dt_status dt_comm_allgather_bytes(dt_comm *c, const void *data, size_t len, dt_bytes_list **out) {
-    if (!c) return dt_error(DT_ERR_INVALID, "dt_comm_allgather_bytes: communicator is NULL");
-    if (out) *out = NULL;
-    dt_status local = check_obj(c, "dt_comm_allgather_bytes", data, len, 0, out);
-    dt_status st = agree(c, K_ALLGATHER_BYTES, local, 0, 0, 0);
-    if (st != DT_OK) return st;
-    size_t *lens;
-    if ((st = exchange_lengths(c, len, &lens)) != DT_OK) return st;
-    size_t *displs = malloc((size_t)c->size * sizeof(size_t));
-    dt_bytes_list *l = NULL;
-    char *base = NULL;
-    local = displs ? DT_OK : dt_error(DT_ERR_OOM, "dt_comm_allgather_bytes: out of memory");
-    if (local == DT_OK) {
-        l = list_alloc(c->size, lens, displs, &base);
-        if (!l) local = dt_last_status();
-    }
-    st = agree_ok(c, local, "dt_comm_allgather_bytes");
-    if (st == DT_OK) st = c->be->allgatherv(c, data, len, base, lens, displs);
-    free(lens);
-    free(displs);
-    if (st != DT_OK) {
-        free(l);
-        return st;
-    }
-    *out = l;
-    return DT_OK;
+    return gather_bytes(c, "dt_comm_allgather_bytes", data, len, 0, true, out);
 }
 
 dt_status dt_comm_broadcast_bytes(dt_comm *c, const void *data, size_t len, int root,
