@@ -169,21 +169,41 @@ static int64_t wino_chunk_images(const dt__conv_geom *g) {
     return b < 1 ? 1 : b;
 }
 
+/* What the Winograd forward and dx share: chunks of bc images (Tc tiles), per-thread scratch of
+ * `per` floats (the transformed chunk of C channels, its product of OC, and the transforms'
+ * own), and the transformed weights U (16 x OC x C). */
+typedef struct wino_plan {
+    int64_t T, bc, nchunk, Tc, per;
+    bool par;
+    float *U, *scr;
+} wino_plan;
+
+static bool wino_plan_make(dt_ctx *ctx, const dt__conv_geom *g, const float *Wt, wino_plan *p) {
+    const int64_t C = g->C, OC = g->OC;
+    p->T = dt__wino_tiles(g);
+    p->bc = wino_chunk_images(g);
+    p->nchunk = (g->N + p->bc - 1) / p->bc;
+    p->Tc = p->bc * p->T;
+    p->par = chunks_parallel(p->nchunk, 32 * OC * C * p->Tc);
+    int nbuf = p->par ? omp_get_max_threads() : 1;
+    p->per = 16 * C * p->Tc + 16 * OC * p->Tc + dt__wino_scratch(g);
+    p->U = dt__scratch(ctx, (size_t)(16 * OC * C) * sizeof(float));
+    p->scr = dt__scratch(ctx, (size_t)(nbuf * p->per) * sizeof(float));
+    if (!p->U || !p->scr) return false;
+    dt__wino_weights(g, Wt, p->U);
+    return true;
+}
+
 static bool conv_forward_wino(dt_ctx *ctx, const dt__conv_geom *g, const float *X, const float *Wt,
                               const float *B, float *Y) {
-    const int64_t C = g->C, OC = g->OC, T = dt__wino_tiles(g), CHW = C * g->H * g->W;
-    const int64_t YS = OC * g->OH * g->OW;
-    const int64_t bc = wino_chunk_images(g), nchunk = (g->N + bc - 1) / bc, Tc = bc * T;
-    bool par = chunks_parallel(nchunk, 32 * OC * C * Tc);
-    int nbuf = par ? omp_get_max_threads() : 1;
-    int64_t per = 16 * C * Tc + 16 * OC * Tc + dt__wino_scratch(g);
-    float *U = dt__scratch(ctx, (size_t)(16 * OC * C) * sizeof(float));
-    float *scr = dt__scratch(ctx, (size_t)(nbuf * per) * sizeof(float));
-    if (!U || !scr) return false;
-    dt__wino_weights(g, Wt, U);
-#pragma omp parallel for schedule(static) if (par)
-    for (int64_t ch = 0; ch < nchunk; ch++) {
-        float *V = scr + thread_id() * per, *M = V + 16 * C * Tc, *tmp = M + 16 * OC * Tc;
+    const int64_t C = g->C, OC = g->OC, CHW = C * g->H * g->W, YS = OC * g->OH * g->OW;
+    wino_plan p;
+    if (!wino_plan_make(ctx, g, Wt, &p)) return false;
+    const int64_t T = p.T, bc = p.bc, Tc = p.Tc;
+    const float *U = p.U;
+#pragma omp parallel for schedule(static) if (p.par)
+    for (int64_t ch = 0; ch < p.nchunk; ch++) {
+        float *V = p.scr + thread_id() * p.per, *M = V + 16 * C * Tc, *tmp = M + 16 * OC * Tc;
         int64_t n0 = ch * bc, nb = g->N - n0 < bc ? g->N - n0 : bc, cols = nb * T;
         for (int64_t i = 0; i < nb; i++)
             dt__wino_input(g, X + (n0 + i) * CHW, V + i * T, cols, tmp);
@@ -198,19 +218,14 @@ static bool conv_forward_wino(dt_ctx *ctx, const dt__conv_geom *g, const float *
 /* dx of the Winograd path: dM = A dY A^T, dV[ξ] = U[ξ]^T dM[ξ], dx += B dV B^T. */
 static void conv_backward_wino(dt_ctx *ctx, const dt__conv_geom *g, const float *Wt,
                                const float *dY, float *dX) {
-    const int64_t C = g->C, OC = g->OC, T = dt__wino_tiles(g), CHW = C * g->H * g->W;
-    const int64_t YS = OC * g->OH * g->OW;
-    const int64_t bc = wino_chunk_images(g), nchunk = (g->N + bc - 1) / bc, Tc = bc * T;
-    bool par = chunks_parallel(nchunk, 32 * OC * C * Tc);
-    int nbuf = par ? omp_get_max_threads() : 1;
-    int64_t per = 16 * C * Tc + 16 * OC * Tc + dt__wino_scratch(g);
-    float *U = dt__scratch(ctx, (size_t)(16 * OC * C) * sizeof(float));
-    float *scr = dt__scratch(ctx, (size_t)(nbuf * per) * sizeof(float));
-    if (!U || !scr) return;
-    dt__wino_weights(g, Wt, U);
-#pragma omp parallel for schedule(static) if (par)
-    for (int64_t ch = 0; ch < nchunk; ch++) {
-        float *dV = scr + thread_id() * per, *dM = dV + 16 * C * Tc, *tmp = dM + 16 * OC * Tc;
+    const int64_t C = g->C, OC = g->OC, CHW = C * g->H * g->W, YS = OC * g->OH * g->OW;
+    wino_plan p;
+    if (!wino_plan_make(ctx, g, Wt, &p)) return;
+    const int64_t T = p.T, bc = p.bc, Tc = p.Tc;
+    const float *U = p.U;
+#pragma omp parallel for schedule(static) if (p.par)
+    for (int64_t ch = 0; ch < p.nchunk; ch++) {
+        float *dV = p.scr + thread_id() * p.per, *dM = dV + 16 * C * Tc, *tmp = dM + 16 * OC * Tc;
         int64_t n0 = ch * bc, nb = g->N - n0 < bc ? g->N - n0 : bc, cols = nb * T;
         for (int64_t i = 0; i < nb; i++) dt__wino_dout(g, dY + (n0 + i) * YS, dM + i * T, cols);
         for (int x = 0; x < 16; x++) // dV[ξ] (C, cols) = U[ξ]ᵀ (C, OC) · dM[ξ] (OC, cols)
