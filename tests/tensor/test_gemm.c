@@ -1,7 +1,8 @@
 /* Tests for src/tensor/cpu/gemm.c: f32 GEMM against a double reference for every transpose
  * combination, alpha/beta, dense operands (oneDNN matmul primitives, tiled) and padded leading
  * dims (sgemm), the same bits at 1 and 2 threads; bf16 autocast through oneDNN (large) and the
- * rounded-sgemm fallback (small) agree with the reference computed on bf16-rounded inputs. */
+ * rounded-sgemm fallback (small) agree with the reference computed on bf16-rounded inputs;
+ * the row sums of op(A) taken along (a_sums) have the bits of a plain loop on every path. */
 #include "tensor/tensor_impl.h"
 #include "test.h"
 
@@ -160,10 +161,49 @@ static void test_bf16_conversion(void) {
     CHECK_MSG(bad == 0, "%d of %d conversions differ", bad, N);
 }
 
+/* opts.a_sums: the row sums of op(A), each summed from 0 in k order then added (the bits of a
+ * plain loop), on every path: f32 primitives with copied tiles, sgemm (padded), bf16 (from the
+ * f32 A), small GEMMs, plain A, and a C with no columns. */
+static void test_gemm_a_sums(void) {
+    dt_ctx *ctx = dt_ctx_new(NULL, 1);
+    static const struct {
+        bool ta, bf16;
+        int64_t M, N, K, pad;
+    } cases[] = {{true, false, 300, 96, 200, 0}, {true, false, 300, 96, 200, 1},
+                 {true, true, 300, 96, 200, 0},  {true, false, 7, 5, 3, 0},
+                 {false, false, 300, 96, 200, 0}, {true, false, 70, 0, 33, 0}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        bool ta = cases[c].ta;
+        int64_t M = cases[c].M, N = cases[c].N, K = cases[c].K;
+        int64_t lda = (ta ? M : K) + 3 * cases[c].pad, ldb = N + cases[c].pad;
+        int64_t arows = ta ? K : M;
+        dt_rng r;
+        dt_rng_init(&r, (uint64_t)c + 5);
+        float *A = malloc(sizeof(float) * arows * lda), *B = malloc(sizeof(float) * (K * ldb + 1));
+        float *C = calloc((size_t)(M * N + 1), sizeof(float));
+        float *sums = malloc(sizeof(float) * M), *want = malloc(sizeof(float) * M);
+        dt_rng_fill_uniform(&r, A, arows * lda, -1, 1);
+        dt_rng_fill_uniform(&r, B, K * ldb + 1, -1, 1);
+        for (int64_t i = 0; i < M; i++) {
+            float s = 0.f;
+            for (int64_t k = 0; k < K; k++) s += ta ? A[k * lda + i] : A[i * lda + k];
+            sums[i] = 0.5f;
+            want[i] = 0.5f + s;
+        }
+        dt_ctx_set_autocast(ctx, cases[c].bf16 ? DT_DTYPE_BF16 : DT_DTYPE_F32);
+        dt__gemm_opts o = {.a_sums = sums};
+        dt__gemm_ex(ctx, ta, false, M, N, K, 1.f, A, lda, B, ldb, 0.f, C, N, &o);
+        CHECK_MSG(!memcmp(sums, want, sizeof(float) * M), "case %zu: a_sums differ", c);
+        free(A), free(B), free(C), free(sums), free(want);
+    }
+    dt_ctx_free(ctx);
+}
+
 int main(void) {
     TEST_RUN(test_bf16_conversion);
     TEST_RUN(test_gemm_f32_and_bf16);
     TEST_RUN(test_gemm_thread_invariance);
     TEST_RUN(test_matmul_autocast);
+    TEST_RUN(test_gemm_a_sums);
     TEST_END();
 }

@@ -638,7 +638,10 @@ void dt__gemm_ex(const dt_ctx *cctx, bool ta, bool tb, int64_t M, int64_t N, int
                  float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                  float *C, int64_t ldc, const dt__gemm_opts *o) {
     dt_ctx *ctx = (dt_ctx *)cctx; /* the GEMM cache is the only state touched */
-    if (M == 0 || N == 0) return;
+    if (M == 0 || N == 0) {
+        if (M > 0) a_sums_rows(o, ta, A, lda, K, 0, M); /* C has no columns; op(A) still has its rows */
+        return;
+    }
     if (K == 0) {
         if (o && o->prologue) o->prologue(o->arg, 0, M, 0, N);
         for (int64_t i = 0; i < M; i++)
