@@ -17,7 +17,7 @@ struct dt_device {
     _Atomic int64_t fail_after;
 };
 
-static const char *cat_names[DT_MEM_NCAT] = {"params", "grads", "optimizer_states",
+static const char *cat_names[DT_MEM_NCAT] = {"params",      "grads",        "optimizer_states",
                                              "activations", "comm_buffers", "other"};
 
 const char *dt_mem_category_name(dt_mem_category c) {
@@ -51,10 +51,18 @@ dt_device *dt_device_new(const char *name, int64_t budget_bytes) {
     return d;
 }
 
-void dt_device_free(dt_device *d) { free(d); }
-const char *dt_device_name(const dt_device *d) { return d->name; }
-void dt_device_set_budget(dt_device *d, int64_t b) { d->budget = b; }
-void dt_device_fail_after(dt_device *d, int64_t n) { d->fail_after = n; }
+void dt_device_free(dt_device *d) {
+    free(d);
+}
+const char *dt_device_name(const dt_device *d) {
+    return d->name;
+}
+void dt_device_set_budget(dt_device *d, int64_t b) {
+    d->budget = b;
+}
+void dt_device_fail_after(dt_device *d, int64_t n) {
+    d->fail_after = n;
+}
 
 void dt_device_stats(const dt_device *d, dt_mem_stats *o) {
     for (int i = 0; i < DT_MEM_NCAT; i++) {

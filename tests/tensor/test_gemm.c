@@ -15,9 +15,9 @@ static float bf16_round(float x) {
 }
 
 /* Reference C = alpha op(A) op(B) + beta C in double, optionally on bf16-rounded inputs. */
-static void ref_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                     const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                     float *C, int64_t ldc, bool round) {
+static void ref_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                     int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
+                     bool round) {
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) {
             double s = 0;
@@ -61,7 +61,7 @@ static void test_gemm_f32_and_bf16(void) {
     dt_ctx *ctx = dt_ctx_new(NULL, 1);
     /* one tile; several tiles with ragged edges along M and N; a 128-row GEMM like the MLP's;
      * a B too large to pack per row tile (those run on sgemm) */
-    const int64_t sizes[][3] = {{3, 5, 7},      {64, 48, 80},  {130, 70, 96},
+    const int64_t sizes[][3] = {{3, 5, 7},      {64, 48, 80},   {130, 70, 96},
                                 {200, 300, 40}, {128, 512, 64}, {64, 1100, 300}};
     for (int s = 0; s < 6; s++)
         for (int t = 0; t < 4; t++)
@@ -144,9 +144,15 @@ static void test_bf16_conversion(void) {
     dt_rng r;
     dt_rng_init(&r, 5);
     dt_rng_fill_normal(&r, src, N, 0.f, 100.f);
-    uint32_t specials[] = {0x3f808000u /* tie, even below */, 0x3f818000u /* tie, odd below */,
-                           0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0x00000001u,
-                           0x80000000u, 0x7f7fffffu};
+    uint32_t specials[] = {0x3f808000u /* tie, even below */,
+                           0x3f818000u /* tie, odd below */,
+                           0x7f800000u,
+                           0xff800000u,
+                           0x7fc00000u,
+                           0x7f800001u,
+                           0x00000001u,
+                           0x80000000u,
+                           0x7f7fffffu};
     for (int i = 0; i < 9; i++) memcpy(&src[i * 7], &specials[i], 4);
     uint16_t vec[N];
     dt_f32_to_bf16(src, vec, N);
@@ -154,8 +160,9 @@ static void test_bf16_conversion(void) {
     for (int i = 0; i < N; i++) {
         uint32_t u;
         memcpy(&u, &src[i], 4);
-        uint16_t want = (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40)
-                                                         : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+        uint16_t want = (u & 0x7fffffffu) > 0x7f800000u
+                            ? (uint16_t)((u >> 16) | 0x40)
+                            : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
         bad += vec[i] != want;
     }
     CHECK_MSG(bad == 0, "%d of %d conversions differ", bad, N);
@@ -169,8 +176,8 @@ static void test_gemm_a_sums(void) {
     static const struct {
         bool ta, bf16;
         int64_t M, N, K, pad;
-    } cases[] = {{true, false, 300, 96, 200, 0}, {true, false, 300, 96, 200, 1},
-                 {true, true, 300, 96, 200, 0},  {true, false, 7, 5, 3, 0},
+    } cases[] = {{true, false, 300, 96, 200, 0},  {true, false, 300, 96, 200, 1},
+                 {true, true, 300, 96, 200, 0},   {true, false, 7, 5, 3, 0},
                  {false, false, 300, 96, 200, 0}, {true, false, 70, 0, 33, 0}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         bool ta = cases[c].ta;

@@ -77,7 +77,9 @@ static void slot_release(prim_slot *s) {
     s->used = false;
 }
 
-static bool cpu_has_bf16(void) { return __builtin_cpu_supports("avx512bf16"); }
+static bool cpu_has_bf16(void) {
+    return __builtin_cpu_supports("avx512bf16");
+}
 
 void dt__gemm_cache_free(dt_ctx *ctx) {
     struct dt_gemm_cache *c = ctx->gemm_cache;
@@ -138,8 +140,20 @@ static prim_slot *get_prim(struct dt_gemm_cache *c, const prim_key *k) {
     dnnl_data_type_t ot = k->f32 ? dnnl_f32 : dnnl_bf16;
     dnnl_dims_t ad = {k->M, k->K}, bd = {k->K, k->N}, cd = {k->M, k->N};
     dnnl_dims_t as, bs, cs = {k->ldc, 1};
-    if (k->ta) { as[0] = 1; as[1] = k->lda; } else { as[0] = k->lda; as[1] = 1; }
-    if (k->tb) { bs[0] = 1; bs[1] = k->ldb; } else { bs[0] = k->ldb; bs[1] = 1; }
+    if (k->ta) {
+        as[0] = 1;
+        as[1] = k->lda;
+    } else {
+        as[0] = k->lda;
+        as[1] = 1;
+    }
+    if (k->tb) {
+        bs[0] = 1;
+        bs[1] = k->ldb;
+    } else {
+        bs[0] = k->ldb;
+        bs[1] = 1;
+    }
     dnnl_memory_desc_init_by_strides(&s->a_md, 2, ad, ot, as);
     dnnl_memory_desc_init_by_strides(&s->b_md, 2, bd, ot, bs);
     dnnl_memory_desc_init_by_strides(&s->c_md, 2, cd, dnnl_f32, cs);
@@ -201,8 +215,8 @@ static bool thread_resources(dt_ctx *ctx, struct dt_gemm_cache *c, int nthr, siz
 /* One tile GEMM on thread `tid`'s stream and scratchpad. The slot's memory objects of this
  * thread are made on first use and re-pointed after (creating four per tile cost more than
  * small tiles' arithmetic). */
-static bool run_tile(struct dt_gemm_cache *c, prim_slot *s, int tid, const void *a,
-                     const void *b, float *C) {
+static bool run_tile(struct dt_gemm_cache *c, prim_slot *s, int tid, const void *a, const void *b,
+                     float *C) {
     dnnl_memory_t *m = s->mem[tid];
     const dnnl_memory_desc_t *md[4] = {&s->a_md, &s->b_md, &s->c_md, &s->s_md};
     void *h[4] = {(void *)a, (void *)b, C, c->scratch + (size_t)tid * c->scratch_each};
@@ -267,8 +281,8 @@ static void sgemm_seq(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float a
                       float *C, int64_t ldc) {
     int outer = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (outer > 1) omp_set_num_threads(1);
-    dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb,
-                                  beta, C, ldc);
+    dnnl_status_t st =
+        dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     if (outer > 1) omp_set_num_threads(outer);
     if (st != dnnl_success) /* not expected for valid arguments; OpenBLAS is single-threaded
                              * here too (inside a region) or deterministic (outside) */
@@ -342,8 +356,7 @@ static void gemm_f32_tiled(bool ta, bool tb, int64_t M, int64_t N, int64_t K, fl
         if (pro_in_loop) pro(arg, r0, r1, 0, N);
         /* A's rows r0.. are columns of the stored matrix when transposed; likewise B's cols */
         const float *a = ta ? A + r0 : A + r0 * lda, *b = tb ? B + c0 * ldb : B + c0;
-        sgemm_seq(ta, tb, r1 - r0, c1 - c0, K, alpha, a, lda, b, ldb, beta, C + r0 * ldc + c0,
-                  ldc);
+        sgemm_seq(ta, tb, r1 - r0, c1 - c0, K, alpha, a, lda, b, ldb, beta, C + r0 * ldc + c0, ldc);
         if (c0 == 0) a_sums_rows(o, ta, A, lda, K, r0, r1);
         if (ep) ep(arg, r0, r1, c0, c1);
     }
@@ -410,14 +423,14 @@ static bool gemm_f32_prim_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_
                                 const dt__gemm_opts *o) {
     if (ldc != N || ldb != (tb ? K : N)) return false;
     tile_plan p = plan_tiles(M, N, K);
-    if (!(tb && !ta) && p.mt > 1) p.tn = N, p.nt = 1; /* whole rows */
+    if (!(tb && !ta) && p.mt > 1) p.tn = N, p.nt = 1;                    /* whole rows */
     if ((size_t)(K * p.tn) * sizeof(float) > b_pack_max()) return false; /* a tile's B */
     struct dt_gemm_cache *c = cache_of(ctx);
     if (!c || c->broken || c->f32_broken) return false;
     int64_t ntiles = p.mt * p.nt;
     bool copy_a = ta && (p.mt > 1 || lda != M); /* a tile of a transposed A is strided */
-    bool copy_b = !tb && p.nt > 1;                /* so is a column block of a plain B */
-    bool copy_c = p.nt > 1;                       /* and a tile narrower than C */
+    bool copy_b = !tb && p.nt > 1;              /* so is a column block of a plain B */
+    bool copy_c = p.nt > 1;                     /* and a tile narrower than C */
     int nthr = omp_get_max_threads();
     if (nthr > MAX_THREADS) nthr = MAX_THREADS;
     prim_key k;
@@ -500,7 +513,8 @@ static bool gemm_f32_prim_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_
             for (int64_t i = 0; i < tm; i++) {
                 float *cr = ct + i * ldc;
                 const float *dr = dst + i * tn;
-                if (beta == 0.f) memcpy(cr, dr, (size_t)tn * sizeof(float));
+                if (beta == 0.f)
+                    memcpy(cr, dr, (size_t)tn * sizeof(float));
                 else
                     for (int64_t j = 0; j < tn; j++) cr[j] = beta * cr[j] + dr[j];
             }
@@ -563,7 +577,8 @@ static bool gemm_bf16_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N,
      * prologue runs in the loop only with tile-by-tile rounding (one tile per row block). */
     const uint16_t *a16 = io ? io->a : NULL;
     uint16_t *a_dst = NULL, *a_fill = NULL, *blocks = NULL;
-    if (!a16 && io && io->a_out) a_dst = io->a_out;
+    if (!a16 && io && io->a_out)
+        a_dst = io->a_out;
     else if (!a16 && !ta && !(a_dst = grow(ctx, &c->abuf, &c->acap, (size_t)(ar * ac))))
         return false;
     if (ta && !(blocks = grow(ctx, &c->abuf, &c->acap, (size_t)(nthr * K * p.tm)))) return false;
@@ -571,8 +586,10 @@ static bool gemm_bf16_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N,
     bool pro_in_loop = pro && !ta && p.nt == 1 && !a16;
     if (pro && !pro_in_loop) prologue_all(o, ta, &p, M, N);
     if (a_dst) {
-        if (ta || p.nt > 1) pack_bf16(A, ar, ac, lda, a_dst);
-        else a_fill = a_dst;
+        if (ta || p.nt > 1)
+            pack_bf16(A, ar, ac, lda, a_dst);
+        else
+            a_fill = a_dst;
         a16 = a_dst;
     }
     bool failed = false;
@@ -586,8 +603,10 @@ static bool gemm_bf16_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N,
         if (ta) { /* stored columns r0..r1 of the K x M matrix, made a dense K x tm block */
             uint16_t *blk = blocks + (size_t)omp_get_thread_num() * (size_t)(K * p.tm);
             for (int64_t k = 0; k < K; k++) {
-                if (a16) memcpy(blk + k * tm, a16 + k * ac + r0, (size_t)tm * 2);
-                else dt__f32_to_bf16_seq(A + k * lda + r0, blk + k * tm, tm);
+                if (a16)
+                    memcpy(blk + k * tm, a16 + k * ac + r0, (size_t)tm * 2);
+                else
+                    dt__f32_to_bf16_seq(A + k * lda + r0, blk + k * tm, tm);
             }
             a = blk;
             if (jn == 0) a_sums_rows(o, ta, A, lda, K, r0, r1);
@@ -634,12 +653,13 @@ static float *rounded_copy(dt_ctx *ctx, const float *src, int64_t rows, int64_t 
     return dst;
 }
 
-void dt__gemm_ex(const dt_ctx *cctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
-                 float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                 float *C, int64_t ldc, const dt__gemm_opts *o) {
+void dt__gemm_ex(const dt_ctx *cctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                 int64_t ldc, const dt__gemm_opts *o) {
     dt_ctx *ctx = (dt_ctx *)cctx; /* the GEMM cache is the only state touched */
     if (M == 0 || N == 0) {
-        if (M > 0) a_sums_rows(o, ta, A, lda, K, 0, M); /* C has no columns; op(A) still has its rows */
+        if (M > 0)
+            a_sums_rows(o, ta, A, lda, K, 0, M); /* C has no columns; op(A) still has its rows */
         return;
     }
     if (K == 0) {
@@ -669,8 +689,8 @@ void dt__gemm_ex(const dt_ctx *cctx, bool ta, bool tb, int64_t M, int64_t N, int
         }
         int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
         float *a = rounded_copy(ctx, A, ar, ac, lda, io ? io->a : NULL, io ? io->a_out : NULL);
-        float *b = a ? rounded_copy(ctx, B, br, bc, ldb, io ? io->b : NULL, io ? io->b_out : NULL)
-                     : NULL;
+        float *b =
+            a ? rounded_copy(ctx, B, br, bc, ldb, io ? io->b : NULL, io ? io->b_out : NULL) : NULL;
         if (a && b) gemm_f32_tiled(ta, tb, M, N, K, alpha, a, ac, b, bc, beta, C, ldc, &rest);
         dt_mem_free(ctx->dev, DT_MEM_OTHER, a, (size_t)(ar * ac) * sizeof(float));
         dt_mem_free(ctx->dev, DT_MEM_OTHER, b, (size_t)(br * bc) * sizeof(float));
