@@ -16,9 +16,9 @@
  * the negative tail the f32 rounding of u adds ~|u| * 2e-7 (the erf variant behaves alike),
  * where PyTorch's f32 0.5 x (1 + tanh u) cancels to 0.
  * Where AVX-512 is available gelu_tanh (forward and backward, also run by the fused linear in
- * ops_matmul.c) is written in intrinsics with explicit FMAs instead (dt__exp512 in cpu/simd_exp.h: the same range
- * reduction, a Taylor polynomial, relative error ~2e-7): 2.5x faster than the auto-vectorised
- * loop, which GCC emits 256 bits wide and, under -ffp-contract=off, without FMA.
+ * ops_matmul.c) is written in intrinsics with explicit FMAs instead (dt__exp512 in cpu/simd_exp.h:
+ * the same range reduction, a Taylor polynomial, relative error ~2e-7): 2.5x faster than the
+ * auto-vectorised loop, which GCC emits 256 bits wide and, under -ffp-contract=off, without FMA.
  *
  * Determinism. Work is cut into fixed blocks of BLK elements (parallel over blocks), so which
  * elements go through the vector body or the scalar tail never depends on the thread count
@@ -38,7 +38,10 @@
 /* ---- vectorisable exp / tanh -------------------------------------------------------------- */
 
 static inline float bits_to_f32(int32_t i) {
-    union { int32_t i; float f; } u = {.i = i};
+    union {
+        int32_t i;
+        float f;
+    } u = {.i = i};
     return u.f;
 }
 
@@ -88,20 +91,24 @@ static inline __attribute__((always_inline)) float fast_tanh(float x) {
 /* For the accuracy test (tests/tensor/test_act_norm.c, linked statically); not public API. */
 float dt__fast_exp(float x);
 float dt__fast_tanh(float x);
-float dt__fast_exp(float x) { return fast_exp(x); }
-float dt__fast_tanh(float x) { return fast_tanh(x); }
+float dt__fast_exp(float x) {
+    return fast_exp(x);
+}
+float dt__fast_tanh(float x) {
+    return fast_tanh(x);
+}
 
 /* ---- kernels: forward y = f(x); backward gx (+)= g * f'(x) (from x and/or y) --------------
  * A backward stores into a fresh (uninitialised) gradient buffer and adds into an existing
  * one: STORE_OR_ADD writes both loops so neither reads gx needlessly. */
 
-#define STORE_OR_ADD(acc, n, d_i)                                                              \
-    do {                                                                                       \
-        if (acc) {                                                                             \
-            _Pragma("omp simd") for (int64_t i = 0; i < (n); i++) gx[i] += (d_i);              \
-        } else {                                                                               \
-            _Pragma("omp simd") for (int64_t i = 0; i < (n); i++) gx[i] = (d_i);               \
-        }                                                                                      \
+#define STORE_OR_ADD(acc, n, d_i)                                                                  \
+    do {                                                                                           \
+        if (acc) {                                                                                 \
+            _Pragma("omp simd") for (int64_t i = 0; i < (n); i++) gx[i] += (d_i);                  \
+        } else {                                                                                   \
+            _Pragma("omp simd") for (int64_t i = 0; i < (n); i++) gx[i] = (d_i);                   \
+        }                                                                                          \
     } while (0)
 
 #define GELU_K0 0.7978845608028654f /* sqrt(2/pi) */
@@ -160,9 +167,9 @@ static void gelu_tanh_bwd(const float *x, const float *y, const float *g, float 
         __m512 v = _mm512_maskz_loadu_ps(k, x + i), v2 = _mm512_mul_ps(v, v);
         __m512 s = gelu_tanh_s512(v, v2);
         /* d/dv = s + 2 v s (1 - s) du, du = sqrt(2/pi) (1 + 3 * 0.044715 v^2) */
-        __m512 du = _mm512_mul_ps(_mm512_set1_ps(GELU_K0),
-                                  _mm512_fmadd_ps(_mm512_set1_ps(3.f * GELU_K1), v2,
-                                                  _mm512_set1_ps(1.f)));
+        __m512 du =
+            _mm512_mul_ps(_mm512_set1_ps(GELU_K0),
+                          _mm512_fmadd_ps(_mm512_set1_ps(3.f * GELU_K1), v2, _mm512_set1_ps(1.f)));
         __m512 t = _mm512_mul_ps(_mm512_mul_ps(_mm512_add_ps(v, v), s),
                                  _mm512_sub_ps(_mm512_set1_ps(1.f), s));
         __m512 d = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, g + i), _mm512_fmadd_ps(t, du, s));
@@ -196,7 +203,9 @@ static void gelu_tanh_bwd(const float *x, const float *y, const float *g, float 
 
 #endif
 
-void dt__gelu_tanh_fwd(const float *x, float *y, int64_t n) { gelu_tanh_fwd(x, y, n); }
+void dt__gelu_tanh_fwd(const float *x, float *y, int64_t n) {
+    gelu_tanh_fwd(x, y, n);
+}
 void dt__gelu_tanh_bwd(const float *x, const float *g, float *gx, int64_t n, bool acc) {
     gelu_tanh_bwd(x, NULL, g, gx, n, acc);
 }
@@ -301,8 +310,18 @@ static dt_tensor *activation(dt_tensor *x, int kind, const dt_op_def *op) {
     return dt__node_commit(n);
 }
 
-dt_tensor *dt_gelu(dt_tensor *x) { return activation(x, ACT_GELU, &op_gelu); }
-dt_tensor *dt_gelu_tanh(dt_tensor *x) { return activation(x, ACT_GELU_TANH, &op_gelu_tanh); }
-dt_tensor *dt_silu(dt_tensor *x) { return activation(x, ACT_SILU, &op_silu); }
-dt_tensor *dt_tanh(dt_tensor *x) { return activation(x, ACT_TANH, &op_tanh); }
-dt_tensor *dt_sigmoid(dt_tensor *x) { return activation(x, ACT_SIGMOID, &op_sigmoid); }
+dt_tensor *dt_gelu(dt_tensor *x) {
+    return activation(x, ACT_GELU, &op_gelu);
+}
+dt_tensor *dt_gelu_tanh(dt_tensor *x) {
+    return activation(x, ACT_GELU_TANH, &op_gelu_tanh);
+}
+dt_tensor *dt_silu(dt_tensor *x) {
+    return activation(x, ACT_SILU, &op_silu);
+}
+dt_tensor *dt_tanh(dt_tensor *x) {
+    return activation(x, ACT_TANH, &op_tanh);
+}
+dt_tensor *dt_sigmoid(dt_tensor *x) {
+    return activation(x, ACT_SIGMOID, &op_sigmoid);
+}

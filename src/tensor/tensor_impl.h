@@ -42,18 +42,18 @@ typedef struct dt_op_def {
 } dt_op_def;
 
 /* Register an op in the "dt_ops" linker section so dt_op_count/dt_op_name can list it. */
-#define DT_OP(var, name_, bwd, fl, bfl)                                                        \
-    static const dt_op_def var = {name_, bwd, fl, bfl};                                        \
-    static const dt_op_def *const var##_reg __attribute__((used, section("dt_ops"),            \
-                                                           aligned(sizeof(void *)))) = &var
+#define DT_OP(var, name_, bwd, fl, bfl)                                                            \
+    static const dt_op_def var = {name_, bwd, fl, bfl};                                            \
+    static const dt_op_def *const var##_reg                                                        \
+        __attribute__((used, section("dt_ops"), aligned(sizeof(void *)))) = &var
 
 struct dt_node {
     const dt_op_def *op;
     dt_tensor *out;
     int n_in;
-    bool record;                    /* on the tape: the backward will run */
-    dt_tensor *in[DT_NODE_MAX_IN];  /* first inputs */
-    dt_tensor **ins;                /* all n_in inputs (== in when n_in <= DT_NODE_MAX_IN) */
+    bool record;                   /* on the tape: the backward will run */
+    dt_tensor *in[DT_NODE_MAX_IN]; /* first inputs */
+    dt_tensor **ins;               /* all n_in inputs (== in when n_in <= DT_NODE_MAX_IN) */
     int64_t iattr[8];
     double fattr[4];
     void *saved; /* arena memory owned by the op (masks, statistics) */
@@ -85,7 +85,7 @@ struct dt_ctx {
         dt_backward_mark_fn fn;
         void *user;
         int64_t arg;
-    } *marks;
+    } * marks;
     int64_t n_marks, cap_marks;
     /* leaves whose gradient a checkpoint backward moved out of its recomputed region
      * (ops_checkpoint.c): an enclosing checkpoint checks them too; heap, emptied by reset */
@@ -103,17 +103,19 @@ void dt__ctx_forget_arena(dt_ctx *c, const dt_arena *a);
 
 /* ---- helpers for op files ---- */
 
-#define DT_CHECK_INPUTS(...)                                                                   \
-    do {                                                                                       \
-        dt_tensor *dt__chk[] = {__VA_ARGS__};                                                  \
-        for (size_t dt__i = 0; dt__i < sizeof dt__chk / sizeof dt__chk[0]; dt__i++)            \
-            if (!dt__chk[dt__i]) return NULL;                                                  \
+#define DT_CHECK_INPUTS(...)                                                                       \
+    do {                                                                                           \
+        dt_tensor *dt__chk[] = {__VA_ARGS__};                                                      \
+        for (size_t dt__i = 0; dt__i < sizeof dt__chk / sizeof dt__chk[0]; dt__i++)                \
+            if (!dt__chk[dt__i]) return NULL;                                                      \
     } while (0)
 
 /* NULL with an error unless t is f32 (op name in the message). */
 dt_tensor *dt__need_f32(dt_tensor *t, const char *op);
 /* t itself if contiguous, else a recorded contiguous copy. */
-static inline dt_tensor *dt__contig(dt_tensor *t) { return dt_is_contiguous(t) ? t : dt_contiguous(t); }
+static inline dt_tensor *dt__contig(dt_tensor *t) {
+    return dt_is_contiguous(t) ? t : dt_contiguous(t);
+}
 /* Uninitialised contiguous arena tensor (not zeroed: the op overwrites it). */
 dt_tensor *dt__empty(dt_ctx *ctx, dt_dtype dtype, int ndim, const int64_t *shape);
 dt_tensor *dt__empty_like(const dt_tensor *x);
@@ -211,8 +213,8 @@ void dt__add_col_sums(float *out, const float *A, int64_t lda, int64_t rows, int
  * one sequential GEMM, in parallel over tiles, so the bits never depend on the thread count.
  * With M, N or K zero the callbacks see the degenerate shape: prologue and epilogue run once
  * over all of C when M and N are non-zero, not at all otherwise. */
-void dt__gemm_ex(const dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
-                 float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                 float *C, int64_t ldc, const dt__gemm_opts *opts);
+void dt__gemm_ex(const dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                 int64_t ldc, const dt__gemm_opts *opts);
 
 #endif
