@@ -60,10 +60,12 @@ static double check_case(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, in
 static void test_gemm_f32_and_bf16(void) {
     dt_ctx *ctx = dt_ctx_new(NULL, 1);
     /* one tile; several tiles with ragged edges along M and N; a 128-row GEMM like the MLP's;
-     * a B too large to pack per row tile (those run on sgemm) */
-    const int64_t sizes[][3] = {{3, 5, 7},      {64, 48, 80},   {130, 70, 96},
-                                {200, 300, 40}, {128, 512, 64}, {64, 1100, 300}};
-    for (int s = 0; s < 6; s++)
+     * a B too large to pack per row tile (those run on sgemm); row tiles sharing a B packed
+     * once, with ragged panels and K not a multiple of the panels' 16 rows, and with whole
+     * 16 x 16 blocks in several panels */
+    const int64_t sizes[][3] = {{3, 5, 7},      {64, 48, 80},    {130, 70, 96},  {200, 300, 40},
+                                {128, 512, 64}, {64, 1100, 300}, {520, 100, 37}, {520, 200, 64}};
+    for (int s = 0; s < 8; s++)
         for (int t = 0; t < 4; t++)
             for (int bf = 0; bf < 2; bf++)
                 for (int dense = 0; dense < 2; dense++) {
@@ -88,28 +90,30 @@ static void test_gemm_f32_and_bf16(void) {
  * transpose combination, dense (primitives) and padded (sgemm), with accumulation. */
 static void test_gemm_thread_invariance(void) {
     dt_ctx *ctx = dt_ctx_new(NULL, 1);
-    const int64_t M = 200, N = 300, K = 72;
     dt_rng r;
     dt_rng_init(&r, 11);
-    float *A = malloc(sizeof(float) * 400 * 400), *B = malloc(sizeof(float) * 400 * 400);
-    float *C1 = malloc(sizeof(float) * M * (N + 2)), *C2 = malloc(sizeof(float) * M * (N + 2));
-    dt_rng_fill_uniform(&r, A, 400 * 400, -1, 1);
-    dt_rng_fill_uniform(&r, B, 400 * 400, -1, 1);
+    float *A = malloc(sizeof(float) * 600 * 400), *B = malloc(sizeof(float) * 600 * 400);
+    float *C1 = malloc(sizeof(float) * 600 * 302), *C2 = malloc(sizeof(float) * 600 * 302);
+    dt_rng_fill_uniform(&r, A, 600 * 400, -1, 1);
+    dt_rng_fill_uniform(&r, B, 600 * 400, -1, 1);
     int threads = dt_get_num_threads(), bad = 0;
-    for (int t = 0; t < 4; t++)
-        for (int dense = 0; dense < 2; dense++) {
-            bool ta = t & 1, tb = t & 2;
-            int64_t pad = dense ? 0 : 1;
-            int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + 2 * pad;
-            for (int i = 0; i < M * ldc; i++) C1[i] = C2[i] = (float)(i % 7) * 0.25f;
-            dt_set_num_threads(1);
-            dt__gemm(ctx, ta, tb, M, N, K, 1.f, A, lda, B, ldb, 1.f, C1, ldc);
-            dt_set_num_threads(2);
-            dt__gemm(ctx, ta, tb, M, N, K, 1.f, A, lda, B, ldb, 1.f, C2, ldc);
-            bad += memcmp(C1, C2, sizeof(float) * M * ldc) != 0;
-        }
+    /* tiles in both directions; row tiles sharing a packed B */
+    const int64_t sizes[2][3] = {{200, 300, 72}, {520, 200, 37}};
+    for (int s = 0; s < 2; s++)
+        for (int t = 0; t < 4; t++)
+            for (int dense = 0; dense < 2; dense++) {
+                bool ta = t & 1, tb = t & 2;
+                int64_t M = sizes[s][0], N = sizes[s][1], K = sizes[s][2], pad = dense ? 0 : 1;
+                int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + 2 * pad;
+                for (int i = 0; i < M * ldc; i++) C1[i] = C2[i] = (float)(i % 7) * 0.25f;
+                dt_set_num_threads(1);
+                dt__gemm(ctx, ta, tb, M, N, K, 1.f, A, lda, B, ldb, 1.f, C1, ldc);
+                dt_set_num_threads(2);
+                dt__gemm(ctx, ta, tb, M, N, K, 1.f, A, lda, B, ldb, 1.f, C2, ldc);
+                bad += memcmp(C1, C2, sizeof(float) * M * ldc) != 0;
+            }
     dt_set_num_threads(threads);
-    CHECK_MSG(bad == 0, "%d of 8 cases differ between 1 and 2 threads", bad);
+    CHECK_MSG(bad == 0, "%d of 16 cases differ between 1 and 2 threads", bad);
     free(A), free(B), free(C1), free(C2);
     dt_ctx_free(ctx);
 }

@@ -23,6 +23,9 @@
 #include "../tensor_impl.h"
 
 #include <cblas.h>
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -36,7 +39,8 @@
 typedef struct prim_key {
     int64_t M, N, K, lda, ldb, ldc;
     bool ta, tb;
-    bool f32; /* operands f32 (else bf16); C is always f32 */
+    bool f32;      /* operands f32 (else bf16); C is always f32 */
+    bool packed_b; /* B comes in the primitive's own blocked layout ("B packed once") */
     float alpha, beta;
 } prim_key;
 
@@ -46,6 +50,11 @@ typedef struct prim_slot {
     dnnl_memory_desc_t a_md, b_md, c_md, s_md;
     dnnl_memory_t (*mem)[4]; /* per thread: a, b, c, scratchpad; pointed at each tile's data */
     size_t scratch_bytes;
+    /* packed_b: B as stored (b_md is then the blocked layout), and the reorder between them,
+     * made on first use, with its two memory objects */
+    dnnl_memory_desc_t bp_md;
+    dnnl_primitive_t reorder;
+    dnnl_memory_t rmem[2];
     bool used;
 } prim_slot;
 
@@ -58,6 +67,8 @@ struct dt_gemm_cache {
     size_t acap, bcap; /* elements */
     float *tblk;       /* f32 primitives: per-thread dense copies of A, B and C tiles */
     size_t tcap;       /* elements */
+    void *bpack;       /* f32 primitives: B packed once for all tiles ("B packed once") */
+    size_t bpcap;      /* bytes */
     /* user-managed scratchpads, one per thread (library-managed ones are malloc'ed per
      * execution and cannot be shared by two threads running one primitive) */
     char *scratch;
@@ -74,6 +85,11 @@ static void slot_release(prim_slot *s) {
                 if (s->mem[t][j]) dnnl_memory_destroy(s->mem[t][j]);
     free(s->mem);
     s->mem = NULL;
+    if (s->reorder) dnnl_primitive_destroy(s->reorder);
+    for (int j = 0; j < 2; j++)
+        if (s->rmem[j]) dnnl_memory_destroy(s->rmem[j]);
+    s->reorder = NULL;
+    s->rmem[0] = s->rmem[1] = NULL;
     s->used = false;
 }
 
@@ -92,6 +108,7 @@ void dt__gemm_cache_free(dt_ctx *ctx) {
     dt_mem_free(ctx->dev, DT_MEM_OTHER, c->abuf, c->acap * 2);
     dt_mem_free(ctx->dev, DT_MEM_OTHER, c->bbuf, c->bcap * 2);
     dt_mem_free(ctx->dev, DT_MEM_OTHER, c->tblk, c->tcap * sizeof(float));
+    dt_mem_free(ctx->dev, DT_MEM_OTHER, c->bpack, c->bpcap);
     dt_mem_free(ctx->dev, DT_MEM_OTHER, c->scratch, c->scratch_cap);
     free(c);
     ctx->gemm_cache = NULL;
@@ -156,6 +173,8 @@ static prim_slot *get_prim(struct dt_gemm_cache *c, const prim_key *k) {
     }
     dnnl_memory_desc_init_by_strides(&s->a_md, 2, ad, ot, as);
     dnnl_memory_desc_init_by_strides(&s->b_md, 2, bd, ot, bs);
+    s->bp_md = s->b_md;
+    if (k->packed_b) dnnl_memory_desc_init_by_tag(&s->b_md, 2, bd, ot, dnnl_format_tag_any);
     dnnl_memory_desc_init_by_strides(&s->c_md, 2, cd, dnnl_f32, cs);
     dnnl_matmul_desc_t md;
     dnnl_primitive_attr_t attr;
@@ -177,6 +196,7 @@ static prim_slot *get_prim(struct dt_gemm_cache *c, const prim_key *k) {
          dnnl_primitive_create(&s->prim, pd) == dnnl_success;
     omp_set_num_threads(outer);
     if (ok) {
+        if (k->packed_b) s->b_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
         s->s_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
         s->scratch_bytes = dnnl_memory_desc_get_size(&s->s_md);
     }
@@ -233,6 +253,124 @@ static bool run_tile(struct dt_gemm_cache *c, prim_slot *s, int tid, const void 
                                {DNNL_ARG_SCRATCHPAD, m[3]}};
     return dnnl_primitive_execute(s->prim, c->stream[tid], 4, args) == dnnl_success &&
            dnnl_stream_wait(c->stream[tid]) == dnnl_success;
+}
+
+/* ---- B packed once per GEMM ----------------------------------------------------------------
+ * A primitive whose B is described as "any" takes it in its own blocked layout, and a GEMM
+ * whose tiles all read the whole of B (several row tiles, one column tile) packs it once for
+ * all of them, where each tile's primitive would otherwise pack B again: 6-18% faster per GEMM
+ * measured alone at the GPT benchmark's sizes, about 2% of its step (there the tiles'
+ * epilogues evict part of the packed B between tiles). Packing only moves values, so the tiles'
+ * bits are those of the unpacked primitive, whatever the thread count. The layout oneDNN picks for
+ * f32 on AVX-512 is panels of 64 columns, each Kp x 64 row-major (K padded to 16 and N to 64 with
+ * zeros; its "BA16a64b"). The tile loop's own threads pack that one, 16 rows of a panel at a time,
+ * before the tiles start; any other layout goes through a oneDNN reorder first (slower: 100 µs per
+ * GEMM of the GPT step, against 75). */
+#define PANEL 64
+#define PANEL_ROWS 16
+#define PACK_MIN_ROW_TILES 4 /* at 2 (a GPT's 256-row dW GEMMs) packing once cost more */
+
+static int64_t round_up(int64_t x, int64_t m) {
+    return (x + m - 1) / m * m;
+}
+
+static bool is_panel_layout(const dnnl_memory_desc_t *md, int64_t K, int64_t N) {
+    const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
+    int64_t Kp = round_up(K, PANEL_ROWS), Np = round_up(N, PANEL);
+    return md->ndims == 2 && md->format_kind == dnnl_blocked && md->data_type == dnnl_f32 &&
+           md->offset0 == 0 && md->extra.flags == 0 && md->padded_dims[0] == Kp &&
+           md->padded_dims[1] == Np && md->padded_offsets[0] == 0 && md->padded_offsets[1] == 0 &&
+           b->inner_nblks == 2 && b->inner_blks[0] == PANEL_ROWS && b->inner_blks[1] == PANEL &&
+           b->inner_idxs[0] == 0 && b->inner_idxs[1] == 1 && b->strides[0] == PANEL_ROWS * PANEL &&
+           b->strides[1] == Kp * PANEL;
+}
+
+#ifdef __AVX512F__
+/* rows r[0..15] (16 floats each) transposed into d, row stride ldd */
+static void transpose16(const float *const r[16], float *d, int64_t ldd) {
+    __m512 a[16], b[16];
+    for (int i = 0; i < 16; i++) a[i] = _mm512_loadu_ps(r[i]);
+    for (int i = 0; i < 16; i += 2) {
+        b[i] = _mm512_unpacklo_ps(a[i], a[i + 1]);
+        b[i + 1] = _mm512_unpackhi_ps(a[i], a[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        a[i] = _mm512_castpd_ps(
+            _mm512_unpacklo_pd(_mm512_castps_pd(b[i]), _mm512_castps_pd(b[i + 2])));
+        a[i + 1] = _mm512_castpd_ps(
+            _mm512_unpackhi_pd(_mm512_castps_pd(b[i]), _mm512_castps_pd(b[i + 2])));
+        a[i + 2] = _mm512_castpd_ps(
+            _mm512_unpacklo_pd(_mm512_castps_pd(b[i + 1]), _mm512_castps_pd(b[i + 3])));
+        a[i + 3] = _mm512_castpd_ps(
+            _mm512_unpackhi_pd(_mm512_castps_pd(b[i + 1]), _mm512_castps_pd(b[i + 3])));
+    }
+    for (int i = 0; i < 4; i++) {
+        b[i] = _mm512_shuffle_f32x4(a[i], a[4 + i], 0x88);
+        b[4 + i] = _mm512_shuffle_f32x4(a[i], a[4 + i], 0xdd);
+        b[8 + i] = _mm512_shuffle_f32x4(a[8 + i], a[12 + i], 0x88);
+        b[12 + i] = _mm512_shuffle_f32x4(a[8 + i], a[12 + i], 0xdd);
+    }
+    for (int i = 0; i < 4; i++) {
+        a[i] = _mm512_shuffle_f32x4(b[i], b[8 + i], 0x88);
+        a[8 + i] = _mm512_shuffle_f32x4(b[i], b[8 + i], 0xdd);
+        a[4 + i] = _mm512_shuffle_f32x4(b[4 + i], b[12 + i], 0x88);
+        a[12 + i] = _mm512_shuffle_f32x4(b[4 + i], b[12 + i], 0xdd);
+    }
+    for (int i = 0; i < 16; i++) _mm512_storeu_ps(d + i * ldd, a[i]); /* a[i]: column i */
+}
+#endif
+
+/* Unit u of the panel layout (panel u / (Kp / 16), its 16 rows u % (Kp / 16)) from B, stored
+ * K x N (ldb) or, when tb, N x K. */
+static void pack_panel_rows(const float *B, int64_t ldb, bool tb, int64_t K, int64_t N, float *P,
+                            int64_t u) {
+    int64_t Kp = round_up(K, PANEL_ROWS), kb = Kp / PANEL_ROWS;
+    int64_t n0 = u / kb * PANEL, k0 = u % kb * PANEL_ROWS;
+    float *d = P + n0 * Kp + k0 * PANEL;
+    int64_t nw = N - n0 < PANEL ? N - n0 : PANEL, kh = K - k0 < PANEL_ROWS ? K - k0 : PANEL_ROWS;
+    if (!tb) {
+        for (int64_t r = 0; r < PANEL_ROWS; r++) {
+            float *dr = d + r * PANEL;
+            int64_t w = r < kh ? nw : 0;
+            if (w) memcpy(dr, B + (k0 + r) * ldb + n0, (size_t)w * sizeof(float));
+            memset(dr + w, 0, (size_t)(PANEL - w) * sizeof(float));
+        }
+        return;
+    }
+    for (int64_t j = 0; j < PANEL; j += 16) {
+#ifdef __AVX512F__
+        if (kh == PANEL_ROWS && nw - j >= 16) {
+            const float *rows[16];
+            for (int i = 0; i < 16; i++) rows[i] = B + (n0 + j + i) * ldb + k0;
+            transpose16(rows, d + j, PANEL);
+            continue;
+        }
+#endif
+        for (int64_t r = 0; r < PANEL_ROWS; r++)
+            for (int64_t i = j; i < j + 16; i++)
+                d[r * PANEL + i] = r < kh && i < nw ? B[(n0 + i) * ldb + k0 + r] : 0.f;
+    }
+}
+
+/* B in slot s's layout through a oneDNN reorder into c->bpack (the fallback for layouts other
+ * than the panels). Returns false when oneDNN says no. */
+static bool reorder_b(struct dt_gemm_cache *c, prim_slot *s, const void *B) {
+    if (!s->reorder) {
+        dnnl_primitive_desc_t rpd = NULL;
+        bool ok = dnnl_reorder_primitive_desc_create(&rpd, &s->bp_md, c->engine, &s->b_md,
+                                                     c->engine, NULL) == dnnl_success &&
+                  dnnl_primitive_create(&s->reorder, rpd) == dnnl_success;
+        if (rpd) dnnl_primitive_desc_destroy(rpd);
+        ok = ok &&
+             dnnl_memory_create(&s->rmem[0], &s->bp_md, c->engine, (void *)B) == dnnl_success &&
+             dnnl_memory_create(&s->rmem[1], &s->b_md, c->engine, c->bpack) == dnnl_success;
+        if (!ok) return false; /* what was made is released with the slot */
+    }
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, s->rmem[0]}, {DNNL_ARG_TO, s->rmem[1]}};
+    return dnnl_memory_set_data_handle(s->rmem[0], (void *)B) == dnnl_success &&
+           dnnl_memory_set_data_handle(s->rmem[1], c->bpack) == dnnl_success &&
+           dnnl_primitive_execute(s->reorder, c->stream[0], 2, args) == dnnl_success &&
+           dnnl_stream_wait(c->stream[0]) == dnnl_success;
 }
 
 /* ---- f32 tiles ----------------------------------------------------------------------------
@@ -437,14 +575,40 @@ static bool gemm_f32_prim_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_
     memset(&k, 0, sizeof k);
     k.K = K, k.lda = lda, k.ldb = ldb, k.ldc = ldc, k.ta = ta, k.tb = tb, k.f32 = true;
     k.alpha = alpha, k.beta = copy_c ? 0.f : beta;
+    /* every tile reads all of B: pack it once (the row tiles' two primitives must agree on
+     * the layout, else each packs its own) */
+    k.packed_b = p.mt >= PACK_MIN_ROW_TILES && p.nt == 1;
     prim_slot *ps[2][2];
     size_t scratch;
-    if (!tile_prims(c, &p, M, N, &k, copy_a, copy_b, copy_c, ps, &scratch)) {
+    bool made = tile_prims(c, &p, M, N, &k, copy_a, copy_b, copy_c, ps, &scratch);
+    if (made && k.packed_b && !dnnl_memory_desc_equal(&ps[0][0]->b_md, &ps[1][0]->b_md)) {
+        k.packed_b = false;
+        made = tile_prims(c, &p, M, N, &k, copy_a, copy_b, copy_c, ps, &scratch);
+    }
+    if (!made) {
         c->f32_broken = true;
         dt_log(DT_LOG_WARN, "oneDNN f32 matmul unavailable; f32 GEMMs run on sgemm");
         return false;
     }
     if (!thread_resources(ctx, c, nthr, scratch)) return false;
+    /* packed B: by the tile loop's threads (the panels), else by a reorder now */
+    const float *Bp = B;
+    int64_t pack_units = 0;
+    if (k.packed_b) {
+        size_t bytes = dnnl_memory_desc_get_size(&ps[0][0]->b_md);
+        if (bytes > c->bpcap) {
+            void *nb = dt_mem_alloc(ctx->dev, DT_MEM_OTHER, bytes);
+            if (!nb) return false;
+            dt_mem_free(ctx->dev, DT_MEM_OTHER, c->bpack, c->bpcap);
+            c->bpack = nb;
+            c->bpcap = bytes;
+        }
+        if (is_panel_layout(&ps[0][0]->b_md, K, N))
+            pack_units = round_up(N, PANEL) / PANEL * (round_up(K, PANEL_ROWS) / PANEL_ROWS);
+        else if (!reorder_b(c, ps[0][0], B))
+            return false;
+        Bp = c->bpack;
+    }
     /* a thread's block: A's tile (K x tm), B's tile (K x tn), C's tile (tm x tn), as needed */
     size_t a_sz = copy_a ? (size_t)(K * p.tm) : 0, b_sz = copy_b ? (size_t)(K * p.tn) : 0;
     size_t blk = a_sz + b_sz + (copy_c ? (size_t)(p.tm * p.tn) : 0);
@@ -463,63 +627,71 @@ static bool gemm_f32_prim_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_
     /* a row block's a_sums are taken while its A is copied (every tile of it has all columns) */
     bool sum_in_copy = copy_a && o && o->a_sums && p.nt == 1 && p.tm <= TILE_M;
     bool failed = false;
-#pragma omp parallel for schedule(static) if (ntiles > 1) num_threads(nthr) reduction(|| : failed)
-    for (int64_t t = 0; t < ntiles; t++) {
-        int64_t im = t / p.nt, jn = t % p.nt;
-        int64_t r0 = im * p.tm, c0 = jn * p.tn;
-        int64_t r1 = r0 + p.tm < M ? r0 + p.tm : M, c1 = c0 + p.tn < N ? c0 + p.tn : N;
-        int64_t tm = r1 - r0, tn = c1 - c0;
-        if (pro_in_loop) pro(arg, r0, r1, 0, N);
-        float *mine = c->tblk + (size_t)omp_get_thread_num() * blk;
-        const float *a = ta ? A + r0 : A + r0 * lda, *b = tb ? B + c0 * ldb : B + c0;
-        if (copy_a) { /* columns r0..r1 of the stored K x M matrix, as a dense K x tm block */
-            if (sum_in_copy) { /* with the a_sums of those columns (dt__add_col_sums' bits) */
-                float s[TILE_M] = {0};
-                for (int64_t k = 0; k < K; k++) {
-                    const float *src = A + k * lda + r0;
-                    float *d = mine + k * tm;
+#pragma omp parallel if (ntiles > 1) num_threads(nthr)
+    {
+        if (pack_units) {
+#pragma omp for schedule(static)
+            for (int64_t u = 0; u < pack_units; u++) pack_panel_rows(B, ldb, tb, K, N, c->bpack, u);
+        }
+#pragma omp for schedule(static) reduction(|| : failed)
+        for (int64_t t = 0; t < ntiles; t++) {
+            int64_t im = t / p.nt, jn = t % p.nt;
+            int64_t r0 = im * p.tm, c0 = jn * p.tn;
+            int64_t r1 = r0 + p.tm < M ? r0 + p.tm : M, c1 = c0 + p.tn < N ? c0 + p.tn : N;
+            int64_t tm = r1 - r0, tn = c1 - c0;
+            if (pro_in_loop) pro(arg, r0, r1, 0, N);
+            float *mine = c->tblk + (size_t)omp_get_thread_num() * blk;
+            const float *a = ta ? A + r0 : A + r0 * lda, *b = tb ? Bp + c0 * ldb : Bp + c0;
+            if (copy_a) { /* columns r0..r1 of the stored K x M matrix, as a dense K x tm block */
+                if (sum_in_copy) { /* with the a_sums of those columns (dt__add_col_sums' bits) */
+                    float s[TILE_M] = {0};
+                    for (int64_t k = 0; k < K; k++) {
+                        const float *src = A + k * lda + r0;
+                        float *d = mine + k * tm;
 #pragma omp simd
-                    for (int64_t j = 0; j < tm; j++) {
-                        d[j] = src[j];
-                        s[j] += src[j];
+                        for (int64_t j = 0; j < tm; j++) {
+                            d[j] = src[j];
+                            s[j] += src[j];
+                        }
                     }
+                    for (int64_t j = 0; j < tm; j++) o->a_sums[r0 + j] += s[j];
+                } else {
+                    for (int64_t k = 0; k < K; k++)
+                        memcpy(mine + k * tm, A + k * lda + r0, (size_t)tm * sizeof(float));
+                    if (jn == 0) a_sums_rows(o, ta, A, lda, K, r0, r1);
                 }
-                for (int64_t j = 0; j < tm; j++) o->a_sums[r0 + j] += s[j];
-            } else {
+                a = mine;
+            } else if (jn == 0) {
+                a_sums_rows(o, ta, A, lda, K, r0, r1);
+            }
+            if (copy_b) { /* columns c0..c1 of the K x N matrix, as a dense K x tn block */
+                float *bb = mine + a_sz;
                 for (int64_t k = 0; k < K; k++)
-                    memcpy(mine + k * tm, A + k * lda + r0, (size_t)tm * sizeof(float));
-                if (jn == 0) a_sums_rows(o, ta, A, lda, K, r0, r1);
+                    memcpy(bb + k * tn, B + k * ldb + c0, (size_t)tn * sizeof(float));
+                b = bb;
             }
-            a = mine;
-        } else if (jn == 0) {
-            a_sums_rows(o, ta, A, lda, K, r0, r1);
-        }
-        if (copy_b) { /* columns c0..c1 of the K x N matrix, as a dense K x tn block */
-            float *bb = mine + a_sz;
-            for (int64_t k = 0; k < K; k++)
-                memcpy(bb + k * tn, B + k * ldb + c0, (size_t)tn * sizeof(float));
-            b = bb;
-        }
-        float *ct = C + r0 * ldc + c0, *dst = copy_c ? mine + a_sz + b_sz : ct;
-        int outer = omp_in_parallel() ? 1 : omp_get_max_threads();
-        if (outer > 1) omp_set_num_threads(1);
-        bool ok = run_tile(c, ps[im == p.mt - 1][jn == p.nt - 1], omp_get_thread_num(), a, b, dst);
-        if (outer > 1) omp_set_num_threads(outer);
-        if (!ok) { /* not expected once the primitive exists */
-            sgemm_seq(ta, tb, tm, tn, K, alpha, ta ? A + r0 : A + r0 * lda, lda,
-                      tb ? B + c0 * ldb : B + c0, ldb, beta, ct, ldc);
-            failed = true;
-        } else if (copy_c) {
-            for (int64_t i = 0; i < tm; i++) {
-                float *cr = ct + i * ldc;
-                const float *dr = dst + i * tn;
-                if (beta == 0.f)
-                    memcpy(cr, dr, (size_t)tn * sizeof(float));
-                else
-                    for (int64_t j = 0; j < tn; j++) cr[j] = beta * cr[j] + dr[j];
+            float *ct = C + r0 * ldc + c0, *dst = copy_c ? mine + a_sz + b_sz : ct;
+            int outer = omp_in_parallel() ? 1 : omp_get_max_threads();
+            if (outer > 1) omp_set_num_threads(1);
+            bool ok =
+                run_tile(c, ps[im == p.mt - 1][jn == p.nt - 1], omp_get_thread_num(), a, b, dst);
+            if (outer > 1) omp_set_num_threads(outer);
+            if (!ok) { /* not expected once the primitive exists */
+                sgemm_seq(ta, tb, tm, tn, K, alpha, ta ? A + r0 : A + r0 * lda, lda,
+                          tb ? B + c0 * ldb : B + c0, ldb, beta, ct, ldc);
+                failed = true;
+            } else if (copy_c) {
+                for (int64_t i = 0; i < tm; i++) {
+                    float *cr = ct + i * ldc;
+                    const float *dr = dst + i * tn;
+                    if (beta == 0.f)
+                        memcpy(cr, dr, (size_t)tn * sizeof(float));
+                    else
+                        for (int64_t j = 0; j < tn; j++) cr[j] = beta * cr[j] + dr[j];
+                }
             }
+            if (ep) ep(arg, r0, r1, c0, c1);
         }
-        if (ep) ep(arg, r0, r1, c0, c1);
     }
     if (failed) dt_log(DT_LOG_WARN, "oneDNN f32 matmul failed on a tile; ran it on sgemm");
     return true;
