@@ -159,6 +159,17 @@ static void gelu_tanh_fwd(const float *x, float *y, int64_t n) {
     }
 }
 
+/* gelu_tanh'(v) given s = gelu_tanh_s512(v, v2):
+ * s + 2 v s (1 - s) du, du = sqrt(2/pi) (1 + 3 * 0.044715 v^2) */
+static inline __m512 gelu_tanh_grad512(__m512 v, __m512 v2, __m512 s) {
+    __m512 du =
+        _mm512_mul_ps(_mm512_set1_ps(GELU_K0),
+                      _mm512_fmadd_ps(_mm512_set1_ps(3.f * GELU_K1), v2, _mm512_set1_ps(1.f)));
+    __m512 t =
+        _mm512_mul_ps(_mm512_mul_ps(_mm512_add_ps(v, v), s), _mm512_sub_ps(_mm512_set1_ps(1.f), s));
+    return _mm512_fmadd_ps(t, du, s);
+}
+
 static void gelu_tanh_bwd(const float *x, const float *y, const float *g, float *gx, int64_t n,
                           bool acc) {
     (void)y;
@@ -166,15 +177,19 @@ static void gelu_tanh_bwd(const float *x, const float *y, const float *g, float 
         __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
         __m512 v = _mm512_maskz_loadu_ps(k, x + i), v2 = _mm512_mul_ps(v, v);
         __m512 s = gelu_tanh_s512(v, v2);
-        /* d/dv = s + 2 v s (1 - s) du, du = sqrt(2/pi) (1 + 3 * 0.044715 v^2) */
-        __m512 du =
-            _mm512_mul_ps(_mm512_set1_ps(GELU_K0),
-                          _mm512_fmadd_ps(_mm512_set1_ps(3.f * GELU_K1), v2, _mm512_set1_ps(1.f)));
-        __m512 t = _mm512_mul_ps(_mm512_mul_ps(_mm512_add_ps(v, v), s),
-                                 _mm512_sub_ps(_mm512_set1_ps(1.f), s));
-        __m512 d = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, g + i), _mm512_fmadd_ps(t, du, s));
+        __m512 d = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, g + i), gelu_tanh_grad512(v, v2, s));
         if (acc) d = _mm512_add_ps(_mm512_maskz_loadu_ps(k, gx + i), d);
         _mm512_mask_storeu_ps(gx + i, k, d);
+    }
+}
+
+static void gelu_tanh_fwd_grad(const float *x, float *y, float *d, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+        __m512 v = _mm512_maskz_loadu_ps(k, x + i), v2 = _mm512_mul_ps(v, v);
+        __m512 s = gelu_tanh_s512(v, v2);
+        _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(v, s));
+        _mm512_mask_storeu_ps(d + i, k, gelu_tanh_grad512(v, v2, s));
     }
 }
 
@@ -200,14 +215,21 @@ static void gelu_tanh_bwd(const float *x, const float *y, const float *g, float 
     (void)y;
     STORE_OR_ADD(acc, n, g[i] * gelu_tanh_grad(x[i]));
 }
+static void gelu_tanh_fwd_grad(const float *x, float *y, float *d, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        d[i] = gelu_tanh_grad(v); /* d may be x: v is read first */
+        y[i] = v / (1.0f + fast_exp(-2.0f * (GELU_K0 * v * (1.0f + GELU_K1 * v * v))));
+    }
+}
 
 #endif
 
 void dt__gelu_tanh_fwd(const float *x, float *y, int64_t n) {
     gelu_tanh_fwd(x, y, n);
 }
-void dt__gelu_tanh_bwd(const float *x, const float *g, float *gx, int64_t n, bool acc) {
-    gelu_tanh_bwd(x, NULL, g, gx, n, acc);
+void dt__gelu_tanh_fwd_grad(const float *x, float *y, float *d, int64_t n) {
+    gelu_tanh_fwd_grad(x, y, d, n);
 }
 
 static void silu_fwd(const float *x, float *y, int64_t n) {

@@ -181,13 +181,16 @@ dt_tensor *dt_matmul(dt_tensor *a, dt_tensor *b) {
  * act is the identity (dt_linear), gelu_tanh (dt_linear_gelu_tanh, the GPT MLP's c_fc) or relu
  * (dt_linear_relu, the MLP's hidden layers); each is its own op in the table.
  * iattr: [0]=R [1]=IN [2]=OUT [3]=act; n->saved is a linear_saved when recording: gelu_tanh's
- * pre-activation h (R, OUT) (relu's backward reads the output instead), and under bf16
- * autocast the rounded x and w of the forward GEMM, which the backward GEMMs reuse.
+ * derivative at the pre-activation, gelu_tanh'(h) (R, OUT), taken in the forward's epilogue
+ * along with y (relu's backward reads the output instead), and under bf16 autocast the
+ * rounded x and w of the forward GEMM, which the backward GEMMs reuse.
  *
  * Fusion. The forward GEMM runs in tiles (cpu/gemm.c) and each finished tile gets its bias and
  * activation in its epilogue while it is still in cache, instead of a bias copy before the GEMM
  * and an activation pass over the whole output after it. The backward turns dy into
- * dh = dy * act'(h) in one pass (stored into fresh scratch, nothing zeroed), then the dW GEMM
+ * dh = dy * act'(h) in one pass (stored into fresh scratch, nothing zeroed; for gelu_tanh a
+ * product with the saved derivative, where recomputing it from h cost twice the forward's
+ * activation), then the dW GEMM
  * sums the bias gradient from the dy/dh columns as it copies them for its tiles (a_sums).
  * The numbers are those of the unfused ops: the same activation kernels (ops_activation.c) on
  * the same pre-activations; the bias is added to the finished product.
@@ -203,13 +206,13 @@ dt_tensor *dt_matmul(dt_tensor *a, dt_tensor *b) {
 enum { ACT_NONE, ACT_GELU_TANH, ACT_RELU };
 
 typedef struct linear_saved {
-    float *H;          /* pre-activation (gelu_tanh), else NULL */
+    float *H;          /* gelu_tanh: gelu_tanh'(pre-activation), else NULL */
     uint16_t *xb, *wb; /* bf16 x (R, IN) and w (OUT, IN), or NULL */
 } linear_saved;
 
 typedef struct linear_fwd_ep {
     float *Y;          /* output (R, OUT) */
-    float *H;          /* where the GEMM wrote (= Y, or the saved pre-activation) */
+    float *H;          /* where the GEMM wrote (= Y, or the saved gelu_tanh' buffer) */
     const float *bias; /* NULL: none */
     const float *res;  /* (R, OUT) added last (dt_linear_residual), or NULL */
     int64_t OUT;
@@ -232,7 +235,10 @@ static void linear_fwd_epilogue(void *arg, int64_t r0, int64_t r1, int64_t c0, i
             for (int64_t j = 0; j < w; j++) h[j] += rr[j];
         }
         if (e->act == ACT_GELU_TANH) {
-            dt__gelu_tanh_fwd(h, y, w); /* y may be h (not recording) */
+            if (y == h)
+                dt__gelu_tanh_fwd(h, y, w); /* not recording */
+            else
+                dt__gelu_tanh_fwd_grad(h, y, h, w); /* the backward's factor replaces h */
         } else if (e->act == ACT_RELU) {
 #pragma omp simd
             for (int64_t j = 0; j < w; j++) y[j] = !(h[j] <= 0.f) ? h[j] : 0.f; /* NaN stays NaN */
@@ -243,7 +249,7 @@ static void linear_fwd_epilogue(void *arg, int64_t r0, int64_t r1, int64_t c0, i
 /* dh (R, OUT) = dy * act'(h) over rows [r0, r1), in blocks of 4096 elements */
 typedef struct act_grad_pro {
     float *dh;
-    const float *dy, *H, *Y; /* H: gelu's pre-activation; Y: relu's output */
+    const float *dy, *H, *Y; /* H: gelu_tanh'(h) from the forward; Y: relu's output */
     int64_t OUT;
     int act;
 } act_grad_pro;
@@ -254,7 +260,10 @@ static void act_grad_rows(void *arg, int64_t r0, int64_t r1, int64_t c0, int64_t
     for (int64_t lo = r0 * e->OUT, end = r1 * e->OUT; lo < end; lo += 4096) {
         int64_t len = end - lo < 4096 ? end - lo : 4096;
         if (e->act == ACT_GELU_TANH) {
-            dt__gelu_tanh_bwd(e->H + lo, e->dy + lo, e->dh + lo, len, false);
+            const float *D = e->H, *dy = e->dy;
+            float *dh = e->dh;
+#pragma omp simd
+            for (int64_t i = lo; i < lo + len; i++) dh[i] = dy[i] * D[i];
         } else {
             const float *Y = e->Y, *dy = e->dy;
             float *dh = e->dh;
@@ -414,8 +423,9 @@ static dt_tensor *linear_act(dt_tensor *x, dt_tensor *w, dt_tensor *b, dt_tensor
     n->iattr[3] = act;
     n->iattr[4] = res != NULL;
     dt_ctx *ctx = x->ctx;
-    /* gelu's backward needs the pre-activation: the GEMM writes it to scratch, the epilogue
-     * writes y from it; otherwise everything happens in place in y */
+    /* gelu's backward needs its derivative at the pre-activation: the GEMM writes h to
+     * scratch, the epilogue writes y from it and then the derivative over it; otherwise
+     * everything happens in place in y */
     float *H = y->data;
     dt__gemm_bf16 io = {NULL, NULL, NULL, NULL};
     if (n->record) {
