@@ -149,8 +149,8 @@ static att_geom geom_of(const dt_node *n) {
 
 /* Forward of one (b, h) pair. P points at a (T, T) block (ldp = T) when saving, or at a
  * per-thread (ROW_BLOCK, T) buffer (then `ring` is true and rows are reused per block). */
-static void head_forward(const att_geom *g, const float *X, float *Y, int64_t b,
-                         int64_t h, float *P, bool ring) {
+static void head_forward(const att_geom *g, const float *X, float *Y, int64_t b, int64_t h,
+                         float *P, bool ring) {
     int64_t T = g->T, HD = g->HD, C = g->C, ld = 3 * C;
     float scale = 1.f / sqrtf((float)HD);
     /* q, k, v are (T, HD) with row stride 3C; y is (T, HD) with row stride C */
@@ -171,9 +171,8 @@ static void head_forward(const att_geom *g, const float *X, float *Y, int64_t b,
 /* Backward of one (b, h) pair, accumulating into its dq/dk/dv columns of dX. `fresh`: dX was
  * just allocated uninitialised, so this pair first zeroes its own columns (in parallel across
  * pairs, and cache-hot for the GEMMs that follow) instead of a serial memset of all of dX. */
-static void head_backward(const att_geom *g, const float *X, const float *dY,
-                          const float *Pall, float *dX, bool fresh, float *dS, int64_t b,
-                          int64_t h) {
+static void head_backward(const att_geom *g, const float *X, const float *dY, const float *Pall,
+                          float *dX, bool fresh, float *dS, int64_t b, int64_t h) {
     int64_t T = g->T, HD = g->HD, C = g->C, ld = 3 * C;
     float scale = 1.f / sqrtf((float)HD);
     const float *q = X + b * T * ld + h * HD, *k = q + C, *v = q + 2 * C;
