@@ -7,14 +7,16 @@
  *   y (B, T, C): heads concatenated along C.
  *
  * Kernels. Work is split over the B*NH (batch, head) pairs with OpenMP; each pair runs its own
- * single-threaded f32 GEMMs (dt__gemm_f32 inside a parallel region; attention stays f32 under
- * bf16 autocast) directly on the strided q/k/v rows
- * of qkv (leading dim 3C) and writes disjoint columns of y / of the gradient, so there are no
- * atomics and the bits do not depend on the thread count. Rows are processed in blocks of
- * ROW_BLOCK: block [r0, r1) only needs key columns [0, r1), which skips the masked upper
- * triangle block-wise (3/4 of the full T x T work at T = 2 * ROW_BLOCK, 5/8 at 4 * ROW_BLOCK;
- * measured: 64-row blocks beat both 32 and one full T x T GEMM at the benchmark's T = 128).
- * The softmax rows use an AVX-512 exp of our own (portable expf fallback without AVX-512).
+ * single-threaded products (head_gemm below: AVX-512 register tiles of our own, dt__gemm_f32
+ * without AVX-512; attention stays f32 under bf16 autocast) and writes disjoint columns of y /
+ * of the gradient, so there are no atomics and the bits do not depend on the thread count.
+ * Per pair, kᵀ (vᵀ in the backward) is laid out once as the right-hand operand of q kᵀ, and the
+ * other right-hand operands (v; dy, k, q) are copied dense out of their strided rows. Rows are
+ * processed in blocks of ROW_BLOCK (block [r0, r1) needs key columns [0, r1) only) and, inside
+ * a block, each 4-row tile of a product skips the masked upper triangle (about 57% of the full
+ * T x T work is done at T = 128, against 75% with whole 64-row blocks; measured 12% off the
+ * forward and 19% off the backward). The softmax rows use an AVX-512 exp of our own (portable
+ * expf fallback without AVX-512).
  *
  * Saved for backward: the attention probabilities P (B, NH, T, T) f32 in arena scratch —
  * B*NH*T*T*4 bytes per call (2 MiB for B=8, NH=4, T=128). Only the lower triangle (j <= i) of
@@ -24,7 +26,7 @@
  * sequences the T^2 term dominates activation memory (B=8, NH=12, T=1024: 384 MiB per layer);
  * the arena charges it to the device budget, so exceeding it is a clean DT_ERR_OOM.
  * With gradients off, P lives in a per-thread (ROW_BLOCK, T) scratch instead.
- * Backward scratch: dS, one (ROW_BLOCK, T) block per thread.
+ * Scratch per thread: kᵀ and v (forward); dS (ROW_BLOCK, T), vᵀ, dy, k and q (backward).
  *
  * Backward (dy given):  dP = dy vᵀ,  D_i = Σ_j P_ij dP_ij,  dS = P ⊙ (dP - D) / sqrt(HD),
  *                       dq = dS k,  dk = dSᵀ q,  dv = Pᵀ dy   (all accumulated into dqkv).
@@ -71,6 +73,7 @@ static int thread_id(void) {
 #include <immintrin.h>
 
 #include "cpu/simd_exp.h"
+#include "cpu/simd_transpose.h"
 
 /* Softmax of row s[0..len) in place (len >= 1); then zero s[len..end). */
 static inline void softmax_row(float *s, int64_t len, int64_t end) {
@@ -115,6 +118,121 @@ static inline void softmax_grad_row(const float *p, float *d, int64_t len, int64
     if (end > len) memset(d + len, 0, (size_t)(end - len) * sizeof(float));
 }
 
+/* ---- per-head products ---------------------------------------------------------------------
+ * C (m x n, ldc) = alpha op(A) B (+ C when acc), B (K x n) row-major, op(A) (m x K) read as
+ * A[i * ars + k * aks]: a row-major A (ars = lda, aks = 1) or a transposed one (ars = 1,
+ * aks = lda). Every element of C is one FMA chain over its k in order, then scaled and added:
+ * the bits do not depend on where the element sits in a tile. These products are small
+ * (64 x 128 x 64 at the GPT benchmark) and there are a dozen per head; a library call costs
+ * more around each one than the arithmetic inside, and cannot skip the causal triangle finer
+ * than per call. Tiles of 4 rows x up to 64 columns keep 16 accumulators in registers.
+ *
+ * Causal skipping, per 4-row tile whose first row is row `co` + i0 of the sequence:
+ *   GM_COLS  (q kᵀ, dy vᵀ): columns past the tile's last row, rounded up to 16, are not
+ *            computed (the softmax and its gradient zero them);
+ *   GM_KROWS (P v, dS k): k runs up to the tile's last row only (op(A) is zero beyond it);
+ *   GM_KFROM (Pᵀ dy, dSᵀ q; output rows are keys): k starts at the tile's first key, as the
+ *            rows of P before it are zero there.
+ * The terms skipped are exact zeros, so the sums are those of the full products for finite
+ * inputs. */
+#define GM_MR 4
+enum { GM_FULL, GM_COLS, GM_KROWS, GM_KFROM };
+
+static inline void gm_store(float *c, __m512 v, __m512 al, bool acc, __mmask16 k) {
+    v = _mm512_mul_ps(v, al);
+    if (acc) v = _mm512_add_ps(_mm512_maskz_loadu_ps(k, c), v);
+    _mm512_mask_storeu_ps(c, k, v);
+}
+
+/* 4 rows x 16 nv columns (nv a constant after inlining) */
+static inline __attribute__((always_inline)) void
+gm_tile_4(int nv, int64_t K, const float *A, int64_t ars, int64_t aks, const float *B, int64_t ldb,
+          float alpha, bool acc, float *C, int64_t ldc) {
+    __m512 c[4][4], b[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++) c[i][v] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; k++) {
+        const float *bk = B + k * ldb, *a = A + k * aks;
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++) b[v] = _mm512_loadu_ps(bk + 16 * v);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            __m512 ai = _mm512_set1_ps(a[i * ars]);
+#pragma GCC unroll 4
+            for (int v = 0; v < nv; v++) c[i][v] = _mm512_fmadd_ps(ai, b[v], c[i][v]);
+        }
+    }
+    __m512 al = _mm512_set1_ps(alpha);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++) gm_store(C + i * ldc + v * 16, c[i][v], al, acc, 0xFFFF);
+}
+
+/* the ragged edges: mr <= 4 rows, up to 16 columns at a time */
+static void gm_tile_edge(int64_t mr, int64_t nc, int64_t K, const float *A, int64_t ars,
+                         int64_t aks, const float *B, int64_t ldb, float alpha, bool acc, float *C,
+                         int64_t ldc) {
+    __m512 al = _mm512_set1_ps(alpha);
+    for (int64_t j = 0; j < nc; j += 16) {
+        __mmask16 km = dt__tail_mask16(nc - j);
+        __m512 c[GM_MR];
+        for (int i = 0; i < GM_MR; i++) c[i] = _mm512_setzero_ps();
+        for (int64_t k = 0; k < K; k++) {
+            __m512 bv = _mm512_maskz_loadu_ps(km, B + k * ldb + j);
+            for (int64_t i = 0; i < mr; i++)
+                c[i] = _mm512_fmadd_ps(_mm512_set1_ps(A[i * ars + k * aks]), bv, c[i]);
+        }
+        for (int64_t i = 0; i < mr; i++) gm_store(C + i * ldc + j, c[i], al, acc, km);
+    }
+}
+
+static void head_gemm(bool ta, int64_t m, int64_t n, int64_t K, float alpha, const float *A,
+                      int64_t lda, const float *B, int64_t ldb, bool acc, float *C, int64_t ldc,
+                      int causal, int64_t co) {
+    int64_t ars = ta ? 1 : lda, aks = ta ? lda : 1;
+    for (int64_t i = 0; i < m; i += GM_MR) {
+        int64_t mr = m - i < GM_MR ? m - i : GM_MR, last = co + i + mr; /* one past */
+        int64_t nn = n, k0 = 0, k1 = K;
+        if (causal == GM_COLS && (last + 15) / 16 * 16 < n) nn = (last + 15) / 16 * 16;
+        if (causal == GM_KROWS && last < K) k1 = last;
+        if (causal == GM_KFROM && i > co) k0 = i - co;
+        if (k0 >= k1) { /* nothing but zeros in op(A) for these rows */
+            if (!acc)
+                for (int64_t r = 0; r < mr; r++)
+                    memset(C + (i + r) * ldc, 0, (size_t)nn * sizeof(float));
+            continue;
+        }
+        const float *a = A + i * ars + k0 * aks, *b = B + k0 * ldb;
+        float *c = C + i * ldc;
+        int64_t j = 0, kk = k1 - k0;
+        if (mr == GM_MR)
+            for (; j + 16 <= nn; j += 64) {
+                int64_t nv = (nn - j) / 16 < 4 ? (nn - j) / 16 : 4;
+                switch (nv) {
+                case 4:
+                    gm_tile_4(4, kk, a, ars, aks, b + j, ldb, alpha, acc, c + j, ldc);
+                    break;
+                case 3:
+                    gm_tile_4(3, kk, a, ars, aks, b + j, ldb, alpha, acc, c + j, ldc);
+                    break;
+                case 2:
+                    gm_tile_4(2, kk, a, ars, aks, b + j, ldb, alpha, acc, c + j, ldc);
+                    break;
+                default:
+                    gm_tile_4(1, kk, a, ars, aks, b + j, ldb, alpha, acc, c + j, ldc);
+                }
+                if (nv < 4) {
+                    j += 16 * nv;
+                    break;
+                }
+            }
+        if (j < nn) gm_tile_edge(mr, nn - j, kk, a, ars, aks, b + j, ldb, alpha, acc, c + j, ldc);
+    }
+}
+
 #else /* portable */
 
 static inline void softmax_row(float *s, int64_t len, int64_t end) {
@@ -135,6 +253,15 @@ static inline void softmax_grad_row(const float *p, float *d, int64_t len, int64
     if (end > len) memset(d + len, 0, (size_t)(end - len) * sizeof(float));
 }
 
+/* the full products (the causal hints only skip exact zeros) */
+enum { GM_FULL, GM_COLS, GM_KROWS, GM_KFROM };
+static void head_gemm(bool ta, int64_t m, int64_t n, int64_t K, float alpha, const float *A,
+                      int64_t lda, const float *B, int64_t ldb, bool acc, float *C, int64_t ldc,
+                      int causal, int64_t co) {
+    (void)causal, (void)co;
+    dt__gemm_f32(ta, false, m, n, K, alpha, A, lda, B, ldb, acc ? 1.f : 0.f, C, ldc);
+}
+
 #endif
 
 /* Geometry of one call. iattr: [0]=B [1]=T [2]=NH [3]=HD */
@@ -147,24 +274,54 @@ static att_geom geom_of(const dt_node *n) {
     return g;
 }
 
+/* dst (HD, T) = src (T, HD)ᵀ, src rows ld apart: the keys (or values) of one head laid out
+ * as the right-hand operand of q kᵀ (dy vᵀ). */
+static void head_transpose(const float *src, int64_t ld, int64_t T, int64_t HD, float *dst) {
+    int64_t t = 0;
+#ifdef __AVX512F__
+    for (; t + 16 <= T; t += 16) {
+        int64_t d = 0;
+        for (; d + 16 <= HD; d += 16) {
+            const float *rows[16];
+            for (int i = 0; i < 16; i++) rows[i] = src + (t + i) * ld + d;
+            dt__transpose16(rows, dst + d * T + t, T);
+        }
+        for (; d < HD; d++)
+            for (int64_t i = t; i < t + 16; i++) dst[d * T + i] = src[i * ld + d];
+    }
+#endif
+    for (; t < T; t++)
+        for (int64_t d = 0; d < HD; d++) dst[d * T + t] = src[t * ld + d];
+}
+
+/* dst (T, HD) dense = src (T, HD) with rows ld apart. The right-hand operands of the per-head
+ * products are read row after row; at ld = 3C (q, k, v inside qkv) or C (dy) those rows map
+ * onto a few L1 sets and evict each other, which cost more than this copy. */
+static void head_copy(const float *src, int64_t ld, int64_t T, int64_t HD, float *dst) {
+    for (int64_t t = 0; t < T; t++) memcpy(dst + t * HD, src + t * ld, (size_t)HD * sizeof(float));
+}
+
 /* Forward of one (b, h) pair. P points at a (T, T) block (ldp = T) when saving, or at a
  * per-thread (ROW_BLOCK, T) buffer (then `ring` is true and rows are reused per block). */
 static void head_forward(const att_geom *g, const float *X, float *Y, int64_t b, int64_t h,
-                         float *P, bool ring) {
+                         float *P, bool ring, float *kT) {
     int64_t T = g->T, HD = g->HD, C = g->C, ld = 3 * C;
     float scale = 1.f / sqrtf((float)HD);
     /* q, k, v are (T, HD) with row stride 3C; y is (T, HD) with row stride C */
     const float *q = X + b * T * ld + h * HD, *k = q + C, *v = q + 2 * C;
     float *y = Y + b * T * C + h * HD;
+    float *vc = kT + HD * T; /* v, dense */
+    head_transpose(k, ld, T, HD, kT);
+    head_copy(v, ld, T, HD, vc);
     for (int64_t r0 = 0; r0 < T; r0 += ROW_BLOCK) {
         int64_t r1 = r0 + ROW_BLOCK < T ? r0 + ROW_BLOCK : T, m = r1 - r0;
         float *Pb = ring ? P : P + r0 * T; /* rows [r0, r1) x cols [0, r1), ld T */
         /* S[r0:r1, 0:r1] = scale * q[r0:r1] k[0:r1]ᵀ */
-        dt__gemm_f32(false, true, m, r1, HD, scale, q + r0 * ld, ld, k, ld, 0.f, Pb, T);
+        head_gemm(false, m, r1, HD, scale, q + r0 * ld, ld, kT, T, false, Pb, T, GM_COLS, r0);
         for (int64_t i = 0; i < m; i++) /* causal: row r0+i sees keys 0..r0+i */
             softmax_row(Pb + i * T, r0 + i + 1, r1);
         /* y[r0:r1] = P[r0:r1, 0:r1] v[0:r1] */
-        dt__gemm_f32(false, false, m, HD, r1, 1.f, Pb, T, v, ld, 0.f, y + r0 * C, C);
+        head_gemm(false, m, HD, r1, 1.f, Pb, T, vc, HD, false, y + r0 * C, C, GM_KROWS, r0);
     }
 }
 
@@ -172,7 +329,7 @@ static void head_forward(const att_geom *g, const float *X, float *Y, int64_t b,
  * just allocated uninitialised, so this pair first zeroes its own columns (in parallel across
  * pairs, and cache-hot for the GEMMs that follow) instead of a serial memset of all of dX. */
 static void head_backward(const att_geom *g, const float *X, const float *dY, const float *Pall,
-                          float *dX, bool fresh, float *dS, int64_t b, int64_t h) {
+                          float *dX, bool fresh, float *dS, float *vT, int64_t b, int64_t h) {
     int64_t T = g->T, HD = g->HD, C = g->C, ld = 3 * C;
     float scale = 1.f / sqrtf((float)HD);
     const float *q = X + b * T * ld + h * HD, *k = q + C, *v = q + 2 * C;
@@ -183,19 +340,25 @@ static void head_backward(const att_geom *g, const float *X, const float *dY, co
         for (int64_t t = 0; t < T; t++)
             for (int part = 0; part < 3; part++)
                 memset(dq + t * ld + part * C, 0, (size_t)HD * sizeof(float));
+    /* dense copies of the right-hand operands, after vᵀ in the thread's scratch */
+    float *dyc = vT + HD * T, *kc = dyc + T * HD, *qc = kc + T * HD;
+    head_transpose(v, ld, T, HD, vT);
+    head_copy(dy, C, T, HD, dyc);
+    head_copy(k, ld, T, HD, kc);
+    head_copy(q, ld, T, HD, qc);
     for (int64_t r0 = 0; r0 < T; r0 += ROW_BLOCK) {
         int64_t r1 = r0 + ROW_BLOCK < T ? r0 + ROW_BLOCK : T, m = r1 - r0;
         const float *Pb = P + r0 * T;
         /* dP[r0:r1, 0:r1] = dy[r0:r1] v[0:r1]ᵀ into dS (m, r1), ld T */
-        dt__gemm_f32(false, true, m, r1, HD, 1.f, dy + r0 * C, C, v, ld, 0.f, dS, T);
+        head_gemm(false, m, r1, HD, 1.f, dy + r0 * C, C, vT, T, false, dS, T, GM_COLS, r0);
         for (int64_t i = 0; i < m; i++) /* dS = P * (dP - D) * scale, zero above the diagonal */
             softmax_grad_row(Pb + i * T, dS + i * T, r0 + i + 1, r1, scale);
         /* dv[0:r1] += P[r0:r1, 0:r1]ᵀ dy[r0:r1] */
-        dt__gemm_f32(true, false, r1, HD, m, 1.f, Pb, T, dy + r0 * C, C, 1.f, dv, ld);
+        head_gemm(true, r1, HD, m, 1.f, Pb, T, dyc + r0 * HD, HD, true, dv, ld, GM_KFROM, r0);
         /* dq[r0:r1] += dS k[0:r1] */
-        dt__gemm_f32(false, false, m, HD, r1, 1.f, dS, T, k, ld, 1.f, dq + r0 * ld, ld);
+        head_gemm(false, m, HD, r1, 1.f, dS, T, kc, HD, true, dq + r0 * ld, ld, GM_KROWS, r0);
         /* dk[0:r1] += dSᵀ q[r0:r1] */
-        dt__gemm_f32(true, false, r1, HD, m, 1.f, dS, T, q + r0 * ld, ld, 1.f, dk, ld);
+        head_gemm(true, r1, HD, m, 1.f, dS, T, qc + r0 * HD, HD, true, dk, ld, GM_KFROM, r0);
     }
 }
 
@@ -210,14 +373,16 @@ static void attention_backward(dt_node *n) {
     float *dX = dt__grad_f32_fresh(x, &fresh);
     int nt = max_threads();
     int64_t rb = g.T < ROW_BLOCK ? g.T : ROW_BLOCK;
-    float *dS = dt__scratch(ctx, (size_t)nt * (size_t)(rb * g.T) * sizeof(float));
+    size_t each = (size_t)(rb * g.T + 4 * g.HD * g.T); /* a thread's dS block, vᵀ, dy, k, q */
+    float *dS = dt__scratch(ctx, (size_t)nt * each * sizeof(float));
     if (!dX || !dS) return; /* OOM is reported by the tape walk */
     const float *X = x->data, *dY = n->out->grad->data, *P = n->saved;
     int64_t pairs = g.B * g.NH;
 #pragma omp parallel for schedule(static) if (pairs > 1 && pairs * g.T * g.T >= PAR_MIN_SCORES)
-    for (int64_t bh = 0; bh < pairs; bh++)
-        head_backward(&g, X, dY, P, dX, fresh, dS + (size_t)thread_id() * (size_t)(rb * g.T),
-                      bh / g.NH, bh % g.NH);
+    for (int64_t bh = 0; bh < pairs; bh++) {
+        float *mine = dS + (size_t)thread_id() * each;
+        head_backward(&g, X, dY, P, dX, fresh, mine, mine + rb * g.T, bh / g.NH, bh % g.NH);
+    }
 }
 
 static int64_t attention_flops(const dt_node *n) {
@@ -276,7 +441,8 @@ dt_tensor *dt_causal_self_attention(dt_tensor *qkv, int n_head) {
     size_t pbytes = n->record ? (size_t)(pairs * g.T * g.T) * sizeof(float)
                               : (size_t)nt * (size_t)(rb * g.T) * sizeof(float);
     float *P = dt__scratch(ctx, pbytes);
-    if (!P) return NULL;
+    float *kT = dt__scratch(ctx, (size_t)nt * (size_t)(2 * g.HD * g.T) * sizeof(float));
+    if (!P || !kT) return NULL;
     n->saved = n->record ? P : NULL;
     const float *X = qkv->data;
     float *Y = y->data;
@@ -284,7 +450,8 @@ dt_tensor *dt_causal_self_attention(dt_tensor *qkv, int n_head) {
 #pragma omp parallel for schedule(static) if (pairs > 1 && pairs * g.T * g.T >= PAR_MIN_SCORES)
     for (int64_t bh = 0; bh < pairs; bh++) {
         float *Pb = ring ? P + (size_t)thread_id() * (size_t)(rb * g.T) : P + bh * g.T * g.T;
-        head_forward(&g, X, Y, bh / g.NH, bh % g.NH, Pb, ring);
+        head_forward(&g, X, Y, bh / g.NH, bh % g.NH, Pb, ring,
+                     kT + (size_t)thread_id() * (size_t)(2 * g.HD * g.T));
     }
     return dt__node_commit(n);
 }

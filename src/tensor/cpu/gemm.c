@@ -21,11 +21,9 @@
  * bf16 instructions use sgemm on operands rounded to bf16 first, so the numerics are the same
  * either way. dt__gemm_f32 ignores autocast (attention keeps its per-head products in f32). */
 #include "../tensor_impl.h"
+#include "simd_transpose.h"
 
 #include <cblas.h>
-#ifdef __AVX512F__
-#include <immintrin.h>
-#endif
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -285,41 +283,6 @@ static bool is_panel_layout(const dnnl_memory_desc_t *md, int64_t K, int64_t N) 
            b->strides[1] == Kp * PANEL;
 }
 
-#ifdef __AVX512F__
-/* rows r[0..15] (16 floats each) transposed into d, row stride ldd */
-static void transpose16(const float *const r[16], float *d, int64_t ldd) {
-    __m512 a[16], b[16];
-    for (int i = 0; i < 16; i++) a[i] = _mm512_loadu_ps(r[i]);
-    for (int i = 0; i < 16; i += 2) {
-        b[i] = _mm512_unpacklo_ps(a[i], a[i + 1]);
-        b[i + 1] = _mm512_unpackhi_ps(a[i], a[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-        a[i] = _mm512_castpd_ps(
-            _mm512_unpacklo_pd(_mm512_castps_pd(b[i]), _mm512_castps_pd(b[i + 2])));
-        a[i + 1] = _mm512_castpd_ps(
-            _mm512_unpackhi_pd(_mm512_castps_pd(b[i]), _mm512_castps_pd(b[i + 2])));
-        a[i + 2] = _mm512_castpd_ps(
-            _mm512_unpacklo_pd(_mm512_castps_pd(b[i + 1]), _mm512_castps_pd(b[i + 3])));
-        a[i + 3] = _mm512_castpd_ps(
-            _mm512_unpackhi_pd(_mm512_castps_pd(b[i + 1]), _mm512_castps_pd(b[i + 3])));
-    }
-    for (int i = 0; i < 4; i++) {
-        b[i] = _mm512_shuffle_f32x4(a[i], a[4 + i], 0x88);
-        b[4 + i] = _mm512_shuffle_f32x4(a[i], a[4 + i], 0xdd);
-        b[8 + i] = _mm512_shuffle_f32x4(a[8 + i], a[12 + i], 0x88);
-        b[12 + i] = _mm512_shuffle_f32x4(a[8 + i], a[12 + i], 0xdd);
-    }
-    for (int i = 0; i < 4; i++) {
-        a[i] = _mm512_shuffle_f32x4(b[i], b[8 + i], 0x88);
-        a[8 + i] = _mm512_shuffle_f32x4(b[i], b[8 + i], 0xdd);
-        a[4 + i] = _mm512_shuffle_f32x4(b[4 + i], b[12 + i], 0x88);
-        a[12 + i] = _mm512_shuffle_f32x4(b[4 + i], b[12 + i], 0xdd);
-    }
-    for (int i = 0; i < 16; i++) _mm512_storeu_ps(d + i * ldd, a[i]); /* a[i]: column i */
-}
-#endif
-
 /* Unit u of the panel layout (panel u / (Kp / 16), its 16 rows u % (Kp / 16)) from B, stored
  * K x N (ldb) or, when tb, N x K. */
 static void pack_panel_rows(const float *B, int64_t ldb, bool tb, int64_t K, int64_t N, float *P,
@@ -342,7 +305,7 @@ static void pack_panel_rows(const float *B, int64_t ldb, bool tb, int64_t K, int
         if (kh == PANEL_ROWS && nw - j >= 16) {
             const float *rows[16];
             for (int i = 0; i < 16; i++) rows[i] = B + (n0 + j + i) * ldb + k0;
-            transpose16(rows, d + j, PANEL);
+            dt__transpose16(rows, d + j, PANEL);
             continue;
         }
 #endif
