@@ -326,8 +326,8 @@ static void head_forward(const att_geom *g, const float *X, float *Y, int64_t b,
 }
 
 /* Backward of one (b, h) pair, accumulating into its dq/dk/dv columns of dX. `fresh`: dX was
- * just allocated uninitialised, so this pair first zeroes its own columns (in parallel across
- * pairs, and cache-hot for the GEMMs that follow) instead of a serial memset of all of dX. */
+ * just allocated uninitialised, so the first product to reach each of its elements stores
+ * instead of adding (no memset of dX at all). */
 static void head_backward(const att_geom *g, const float *X, const float *dY, const float *Pall,
                           float *dX, bool fresh, float *dS, float *vT, int64_t b, int64_t h) {
     int64_t T = g->T, HD = g->HD, C = g->C, ld = 3 * C;
@@ -336,29 +336,30 @@ static void head_backward(const att_geom *g, const float *X, const float *dY, co
     float *dq = dX + b * T * ld + h * HD, *dk = dq + C, *dv = dq + 2 * C;
     const float *dy = dY + b * T * C + h * HD; /* (T, HD), row stride C */
     const float *P = Pall + (b * g->NH + h) * T * T;
-    if (fresh)
-        for (int64_t t = 0; t < T; t++)
-            for (int part = 0; part < 3; part++)
-                memset(dq + t * ld + part * C, 0, (size_t)HD * sizeof(float));
     /* dense copies of the right-hand operands, after vᵀ in the thread's scratch */
     float *dyc = vT + HD * T, *kc = dyc + T * HD, *qc = kc + T * HD;
     head_transpose(v, ld, T, HD, vT);
     head_copy(dy, C, T, HD, dyc);
     head_copy(k, ld, T, HD, kc);
     head_copy(q, ld, T, HD, qc);
-    for (int64_t r0 = 0; r0 < T; r0 += ROW_BLOCK) {
-        int64_t r1 = r0 + ROW_BLOCK < T ? r0 + ROW_BLOCK : T, m = r1 - r0;
+    /* Last row block first: it reaches every row of dk and dv, and each block has dq rows of
+     * its own, so a fresh gradient is stored by the first product that reaches it (no zeroing
+     * pass) and added to after. */
+    int64_t nblk = (T + ROW_BLOCK - 1) / ROW_BLOCK;
+    for (int64_t blk = nblk - 1; blk >= 0; blk--) {
+        int64_t r0 = blk * ROW_BLOCK, r1 = r0 + ROW_BLOCK < T ? r0 + ROW_BLOCK : T, m = r1 - r0;
+        bool add_kv = !fresh || blk < nblk - 1;
         const float *Pb = P + r0 * T;
         /* dP[r0:r1, 0:r1] = dy[r0:r1] v[0:r1]ᵀ into dS (m, r1), ld T */
         head_gemm(false, m, r1, HD, 1.f, dy + r0 * C, C, vT, T, false, dS, T, GM_COLS, r0);
         for (int64_t i = 0; i < m; i++) /* dS = P * (dP - D) * scale, zero above the diagonal */
             softmax_grad_row(Pb + i * T, dS + i * T, r0 + i + 1, r1, scale);
         /* dv[0:r1] += P[r0:r1, 0:r1]ᵀ dy[r0:r1] */
-        head_gemm(true, r1, HD, m, 1.f, Pb, T, dyc + r0 * HD, HD, true, dv, ld, GM_KFROM, r0);
+        head_gemm(true, r1, HD, m, 1.f, Pb, T, dyc + r0 * HD, HD, add_kv, dv, ld, GM_KFROM, r0);
         /* dq[r0:r1] += dS k[0:r1] */
-        head_gemm(false, m, HD, r1, 1.f, dS, T, kc, HD, true, dq + r0 * ld, ld, GM_KROWS, r0);
+        head_gemm(false, m, HD, r1, 1.f, dS, T, kc, HD, !fresh, dq + r0 * ld, ld, GM_KROWS, r0);
         /* dk[0:r1] += dSᵀ q[r0:r1] */
-        head_gemm(true, r1, HD, m, 1.f, dS, T, qc + r0 * HD, HD, true, dk, ld, GM_KFROM, r0);
+        head_gemm(true, r1, HD, m, 1.f, dS, T, qc + r0 * HD, HD, add_kv, dk, ld, GM_KFROM, r0);
     }
 }
 
