@@ -154,21 +154,9 @@ static prim_slot *get_prim(struct dt_gemm_cache *c, const prim_key *k) {
     if (s->used) slot_release(s);
     dnnl_data_type_t ot = k->f32 ? dnnl_f32 : dnnl_bf16;
     dnnl_dims_t ad = {k->M, k->K}, bd = {k->K, k->N}, cd = {k->M, k->N};
-    dnnl_dims_t as, bs, cs = {k->ldc, 1};
-    if (k->ta) {
-        as[0] = 1;
-        as[1] = k->lda;
-    } else {
-        as[0] = k->lda;
-        as[1] = 1;
-    }
-    if (k->tb) {
-        bs[0] = 1;
-        bs[1] = k->ldb;
-    } else {
-        bs[0] = k->ldb;
-        bs[1] = 1;
-    }
+    /* a stored row-major operand, or its transpose read in place */
+    dnnl_dims_t as = {k->ta ? 1 : k->lda, k->ta ? k->lda : 1};
+    dnnl_dims_t bs = {k->tb ? 1 : k->ldb, k->tb ? k->ldb : 1}, cs = {k->ldc, 1};
     dnnl_memory_desc_init_by_strides(&s->a_md, 2, ad, ot, as);
     dnnl_memory_desc_init_by_strides(&s->b_md, 2, bd, ot, bs);
     s->bp_md = s->b_md;
