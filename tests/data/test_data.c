@@ -207,6 +207,8 @@ static void test_idx(void) {
         for (int v = 0; v < 256; v++) nseen += seen[v];
         CHECK_MSG(bad_px == 0 && nseen == 256, "%d pixels differ, %d values seen", bad_px, nseen);
         dt_dataset_free(ds);
+        unlink(ip2);
+        unlink(lp2);
     }
     /* errors: missing file, counts that differ, labels that are not 1-D, std <= 0 */
     tmp_path(bad, sizeof bad, "no-such-file");
@@ -356,8 +358,13 @@ static void test_tokens(void) {
 }
 
 int main(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/dt_test_data_%d", (int)getpid());
-    if (mkdir(tmpdir, 0700) != 0) return 1;
+    /* a fresh directory of its own: a name from the pid could meet a leftover of an earlier
+     * run that died with the same pid */
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/dt_test_data_XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        perror("test_data: mkdtemp");
+        return 1;
+    }
     TEST_RUN(test_arrays);
     TEST_RUN(test_idx);
     TEST_RUN(test_tokens);
