@@ -61,12 +61,11 @@ struct dt_gemm_cache {
     dnnl_stream_t stream[MAX_THREADS]; /* one per thread: a stream is not thread-safe */
     prim_slot slot[CACHE_SLOTS];
     int next; /* round-robin eviction */
-    uint16_t *abuf, *bbuf;
-    size_t acap, bcap; /* elements */
-    float *tblk;       /* f32 primitives: per-thread dense copies of A, B and C tiles */
-    size_t tcap;       /* elements */
+    /* work buffers, grown on demand (grow); capacities in bytes */
+    void *abuf, *bbuf; /* bf16 operands */
+    void *tblk;        /* f32 primitives: per-thread dense copies of A, B and C tiles */
     void *bpack;       /* f32 primitives: B packed once for all tiles ("B packed once") */
-    size_t bpcap;      /* bytes */
+    size_t acap, bcap, tcap, bpcap;
     /* user-managed scratchpads, one per thread (library-managed ones are malloc'ed per
      * execution and cannot be shared by two threads running one primitive) */
     char *scratch;
@@ -103,9 +102,9 @@ void dt__gemm_cache_free(dt_ctx *ctx) {
     for (int i = 0; i < MAX_THREADS; i++)
         if (c->stream[i]) dnnl_stream_destroy(c->stream[i]);
     if (c->engine) dnnl_engine_destroy(c->engine);
-    dt_mem_free(ctx->dev, DT_MEM_OTHER, c->abuf, c->acap * 2);
-    dt_mem_free(ctx->dev, DT_MEM_OTHER, c->bbuf, c->bcap * 2);
-    dt_mem_free(ctx->dev, DT_MEM_OTHER, c->tblk, c->tcap * sizeof(float));
+    dt_mem_free(ctx->dev, DT_MEM_OTHER, c->abuf, c->acap);
+    dt_mem_free(ctx->dev, DT_MEM_OTHER, c->bbuf, c->bcap);
+    dt_mem_free(ctx->dev, DT_MEM_OTHER, c->tblk, c->tcap);
     dt_mem_free(ctx->dev, DT_MEM_OTHER, c->bpack, c->bpcap);
     dt_mem_free(ctx->dev, DT_MEM_OTHER, c->scratch, c->scratch_cap);
     free(c);
@@ -121,11 +120,13 @@ static struct dt_gemm_cache *cache_of(dt_ctx *ctx) {
     return c;
 }
 
-static uint16_t *grow(dt_ctx *ctx, uint16_t **buf, size_t *cap, size_t need) {
+/* *buf with room for `need` bytes (*cap bytes now); what it held is not kept. NULL when out of
+ * memory (the old buffer stays). */
+static void *grow(dt_ctx *ctx, void **buf, size_t *cap, size_t need) {
     if (need <= *cap) return *buf;
-    uint16_t *nb = dt_mem_alloc(ctx->dev, DT_MEM_OTHER, need * 2);
+    void *nb = dt_mem_alloc(ctx->dev, DT_MEM_OTHER, need);
     if (!nb) return NULL;
-    dt_mem_free(ctx->dev, DT_MEM_OTHER, *buf, *cap * 2);
+    dt_mem_free(ctx->dev, DT_MEM_OTHER, *buf, *cap);
     *buf = nb;
     *cap = need;
     return nb;
@@ -546,14 +547,8 @@ static bool gemm_f32_prim_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_
     const float *Bp = B;
     int64_t pack_units = 0;
     if (k.packed_b) {
-        size_t bytes = dnnl_memory_desc_get_size(&ps[0][0]->b_md);
-        if (bytes > c->bpcap) {
-            void *nb = dt_mem_alloc(ctx->dev, DT_MEM_OTHER, bytes);
-            if (!nb) return false;
-            dt_mem_free(ctx->dev, DT_MEM_OTHER, c->bpack, c->bpcap);
-            c->bpack = nb;
-            c->bpcap = bytes;
-        }
+        if (!grow(ctx, &c->bpack, &c->bpcap, dnnl_memory_desc_get_size(&ps[0][0]->b_md)))
+            return false;
         if (is_panel_layout(&ps[0][0]->b_md, K, N))
             pack_units = round_up(N, PANEL) / PANEL * (round_up(K, PANEL_ROWS) / PANEL_ROWS);
         else if (!reorder_b(c, ps[0][0], B))
@@ -563,13 +558,7 @@ static bool gemm_f32_prim_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_
     /* a thread's block: A's tile (K x tm), B's tile (K x tn), C's tile (tm x tn), as needed */
     size_t a_sz = copy_a ? (size_t)(K * p.tm) : 0, b_sz = copy_b ? (size_t)(K * p.tn) : 0;
     size_t blk = a_sz + b_sz + (copy_c ? (size_t)(p.tm * p.tn) : 0);
-    if (blk && c->tcap < (size_t)nthr * blk) {
-        float *nb = dt_mem_alloc(ctx->dev, DT_MEM_OTHER, (size_t)nthr * blk * sizeof(float));
-        if (!nb) return false;
-        dt_mem_free(ctx->dev, DT_MEM_OTHER, c->tblk, c->tcap * sizeof(float));
-        c->tblk = nb;
-        c->tcap = (size_t)nthr * blk;
-    }
+    if (blk && !grow(ctx, &c->tblk, &c->tcap, (size_t)nthr * blk * sizeof(float))) return false;
     /* nothing can fail from here on */
     dt__gemm_tile_fn pro = o ? o->prologue : NULL, ep = o ? o->epilogue : NULL;
     void *arg = o ? o->arg : NULL;
@@ -591,7 +580,7 @@ static bool gemm_f32_prim_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_
             int64_t r1 = r0 + p.tm < M ? r0 + p.tm : M, c1 = c0 + p.tn < N ? c0 + p.tn : N;
             int64_t tm = r1 - r0, tn = c1 - c0;
             if (pro_in_loop) pro(arg, r0, r1, 0, N);
-            float *mine = c->tblk + (size_t)omp_get_thread_num() * blk;
+            float *mine = (float *)c->tblk + (size_t)omp_get_thread_num() * blk;
             const float *a = ta ? A + r0 : A + r0 * lda, *b = tb ? Bp + c0 * ldb : Bp + c0;
             if (copy_a) { /* columns r0..r1 of the stored K x M matrix, as a dense K x tm block */
                 if (sum_in_copy) { /* with the a_sums of those columns (dt__add_col_sums' bits) */
@@ -690,7 +679,7 @@ static bool gemm_bf16_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N,
     const uint16_t *b16 = io ? io->b : NULL;
     if (!b16) {
         uint16_t *dst =
-            io && io->b_out ? io->b_out : grow(ctx, &c->bbuf, &c->bcap, (size_t)(br * bc));
+            io && io->b_out ? io->b_out : grow(ctx, &c->bbuf, &c->bcap, (size_t)(br * bc) * 2);
         if (!dst) return false;
         pack_bf16(B, br, bc, ldb, dst);
         b16 = dst;
@@ -702,9 +691,10 @@ static bool gemm_bf16_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N,
     uint16_t *a_dst = NULL, *a_fill = NULL, *blocks = NULL;
     if (!a16 && io && io->a_out)
         a_dst = io->a_out;
-    else if (!a16 && !ta && !(a_dst = grow(ctx, &c->abuf, &c->acap, (size_t)(ar * ac))))
+    else if (!a16 && !ta && !(a_dst = grow(ctx, &c->abuf, &c->acap, (size_t)(ar * ac) * 2)))
         return false;
-    if (ta && !(blocks = grow(ctx, &c->abuf, &c->acap, (size_t)(nthr * K * p.tm)))) return false;
+    if (ta && !(blocks = grow(ctx, &c->abuf, &c->acap, (size_t)(nthr * K * p.tm) * 2)))
+        return false;
     /* nothing can fail from here on */
     bool pro_in_loop = pro && !ta && p.nt == 1 && !a16;
     if (pro && !pro_in_loop) prologue_all(o, ta, &p, M, N);
