@@ -69,6 +69,9 @@ static int thread_id(void) {
  * Each row's reductions run in a fixed order (16 lanes, then a fixed lane tree), so results
  * do not depend on the thread count. */
 
+/* causal skipping in the per-head products (see head_gemm) */
+enum { GM_COLS = 1, GM_KROWS, GM_KFROM };
+
 #ifdef __AVX512F__
 #include <immintrin.h>
 
@@ -136,7 +139,6 @@ static inline void softmax_grad_row(const float *p, float *d, int64_t len, int64
  * The terms skipped are exact zeros, so the sums are those of the full products for finite
  * inputs. */
 #define GM_MR 4
-enum { GM_FULL, GM_COLS, GM_KROWS, GM_KFROM };
 
 static inline void gm_store(float *c, __m512 v, __m512 al, bool acc, __mmask16 k) {
     v = _mm512_mul_ps(v, al);
@@ -254,7 +256,6 @@ static inline void softmax_grad_row(const float *p, float *d, int64_t len, int64
 }
 
 /* the full products (the causal hints only skip exact zeros) */
-enum { GM_FULL, GM_COLS, GM_KROWS, GM_KFROM };
 static void head_gemm(bool ta, int64_t m, int64_t n, int64_t K, float alpha, const float *A,
                       int64_t lda, const float *B, int64_t ldb, bool acc, float *C, int64_t ldc,
                       int causal, int64_t co) {
