@@ -195,13 +195,13 @@ static void gelu_tanh_fwd_grad(const float *x, float *y, float *d, int64_t n) {
 
 #else /* portable */
 
+static inline __attribute__((always_inline)) float gelu_tanh_val(float v) {
+    float u = GELU_K0 * v * (1.0f + GELU_K1 * v * v);
+    return v / (1.0f + fast_exp(-2.0f * u));
+}
 static void gelu_tanh_fwd(const float *x, float *y, int64_t n) {
 #pragma omp simd
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i];
-        float u = GELU_K0 * v * (1.0f + GELU_K1 * v * v);
-        y[i] = v / (1.0f + fast_exp(-2.0f * u));
-    }
+    for (int64_t i = 0; i < n; i++) y[i] = gelu_tanh_val(x[i]);
 }
 static inline __attribute__((always_inline)) float gelu_tanh_grad(float v) {
     float v2 = v * v;
@@ -219,7 +219,7 @@ static void gelu_tanh_fwd_grad(const float *x, float *y, float *d, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         float v = x[i];
         d[i] = gelu_tanh_grad(v); /* d may be x: v is read first */
-        y[i] = v / (1.0f + fast_exp(-2.0f * (GELU_K0 * v * (1.0f + GELU_K1 * v * v))));
+        y[i] = gelu_tanh_val(v);
     }
 }
 
