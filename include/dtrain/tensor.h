@@ -109,6 +109,20 @@ typedef struct dt_flops {
 } dt_flops;
 DT_API dt_flops dt_ctx_flops(const dt_ctx *ctx);
 DT_API void dt_ctx_flops_reset(dt_ctx *ctx);
+
+/* Op profile: while on, every op adds the wall time of its forward (from its node's creation
+ * to its commit: the op's own work, not the preparation of its inputs) and of its backward to
+ * its row. Turning it on clears the rows; turning it off keeps them for reading. Off costs
+ * one branch per op. */
+typedef struct dt_op_time {
+    const char *op; /* the op's registered name */
+    int64_t fwd_calls, bwd_calls;
+    double fwd_sec, bwd_sec;
+} dt_op_time;
+DT_API dt_status dt_ctx_set_profile(dt_ctx *ctx, bool on);
+/* The rows of ops called since the profile was turned on, in op-table order: up to cap into
+ * out; returns how many there are. */
+DT_API int dt_ctx_op_times(const dt_ctx *ctx, dt_op_time *out, int cap);
 /* Number of nodes on the tape (for tests and debugging). */
 DT_API int64_t dt_ctx_tape_len(const dt_ctx *ctx);
 

@@ -33,6 +33,7 @@ typedef struct bench_args {
     int64_t size;
     dt_dtype dtype;
     bool json;
+    bool profile;  /* bench train: time per step phase and per op */
     bool openblas; /* bench gemm --backend openblas: cblas_sgemm itself */
     /* engine mode */
     int slots, zero_stage, gas; /* zero_stage -1: plain optimiser step, no engine */
@@ -55,6 +56,8 @@ static void bench_usage(FILE *f) {
             "  --steps S       timed steps (20)     --warmup W  untimed steps first (3)\n"
             "  --threads N     threads (default: all cores)\n"
             "  --dtype fp32|bf16  compute dtype for matmuls (bf16 = autocast; default fp32)\n"
+            "  --profile       also time the step's phases and every op (forward, backward),\n"
+            "                  per timed step (plain steps only, not engine or pipeline mode)\n"
             "engine mode (a step through dt_engine with a DeepSpeed config):\n"
             "  --slots N       data-parallel ranks under mpirun (1 thread each by default)\n"
             "  --zero-stage S  ZeRO stage 0-3 (default 0 when --slots is given)\n"
@@ -87,6 +90,10 @@ static int parse(int argc, char **argv, bench_args *a) {
         int *sv = NULL;
         if (!strcmp(o, "--json")) {
             a->json = true;
+            continue;
+        }
+        if (!strcmp(o, "--profile")) {
+            a->profile = true;
             continue;
         }
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
@@ -510,6 +517,44 @@ static int bench_pipe(bench_args *a, const dt_tensor *x, const dt_tensor *y, int
     return 0;
 }
 
+static int cmp_op_time(const void *pa, const void *pb) {
+    const dt_op_time *a = pa, *b = pb;
+    double ta = a->fwd_sec + a->bwd_sec, tb = b->fwd_sec + b->bwd_sec;
+    return ta < tb ? 1 : ta > tb ? -1 : 0;
+}
+
+/* --profile: the step's phases and each op's forward and backward, per timed step, the
+ * dearest op first; as a JSON member "profile" or as a table. */
+static void print_profile(dt_ctx *ctx, const double phase[4], int steps, bool json) {
+    int n = dt_ctx_op_times(ctx, NULL, 0);
+    dt_op_time *t = calloc((size_t)(n ? n : 1), sizeof *t);
+    if (!t) return;
+    n = dt_ctx_op_times(ctx, t, n);
+    qsort(t, (size_t)n, sizeof *t, cmp_op_time);
+    static const char *names[4] = {"zero_grad", "forward", "backward", "optimizer"};
+    if (json) {
+        printf(",\"profile\":{");
+        for (int k = 0; k < 4; k++) printf("\"%s_ms\":%.3f,", names[k], phase[k]);
+        printf("\"ops\":[");
+        for (int i = 0; i < n; i++)
+            printf("%s{\"op\":\"%s\",\"fwd_calls\":%.2f,\"fwd_ms\":%.3f,\"bwd_calls\":%.2f,"
+                   "\"bwd_ms\":%.3f}",
+                   i ? "," : "", t[i].op, (double)t[i].fwd_calls / steps,
+                   t[i].fwd_sec * 1e3 / steps, (double)t[i].bwd_calls / steps,
+                   t[i].bwd_sec * 1e3 / steps);
+        printf("]}");
+    } else {
+        printf("per step (ms):");
+        for (int k = 0; k < 4; k++) printf(" %s %.3f", names[k], phase[k]);
+        printf("\n%-28s %8s %10s %8s %10s\n", "op", "fwd/step", "fwd ms", "bwd/step", "bwd ms");
+        for (int i = 0; i < n; i++)
+            printf("%-28s %8.2f %10.3f %8.2f %10.3f\n", t[i].op, (double)t[i].fwd_calls / steps,
+                   t[i].fwd_sec * 1e3 / steps, (double)t[i].bwd_calls / steps,
+                   t[i].bwd_sec * 1e3 / steps);
+    }
+    free(t);
+}
+
 static int bench_train(bench_args *a) {
     bool gpt = !strcmp(a->model, "gpt"), cnn = !strcmp(a->model, "cnn"),
          mlp = !strcmp(a->model, "mlp");
@@ -595,6 +640,11 @@ static int bench_train(bench_args *a) {
         fprintf(stderr, "dtrain bench: %s\n", dt_last_error());
         return 1;
     }
+    if (a->profile && (a->pipe_stages > 0 || a->zero_stage >= 0)) {
+        fprintf(stderr, "dtrain bench: --profile times plain steps only; hint: drop --slots, "
+                        "--zero-stage, --offload, --gas, --ds-config and --pipeline-stages\n");
+        return 2;
+    }
     if (a->pipe_stages > 0) {
         if (!gpt) {
             fprintf(stderr, "dtrain bench: --pipeline-stages needs --model gpt\n");
@@ -622,21 +672,33 @@ static int bench_train(bench_args *a) {
     int total = a->warmup + a->steps;
     double *ms = calloc((size_t)a->steps, sizeof(double));
     int64_t flops = 0;
-    double loss = 0;
+    double loss = 0, phase[4] = {0}; /* timed steps: zero_grad, forward, backward, optimizer */
     for (int s = 0; s < total; s++) {
-        double t0 = dt_now_sec();
+        if (a->profile && s == a->warmup && dt_ctx_set_profile(ctx, true) != DT_OK) {
+            fprintf(stderr, "dtrain bench: --profile: %s\n", dt_last_error());
+            return 1;
+        }
+        double t[5];
+        t[0] = dt_now_sec();
         dt_ctx_reset(ctx);
         dt_ctx_flops_reset(ctx);
         dt_module_zero_grad(net);
+        t[1] = dt_now_sec();
         dt_tensor *logits = dt_module_forward(net, x);
         dt_tensor *l = dt_cross_entropy(logits, y, -100);
-        if (!l || dt_backward(l) != DT_OK || dt_optim_step_module(opt, net) != DT_OK) {
+        t[2] = dt_now_sec();
+        bool ok = l && dt_backward(l) == DT_OK;
+        t[3] = dt_now_sec();
+        if (!ok || dt_optim_step_module(opt, net) != DT_OK) {
             fprintf(stderr, "dtrain bench: step %d failed: %s\n", s, dt_last_error());
             return 1;
         }
         loss = dt_item(l);
-        double t1 = dt_now_sec();
-        if (s >= a->warmup) ms[s - a->warmup] = (t1 - t0) * 1e3;
+        t[4] = dt_now_sec();
+        if (s >= a->warmup) {
+            ms[s - a->warmup] = (t[4] - t[0]) * 1e3;
+            for (int k = 0; k < 4; k++) phase[k] += (t[k + 1] - t[k]) * 1e3 / a->steps;
+        }
         dt_flops f = dt_ctx_flops(ctx);
         flops = f.forward + f.backward;
     }
@@ -665,10 +727,11 @@ static int bench_train(bench_args *a) {
                (long long)flops, loss);
         print_peaks(&st);
         /* the RSS the run added over the loaded program, against the accounted peak */
-        printf(
-            ",\"peak_rss_bytes\":%lld,\"baseline_rss_bytes\":%lld,\"rss_over_accounted\":%.3f}\n",
-            (long long)rss, (long long)rss0,
-            st.total_peak > 0 ? (double)(rss - rss0) / (double)st.total_peak : 0.0);
+        printf(",\"peak_rss_bytes\":%lld,\"baseline_rss_bytes\":%lld,\"rss_over_accounted\":%.3f",
+               (long long)rss, (long long)rss0,
+               st.total_peak > 0 ? (double)(rss - rss0) / (double)st.total_peak : 0.0);
+        if (a->profile) print_profile(ctx, phase, a->steps, true);
+        printf("}\n");
     } else {
         printf("%s %s, %d threads, %lld params: %.3f ms/step (median of %d), %.1f %s/s, %.2f "
                "GFLOP/s, peak accounted %.1f MiB, peak RSS %.1f MiB\n",
@@ -676,6 +739,7 @@ static int bench_train(bench_args *a) {
                (long long)dt_module_num_params(net), med, a->steps, per_s,
                gpt ? "tokens" : "samples", (double)flops / (med / 1e3) / 1e9,
                st.total_peak / 1048576.0, rss / 1048576.0);
+        if (a->profile) print_profile(ctx, phase, a->steps, false);
     }
     free(ms);
     dt_tensor_free(x);

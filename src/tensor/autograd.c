@@ -24,6 +24,7 @@ dt_node *dt__node_new(const dt_op_def *op, dt_tensor *out, int n_in, dt_tensor *
         if (dt_requires_grad(ins[i])) any = true;
     }
     n->record = any && ctx->grad_enabled;
+    if (ctx->profile) n->t0 = dt_now_sec();
     return n;
 }
 
@@ -44,6 +45,10 @@ static dt_status tape_push(dt_ctx *ctx, dt_node *n) {
 dt_tensor *dt__node_commit(dt_node *n) {
     if (!n) return NULL;
     dt_ctx *ctx = n->out->ctx;
+    if (ctx->profile) {
+        dt_op_time *r = dt__prof_row(ctx, n->op);
+        if (r) r->fwd_calls++, r->fwd_sec += dt_now_sec() - n->t0;
+    }
     if (n->op->flops) ctx->flops_fwd += n->op->flops(n);
     if (n->record) {
         if (tape_push(ctx, n) != DT_OK) return NULL;
@@ -155,7 +160,12 @@ static dt_status run_backward_from(dt_tensor *out, int64_t lo, int64_t kbase) {
         dt_node *n = ctx->tape[i];
         if (!n->out->grad) continue; /* no gradient reached this node */
         if (dt_last_status() == DT_ERR_OOM) return DT_ERR_OOM;
+        double t0 = ctx->profile ? dt_now_sec() : 0;
         n->op->backward(n);
+        if (ctx->profile) {
+            dt_op_time *r = dt__prof_row(ctx, n->op);
+            if (r) r->bwd_calls++, r->bwd_sec += dt_now_sec() - t0;
+        }
         /* The gradient has been passed on: drop it, so a later backward through the same
          * graph (a second loss) adds only its own contribution instead of replaying this
          * one, and recycle its buffer (unless the op handed it to an input and cleared it).
@@ -228,4 +238,36 @@ int dt_op_count(void) {
 const char *dt_op_name(int i) {
     if (i < 0 || i >= dt_op_count()) return NULL;
     return __start_dt_ops[i]->name;
+}
+
+/* ---- op profile ------------------------------------------------------------------------- */
+
+dt_op_time *dt__prof_row(dt_ctx *ctx, const dt_op_def *op) {
+    if (!ctx->prof) return NULL;
+    for (int i = 0; i < dt_op_count(); i++)
+        if (__start_dt_ops[i] == op) return &ctx->prof[i];
+    return NULL;
+}
+
+dt_status dt_ctx_set_profile(dt_ctx *ctx, bool on) {
+    if (on) {
+        size_t bytes = (size_t)dt_op_count() * sizeof(dt_op_time);
+        if (!ctx->prof && !(ctx->prof = dt_mem_alloc(ctx->dev, DT_MEM_OTHER, bytes)))
+            return dt_last_status();
+        memset(ctx->prof, 0, bytes);
+        for (int i = 0; i < dt_op_count(); i++) ctx->prof[i].op = __start_dt_ops[i]->name;
+    }
+    ctx->profile = on;
+    return DT_OK;
+}
+
+int dt_ctx_op_times(const dt_ctx *ctx, dt_op_time *out, int cap) {
+    int n = 0;
+    for (int i = 0; ctx->prof && i < dt_op_count(); i++) {
+        const dt_op_time *r = &ctx->prof[i];
+        if (!r->fwd_calls && !r->bwd_calls) continue;
+        if (n < cap) out[n] = *r;
+        n++;
+    }
+    return n;
 }

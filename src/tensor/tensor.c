@@ -72,6 +72,7 @@ void dt_ctx_free(dt_ctx *c) {
     dt_mem_free(c->dev, DT_MEM_OTHER, c->tape, (size_t)c->tape_cap * sizeof(dt_node *));
     dt_mem_free(c->dev, DT_MEM_OTHER, c->marks, (size_t)c->cap_marks * sizeof *c->marks);
     free(c->carry);
+    dt_mem_free(c->dev, DT_MEM_OTHER, c->prof, (size_t)dt_op_count() * sizeof(dt_op_time));
     if (c->own_dev) dt_device_free(c->dev);
     free(c);
 }

@@ -57,6 +57,7 @@ struct dt_node {
     int64_t iattr[8];
     double fattr[4];
     void *saved; /* arena memory owned by the op (masks, statistics) */
+    double t0;   /* op profile on: when the node was made */
 };
 
 struct dt_ctx {
@@ -91,7 +92,12 @@ struct dt_ctx {
      * (ops_checkpoint.c): an enclosing checkpoint checks them too; heap, emptied by reset */
     dt_tensor **carry;
     int n_carry, cap_carry;
+    /* op profile (dt_ctx_set_profile): one row per registered op, heap (OTHER), or NULL */
+    bool profile;
+    dt_op_time *prof;
 };
+/* the op profile's row for op, or NULL (autograd.c) */
+dt_op_time *dt__prof_row(dt_ctx *ctx, const dt_op_def *op);
 
 /* ---- several arenas on one context (the pipeline engine: one per micro-batch in flight) ----
  * Everything a context allocates goes to its current arena. dt__ctx_swap_arena makes `a` the

@@ -178,8 +178,9 @@ check '[ -f "$W/pp/batch_3/model0/model.safetensors" ] &&
     "pipeline trial: both stages' engines in the trial checkpoint"
 
 # 11. the benchmark commands: one JSON object each; `bench gemm` measures dt_matmul or
-# OpenBLAS's cblas_sgemm (the reference rate of the GPT benchmark's target); the profiling
-# section of a config gives per-batch profiler lines with the data-loading time
+# OpenBLAS's cblas_sgemm (the reference rate of the GPT benchmark's target); `bench train
+# --profile` adds the step's phases and per-op times; the profiling section of a config gives
+# per-batch profiler lines with the data-loading time
 for be in dtrain openblas; do
   "$DTRAIN" bench gemm --size 96 --reps 3 --threads 1 --backend $be --json > "$W/g" 2> "$W/o"
   rc=$?
@@ -193,6 +194,13 @@ check '[ $rc -ne 0 ] && grep -q "backend takes dtrain" "$W/o"' "bench gemm --bac
 rc=$?
 check '[ $rc -eq 0 ] && "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); assert d[\"step_ms_mean\"] > 0 and d[\"samples_per_s\"] > 0" "$W/b"' \
     "bench train mlp: $(cat "$W/b" "$W/o")"
+"$DTRAIN" bench train --model mlp --hidden 32 --steps 3 --warmup 1 --threads 1 --profile --json > "$W/b" 2> "$W/o"
+rc=$?
+check '[ $rc -eq 0 ] && "$PY" -c "import json,sys; p=json.load(open(sys.argv[1]))[\"profile\"]; ops={o[\"op\"]: o for o in p[\"ops\"]}; assert p[\"forward_ms\"] > 0 and p[\"optimizer_ms\"] > 0 and ops[\"linear_relu\"][\"fwd_calls\"] == 2 and ops[\"linear\"][\"bwd_calls\"] == 1 and ops[\"cross_entropy\"][\"fwd_ms\"] > 0" "$W/b"' \
+    "bench train --profile: phases and per-op rows: $(cat "$W/b" "$W/o")"
+"$DTRAIN" bench train --model mlp --steps 1 --profile --zero-stage 1 > "$W/o" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q "plain steps only" "$W/o"' "bench train --profile in engine mode: $(cat "$W/o")"
 { cat "$CFG"; printf 'profiling:\n  enabled: true\n  begin_on_batch: 2\n  end_after_batch: 4\n'; } > "$W/prof.yaml"
 "$DTRAIN" train "$W/prof.yaml" "$TOY" --max-length 6b --checkpoint-dir "$W/profck" \
     --metrics-out "$W/prof.jsonl" --quiet > "$W/o" 2>&1

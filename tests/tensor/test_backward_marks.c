@@ -1,5 +1,6 @@
 /* Backward marks (dt_ctx_mark_backward): the engine's hook points inside a backward pass run
- * between the right ops, in reverse recording order, and marks after the output are skipped. */
+ * between the right ops, in reverse recording order, and marks after the output are skipped.
+ * The op profile (dt_ctx_set_profile) counts each op's forward and backward calls while on. */
 #include "dtrain/tensor.h"
 #include "test.h"
 
@@ -71,8 +72,43 @@ static void test_marks_skipped_after_output(void) {
     dt_ctx_free(c);
 }
 
+static const dt_op_time *row(const dt_op_time *t, int n, const char *op) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(t[i].op, op)) return &t[i];
+    return NULL;
+}
+
+static void test_op_profile(void) {
+    dt_ctx *c = dt_ctx_new(NULL, 1);
+    dt_tensor *x = dt_randn(c, 2, (int64_t[]){8, 4}, 1.f);
+    dt_tensor *w = dt_randn(c, 2, (int64_t[]){3, 4}, 1.f);
+    dt_set_requires_grad(w, true);
+    dt_op_time t[64];
+    CHECK(dt_ctx_op_times(c, t, 64) == 0); /* never on: no rows */
+    dt_relu(dt_linear(x, w, NULL));        /* before the profile: not counted */
+    CHECK(dt_ctx_set_profile(c, true) == DT_OK);
+    for (int k = 0; k < 2; k++) {
+        dt_tensor *loss = dt_sum_all(dt_relu(dt_linear(x, w, NULL)));
+        CHECK(dt_backward(loss) == DT_OK);
+    }
+    dt_relu(x); /* forward only: x needs no gradient */
+    int n = dt_ctx_op_times(c, t, 64);
+    const dt_op_time *lin = row(t, n, "linear"), *relu = row(t, n, "relu");
+    CHECK(lin && lin->fwd_calls == 2 && lin->bwd_calls == 2);
+    CHECK(relu && relu->fwd_calls == 3 && relu->bwd_calls == 2);
+    CHECK(lin && lin->fwd_sec > 0 && lin->bwd_sec > 0);
+    CHECK(dt_ctx_op_times(c, t, 1) == n); /* the count, whatever fits */
+    CHECK(dt_ctx_set_profile(c, false) == DT_OK);
+    dt_relu(x); /* off: rows kept, not added to */
+    CHECK(dt_ctx_op_times(c, t, 64) == n && row(t, n, "relu")->fwd_calls == 3);
+    CHECK(dt_ctx_set_profile(c, true) == DT_OK); /* on again: cleared */
+    CHECK(dt_ctx_op_times(c, t, 64) == 0);
+    dt_ctx_free(c);
+}
+
 int main(void) {
     TEST_RUN(test_marks_order);
     TEST_RUN(test_marks_skipped_after_output);
+    TEST_RUN(test_op_profile);
     TEST_END();
 }
