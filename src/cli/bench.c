@@ -640,11 +640,6 @@ static int bench_train(bench_args *a) {
         fprintf(stderr, "dtrain bench: %s\n", dt_last_error());
         return 1;
     }
-    if (a->profile && (a->pipe_stages > 0 || a->zero_stage >= 0)) {
-        fprintf(stderr, "dtrain bench: --profile times plain steps only; hint: drop --slots, "
-                        "--zero-stage, --offload, --gas, --ds-config and --pipeline-stages\n");
-        return 2;
-    }
     if (a->pipe_stages > 0) {
         if (!gpt) {
             fprintf(stderr, "dtrain bench: --pipeline-stages needs --model gpt\n");
@@ -827,6 +822,11 @@ int dt_cli_bench(int argc, char **argv) {
     if ((a.offload || a.nvme_path || a.gas > 1 || a.ds_config) && a.zero_stage < 0)
         a.zero_stage = 0;
     if (a.slots > 1 && a.zero_stage < 0 && !a.pipe_stages) a.zero_stage = 0;
+    if (a.profile && (a.pipe_stages > 0 || a.zero_stage >= 0)) {
+        fprintf(stderr, "dtrain bench: --profile times plain steps only; hint: drop --slots, "
+                        "--zero-stage, --offload, --gas, --ds-config and --pipeline-stages\n");
+        return 2;
+    }
     /* several ranks: run this command again under mpirun */
     if (a.slots > 1 && !getenv("OMPI_COMM_WORLD_SIZE"))
         return dt_cli_mpirun(argc, argv, a.slots, "bench");
