@@ -154,6 +154,7 @@ static dt_status run_backward_from(dt_tensor *out, int64_t lo, int64_t kbase) {
     /* marks at positions past the output's node belong to later forward work: skipped */
     int64_t k = ctx->n_marks - 1;
     while (k >= 0 && ctx->marks[k].pos > i) k--;
+    int64_t outer_pos = ctx->bwd_pos, outer_lo = ctx->bwd_lo; /* a checkpoint nests walks */
     for (; i >= lo; i--) {
         for (; k >= kbase && ctx->marks[k].pos > i; k--)
             ctx->marks[k].fn(ctx->marks[k].user, ctx->marks[k].arg);
@@ -161,7 +162,11 @@ static dt_status run_backward_from(dt_tensor *out, int64_t lo, int64_t kbase) {
         if (!n->out->grad) continue; /* no gradient reached this node */
         if (dt_last_status() == DT_ERR_OOM) return DT_ERR_OOM;
         double t0 = ctx->profile ? dt_now_sec() : 0;
+        ctx->bwd_pos = i;
+        ctx->bwd_lo = lo;
         n->op->backward(n);
+        ctx->bwd_pos = outer_pos;
+        ctx->bwd_lo = outer_lo;
         if (ctx->profile) {
             dt_op_time *r = dt__prof_row(ctx, n->op);
             if (r) r->bwd_calls++, r->bwd_sec += dt_now_sec() - t0;
@@ -178,6 +183,20 @@ static dt_status run_backward_from(dt_tensor *out, int64_t lo, int64_t kbase) {
     }
     for (; k >= kbase; k--) ctx->marks[k].fn(ctx->marks[k].user, ctx->marks[k].arg);
     return dt_last_status() == DT_ERR_OOM ? DT_ERR_OOM : DT_OK;
+}
+
+bool dt__sole_consumer(const dt_node *n, const dt_tensor *t) {
+    const dt_ctx *ctx = t->ctx;
+    const dt_node *p = t->node;
+    int64_t i = ctx->bwd_pos;
+    if (!p || !p->record || i < 0 || i >= ctx->tape_len || ctx->tape[i] != n) return false;
+    for (i--; i >= ctx->bwd_lo; i--) {
+        const dt_node *m = ctx->tape[i];
+        if (m == p) return true;
+        for (int j = 0; j < m->n_in; j++)
+            if (m->ins[j] == t) return false;
+    }
+    return false; /* the producer lies below this walk (or is not on the tape) */
 }
 
 static dt_status run_backward(dt_tensor *out) {

@@ -180,7 +180,8 @@ dt_tensor *dt_matmul(dt_tensor *a, dt_tensor *b) {
 /* ---- linear: y (R, OUT) = act(x (R, IN) · w (OUT, IN)ᵀ + b (OUT)) --------------------------
  * act is the identity (dt_linear), gelu_tanh (dt_linear_gelu_tanh, the GPT MLP's c_fc) or relu
  * (dt_linear_relu, the MLP's hidden layers); each is its own op in the table.
- * iattr: [0]=R [1]=IN [2]=OUT [3]=act; n->saved is a linear_saved when recording: gelu_tanh's
+ * iattr: [0]=R [1]=IN [2]=OUT [3]=act [4]=residual [5]=its output gradient is already dh
+ * (chained activation, below); n->saved is a linear_saved when recording: gelu_tanh's
  * derivative at the pre-activation, gelu_tanh'(h) (R, OUT), taken in the forward's epilogue
  * along with y (relu's backward reads the output instead), and under bf16 autocast the
  * rounded x and w of the forward GEMM, which the backward GEMMs reuse.
@@ -194,6 +195,13 @@ dt_tensor *dt_matmul(dt_tensor *a, dt_tensor *b) {
  * sums the bias gradient from the dy/dh columns as it copies them for its tiles (a_sums).
  * The numbers are those of the unfused ops: the same activation kernels (ops_activation.c) on
  * the same pre-activations; the bias is added to the finished product.
+ *
+ * Chained activation. When a linear op's input x was made by a linear op with an activation
+ * (the GPT MLP's c_proj after c_fc, an MLP's hidden layers) and nothing else will add to x's
+ * gradient (dt__sole_consumer, and the dx buffer is fresh), the dx GEMM's epilogue multiplies
+ * each finished tile by the producer's act'(h) while it is in cache, and marks the producer
+ * (iattr[5]), whose backward then takes its output gradient as dh: the producer's own pass
+ * over dy, the saved derivative and a dh scratch is gone. Same products, same bits.
  *
  * Residual. dt_linear_residual (y = res + x·wᵀ + b, the projections that close a transformer
  * block's attention and MLP branches) adds res in the same epilogue, so the branch output is
@@ -273,6 +281,37 @@ static void act_grad_rows(void *arg, int64_t r0, int64_t r1, int64_t c0, int64_t
     }
 }
 
+/* Chained activation: the epilogue of a dx GEMM whose x came from a linear op with an
+ * activation (see linear_backward) turns each finished tile of dx into that op's dh, with
+ * act_grad_rows' arithmetic. */
+typedef struct dx_hooks {
+    act_grad_pro ag; /* this op's own activation (the prologue), if any */
+    float *dx;
+    const float *pD, *pY; /* the producer's gelu_tanh' (R, IN) or relu output (R, IN) */
+    int64_t IN;
+    int pact;
+} dx_hooks;
+
+static void dx_prologue(void *arg, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    act_grad_rows(&((dx_hooks *)arg)->ag, r0, r1, c0, c1);
+}
+
+static void dx_epilogue(void *arg, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    const dx_hooks *h = arg;
+    for (int64_t r = r0; r < r1; r++) {
+        float *d = h->dx + r * h->IN;
+        if (h->pact == ACT_GELU_TANH) {
+            const float *D = h->pD + r * h->IN;
+#pragma omp simd
+            for (int64_t j = c0; j < c1; j++) d[j] = d[j] * D[j];
+        } else {
+            const float *Y = h->pY + r * h->IN;
+#pragma omp simd
+            for (int64_t j = c0; j < c1; j++) d[j] = Y[j] > 0.f ? d[j] : 0.f;
+        }
+    }
+}
+
 /* dt_linear_residual's res gets dy: the buffer itself when res has no gradient yet and is not
  * one of the other inputs (whose gradients the GEMMs just wrote), else added in. */
 static void residual_grad(dt_node *n) {
@@ -296,6 +335,10 @@ static void linear_backward(dt_node *n) {
     dt_tensor *x = n->in[0], *w = n->in[1], *b = n->n_in > bi ? n->in[bi] : NULL;
     int64_t R = n->iattr[0], IN = n->iattr[1], OUT = n->iattr[2];
     int act = (int)n->iattr[3];
+    if (n->iattr[5]) { /* the consumer's dx epilogue already made dy into dh */
+        act = ACT_NONE;
+        n->iattr[5] = 0;
+    }
     const float *dy = n->out->grad->data;
     dt_ctx *ctx = n->out->ctx;
     const linear_saved *sv = n->saved;
@@ -324,9 +367,25 @@ static void linear_backward(dt_node *n) {
         bool fresh;
         float *dx = dt__grad_f32_fresh(x, &fresh);
         dt__gemm_opts o = {.bf16 = {NULL, bf16 ? sv->wb : NULL, dyb, NULL}};
+        dx_hooks hk = {.ag = ag, .dx = dx, .IN = IN};
         if (act != ACT_NONE && fuse) {
-            o.prologue = act_grad_rows;
-            o.arg = &ag;
+            o.prologue = dx_prologue;
+            o.arg = &hk;
+        }
+        /* x made by a linear op with an activation, and this is all of x's gradient: the
+         * epilogue makes it that op's dh (chained activation) */
+        dt_node *p = x->node;
+        bool chain = dx && fresh && fuse && p && p->out == x &&
+                     p->op->backward == linear_backward && p->iattr[3] != ACT_NONE &&
+                     p->iattr[0] == R && p->iattr[2] == IN;
+        const linear_saved *psv = chain ? p->saved : NULL;
+        if (chain && (p->iattr[3] != ACT_GELU_TANH || (psv && psv->H)) && dt__sole_consumer(n, x)) {
+            hk.pact = (int)p->iattr[3];
+            hk.pD = psv->H;
+            hk.pY = x->data;
+            o.epilogue = dx_epilogue;
+            o.arg = &hk;
+            p->iattr[5] = 1;
         }
         if (!dx) return;
         dt__gemm_ex(ctx, false, false, R, IN, OUT, 1.f, dy, OUT, w->data, IN, fresh ? 0.f : 1.f, dx,

@@ -95,6 +95,9 @@ struct dt_ctx {
     /* op profile (dt_ctx_set_profile): one row per registered op, heap (OTHER), or NULL */
     bool profile;
     dt_op_time *prof;
+    /* the running backward walk: the tape position of the node whose backward runs, and the
+     * lowest position the walk will reach (dt__sole_consumer) */
+    int64_t bwd_pos, bwd_lo;
 };
 /* the op profile's row for op, or NULL (autograd.c) */
 dt_op_time *dt__prof_row(dt_ctx *ctx, const dt_op_def *op);
@@ -137,6 +140,12 @@ dt_tensor *dt__node_commit(dt_node *n);
 static inline bool dt__wants_grad(const dt_tensor *t) {
     return t && (t->flags & DT_TENSOR_REQUIRES_GRAD);
 }
+/* From inside n's backward: t (an input of n) was made by a recorded op that this backward
+ * walk will still run, and no other op between t's and n's has t as an input. If no gradient
+ * had reached t before n's (the caller knows: its gradient buffer was fresh), n's contribution
+ * is t's whole gradient, and n's backward may fold the first step of t's producer's backward
+ * into its own (see linear's "Chained activation"). */
+bool dt__sole_consumer(const dt_node *n, const dt_tensor *t);
 /* t's gradient buffer (f32, contiguous, numel(t) floats), allocated zeroed on first use.
  * A backward that hands its output's gradient buffer over to an input (x->grad sharing
  * n->out->grad's data) must set n->out->grad = NULL: the tape recycles the buffers of the

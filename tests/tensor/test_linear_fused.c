@@ -8,7 +8,11 @@
  *   - under bf16 autocast, forward and backward (which reuse the forward's rounded x and w and
  *     round dy once for both backward GEMMs) stay close to f32;
  *   - without an activation the bias gradient has the bits of dy's in-order column sums;
- *   - f32 and bf16 results are bit-identical with 1 and 2 threads.
+ *   - f32 and bf16 results are bit-identical with 1 and 2 threads;
+ *   - chained activation: a linear op fed by linear_gelu_tanh / linear_relu, whose dx epilogue
+ *     makes the producer's dh, gives the bits of the unfused ops, f32 and bf16, 1 and 2
+ *     threads, also when the activation's output has another use recorded between the two
+ *     ops or after them (the chain must then not be taken).
  * Shapes are large enough to be cut into several row and column tiles, with ragged last
  * tiles. */
 #include "test.h"
@@ -170,10 +174,93 @@ static void test_threads_bit_identical(void) {
     omp_set_num_threads(nt0);
 }
 
+/* h = act(x w1^T + b1) (R, MID), then y = res + h w2^T + b2 (resid) or h w2^T + b2, with an
+ * optional other use of h: z = h w3^T recorded before the consumer (other = 1) or after it
+ * (other = 2), y += z. fused: the fused ops, else dt_linear, the activation op and dt_add.
+ * Returns y and the gradients of x, w1, b1, w2, b2, res (and w3) concatenated. */
+static float *run_chain(int act, bool resid, int other, bool fused, bool bf16, int64_t R,
+                        int64_t IN, int64_t MID, int64_t OUT, int64_t *len) {
+    dt_ctx *ctx = dt_ctx_new(NULL, 33);
+    dt_tensor *x = dt_rand_uniform(ctx, 2, (int64_t[]){R, IN}, -1.f, 1.f);
+    dt_tensor *w1 = dt_rand_uniform(ctx, 2, (int64_t[]){MID, IN}, -0.3f, 0.3f);
+    dt_tensor *b1 = dt_rand_uniform(ctx, 1, (int64_t[]){MID}, -0.5f, 0.5f);
+    dt_tensor *w2 = dt_rand_uniform(ctx, 2, (int64_t[]){OUT, MID}, -0.3f, 0.3f);
+    dt_tensor *b2 = dt_rand_uniform(ctx, 1, (int64_t[]){OUT}, -0.5f, 0.5f);
+    dt_tensor *w3 = dt_rand_uniform(ctx, 2, (int64_t[]){OUT, MID}, -0.3f, 0.3f);
+    dt_tensor *res = dt_rand_uniform(ctx, 2, (int64_t[]){R, OUT}, -1.f, 1.f);
+    dt_tensor *g = dt_rand_uniform(ctx, 2, (int64_t[]){R, OUT}, -1.f, 1.f);
+    dt_tensor *leaves[] = {x, w1, b1, w2, b2, res, w3};
+    for (int i = 0; i < 7; i++) dt_set_requires_grad(leaves[i], true);
+    if (bf16) dt_ctx_set_autocast(ctx, DT_DTYPE_BF16);
+    dt_tensor *h;
+    if (fused)
+        h = act == GELU ? dt_linear_gelu_tanh(x, w1, b1) : dt_linear_relu(x, w1, b1);
+    else
+        h = act == GELU ? dt_gelu_tanh(dt_linear(x, w1, b1)) : dt_relu(dt_linear(x, w1, b1));
+    dt_tensor *z = other == 1 ? dt_linear(h, w3, NULL) : NULL, *y;
+    if (resid)
+        y = fused ? dt_linear_residual(h, w2, b2, res) : dt_add(res, dt_linear(h, w2, b2));
+    else
+        y = dt_linear(h, w2, b2);
+    if (other == 2) z = dt_linear(h, w3, NULL);
+    if (z) y = dt_add(y, z);
+    float *out = NULL;
+    *len = 0;
+    if (!y || dt_backward_with(y, g) != DT_OK) {
+        CHECK_MSG(false, "chain forward/backward failed: %s", dt_last_error());
+        dt_ctx_free(ctx);
+        return NULL;
+    }
+    int nl = other ? 7 : resid ? 6 : 5;
+    if (!resid && other) leaves[5] = w3, nl = 6;
+    int64_t n = dt_numel(y);
+    for (int i = 0; i < nl; i++) n += dt_numel(leaves[i]);
+    out = malloc((size_t)n * sizeof(float));
+    memcpy(out, y->data, dt_nbytes(y));
+    int64_t at = dt_numel(y);
+    for (int i = 0; i < nl; i++) {
+        CHECK_MSG(leaves[i]->grad, "leaf %d has no gradient", i);
+        if (leaves[i]->grad) memcpy(out + at, leaves[i]->grad->data, dt_nbytes(leaves[i]));
+        at += dt_numel(leaves[i]);
+    }
+    *len = n;
+    dt_ctx_free(ctx);
+    return out;
+}
+
+static void test_chained_activation(void) {
+    static const int64_t dims[][4] = {{300, 96, 200, 72}, {7, 5, 3, 4}, {257, 130, 72, 96}};
+    int nt0 = omp_get_max_threads();
+    for (int s = 0; s < 3; s++)
+        for (int act = GELU; act <= RELU; act++)
+            for (int resid = 0; resid < 2; resid++)
+                for (int other = 0; other < 3; other++)
+                    for (int bf16 = 0; bf16 < 2; bf16++) {
+                        const int64_t *d = dims[s];
+                        int64_t nf, nu, n1;
+                        omp_set_num_threads(2);
+                        float *f =
+                            run_chain(act, resid, other, true, bf16, d[0], d[1], d[2], d[3], &nf);
+                        float *u =
+                            run_chain(act, resid, other, false, bf16, d[0], d[1], d[2], d[3], &nu);
+                        omp_set_num_threads(1);
+                        float *o =
+                            run_chain(act, resid, other, true, bf16, d[0], d[1], d[2], d[3], &n1);
+                        CHECK_MSG(f && u && o && nf == nu && nf == n1 &&
+                                      !memcmp(f, u, (size_t)nf * 4) &&
+                                      !memcmp(f, o, (size_t)nf * 4),
+                                  "shape %d act %d resid %d other %d bf16 %d", s, act, resid, other,
+                                  bf16);
+                        free(f), free(u), free(o);
+                    }
+    omp_set_num_threads(nt0);
+}
+
 int main(void) {
     TEST_RUN(test_fused_equals_unfused);
     TEST_RUN(test_bias_grad_bits);
     TEST_RUN(test_bf16_close_to_f32);
     TEST_RUN(test_threads_bit_identical);
+    TEST_RUN(test_chained_activation);
     TEST_END();
 }
