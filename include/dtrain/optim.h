@@ -59,8 +59,14 @@ DT_API dt_status dt_optim_set_segments(dt_optimizer *o, int count, const int64_t
                                        const int64_t *sizes);
 /* One update of params[0..n) from grads[0..n) at the optimiser's current lr. */
 DT_API dt_status dt_optim_step(dt_optimizer *o, float *params, const float *grads, int64_t n);
+/* dt_optim_step, leaving grads[0..n) zeroed: each chunk is zeroed right after the update has
+ * read it, while it is in cache, instead of in a pass of its own (step, then zero_grad). */
+DT_API dt_status dt_optim_step_zero_grad(dt_optimizer *o, float *params, float *grads, int64_t n);
 /* Step using a module's flat buffers (optimizer made with dt_optim_new_for_module). */
 DT_API dt_status dt_optim_step_module(dt_optimizer *o, dt_module *root);
+/* The same, then the module's gradients zeroed in the same pass (dt_optim_step_zero_grad):
+ * what dt_optim_step_module followed by dt_module_zero_grad leaves, in one sweep. */
+DT_API dt_status dt_optim_step_module_zero_grad(dt_optimizer *o, dt_module *root);
 DT_API void dt_optim_set_lr(dt_optimizer *o, float lr);
 DT_API float dt_optim_lr(const dt_optimizer *o);
 /* Momentum / beta1 (OneCycle cycles it). */

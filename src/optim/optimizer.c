@@ -531,7 +531,13 @@ static void lamb_pass2(const lamb_k *k, float scale, float *restrict p, const fl
 
 /* ---- step ---------------------------------------------------------------------------- */
 
-static void step_adam(dt_optimizer *o, float *p, const float *g) {
+/* The fused zero_grad: a chunk's gradients are zeroed right after the step has read them,
+ * while they are in cache (gz NULL: kept). */
+static void zero_range(float *gz, int64_t lo, int64_t hi) {
+    if (gz) memset(gz + lo, 0, (size_t)(hi - lo) * sizeof(float));
+}
+
+static void step_adam(dt_optimizer *o, float *p, const float *g, float *gz) {
     const dt_optim_config *c = &o->cfg;
     double t = (double)(o->steps + 1);
     double lr = intended(c->lr), b1 = intended(c->beta1), b2 = intended(c->beta2);
@@ -559,10 +565,11 @@ static void step_adam(dt_optimizer *o, float *p, const float *g) {
     for (int64_t c0 = 0; c0 < nc; c0++) {
         int64_t lo = c0 * CHUNK, hi = lo + CHUNK < n ? lo + CHUNK : n;
         adam_range(&k, p, g, m, v, lo, hi);
+        zero_range(gz, lo, hi);
     }
 }
 
-static dt_status step_sgd(dt_optimizer *o, float *p, const float *g) {
+static dt_status step_sgd(dt_optimizer *o, float *p, const float *g, float *gz) {
     const dt_optim_config *c = &o->cfg;
     int mode = 0;
     if (c->momentum != 0) {
@@ -586,12 +593,13 @@ static dt_status step_sgd(dt_optimizer *o, float *p, const float *g) {
     for (int64_t c0 = 0; c0 < nc; c0++) {
         int64_t lo = c0 * CHUNK, hi = lo + CHUNK < n ? lo + CHUNK : n;
         sgd_range(&k, mode, p, g, buf, lo, hi);
+        zero_range(gz, lo, hi);
     }
     if (mode) o->mom_started = true;
     return DT_OK;
 }
 
-static void step_lamb(dt_optimizer *o, float *p, const float *g) {
+static void step_lamb(dt_optimizer *o, float *p, const float *g, float *gz) {
     const dt_optim_config *c = &o->cfg;
     double t = (double)(o->steps + 1);
     double b1 = intended(c->beta1), b2 = intended(c->beta2);
@@ -613,8 +621,10 @@ static void step_lamb(dt_optimizer *o, float *p, const float *g) {
     double *partial = o->partial;
     int64_t nc = o->nchunks;
 #pragma omp parallel for schedule(dynamic) if (nc > 1)
-    for (int64_t i = 0; i < nc; i++)
+    for (int64_t i = 0; i < nc; i++) {
         lamb_pass1(&k, p, g, m, v, ch[i].lo, ch[i].hi, &partial[2 * i], &partial[2 * i + 1]);
+        zero_range(gz, ch[i].lo, ch[i].hi);
+    }
     /* per tensor: norms summed over its chunks in order, then the clamped trust ratio */
     for (int64_t j = 0; j < o->nparts; j++) {
         double w2 = 0, u2 = 0;
@@ -637,7 +647,9 @@ static void step_lamb(dt_optimizer *o, float *p, const float *g) {
         lamb_pass2(&k, k.step_size * coeff[ch[i].part], p, m, v, ch[i].lo, ch[i].hi);
 }
 
-dt_status dt_optim_step(dt_optimizer *o, float *params, const float *grads, int64_t n) {
+/* dt_optim_step, zeroing the gradients as it goes when zero is set (grads is then written) */
+static dt_status optim_step(dt_optimizer *o, float *params, const float *grads, int64_t n,
+                            bool zero) {
     if (!o) return dt_error(DT_ERR_INVALID, "dt_optim_step: optimiser is NULL");
     if (n != o->n)
         return dt_error(DT_ERR_CONFIG,
@@ -648,18 +660,19 @@ dt_status dt_optim_step(dt_optimizer *o, float *params, const float *grads, int6
         return dt_error(DT_ERR_INVALID, "dt_optim_step: %s is NULL", params ? "grads" : "params");
     dt_status st = check_config(&o->cfg, "dt_optim_step");
     if (st != DT_OK) return st;
+    float *gz = zero ? (float *)grads : NULL;
     if (n > 0) {
         switch (o->cfg.type) {
         case DT_OPTIM_SGD:
-            st = step_sgd(o, params, grads);
+            st = step_sgd(o, params, grads, gz);
             if (st != DT_OK) return st;
             break;
         case DT_OPTIM_ADAM:
         case DT_OPTIM_ADAMW:
-            step_adam(o, params, grads);
+            step_adam(o, params, grads, gz);
             break;
         case DT_OPTIM_LAMB:
-            step_lamb(o, params, grads);
+            step_lamb(o, params, grads, gz);
             break;
         }
     }
@@ -667,16 +680,31 @@ dt_status dt_optim_step(dt_optimizer *o, float *params, const float *grads, int6
     return DT_OK;
 }
 
-dt_status dt_optim_step_module(dt_optimizer *o, dt_module *root) {
-    if (!o || !root) return dt_error(DT_ERR_INVALID, "dt_optim_step_module: NULL argument");
+dt_status dt_optim_step(dt_optimizer *o, float *params, const float *grads, int64_t n) {
+    return optim_step(o, params, grads, n, false);
+}
+
+dt_status dt_optim_step_zero_grad(dt_optimizer *o, float *params, float *grads, int64_t n) {
+    return optim_step(o, params, grads, n, true);
+}
+
+static dt_status step_module(dt_optimizer *o, dt_module *root, bool zero, const char *fn) {
+    if (!o || !root) return dt_error(DT_ERR_INVALID, "%s: NULL argument", fn);
     int64_t n = 0, ng = 0;
     float *p = dt_module_flat_params(root, &n);
     float *g = dt_module_flat_grads(root, &ng);
     if (!p || !g)
         return dt_error(DT_ERR_STATE,
-                        "dt_optim_step_module: the module has no flat buffers; hint: call "
-                        "dt_module_build first");
-    return dt_optim_step(o, p, g, n);
+                        "%s: the module has no flat buffers; hint: call dt_module_build first", fn);
+    return optim_step(o, p, g, n, zero);
+}
+
+dt_status dt_optim_step_module(dt_optimizer *o, dt_module *root) {
+    return step_module(o, root, false, "dt_optim_step_module");
+}
+
+dt_status dt_optim_step_module_zero_grad(dt_optimizer *o, dt_module *root) {
+    return step_module(o, root, true, "dt_optim_step_module_zero_grad");
 }
 
 /* ---- accessors ----------------------------------------------------------------------- */

@@ -336,13 +336,14 @@ dt_status dt_step_optimizer(dt_trial_ctx *c, dt_optimizer *o, const dt_step_opts
         dt_loss_scaler_unscale(g, n, dt_loss_scaler_scale(c->scaler));
     }
     if (opts && opts->clip_grads) opts->clip_grads(g, n, opts->clip_user);
-    dt_status st = dt_optim_step_module(o, w->model);
+    /* the gradients are zeroed in the step's own pass over them, unless kept */
+    dt_status st = opts && opts->keep_grads ? dt_optim_step_module(o, w->model)
+                                            : dt_optim_step_module_zero_grad(o, w->model);
     if (st != DT_OK) return st;
     if (w == &c->optims[0]) {
         c->optimizer_steps++;
         dt__trial_step_scheds(c, DT_LR_STEP_EVERY_OPTIMIZER_STEP);
     }
-    if (!opts || !opts->keep_grads) dt_module_zero_grad(w->model);
     return DT_OK;
 }
 

@@ -439,6 +439,24 @@ static void test_module(void) {
     for (int64_t i = 0; i < n; i++) nonzero += !is_param[i] && p[i] != 0.0f;
     CHECK(nonzero == 0);
     dt_optim_free(o);
+    /* the module step that zeroes: the params of a plain step, then every gradient 0 */
+    float *p0 = malloc((size_t)n * 4), *g0 = malloc((size_t)n * 4), *p1 = malloc((size_t)n * 4);
+    memcpy(p0, p, (size_t)n * 4);
+    memcpy(g0, g, (size_t)n * 4);
+    o = dt_optim_new_for_module(&c, net);
+    CHECK(o && dt_optim_step_module(o, net) == DT_OK);
+    memcpy(p1, p, (size_t)n * 4);
+    dt_optim_free(o);
+    memcpy(p, p0, (size_t)n * 4);
+    o = dt_optim_new_for_module(&c, net);
+    CHECK(o && dt_optim_step_module_zero_grad(o, net) == DT_OK);
+    CHECK(memcmp(p, p1, (size_t)n * 4) == 0);
+    int left = 0;
+    for (int64_t i = 0; i < n; i++) left += g[i] != 0.0f;
+    CHECK(left == 0);
+    dt_optim_free(o);
+    memcpy(g, g0, (size_t)n * 4);
+    free(p0), free(g0), free(p1);
 
     /* Lamb: one tensor per parameter (checked against the reference with those tensors) */
     dt_optim_config l = dt_optim_defaults(DT_OPTIM_LAMB);
@@ -658,6 +676,44 @@ static void test_clip(void) {
     free(h);
 }
 
+/* dt_optim_step_zero_grad: the params and states of dt_optim_step, and zeroed gradients */
+static void test_step_zero_grad(void) {
+    const dt_optim_type types[4] = {DT_OPTIM_SGD, DT_OPTIM_ADAM, DT_OPTIM_ADAMW, DT_OPTIM_LAMB};
+    const int64_t n = 100003;
+    float *p1 = malloc(n * 4), *p2 = malloc(n * 4), *g1 = malloc(n * 4), *g2 = malloc(n * 4);
+    for (int t = 0; t < 4; t++) {
+        dt_optim_config c = dt_optim_defaults(types[t]);
+        c.momentum = 0.9f;
+        c.weight_decay = 0.01f;
+        int64_t off[2] = {0, 60000}, size[2] = {50000, 40003};
+        dt_optimizer *o1 = dt_optim_new(dev, &c, n), *o2 = dt_optim_new(dev, &c, n);
+        CHECK(o1 && o2 && dt_optim_set_segments(o1, 2, off, size) == DT_OK &&
+              dt_optim_set_segments(o2, 2, off, size) == DT_OK);
+        fill(p1, n, 7, 1.0f);
+        fill(p2, n, 7, 1.0f);
+        bool zeroed = true;
+        for (int s = 0; s < 3; s++) {
+            fill(g1, n, 50 + s, 0.05f);
+            fill(g2, n, 50 + s, 0.05f);
+            CHECK(dt_optim_step(o1, p1, g1, n) == DT_OK);
+            CHECK(dt_optim_step_zero_grad(o2, p2, g2, n) == DT_OK);
+            for (int64_t i = 0; i < n; i++) zeroed = zeroed && g2[i] == 0.0f && !signbit(g2[i]);
+        }
+        CHECK_MSG(memcmp(p1, p2, n * 4) == 0, "type %d: params differ from dt_optim_step", t);
+        for (int k = 0; k < dt_optim_state_count(o1); k++) {
+            const char *nm;
+            CHECK_MSG(memcmp(dt_optim_state(o1, k, &nm), dt_optim_state(o2, k, &nm), n * 4) == 0,
+                      "type %d: state %d differs", t, k);
+        }
+        CHECK_MSG(zeroed, "type %d: gradients not zeroed", t);
+        CHECK(dt_optim_step_count(o2) == 3);
+        dt_optim_free(o1);
+        dt_optim_free(o2);
+    }
+    CHECK(dt_optim_step_zero_grad(NULL, p1, g1, n) == DT_ERR_INVALID);
+    free(p1), free(p2), free(g1), free(g2);
+}
+
 int main(void) {
     dev = dt_device_new("cpu", 0);
     TEST_RUN(test_sgd);
@@ -669,6 +725,7 @@ int main(void) {
     TEST_RUN(test_errors);
     TEST_RUN(test_sgd_late_momentum);
     TEST_RUN(test_clip);
+    TEST_RUN(test_step_zero_grad);
     dt_device_free(dev);
     TEST_END();
 }
