@@ -262,28 +262,29 @@ typedef struct act_grad_pro {
     int act;
 } act_grad_pro;
 
-static void act_grad_rows(void *arg, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-    (void)c0, (void)c1;
-    const act_grad_pro *e = arg;
-    for (int64_t lo = r0 * e->OUT, end = r1 * e->OUT; lo < end; lo += 4096) {
-        int64_t len = end - lo < 4096 ? end - lo : 4096;
-        if (e->act == ACT_GELU_TANH) {
-            const float *D = e->H, *dy = e->dy;
-            float *dh = e->dh;
+/* dh[i] = dy[i] * act'(h[i]) for i in [lo, hi): from the saved gelu_tanh' D, or relu's output
+ * Y (dh may be dy) */
+static void act_grad_span(int act, const float *dy, const float *D, const float *Y, float *dh,
+                          int64_t lo, int64_t hi) {
+    if (act == ACT_GELU_TANH) {
 #pragma omp simd
-            for (int64_t i = lo; i < lo + len; i++) dh[i] = dy[i] * D[i];
-        } else {
-            const float *Y = e->Y, *dy = e->dy;
-            float *dh = e->dh;
+        for (int64_t i = lo; i < hi; i++) dh[i] = dy[i] * D[i];
+    } else {
 #pragma omp simd
-            for (int64_t i = lo; i < lo + len; i++) dh[i] = Y[i] > 0.f ? dy[i] : 0.f;
-        }
+        for (int64_t i = lo; i < hi; i++) dh[i] = Y[i] > 0.f ? dy[i] : 0.f;
     }
 }
 
+static void act_grad_rows(void *arg, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    (void)c0, (void)c1;
+    const act_grad_pro *e = arg;
+    for (int64_t lo = r0 * e->OUT, end = r1 * e->OUT; lo < end; lo += 4096)
+        act_grad_span(e->act, e->dy, e->H, e->Y, e->dh, lo, lo + 4096 < end ? lo + 4096 : end);
+}
+
 /* Chained activation: the epilogue of a dx GEMM whose x came from a linear op with an
- * activation (see linear_backward) turns each finished tile of dx into that op's dh, with
- * act_grad_rows' arithmetic. */
+ * activation (see linear_backward) turns each finished tile of dx into that op's dh, in
+ * place (act_grad_span). */
 typedef struct dx_hooks {
     act_grad_pro ag; /* this op's own activation (the prologue), if any */
     float *dx;
@@ -298,18 +299,8 @@ static void dx_prologue(void *arg, int64_t r0, int64_t r1, int64_t c0, int64_t c
 
 static void dx_epilogue(void *arg, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     const dx_hooks *h = arg;
-    for (int64_t r = r0; r < r1; r++) {
-        float *d = h->dx + r * h->IN;
-        if (h->pact == ACT_GELU_TANH) {
-            const float *D = h->pD + r * h->IN;
-#pragma omp simd
-            for (int64_t j = c0; j < c1; j++) d[j] = d[j] * D[j];
-        } else {
-            const float *Y = h->pY + r * h->IN;
-#pragma omp simd
-            for (int64_t j = c0; j < c1; j++) d[j] = Y[j] > 0.f ? d[j] : 0.f;
-        }
-    }
+    for (int64_t r = r0; r < r1; r++)
+        act_grad_span(h->pact, h->dx, h->pD, h->pY, h->dx, r * h->IN + c0, r * h->IN + c1);
 }
 
 /* dt_linear_residual's res gets dy: the buffer itself when res has no gradient yet and is not
