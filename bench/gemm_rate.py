@@ -43,10 +43,12 @@ def main():
         print(json.dumps(row), flush=True)
         rows.append(row)
     med = lambda k: round(statistics.median(x[k] for x in rows), 4)
+    ratios = [x["gpt_over_openblas"] for x in rows]
     print(json.dumps({"rounds": len(rows), "threads": a.threads, "size": a.size,
                       **{k + "_median": med(k) for k in ("openblas_gflops", "dtrain_gemm_gflops",
                                                          "gpt_gflops", "gpt_over_openblas",
-                                                         "dtrain_gemm_over_openblas")}}))
+                                                         "dtrain_gemm_over_openblas")},
+                      "gpt_over_openblas_min": min(ratios), "gpt_over_openblas_max": max(ratios)}))
 
 
 if __name__ == "__main__":
