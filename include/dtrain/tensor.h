@@ -220,6 +220,9 @@ DT_API dt_tensor *dt_layer_norm(dt_tensor *x, dt_tensor *w, dt_tensor *b, float 
 DT_API dt_tensor *dt_rms_norm(dt_tensor *x, dt_tensor *w, float eps);
 /* idx (any shape, i32 or i64) into w (V, C) -> (idx..., C). Out-of-range ids are an error. */
 DT_API dt_tensor *dt_embedding(dt_tensor *idx, dt_tensor *w);
+/* wa[ia] + wb[ib] as one op (ia, ib of one shape; tables of one width C): a GPT's token plus
+ * position embeddings. The bits of dt_add(dt_embedding(ia, wa), dt_embedding(ib, wb)). */
+DT_API dt_tensor *dt_embedding_sum(dt_tensor *ia, dt_tensor *wa, dt_tensor *ib, dt_tensor *wb);
 /* Inverted dropout with keep-probability 1-p when the context is training; identity else.
  * The mask comes from the context RNG (counter-based: reproducible, thread-count free). */
 DT_API dt_tensor *dt_dropout(dt_tensor *x, float p);

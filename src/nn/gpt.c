@@ -133,8 +133,18 @@ static dt_tensor *embed(dt_module *wte, dt_module *wpe, int64_t seq, float dropo
     int64_t *pd = pos->data;
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++) pd[b * T + t] = t;
-    // x (B, T, D)
-    dt_tensor *x = dt_add(dt_module_forward(wte, tokens), dt_module_forward(wpe, pos));
+    // x (B, T, D): one dt_embedding_sum, with both modules' hooks around it (nested, as
+    // dt_module_forward would run them); unbuilt modules take the plain path for its errors
+    dt_tensor *x;
+    if (!wte->params[0].t || !wpe->params[0].t) {
+        x = dt_add(dt_module_forward(wte, tokens), dt_module_forward(wpe, pos));
+    } else {
+        if (wte->pre_hook) wte->pre_hook(wte, wte->hook_user);
+        if (wpe->pre_hook) wpe->pre_hook(wpe, wpe->hook_user);
+        x = dt_embedding_sum(tokens, wte->params[0].t, pos, wpe->params[0].t);
+        if (wpe->post_hook) wpe->post_hook(wpe, wpe->hook_user);
+        if (wte->post_hook) wte->post_hook(wte, wte->hook_user);
+    }
     return dt_dropout(x, dropout);
 }
 

@@ -299,6 +299,14 @@ static void head_transpose(const float *src, int64_t ld, int64_t T, int64_t HD, 
  * products are read row after row; at ld = 3C (q, k, v inside qkv) or C (dy) those rows map
  * onto a few L1 sets and evict each other, which cost more than this copy. */
 static void head_copy(const float *src, int64_t ld, int64_t T, int64_t HD, float *dst) {
+#ifdef __AVX512F__
+    if (HD % 16 == 0) { /* rows of a few vectors: a memcpy call per row cost more (0.1 ms a step) */
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t d = 0; d < HD; d += 16)
+                _mm512_storeu_ps(dst + t * HD + d, _mm512_loadu_ps(src + t * ld + d));
+        return;
+    }
+#endif
     for (int64_t t = 0; t < T; t++) memcpy(dst + t * HD, src + t * ld, (size_t)HD * sizeof(float));
 }
 

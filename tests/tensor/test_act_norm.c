@@ -1,5 +1,6 @@
 /* test_act_norm.c — forward values of the activations, norms, embedding and dropout against
- * libm / hand-computed references (PyTorch 1.13 values pasted as constants), the accuracy of
+ * libm / hand-computed references (PyTorch 1.13 values pasted as constants), embedding_sum
+ * against its unfused ops, the accuracy of
  * the vectorised exp / tanh, dropout's RNG contract, thread-count independence of the
  * reductions, and the modules of src/nn/norm_act.c. */
 #include "dtrain/nn.h"
@@ -286,8 +287,10 @@ static void test_cross_entropy_values(void) {
             double worst = 0, worst_far = 0;
             for (int i = 0; i < N * C; i++) {
                 double e = fabs(g[i] - ref_g[i]);
-                if (i / C == 2) worst_far = fmax(worst_far, e);
-                else worst = fmax(worst, e);
+                if (i / C == 2)
+                    worst_far = fmax(worst_far, e);
+                else
+                    worst = fmax(worst, e);
             }
             CHECK_MSG(worst < 1e-7, "cross_entropy grad max abs err %g", worst);
             CHECK_MSG(worst_far < 4e-6, "cross_entropy grad max abs err %g (far row)", worst_far);
@@ -330,6 +333,72 @@ static void test_embedding(void) {
     CHECK(strstr(dt_last_error(), "id -1") != NULL);
     /* float ids are an error */
     CHECK(dt_embedding(w, w) == NULL && dt_last_status() == DT_ERR_INVALID);
+    dt_ctx_free(ctx);
+}
+
+/* dt_embedding_sum against dt_add of two dt_embedding: the same bits forward and in both
+ * tables' gradients (also with one table twice, and at 1 and 2 threads); its errors */
+static void emb_sum_case(int threads, bool one_table, float **y, float **ga, float **gb) {
+    int saved = dt_get_num_threads();
+    dt_set_num_threads(threads);
+    for (int fused = 0; fused < 2; fused++) {
+        dt_ctx *ctx = dt_ctx_new(NULL, 9);
+        dt_tensor *wa = dt_randn(ctx, 2, (int64_t[]){40, 96}, 1.f);
+        dt_tensor *wb = one_table ? wa : dt_randn(ctx, 2, (int64_t[]){130, 96}, 1.f);
+        dt_set_requires_grad(wa, true);
+        dt_set_requires_grad(wb, true);
+        int64_t ta[520], tb[520];
+        for (int i = 0; i < 520; i++)
+            ta[i] = (i * 11 + i / 7) % 40, tb[i] = i % (one_table ? 40 : 130);
+        dt_tensor *ia = dt_tensor_from_i64(ctx, 2, (int64_t[]){4, 130}, ta);
+        dt_tensor *ib = dt_tensor_from_i64(ctx, 2, (int64_t[]){4, 130}, tb);
+        dt_tensor *out;
+        if (fused) {
+            out = dt_embedding_sum(ia, wa, ib, wb);
+        } else { /* ia's lookup recorded first (C leaves the order of arguments open) */
+            dt_tensor *ea = dt_embedding(ia, wa);
+            out = dt_add(ea, dt_embedding(ib, wb));
+        }
+        dt_tensor *g = dt_randn(ctx, 3, (int64_t[]){4, 130, 96}, 1.f);
+        CHECK(out && dt_backward_with(out, g) == DT_OK);
+        y[fused] = malloc(dt_nbytes(out));
+        memcpy(y[fused], out->data, dt_nbytes(out));
+        ga[fused] = malloc(dt_nbytes(wa));
+        memcpy(ga[fused], wa->grad->data, dt_nbytes(wa));
+        gb[fused] = malloc(dt_nbytes(wb));
+        memcpy(gb[fused], wb->grad->data, dt_nbytes(wb));
+        dt_ctx_free(ctx);
+    }
+    dt_set_num_threads(saved);
+}
+
+static void test_embedding_sum(void) {
+    for (int one = 0; one < 2; one++)
+        for (int threads = 1; threads <= 2; threads++) {
+            float *y[2], *ga[2], *gb[2];
+            emb_sum_case(threads, one, y, ga, gb);
+            size_t nb = (size_t)(one ? 40 : 130) * 96;
+            CHECK_MSG(!memcmp(y[0], y[1], sizeof(float) * 520 * 96) &&
+                          !memcmp(ga[0], ga[1], sizeof(float) * 40 * 96) &&
+                          !memcmp(gb[0], gb[1], sizeof(float) * nb),
+                      "one table %d, %d threads: fused and unfused bits differ", one, threads);
+            for (int k = 0; k < 2; k++) free(y[k]), free(ga[k]), free(gb[k]);
+        }
+    dt_ctx *ctx = dt_ctx_new(NULL, 3);
+    dt_tensor *wa = dt_randn(ctx, 2, (int64_t[]){5, 3}, 1.f),
+              *wb = dt_randn(ctx, 2, (int64_t[]){4, 3}, 1.f);
+    dt_tensor *wc = dt_randn(ctx, 2, (int64_t[]){4, 2}, 1.f);
+    int64_t a[4] = {0, 4, 1, 2}, b[4] = {3, 0, 1, 2}, bad[4] = {0, 1, 4, 2};
+    dt_tensor *ia = dt_tensor_from_i64(ctx, 1, (int64_t[]){4}, a);
+    dt_tensor *ib = dt_tensor_from_i64(ctx, 1, (int64_t[]){4}, b);
+    CHECK(dt_embedding_sum(ia, wa, dt_tensor_from_i64(ctx, 1, (int64_t[]){4}, bad), wb) == NULL);
+    CHECK_MSG(strstr(dt_last_error(), "embedding_sum: id 4") && strstr(dt_last_error(), "V = 4"),
+              "%s", dt_last_error());
+    CHECK(dt_embedding_sum(ia, wa, dt_tensor_from_i64(ctx, 2, (int64_t[]){2, 2}, b), wb) == NULL);
+    CHECK_MSG(strstr(dt_last_error(), "differ in shape"), "%s", dt_last_error());
+    CHECK(dt_embedding_sum(ia, wa, ib, wc) == NULL);
+    CHECK_MSG(strstr(dt_last_error(), "differ in width"), "%s", dt_last_error());
+    CHECK(dt_embedding_sum(ia, wa, NULL, wb) == NULL);
     dt_ctx_free(ctx);
 }
 
@@ -473,6 +542,7 @@ int main(void) {
     TEST_RUN(test_thread_independence);
     TEST_RUN(test_cross_entropy_values);
     TEST_RUN(test_embedding);
+    TEST_RUN(test_embedding_sum);
     TEST_RUN(test_dropout);
     TEST_RUN(test_modules);
     TEST_END();
