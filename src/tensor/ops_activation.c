@@ -150,10 +150,16 @@ static inline __m512 gelu_tanh_s512(__m512 v, __m512 v2) {
     return _mm512_div_ps(_mm512_set1_ps(1.f), _mm512_add_ps(_mm512_set1_ps(1.f), e));
 }
 
-static void gelu_tanh_fwd(const float *x, float *y, int64_t n) {
+/* x[i], plus bias[i] when bias is given (lanes k) */
+static inline __m512 load_biased(__mmask16 k, const float *x, const float *bias, int64_t i) {
+    __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+    return bias ? _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, bias + i)) : v;
+}
+
+static void gelu_tanh_fwd_b(const float *x, const float *bias, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
-        __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+        __m512 v = load_biased(k, x, bias, i);
         __m512 s = gelu_tanh_s512(v, _mm512_mul_ps(v, v));
         _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(v, s));
     }
@@ -183,10 +189,11 @@ static void gelu_tanh_bwd(const float *x, const float *y, const float *g, float 
     }
 }
 
-static void gelu_tanh_fwd_grad(const float *x, float *y, float *d, int64_t n) {
+static void gelu_tanh_fwd_grad_b(const float *x, const float *bias, float *y, float *d,
+                                 int64_t n) {
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
-        __m512 v = _mm512_maskz_loadu_ps(k, x + i), v2 = _mm512_mul_ps(v, v);
+        __m512 v = load_biased(k, x, bias, i), v2 = _mm512_mul_ps(v, v);
         __m512 s = gelu_tanh_s512(v, v2);
         _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(v, s));
         _mm512_mask_storeu_ps(d + i, k, gelu_tanh_grad512(v, v2, s));
@@ -199,9 +206,14 @@ static inline __attribute__((always_inline)) float gelu_tanh_val(float v) {
     float u = GELU_K0 * v * (1.0f + GELU_K1 * v * v);
     return v / (1.0f + fast_exp(-2.0f * u));
 }
-static void gelu_tanh_fwd(const float *x, float *y, int64_t n) {
+static void gelu_tanh_fwd_b(const float *x, const float *bias, float *y, int64_t n) {
+    if (bias) {
 #pragma omp simd
-    for (int64_t i = 0; i < n; i++) y[i] = gelu_tanh_val(x[i]);
+        for (int64_t i = 0; i < n; i++) y[i] = gelu_tanh_val(x[i] + bias[i]);
+    } else {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) y[i] = gelu_tanh_val(x[i]);
+    }
 }
 static inline __attribute__((always_inline)) float gelu_tanh_grad(float v) {
     float v2 = v * v;
@@ -215,9 +227,10 @@ static void gelu_tanh_bwd(const float *x, const float *y, const float *g, float 
     (void)y;
     STORE_OR_ADD(acc, n, g[i] * gelu_tanh_grad(x[i]));
 }
-static void gelu_tanh_fwd_grad(const float *x, float *y, float *d, int64_t n) {
+static void gelu_tanh_fwd_grad_b(const float *x, const float *bias, float *y, float *d,
+                                 int64_t n) {
     for (int64_t i = 0; i < n; i++) {
-        float v = x[i];
+        float v = bias ? x[i] + bias[i] : x[i];
         d[i] = gelu_tanh_grad(v); /* d may be x: v is read first */
         y[i] = gelu_tanh_val(v);
     }
@@ -225,11 +238,15 @@ static void gelu_tanh_fwd_grad(const float *x, float *y, float *d, int64_t n) {
 
 #endif
 
-void dt__gelu_tanh_fwd(const float *x, float *y, int64_t n) {
-    gelu_tanh_fwd(x, y, n);
+static void gelu_tanh_fwd(const float *x, float *y, int64_t n) {
+    gelu_tanh_fwd_b(x, NULL, y, n);
 }
-void dt__gelu_tanh_fwd_grad(const float *x, float *y, float *d, int64_t n) {
-    gelu_tanh_fwd_grad(x, y, d, n);
+
+void dt__gelu_tanh_fwd(const float *x, const float *bias, float *y, int64_t n) {
+    gelu_tanh_fwd_b(x, bias, y, n);
+}
+void dt__gelu_tanh_fwd_grad(const float *x, const float *bias, float *y, float *d, int64_t n) {
+    gelu_tanh_fwd_grad_b(x, bias, y, d, n);
 }
 
 static void silu_fwd(const float *x, float *y, int64_t n) {

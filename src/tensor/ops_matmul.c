@@ -227,29 +227,40 @@ typedef struct linear_fwd_ep {
     int act;
 } linear_fwd_ep;
 
+/* One pass over each row of the tile: ((h + bias) + res) with no activation, else the
+ * activation of (h + bias), the sums rounded as the separate adds would round them. */
 static void linear_fwd_epilogue(void *arg, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     const linear_fwd_ep *e = arg;
     int64_t w = c1 - c0;
+    const float *bb = e->bias ? e->bias + c0 : NULL;
     for (int64_t r = r0; r < r1; r++) {
         float *h = e->H + r * e->OUT + c0, *y = e->Y + r * e->OUT + c0;
-        if (e->bias) {
-            const float *bb = e->bias + c0;
-#pragma omp simd
-            for (int64_t j = 0; j < w; j++) h[j] += bb[j];
-        }
-        if (e->res) { /* act is none: h is y */
-            const float *rr = e->res + r * e->OUT + c0;
-#pragma omp simd
-            for (int64_t j = 0; j < w; j++) h[j] += rr[j];
-        }
+        const float *rr = e->res ? e->res + r * e->OUT + c0 : NULL; /* act is none: h is y */
         if (e->act == ACT_GELU_TANH) {
             if (y == h)
-                dt__gelu_tanh_fwd(h, y, w); /* not recording */
+                dt__gelu_tanh_fwd(h, bb, y, w); /* not recording */
             else
-                dt__gelu_tanh_fwd_grad(h, y, h, w); /* the backward's factor replaces h */
+                dt__gelu_tanh_fwd_grad(h, bb, y, h, w); /* the backward's factor replaces h */
         } else if (e->act == ACT_RELU) {
+            if (bb) {
 #pragma omp simd
-            for (int64_t j = 0; j < w; j++) y[j] = !(h[j] <= 0.f) ? h[j] : 0.f; /* NaN stays NaN */
+                for (int64_t j = 0; j < w; j++) {
+                    float v = h[j] + bb[j];
+                    y[j] = !(v <= 0.f) ? v : 0.f; /* NaN stays NaN */
+                }
+            } else {
+#pragma omp simd
+                for (int64_t j = 0; j < w; j++) y[j] = !(h[j] <= 0.f) ? h[j] : 0.f;
+            }
+        } else if (bb && rr) {
+#pragma omp simd
+            for (int64_t j = 0; j < w; j++) h[j] = (h[j] + bb[j]) + rr[j];
+        } else if (bb) {
+#pragma omp simd
+            for (int64_t j = 0; j < w; j++) h[j] += bb[j];
+        } else if (rr) {
+#pragma omp simd
+            for (int64_t j = 0; j < w; j++) h[j] += rr[j];
         }
     }
 }

@@ -189,10 +189,11 @@ void dt__gemm_cache_free(dt_ctx *ctx);
 void dt__f32_to_bf16_seq(const float *src, uint16_t *dst, int64_t n);
 
 /* The gelu_tanh kernels of ops_activation.c, shared with the fused linear (ops_matmul.c):
- * y = gelu_tanh(x) (y may be x); with d = gelu_tanh'(x) too (d may be x), the factor the
- * gelu's backward multiplies the incoming gradient by, with the same bits. */
-void dt__gelu_tanh_fwd(const float *x, float *y, int64_t n);
-void dt__gelu_tanh_fwd_grad(const float *x, float *y, float *d, int64_t n);
+ * y = gelu_tanh(v) (y may be x); with d = gelu_tanh'(v) too (d may be x), the factor the
+ * gelu's backward multiplies the incoming gradient by, with the same bits; v = x + bias when a
+ * bias is given (rounded to f32 first, as a separate add would), else x. */
+void dt__gelu_tanh_fwd(const float *x, const float *bias, float *y, int64_t n);
+void dt__gelu_tanh_fwd_grad(const float *x, const float *bias, float *y, float *d, int64_t n);
 
 /* A tile callback: rows [r0, r1), columns [c0, c1) of C, run by the thread that computes the
  * tile. Tiles are disjoint. */
