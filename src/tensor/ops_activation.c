@@ -189,8 +189,7 @@ static void gelu_tanh_bwd(const float *x, const float *y, const float *g, float 
     }
 }
 
-static void gelu_tanh_fwd_grad_b(const float *x, const float *bias, float *y, float *d,
-                                 int64_t n) {
+static void gelu_tanh_fwd_grad_b(const float *x, const float *bias, float *y, float *d, int64_t n) {
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
         __m512 v = load_biased(k, x, bias, i), v2 = _mm512_mul_ps(v, v);
@@ -227,8 +226,7 @@ static void gelu_tanh_bwd(const float *x, const float *y, const float *g, float 
     (void)y;
     STORE_OR_ADD(acc, n, g[i] * gelu_tanh_grad(x[i]));
 }
-static void gelu_tanh_fwd_grad_b(const float *x, const float *bias, float *y, float *d,
-                                 int64_t n) {
+static void gelu_tanh_fwd_grad_b(const float *x, const float *bias, float *y, float *d, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         float v = bias ? x[i] + bias[i] : x[i];
         d[i] = gelu_tanh_grad(v); /* d may be x: v is read first */
