@@ -22,7 +22,7 @@
 
 typedef struct norm_args {
     dt_tensor *x, *w, *b; /* contiguous f32; w, b may be NULL */
-    int64_t N, C;          /* rows, row length */
+    int64_t N, C;         /* rows, row length */
 } norm_args;
 
 /* Check and normalise the inputs of a norm op. Returns false with an error set. */
@@ -40,8 +40,9 @@ static bool norm_prepare(const char *op, dt_tensor *x, dt_tensor *w, dt_tensor *
     const char *pn[2] = {"weight", "bias"};
     for (int i = 0; i < 2; i++) {
         if (pv[i] && dt_numel(pv[i]) != C) {
-            dt_error(DT_ERR_INVALID, "%s: %s %s does not match the last dim of the input %s; "
-                                     "hint: it must have shape (%lld)",
+            dt_error(DT_ERR_INVALID,
+                     "%s: %s %s does not match the last dim of the input %s; "
+                     "hint: it must have shape (%lld)",
                      op, pn[i], dt_shape_str(pv[i], s1, sizeof s1), dt_shape_str(x, s2, sizeof s2),
                      (long long)C);
             return false;
@@ -181,7 +182,9 @@ static void layer_norm_backward(dt_node *n) {
     if (gb) reduce_partials(gb, pb, nblk, C);
 }
 
-static int64_t layer_norm_flops(const dt_node *n) { return 8 * n->iattr[0] * n->iattr[1]; }
+static int64_t layer_norm_flops(const dt_node *n) {
+    return 8 * n->iattr[0] * n->iattr[1];
+}
 
 DT_OP(op_layer_norm, "layer_norm", layer_norm_backward, layer_norm_flops, NULL);
 
@@ -280,7 +283,9 @@ static void rms_norm_backward(dt_node *n) {
     if (gw) reduce_partials(gw, pw, nblk, C);
 }
 
-static int64_t rms_norm_flops(const dt_node *n) { return 5 * n->iattr[0] * n->iattr[1]; }
+static int64_t rms_norm_flops(const dt_node *n) {
+    return 5 * n->iattr[0] * n->iattr[1];
+}
 
 DT_OP(op_rms_norm, "rms_norm", rms_norm_backward, rms_norm_flops, NULL);
 
