@@ -487,8 +487,8 @@ static bool tile_prims(struct dt_gemm_cache *c, const tile_plan *p, int64_t M, i
  * except that a GEMM with several rows of tiles and B not transposed takes whole rows (a
  * column block of such a B would need copying for every row of tiles); an operand block that
  * is not dense in memory (a transposed A's tile, a column block of a plain B, a tile narrower
- * than C) goes through a dense per-thread block, a transposed A's tile transposed on the way
- * (transpose_block). On the MLP benchmark this runs as fast as sgemm.
+ * than C) goes through a dense per-thread block. On the MLP benchmark this runs as fast as
+ * sgemm.
  * A GEMM whose B or C is a strided view runs on sgemm, as do the GEMMs without a context
  * (attention's per-head products, thousands per step: a primitive call costs a few µs more)
  * and GEMMs whose B per tile is too large to pack in cache (b_pack_max). */
@@ -506,10 +506,9 @@ static size_t b_pack_max(void) {
 }
 
 /* dst (m x K, dense) = the m columns of the stored K x m block at src (rows ld apart),
- * transposed, rows ldd apart: a transposed A's tile becomes a plain operand, on which brgemm
- * runs faster than on the transposed one (the GPT's dW GEMMs: 10-15% alone with the copy, 0.8 ms
- * of an 83 ms step). When sums is given (at most TILE_M columns), each column's sum over its K
- * rows, in row order (dt__add_col_sums' bits), is added to it. */
+ * transposed, rows ldd apart (see "long-K transposed A" below). When sums is given (at most
+ * TILE_M columns), each column's sum over its K rows, in row order (dt__add_col_sums' bits), is
+ * added to it. */
 static void transpose_block(const float *src, int64_t ld, int64_t K, int64_t m, float *dst,
                             int64_t ldd, float *sums) {
     float s[TILE_M];
@@ -546,6 +545,42 @@ static void transpose_block(const float *src, int64_t ld, int64_t K, int64_t m, 
         for (int64_t j = 0; j < m; j++) sums[j] += s[j];
 }
 
+/* ---- long-K transposed A ----------------------------------------------------------------
+ * C (M x N) = alpha Aᵀ B + beta C over a long K: the dW GEMMs of a linear layer, K = the batch's
+ * rows (1024 on the GPT benchmark). Each row tile's A (tm columns of the stored K x M matrix) is
+ * transposed into a plain tm x K block (transpose_block, which takes the a_sums on the way) and
+ * the tile runs on oneDNN's sgemm, one sequential call per tile with B read in place. Against
+ * brgemm on the transposed A this measured 0.8 ms faster a GPT step, and 1.3 ms against brgemm
+ * on the plain block (in-process A/B, 100 step pairs). sgemm mallocs its packing buffers
+ * itself, outside the accounting: 8 MB more peak RSS on the GPT benchmark, 1.06x the accounted
+ * bytes. Shorter K (the MLP's dW GEMMs, K = 128) stays on the primitives, where that memory
+ * would be a large share of the total. Tiles are plan_tiles' row tiles, whole rows each. */
+#define TA_SGEMM_MIN_K 512
+
+static bool ta_sgemm_tiled(dt_ctx *ctx, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                           const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                           float *C, int64_t ldc, const dt__gemm_opts *o) {
+    struct dt_gemm_cache *c = cache_of(ctx);
+    tile_plan p = plan_tiles(M, N, K);
+    /* rows padded by one cache line, so that the transpose's 16 stores do not all land in one
+     * L1 set */
+    int64_t ldt = K + 16;
+    size_t blk = (size_t)(ldt * p.tm);
+    int nthr = omp_get_max_threads();
+    if (nthr > MAX_THREADS) nthr = MAX_THREADS;
+    if (!c || !grow(ctx, &c->tblk, &c->tcap, (size_t)nthr * blk * sizeof(float))) return false;
+    float *sums = o && o->a_sums && p.tm <= TILE_M ? o->a_sums : NULL;
+#pragma omp parallel for schedule(static) if (p.mt > 1) num_threads(nthr)
+    for (int64_t im = 0; im < p.mt; im++) {
+        int64_t r0 = im * p.tm, tm = r0 + p.tm < M ? p.tm : M - r0;
+        float *mine = (float *)c->tblk + (size_t)omp_get_thread_num() * blk;
+        transpose_block(A + r0, lda, K, tm, mine, ldt, sums ? sums + r0 : NULL);
+        if (!sums) a_sums_rows(o, true, A, lda, K, r0, r0 + tm);
+        sgemm_seq(false, tb, tm, N, K, alpha, mine, ldt, B, ldb, beta, C + r0 * ldc, ldc);
+    }
+    return true;
+}
+
 /* Returns false (nothing done) when the operands do not suit, or oneDNN cannot make the
  * primitive. */
 static bool gemm_f32_prim_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
@@ -560,29 +595,25 @@ static bool gemm_f32_prim_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_
     if (!c || c->broken || c->f32_broken) return false;
     int64_t ntiles = p.mt * p.nt;
     bool copy_a = ta && (p.mt > 1 || lda != M); /* a tile of a transposed A is strided */
-    bool copy_b = !tb && p.nt > 1;              /* so is a column block of a plain B */
-    bool copy_c = p.nt > 1;                     /* and a tile narrower than C */
-    /* a copied A tile is transposed on the way (transpose_block): the primitive sees a plain
-     * tm x K operand, its rows padded by one cache line so that the transpose's 16 stores do
-     * not all land in one L1 set */
-    int64_t lda_t = K + 16;
+    if (copy_a && K >= TA_SGEMM_MIN_K)
+        return ta_sgemm_tiled(ctx, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, o);
+    bool copy_b = !tb && p.nt > 1; /* so is a column block of a plain B */
+    bool copy_c = p.nt > 1;        /* and a tile narrower than C */
     int nthr = omp_get_max_threads();
     if (nthr > MAX_THREADS) nthr = MAX_THREADS;
     prim_key k;
     memset(&k, 0, sizeof k);
-    k.K = K, k.lda = copy_a ? lda_t : lda, k.ldb = ldb, k.ldc = ldc, k.ta = ta && !copy_a,
-    k.tb = tb;
-    k.f32 = true;
+    k.K = K, k.lda = lda, k.ldb = ldb, k.ldc = ldc, k.ta = ta, k.tb = tb, k.f32 = true;
     k.alpha = alpha, k.beta = copy_c ? 0.f : beta;
     /* every tile reads all of B: pack it once (the row tiles' two primitives must agree on
      * the layout, else each packs its own) */
     k.packed_b = p.mt >= PACK_MIN_ROW_TILES && p.nt == 1;
     prim_slot *ps[2][2];
     size_t scratch;
-    bool made = tile_prims(c, &p, M, N, &k, false, copy_b, copy_c, ps, &scratch);
+    bool made = tile_prims(c, &p, M, N, &k, copy_a, copy_b, copy_c, ps, &scratch);
     if (made && k.packed_b && !dnnl_memory_desc_equal(&ps[0][0]->b_md, &ps[1][0]->b_md)) {
         k.packed_b = false;
-        made = tile_prims(c, &p, M, N, &k, false, copy_b, copy_c, ps, &scratch);
+        made = tile_prims(c, &p, M, N, &k, copy_a, copy_b, copy_c, ps, &scratch);
     }
     if (!made) {
         c->f32_broken = true;
@@ -602,8 +633,8 @@ static bool gemm_f32_prim_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_
             return false;
         Bp = c->bpack;
     }
-    /* a thread's block: A's tile (tm x lda_t), B's tile (K x tn), C's tile (tm x tn), as needed */
-    size_t a_sz = copy_a ? (size_t)(lda_t * p.tm) : 0, b_sz = copy_b ? (size_t)(K * p.tn) : 0;
+    /* a thread's block: A's tile (K x tm), B's tile (K x tn), C's tile (tm x tn), as needed */
+    size_t a_sz = copy_a ? (size_t)(K * p.tm) : 0, b_sz = copy_b ? (size_t)(K * p.tn) : 0;
     size_t blk = a_sz + b_sz + (copy_c ? (size_t)(p.tm * p.tn) : 0);
     if (blk && !grow(ctx, &c->tblk, &c->tcap, (size_t)nthr * blk * sizeof(float))) return false;
     /* nothing can fail from here on */
@@ -629,10 +660,24 @@ static bool gemm_f32_prim_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_
             if (pro_in_loop) pro(arg, r0, r1, 0, N);
             float *mine = (float *)c->tblk + (size_t)omp_get_thread_num() * blk;
             const float *a = ta ? A + r0 : A + r0 * lda, *b = tb ? Bp + c0 * ldb : Bp + c0;
-            if (copy_a) { /* columns r0..r1 of the stored K x M matrix, as a dense tm x K block */
-                float *sums = sum_in_copy ? o->a_sums + r0 : NULL;
-                transpose_block(A + r0, lda, K, tm, mine, lda_t, sums);
-                if (!sum_in_copy && jn == 0) a_sums_rows(o, ta, A, lda, K, r0, r1);
+            if (copy_a) { /* columns r0..r1 of the stored K x M matrix, as a dense K x tm block */
+                if (sum_in_copy) { /* with the a_sums of those columns (dt__add_col_sums' bits) */
+                    float s[TILE_M] = {0};
+                    for (int64_t k = 0; k < K; k++) {
+                        const float *src = A + k * lda + r0;
+                        float *d = mine + k * tm;
+#pragma omp simd
+                        for (int64_t j = 0; j < tm; j++) {
+                            d[j] = src[j];
+                            s[j] += src[j];
+                        }
+                    }
+                    for (int64_t j = 0; j < tm; j++) o->a_sums[r0 + j] += s[j];
+                } else {
+                    for (int64_t k = 0; k < K; k++)
+                        memcpy(mine + k * tm, A + k * lda + r0, (size_t)tm * sizeof(float));
+                    if (jn == 0) a_sums_rows(o, ta, A, lda, K, r0, r1);
+                }
                 a = mine;
             } else if (jn == 0) {
                 a_sums_rows(o, ta, A, lda, K, r0, r1);
