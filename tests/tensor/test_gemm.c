@@ -62,10 +62,11 @@ static void test_gemm_f32_and_bf16(void) {
     /* one tile; several tiles with ragged edges along M and N; a 128-row GEMM like the MLP's;
      * a B too large to pack per row tile (those run on sgemm); row tiles sharing a B packed
      * once, with ragged panels and K not a multiple of the panels' 16 rows, and with whole
-     * 16 x 16 blocks in several panels */
-    const int64_t sizes[][3] = {{3, 5, 7},      {64, 48, 80},    {130, 70, 96},  {200, 300, 40},
-                                {128, 512, 64}, {64, 1100, 300}, {520, 100, 37}, {520, 200, 64}};
-    for (int s = 0; s < 8; s++)
+     * 16 x 16 blocks in several panels; a long K (sgemm tiles, transposed A tiles) */
+    const int64_t sizes[][3] = {{3, 5, 7},      {64, 48, 80},   {130, 70, 96},
+                                {200, 300, 40}, {128, 512, 64}, {64, 1100, 300},
+                                {520, 100, 37}, {520, 200, 64}, {130, 40, 780}};
+    for (int s = 0; s < 9; s++)
         for (int t = 0; t < 4; t++)
             for (int bf = 0; bf < 2; bf++)
                 for (int dense = 0; dense < 2; dense++) {
@@ -98,8 +99,8 @@ static void test_gemm_thread_invariance(void) {
     dt_rng_fill_uniform(&r, B, 600 * 400, -1, 1);
     int threads = dt_get_num_threads(), bad = 0;
     /* tiles in both directions; row tiles sharing a packed B */
-    const int64_t sizes[2][3] = {{200, 300, 72}, {520, 200, 37}};
-    for (int s = 0; s < 2; s++)
+    const int64_t sizes[3][3] = {{200, 300, 72}, {520, 200, 37}, {300, 40, 790}};
+    for (int s = 0; s < 3; s++)
         for (int t = 0; t < 4; t++)
             for (int dense = 0; dense < 2; dense++) {
                 bool ta = t & 1, tb = t & 2;
@@ -181,6 +182,7 @@ static void test_gemm_a_sums(void) {
         bool ta, bf16;
         int64_t M, N, K, pad;
     } cases[] = {{true, false, 300, 96, 200, 0},  {true, false, 300, 96, 200, 1},
+                 {true, false, 300, 96, 800, 0},  {true, false, 300, 96, 800, 1},
                  {true, true, 300, 96, 200, 0},   {true, false, 7, 5, 3, 0},
                  {false, false, 300, 96, 200, 0}, {true, false, 70, 0, 33, 0}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {

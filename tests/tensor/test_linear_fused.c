@@ -110,10 +110,12 @@ static double rel_err(const float *a, const float *b, int64_t n) {
     return md / (1.0 + mb);
 }
 
-static const int64_t shapes[][3] = {{300, 96, 200}, {7, 5, 3}, {257, 130, 72}};
+/* R, IN, OUT; the last has a long K in the dx (OUT) and dW (R) GEMMs, which run on sgemm */
+static const int64_t shapes[][3] = {{300, 96, 200}, {7, 5, 3}, {257, 130, 72}, {770, 24, 770}};
+#define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
 
 static void test_fused_equals_unfused(void) {
-    for (int s = 0; s < 3; s++)
+    for (int s = 0; s < NSHAPES; s++)
         for (int act = GELU; act <= RESID; act++)
             for (int bias = 0; bias < 2; bias++) {
                 const int64_t *d = shapes[s];
@@ -128,7 +130,7 @@ static void test_fused_equals_unfused(void) {
  * copies or reads dy's columns (one tile, row tiles with copies, sgemm): the bits of a plain
  * in-order sum. */
 static void test_bias_grad_bits(void) {
-    for (int s = 0; s < 3; s++)
+    for (int s = 0; s < NSHAPES; s++)
         for (int act = PLAIN; act <= RESID; act += RESID - PLAIN) {
             const int64_t *d = shapes[s];
             result f = run(act, true, false, true, d[0], d[1], d[2]);
@@ -139,7 +141,7 @@ static void test_bias_grad_bits(void) {
 }
 
 static void test_bf16_close_to_f32(void) {
-    for (int s = 0; s < 3; s++)
+    for (int s = 0; s < NSHAPES; s++)
         for (int act = PLAIN; act <= RELU; act++) {
             const int64_t *d = shapes[s];
             result h = run(act, true, true, true, d[0], d[1], d[2]);
@@ -229,9 +231,10 @@ static float *run_chain(int act, bool resid, int other, bool fused, bool bf16, i
 }
 
 static void test_chained_activation(void) {
-    static const int64_t dims[][4] = {{300, 96, 200, 72}, {7, 5, 3, 4}, {257, 130, 72, 96}};
+    static const int64_t dims[][4] = {
+        {300, 96, 200, 72}, {7, 5, 3, 4}, {257, 130, 72, 96}, {770, 24, 770, 16}};
     int nt0 = omp_get_max_threads();
-    for (int s = 0; s < 3; s++)
+    for (int s = 0; s < 4; s++)
         for (int act = GELU; act <= RELU; act++)
             for (int resid = 0; resid < 2; resid++)
                 for (int other = 0; other < 3; other++)

@@ -545,17 +545,19 @@ static void transpose_block(const float *src, int64_t ld, int64_t K, int64_t m, 
         for (int64_t j = 0; j < m; j++) sums[j] += s[j];
 }
 
-/* ---- long-K transposed A ----------------------------------------------------------------
- * C (M x N) = alpha Aᵀ B + beta C over a long K: the dW GEMMs of a linear layer, K = the batch's
- * rows (1024 on the GPT benchmark). Each row tile's A (tm columns of the stored K x M matrix) is
- * transposed into a plain tm x K block (transpose_block, which takes the a_sums on the way) and
- * the tile runs on oneDNN's sgemm, one sequential call per tile with B read in place. Against
- * brgemm on the transposed A this measured 0.8 ms faster a GPT step, and 1.3 ms against brgemm
- * on the plain block (in-process A/B, 100 step pairs). sgemm mallocs its packing buffers
- * itself, outside the accounting: 8 MB more peak RSS on the GPT benchmark, 1.06x the accounted
- * bytes. Shorter K (the MLP's dW GEMMs, K = 128) stays on the primitives, where that memory
- * would be a large share of the total. Tiles are plan_tiles' row tiles, whole rows each. */
-#define TA_SGEMM_MIN_K 512
+/* ---- long K on sgemm ------------------------------------------------------------------------
+ * Over a long K (>= SGEMM_MIN_K) oneDNN's sgemm, one sequential call per tile, measured faster
+ * in the GPT step than the brgemm primitives: on the dW GEMMs of its linear layers (K = the
+ * batch's 1024 rows) by 2.1 ms a step, on the dx GEMMs of c_fc and c_attn (K = 1024, 768) by
+ * 0.8 ms (in-process A/B, 100 step pairs each; the forward's GEMMs, whose B is transposed,
+ * measured slower on sgemm and stay on brgemm). sgemm mallocs its packing buffers itself,
+ * outside the accounting: 8 MB more peak RSS on the GPT benchmark, 1.05x the accounted bytes in
+ * all. Shorter K stays on the primitives (the MLP's GEMMs, K <= 512, where that memory would be
+ * 45% of the accounted total). A plain A (dx) goes through gemm_f32_tiled; a transposed one
+ * (dW) through ta_sgemm_tiled below: each row tile's A (tm columns of the stored K x M matrix)
+ * is transposed into a plain tm x K block (transpose_block, which takes the a_sums on the way),
+ * and sgemm reads B in place. Tiles are plan_tiles' row tiles, whole rows each. */
+#define SGEMM_MIN_K 768
 
 static bool ta_sgemm_tiled(dt_ctx *ctx, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                            const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
@@ -588,6 +590,7 @@ static bool gemm_f32_prim_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_
                                 int64_t ldb, float beta, float *C, int64_t ldc,
                                 const dt__gemm_opts *o) {
     if (ldc != N || ldb != (tb ? K : N)) return false;
+    if (!ta && !tb && K >= SGEMM_MIN_K) return false; /* long K on sgemm */
     tile_plan p = plan_tiles(M, N, K);
     if (!(tb && !ta) && p.mt > 1) p.tn = N, p.nt = 1;                    /* whole rows */
     if ((size_t)(K * p.tn) * sizeof(float) > b_pack_max()) return false; /* a tile's B */
@@ -595,7 +598,7 @@ static bool gemm_f32_prim_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_
     if (!c || c->broken || c->f32_broken) return false;
     int64_t ntiles = p.mt * p.nt;
     bool copy_a = ta && (p.mt > 1 || lda != M); /* a tile of a transposed A is strided */
-    if (copy_a && K >= TA_SGEMM_MIN_K)
+    if (copy_a && K >= SGEMM_MIN_K)
         return ta_sgemm_tiled(ctx, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, o);
     bool copy_b = !tb && p.nt > 1; /* so is a column block of a plain B */
     bool copy_c = p.nt > 1;        /* and a tile narrower than C */
