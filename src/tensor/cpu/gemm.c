@@ -553,10 +553,11 @@ static void transpose_block(const float *src, int64_t ld, int64_t K, int64_t m, 
  * measured slower on sgemm and stay on brgemm). sgemm mallocs its packing buffers itself,
  * outside the accounting; on the GPT benchmark peak RSS stays at 1.05x the accounted bytes.
  * Shorter K stays on the primitives: the MLP's GEMMs (K <= 512), whose accounted total is
- * small, measured 1.66x with its K = 512 dx GEMMs on sgemm, against 1.23x on the primitives. A plain A (dx) goes through gemm_f32_tiled; a transposed one
- * (dW) through ta_sgemm_tiled below: each row tile's A (tm columns of the stored K x M matrix)
- * is transposed into a plain tm x K block (transpose_block, which takes the a_sums on the way),
- * and sgemm reads B in place. Tiles are plan_tiles' row tiles, whole rows each. */
+ * small, measured 1.66x with its K = 512 dx GEMMs on sgemm, against 1.23x on the primitives. A
+ * plain A (dx) goes through gemm_f32_tiled; a transposed one (dW) through ta_sgemm_tiled below:
+ * each row tile's A (tm columns of the stored K x M matrix) is transposed into a plain tm x K block
+ * (transpose_block, which takes the a_sums on the way), and sgemm reads B in place. Tiles are
+ * plan_tiles' row tiles, whole rows each. */
 #define SGEMM_MIN_K 768
 
 static bool ta_sgemm_tiled(dt_ctx *ctx, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
