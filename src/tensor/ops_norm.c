@@ -140,6 +140,23 @@ static void layer_norm_backward(dt_node *n) {
             // x, g rows are (C)
             const float *xr = X + r * C, *gr = G + r * C;
             float m = mean[r], rs = rstd[r];
+            if (bw && bb && W && gx) { /* the usual case: both partials and the sums in one pass */
+                float s1 = 0.f, s2 = 0.f;
+#pragma omp simd reduction(+ : s1, s2)
+                for (int64_t c = 0; c < C; c++) {
+                    float xh = (xr[c] - m) * rs, d = gr[c] * W[c];
+                    bw[c] += gr[c] * xh;
+                    bb[c] += gr[c];
+                    s1 += d;
+                    s2 += d * xh;
+                }
+                float a1 = s1 * invC, a2 = s2 * invC;
+                float *gxr = gx + r * C;
+#pragma omp simd
+                for (int64_t c = 0; c < C; c++)
+                    gxr[c] += rs * (gr[c] * W[c] - a1 - ((xr[c] - m) * rs) * a2);
+                continue;
+            }
             if (bw) {
 #pragma omp simd
                 for (int64_t c = 0; c < C; c++) bw[c] += gr[c] * ((xr[c] - m) * rs);
