@@ -140,8 +140,9 @@ static void layer_norm_backward(dt_node *n) {
             // x, g rows are (C)
             const float *xr = X + r * C, *gr = G + r * C;
             float m = mean[r], rs = rstd[r];
+            /* dxhat = g * w; dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)) */
+            float s1 = 0.f, s2 = 0.f;
             if (bw && bb && W && gx) { /* the usual case: both partials and the sums in one pass */
-                float s1 = 0.f, s2 = 0.f;
 #pragma omp simd reduction(+ : s1, s2)
                 for (int64_t c = 0; c < C; c++) {
                     float xh = (xr[c] - m) * rs, d = gr[c] * W[c];
@@ -150,36 +151,29 @@ static void layer_norm_backward(dt_node *n) {
                     s1 += d;
                     s2 += d * xh;
                 }
-                float a1 = s1 * invC, a2 = s2 * invC;
-                float *gxr = gx + r * C;
-#pragma omp simd
-                for (int64_t c = 0; c < C; c++)
-                    gxr[c] += rs * (gr[c] * W[c] - a1 - ((xr[c] - m) * rs) * a2);
-                continue;
-            }
-            if (bw) {
-#pragma omp simd
-                for (int64_t c = 0; c < C; c++) bw[c] += gr[c] * ((xr[c] - m) * rs);
-            }
-            if (bb) {
-#pragma omp simd
-                for (int64_t c = 0; c < C; c++) bb[c] += gr[c];
-            }
-            if (!gx) continue;
-            /* dxhat = g * w; dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)) */
-            float s1 = 0.f, s2 = 0.f;
-            if (W) {
-#pragma omp simd reduction(+ : s1, s2)
-                for (int64_t c = 0; c < C; c++) {
-                    float d = gr[c] * W[c];
-                    s1 += d;
-                    s2 += d * ((xr[c] - m) * rs);
-                }
             } else {
+                if (bw) {
+#pragma omp simd
+                    for (int64_t c = 0; c < C; c++) bw[c] += gr[c] * ((xr[c] - m) * rs);
+                }
+                if (bb) {
+#pragma omp simd
+                    for (int64_t c = 0; c < C; c++) bb[c] += gr[c];
+                }
+                if (!gx) continue;
+                if (W) {
 #pragma omp simd reduction(+ : s1, s2)
-                for (int64_t c = 0; c < C; c++) {
-                    s1 += gr[c];
-                    s2 += gr[c] * ((xr[c] - m) * rs);
+                    for (int64_t c = 0; c < C; c++) {
+                        float d = gr[c] * W[c];
+                        s1 += d;
+                        s2 += d * ((xr[c] - m) * rs);
+                    }
+                } else {
+#pragma omp simd reduction(+ : s1, s2)
+                    for (int64_t c = 0; c < C; c++) {
+                        s1 += gr[c];
+                        s2 += gr[c] * ((xr[c] - m) * rs);
+                    }
                 }
             }
             float a1 = s1 * invC, a2 = s2 * invC;
