@@ -104,14 +104,19 @@ static void copy_ids(const dt_tensor *idx, int64_t *dst) {
     for (int64_t t = 0, ntok = dt_numel(idx); t < ntok; t++) dst[t] = id_at(idx, t);
 }
 
+/* The output of a lookup: idx's shape with C appended. */
+static dt_tensor *lookup_out(const dt_tensor *idx, dt_ctx *ctx, int64_t C) {
+    int64_t shape[DT_MAX_DIMS];
+    for (int d = 0; d < idx->ndim; d++) shape[d] = idx->shape[d];
+    shape[idx->ndim] = C;
+    return dt__empty(ctx, DT_DTYPE_F32, idx->ndim + 1, shape);
+}
+
 dt_tensor *dt_embedding(dt_tensor *idx, dt_tensor *w) {
     DT_CHECK_INPUTS(idx, w);
     if (!(idx = checked_ids("embedding", idx, w)) || !(w = dt__contig(w))) return NULL;
     int64_t V = w->shape[0], C = w->shape[1], ntok = dt_numel(idx);
-    int64_t shape[DT_MAX_DIMS];
-    for (int d = 0; d < idx->ndim; d++) shape[d] = idx->shape[d];
-    shape[idx->ndim] = C;
-    dt_tensor *y = dt__empty(w->ctx, DT_DTYPE_F32, idx->ndim + 1, shape);
+    dt_tensor *y = lookup_out(idx, w->ctx, C);
     dt_node *n = dt__node_new(&op_embedding, y, 2, (dt_tensor *[]){idx, w});
     if (!n) return NULL;
     const float *W = w->data; // (V, C)
@@ -184,10 +189,7 @@ dt_tensor *dt_embedding_sum(dt_tensor *ia, dt_tensor *wa, dt_tensor *ib, dt_tens
     }
     if (!(wa = dt__contig(wa)) || !(wb = dt__contig(wb))) return NULL;
     int64_t C = wa->shape[1], ntok = dt_numel(ia);
-    int64_t shape[DT_MAX_DIMS];
-    for (int d = 0; d < ia->ndim; d++) shape[d] = ia->shape[d];
-    shape[ia->ndim] = C;
-    dt_tensor *y = dt__empty(wa->ctx, DT_DTYPE_F32, ia->ndim + 1, shape);
+    dt_tensor *y = lookup_out(ia, wa->ctx, C);
     dt_node *n = dt__node_new(&op_embedding_sum, y, 4, (dt_tensor *[]){ia, wa, ib, wb});
     if (!n) return NULL;
     const float *A = wa->data, *B = wb->data;
