@@ -96,6 +96,15 @@ DT_API dt_tensor *dt_module_find_param(const dt_module *root, const char *dotted
 DT_API float *dt_module_flat_params(const dt_module *root, int64_t *n);
 DT_API float *dt_module_flat_grads(const dt_module *root, int64_t *n);
 DT_API void dt_module_zero_grad(dt_module *root);
+/* Zero the gradients without writing them (PyTorch's zero_grad(set_to_none=True)): each
+ * parameter's gradient becomes zero by definition, and the next backward stores its first
+ * contribution instead of adding it to a zeroed buffer; the parameters that backward does not
+ * reach are zeroed when it ends. dt_module_flat_grads, dt_module_param_tensor and
+ * dt_module_find_param zero what is still pending before they hand anything out, so through
+ * them the gradients always read as zero until a backward writes them. Between this call and
+ * the next backward, do not read or write the gradient buffer through a pointer obtained
+ * before it. */
+DT_API void dt_module_zero_grad_lazy(dt_module *root);
 DT_API dt_ctx *dt_module_ctx(const dt_module *root);
 
 /* ---- layers ---- */

@@ -64,8 +64,9 @@ DT_API dt_status dt_optim_step(dt_optimizer *o, float *params, const float *grad
 DT_API dt_status dt_optim_step_zero_grad(dt_optimizer *o, float *params, float *grads, int64_t n);
 /* Step using a module's flat buffers (optimizer made with dt_optim_new_for_module). */
 DT_API dt_status dt_optim_step_module(dt_optimizer *o, dt_module *root);
-/* The same, then the module's gradients zeroed in the same pass (dt_optim_step_zero_grad):
- * what dt_optim_step_module followed by dt_module_zero_grad leaves, in one sweep. */
+/* The same, then the module's gradients zeroed without a pass over them
+ * (dt_module_zero_grad_lazy): the next backward stores the first gradients instead of adding
+ * them to zeros. */
 DT_API dt_status dt_optim_step_module_zero_grad(dt_optimizer *o, dt_module *root);
 DT_API void dt_optim_set_lr(dt_optimizer *o, float lr);
 DT_API float dt_optim_lr(const dt_optimizer *o);

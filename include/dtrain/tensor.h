@@ -49,6 +49,7 @@ enum {
     DT_TENSOR_REQUIRES_GRAD = 1 << 0,
     DT_TENSOR_PARAM = 1 << 1, /* a view into a module's flat parameter buffer */
     DT_TENSOR_HEAP = 1 << 2,  /* struct + data from the heap: free with dt_tensor_free */
+    /* bits 16 and up are the library's own */
 };
 
 struct dt_tensor {

@@ -14,8 +14,8 @@
  *
  * A training step is: zero grads, forward, cross-entropy loss, backward, AdamW step, on one
  * batch of random data from a fixed seed (made once, outside the timed loop). In plain steps
- * the AdamW step zeroes each chunk of gradients right after reading it
- * (dt_optim_step_module_zero_grad), which leaves them zeroed for the next step (the first is
+ * the AdamW step leaves the gradients zeroed lazily (dt_optim_step_module_zero_grad: the next
+ * backward stores the first gradients instead of adding them to zeros; the first step's are
  * zeroed before the loop). The step time
  * is the median over --steps timed steps after --warmup untimed ones. `gflops` is the model
  * FLOPs of one step (forward + backward, from the op table's counts) over the median time. */

@@ -2,6 +2,7 @@
 #include "nn/nn_impl.h"
 
 #include "base/base_impl.h"
+#include "tensor/tensor_impl.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,7 +24,29 @@ struct dt_flat {
     named *list;
     int count;
     bool borrowed; /* params/grads belong to someone else (dt__module_rebind) */
+    bool stale;    /* some parameters' gradients are stale (dt_module_zero_grad_lazy) */
 };
+
+/* The stale gradients become zeroed ones (see DT__TENSOR_GRAD_STALE): the context calls this
+ * when a backward ends, and every accessor that hands gradients out calls it first. */
+static void settle_grads(void *arg) {
+    struct dt_flat *f = arg;
+    if (!f->stale) return;
+    for (int i = 0; i < f->count; i++) {
+        dt_tensor *t = f->list[i].p->t;
+        if (!(t->flags & DT__TENSOR_GRAD_STALE)) continue;
+        dt__zero_f32(t->grad->data, dt_numel(t));
+        t->flags &= ~DT__TENSOR_GRAD_STALE;
+    }
+    f->stale = false;
+}
+
+static void settle(const dt_module *root) {
+    struct dt_flat *f = root->flat;
+    if (!f || !f->stale) return;
+    settle_grads(f);
+    dt__ctx_remove_settle(f->ctx, settle_grads, f);
+}
 
 dt_module *dt_module_new(const char *type, dt_forward_fn forward) {
     dt_module *m = calloc(1, sizeof *m);
@@ -90,6 +113,7 @@ dt_module *dt_module_child(dt_module *m, int i) {
 
 static void free_flat(struct dt_flat *f) {
     if (!f) return;
+    if (f->stale) dt__ctx_remove_settle(f->ctx, settle_grads, f);
     dt_device *dev = dt_ctx_device(f->ctx);
     if (!f->borrowed) {
         dt_mem_free(dev, DT_MEM_PARAMS, f->params, (size_t)f->n * sizeof(float));
@@ -276,16 +300,19 @@ const char *dt_module_param_name(const dt_module *root, int i) {
 }
 
 dt_tensor *dt_module_param_tensor(const dt_module *root, int i) {
+    settle(root);
     return root->flat && i >= 0 && i < root->flat->count ? root->flat->list[i].p->t : NULL;
 }
 
 dt_tensor *dt_module_find_param(const dt_module *root, const char *name) {
+    settle(root);
     for (int i = 0; root->flat && i < root->flat->count; i++)
         if (!strcmp(root->flat->list[i].name, name)) return root->flat->list[i].p->t;
     return NULL;
 }
 
 void dt__module_rebind(dt_module *root, float *params, float *grads, bool owned) {
+    settle(root); /* the new buffers' gradients are the caller's */
     struct dt_flat *f = root->flat;
     if (!f->borrowed) {
         dt_device *dev = dt_ctx_device(f->ctx);
@@ -310,12 +337,31 @@ float *dt_module_flat_params(const dt_module *root, int64_t *n) {
 
 float *dt_module_flat_grads(const dt_module *root, int64_t *n) {
     if (!root->flat) return NULL;
+    settle(root);
     if (n) *n = root->flat->n;
     return root->flat->grads;
 }
 
 void dt_module_zero_grad(dt_module *root) {
-    if (root->flat) dt__zero_f32(root->flat->grads, root->flat->n);
+    struct dt_flat *f = root->flat;
+    if (!f) return;
+    if (f->stale) {
+        for (int i = 0; i < f->count; i++) f->list[i].p->t->flags &= ~DT__TENSOR_GRAD_STALE;
+        f->stale = false;
+        dt__ctx_remove_settle(f->ctx, settle_grads, f);
+    }
+    dt__zero_f32(f->grads, f->n);
+}
+
+void dt_module_zero_grad_lazy(dt_module *root) {
+    struct dt_flat *f = root->flat;
+    if (!f) return;
+    if (!dt__ctx_add_settle(f->ctx, settle_grads, f)) { /* the context has no room: now */
+        dt_module_zero_grad(root);
+        return;
+    }
+    for (int i = 0; i < f->count; i++) f->list[i].p->t->flags |= DT__TENSOR_GRAD_STALE;
+    f->stale = true;
 }
 
 dt_ctx *dt_module_ctx(const dt_module *root) {

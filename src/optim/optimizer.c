@@ -696,7 +696,9 @@ static dt_status step_module(dt_optimizer *o, dt_module *root, bool zero, const 
     if (!p || !g)
         return dt_error(DT_ERR_STATE,
                         "%s: the module has no flat buffers; hint: call dt_module_build first", fn);
-    return optim_step(o, p, g, n, zero);
+    dt_status st = optim_step(o, p, g, n, false);
+    if (st == DT_OK && zero) dt_module_zero_grad_lazy(root);
+    return st;
 }
 
 dt_status dt_optim_step_module(dt_optimizer *o, dt_module *root) {

@@ -1,6 +1,8 @@
 /* autograd.c — the tape: recording nodes, FLOP counting, reverse-mode backward, op registry. */
 #include "tensor_impl.h"
 
+#include "base/base_impl.h"
+
 #include <stdlib.h>
 
 dt_node *dt__node_new(const dt_op_def *op, dt_tensor *out, int n_in, dt_tensor *const *ins) {
@@ -96,18 +98,44 @@ float *dt__grad_f32(dt_tensor *t) {
         dt_tensor *g = new_grad(t, true);
         if (!g) return NULL;
         t->grad = g;
+    } else if (t->flags & DT__TENSOR_GRAD_STALE) {
+        dt__zero_f32(t->grad->data, dt_numel(t));
+        t->flags &= ~DT__TENSOR_GRAD_STALE;
     }
     return t->grad->data;
 }
 
 float *dt__grad_f32_fresh(dt_tensor *t, bool *fresh) {
-    *fresh = t->grad == NULL;
-    if (*fresh) {
+    *fresh = t->grad == NULL || (t->flags & DT__TENSOR_GRAD_STALE);
+    if (!t->grad) {
         dt_tensor *g = new_grad(t, false);
         if (!g) return NULL;
         t->grad = g;
     }
+    t->flags &= ~DT__TENSOR_GRAD_STALE;
     return t->grad->data;
+}
+
+bool dt__ctx_add_settle(dt_ctx *ctx, dt__settle_fn fn, void *arg) {
+    for (int i = 0; i < ctx->n_settle; i++)
+        if (ctx->settle[i].fn == fn && ctx->settle[i].arg == arg) return true;
+    if (ctx->n_settle == DT__MAX_SETTLE) return false;
+    ctx->settle[ctx->n_settle++] = (struct dt_settle){fn, arg};
+    return true;
+}
+
+void dt__ctx_remove_settle(dt_ctx *ctx, dt__settle_fn fn, void *arg) {
+    int k = 0;
+    for (int i = 0; i < ctx->n_settle; i++)
+        if (ctx->settle[i].fn != fn || ctx->settle[i].arg != arg) ctx->settle[k++] = ctx->settle[i];
+    ctx->n_settle = k;
+}
+
+/* the end of a top-level backward: every stale gradient it did not reach becomes a zeroed one */
+static dt_status settle_all(dt_ctx *ctx, dt_status st) {
+    for (int i = 0; i < ctx->n_settle; i++) ctx->settle[i].fn(ctx->settle[i].arg);
+    ctx->n_settle = 0;
+    return st;
 }
 
 bool dt__grad_take_over(dt_node *n, dt_tensor *t) {
@@ -224,9 +252,9 @@ dt_status dt_backward(dt_tensor *loss) {
     }
     dt_clear_error();
     float *g = dt__grad_f32(loss);
-    if (!g) return DT_ERR_OOM;
+    if (!g) return settle_all(loss->ctx, DT_ERR_OOM);
     g[0] += 1.0f;
-    return run_backward(loss);
+    return settle_all(loss->ctx, run_backward(loss));
 }
 
 dt_status dt_backward_with(dt_tensor *out, const dt_tensor *grad_out) {
@@ -236,13 +264,13 @@ dt_status dt_backward_with(dt_tensor *out, const dt_tensor *grad_out) {
                         (long long)dt_numel(grad_out), (long long)dt_numel(out));
     dt_clear_error();
     float *g = dt__grad_f32(out);
-    if (!g) return DT_ERR_OOM;
+    if (!g) return settle_all(out->ctx, DT_ERR_OOM);
     dt_tensor *src = dt_to_dtype((dt_tensor *)grad_out, DT_DTYPE_F32);
-    if (!src) return DT_ERR_OOM;
+    if (!src) return settle_all(out->ctx, DT_ERR_OOM);
     const float *s = src->data;
     int64_t n = dt_numel(out);
     for (int64_t i = 0; i < n; i++) g[i] += s[i];
-    return run_backward(out);
+    return settle_all(out->ctx, run_backward(out));
 }
 
 /* ---- op registry: the "dt_ops" section holds one pointer per DT_OP ---- */

@@ -395,12 +395,15 @@ static void linear_backward(dt_node *n) {
     }
     float *db = gb ? dt__grad_f32(b) : NULL;
     if (gb && !db) return;
-    if (gw) { /* dw (OUT, IN) += dyᵀ · x, the bias gradient summed as the GEMM reads dy */
-        float *dw = dt__grad_f32(w);
+    if (gw) { /* dw (OUT, IN) += dyᵀ · x (= when stale), the bias gradient summed as the GEMM
+               * reads dy */
+        bool fresh;
+        float *dw = dt__grad_f32_fresh(w, &fresh);
         dt__gemm_opts o = {.a_sums = fuse ? db : NULL,
                            .bf16 = {dyb, bf16 ? sv->xb : NULL, NULL, NULL}};
         if (!dw) return;
-        dt__gemm_ex(ctx, true, false, OUT, IN, R, 1.f, dy, OUT, x->data, IN, 1.f, dw, IN, &o);
+        dt__gemm_ex(ctx, true, false, OUT, IN, R, 1.f, dy, OUT, x->data, IN, fresh ? 0.f : 1.f, dw,
+                    IN, &o);
     }
     if (db && !(gw && fuse)) {
         int64_t nblk = (OUT + 63) / 64;

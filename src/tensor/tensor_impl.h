@@ -60,6 +60,20 @@ struct dt_node {
     double t0;   /* op profile on: when the node was made */
 };
 
+/* Stale gradients. A parameter whose tensor has DT__TENSOR_GRAD_STALE set has a gradient of
+ * zero whatever its buffer holds (dt_module_zero_grad_lazy, PyTorch's set_to_none): the next
+ * backward op to reach it stores instead of adding (dt__grad_f32_fresh says fresh) or zeroes it
+ * first (dt__grad_f32), and clears the flag. The owner of such tensors registers a settle
+ * function with their context, which every top-level backward calls when it ends: it zeroes
+ * the gradients the backward did not reach and clears their flags, so after a backward every
+ * gradient buffer holds its true values again. */
+#define DT__TENSOR_GRAD_STALE (1u << 16)
+#define DT__MAX_SETTLE 8
+typedef void (*dt__settle_fn)(void *arg);
+/* false when the context has no room left (the caller then zeroes eagerly) */
+bool dt__ctx_add_settle(dt_ctx *ctx, dt__settle_fn fn, void *arg);
+void dt__ctx_remove_settle(dt_ctx *ctx, dt__settle_fn fn, void *arg);
+
 struct dt_ctx {
     dt_device *dev;
     bool own_dev;
@@ -98,6 +112,12 @@ struct dt_ctx {
     /* the running backward walk: the tape position of the node whose backward runs, and the
      * lowest position the walk will reach (dt__sole_consumer) */
     int64_t bwd_pos, bwd_lo;
+    /* owners of stale parameter gradients (dt__ctx_add_settle): settled when a backward ends */
+    struct dt_settle {
+        dt__settle_fn fn;
+        void *arg;
+    } settle[DT__MAX_SETTLE];
+    int n_settle;
 };
 /* the op profile's row for op, or NULL (autograd.c) */
 dt_op_time *dt__prof_row(dt_ctx *ctx, const dt_op_def *op);
@@ -146,7 +166,8 @@ static inline bool dt__wants_grad(const dt_tensor *t) {
  * is t's whole gradient, and n's backward may fold the first step of t's producer's backward
  * into its own (see linear's "Chained activation"). */
 bool dt__sole_consumer(const dt_node *n, const dt_tensor *t);
-/* t's gradient buffer (f32, contiguous, numel(t) floats), allocated zeroed on first use.
+/* t's gradient buffer (f32, contiguous, numel(t) floats), allocated zeroed on first use (and
+ * zeroed when stale).
  * A backward that hands its output's gradient buffer over to an input (x->grad sharing
  * n->out->grad's data) must set n->out->grad = NULL: the tape recycles the buffers of the
  * gradients it drops. */
@@ -157,7 +178,8 @@ float *dt__grad_f32(dt_tensor *t);
 dt_status dt__backward_range(dt_tensor *out, const float *grad, int64_t lo, int64_t kbase);
 /* Like dt__grad_f32, for a backward that writes EVERY element: when the buffer is new it is
  * left uninitialised and *fresh is set, and the op must store (=) instead of add (+=). This
- * saves zeroing every activation gradient. */
+ * saves zeroing every activation gradient, and a stale parameter gradient (DT__TENSOR_GRAD_STALE)
+ * is fresh too. */
 float *dt__grad_f32_fresh(dt_tensor *t, bool *fresh);
 /* Input t's gradient IS n's output gradient (an add's operand, a residual): with no gradient
  * of its own yet, t takes the output gradient's buffer over instead of a copy, and later

@@ -3,6 +3,7 @@
  * reference, the causal property, thread-count determinism, the GPT's parameter count and
  * PyTorch-style names, forward shapes, a short training run and error cases. */
 #include "dtrain/nn.h"
+#include "dtrain/optim.h"
 #include "test.h"
 
 #include <omp.h>
@@ -447,6 +448,97 @@ static void test_gpt_threads(void) {
     free(grads[1]);
 }
 
+/* dt_module_zero_grad_lazy (and dt_optim_step_module_zero_grad, which ends with it): the same
+ * bits as zeroing the gradients for real, over AdamW steps of a GPT; a parameter used twice
+ * in a graph accumulates its second contribution onto the stored first; a module the backward
+ * does not reach reads zero afterwards, even through a pointer taken before. Each buffer is
+ * filled with garbage first, so a backward that added to a stale gradient would show. */
+static void test_zero_grad_lazy(void) {
+    dt_gpt_config cfg = {.vocab = 32, .seq = 40, .d_model = 32, .n_head = 4, .n_layer = 2};
+    int64_t B = 3, T = 40, tok[120], tgt[120];
+    for (int64_t i = 0; i < B * T; i++) tok[i] = (i * 7) % 32, tgt[i] = (i * 5 + 3) % 32;
+    float *params[2] = {NULL, NULL}, *grads[2] = {NULL, NULL};
+    int64_t n = 0;
+    for (int lazy = 0; lazy < 2; lazy++) {
+        dt_ctx *ctx = dt_ctx_new(NULL, 5);
+        dt_module *net = dt_model_gpt(&cfg);
+        CHECK(net && dt_module_build(net, ctx, 9) == DT_OK);
+        dt_optim_config oc = dt_optim_defaults(DT_OPTIM_ADAMW);
+        dt_optimizer *opt = dt_optim_new_for_module(&oc, net);
+        CHECK(opt != NULL);
+        float *g = dt_module_flat_grads(net, &n);
+        for (int64_t i = 0; i < n; i++) g[i] = 1e3f + (float)i; /* garbage */
+        if (lazy) dt_module_zero_grad_lazy(net);
+        for (int s = 0; s < 3; s++) {
+            if (!lazy) dt_module_zero_grad(net);
+            dt_tensor *x = dt_tensor_from_i64(ctx, 2, (int64_t[]){B, T}, tok);
+            dt_tensor *y = dt_tensor_from_i64(ctx, 1, (int64_t[]){B * T}, tgt);
+            dt_tensor *l = dt_cross_entropy(dt_module_forward(net, x), y, -100);
+            CHECK(l && dt_backward(l) == DT_OK);
+            if (s == 2) { /* the last gradients, read through the pointer taken at the start */
+                grads[lazy] = malloc(sizeof(float) * (size_t)n);
+                memcpy(grads[lazy], g, sizeof(float) * (size_t)n);
+            }
+            CHECK((lazy ? dt_optim_step_module_zero_grad(opt, net)
+                        : dt_optim_step_module(opt, net)) == DT_OK);
+            dt_ctx_reset(ctx);
+        }
+        params[lazy] = malloc(sizeof(float) * (size_t)n);
+        memcpy(params[lazy], dt_module_flat_params(net, NULL), sizeof(float) * (size_t)n);
+        if (lazy) { /* zero through the accessors after the fused step */
+            dt_tensor *w = dt_module_find_param(net, "h.0.mlp.c_fc.weight");
+            CHECK(w && ((float *)w->grad->data)[5] == 0.f);
+            int left = 0;
+            g = dt_module_flat_grads(net, NULL);
+            for (int64_t i = 0; i < n; i++) left += g[i] != 0.f;
+            CHECK(left == 0);
+        }
+        dt_optim_free(opt);
+        dt_module_free(net);
+        dt_ctx_free(ctx);
+    }
+    CHECK(grads[0] && grads[1] && memcmp(grads[0], grads[1], sizeof(float) * (size_t)n) == 0);
+    CHECK(params[0] && params[1] && memcmp(params[0], params[1], sizeof(float) * (size_t)n) == 0);
+    for (int i = 0; i < 2; i++) free(grads[i]), free(params[i]);
+
+    /* a weight used twice, and a module out of the graph */
+    dt_ctx *ctx = dt_ctx_new(NULL, 2);
+    dt_module *m = dt_model_mlp(16, 16, 1, 16), *other = dt_model_mlp(4, 8, 1, 2);
+    CHECK(m && other && dt_module_build(m, ctx, 1) == DT_OK &&
+          dt_module_build(other, ctx, 2) == DT_OK);
+    int64_t nm, no;
+    float *gm = dt_module_flat_grads(m, &nm), *go = dt_module_flat_grads(other, &no);
+    float *want = malloc(sizeof(float) * (size_t)nm);
+    dt_tensor *w = dt_module_param_tensor(m, 0);
+    dt_tensor *x = dt_rand_uniform(ctx, 2, (int64_t[]){8, 16}, -1.f, 1.f);
+    CHECK(w && w->ndim == 2 && w->shape[0] == 16 && w->shape[1] == 16);
+    for (int lazy = 0; lazy < 2; lazy++) {
+        for (int64_t i = 0; i < nm; i++) gm[i] = -7.f;
+        for (int i = 0; i < dt_module_param_count(other); i++) { /* the padding stays 0 */
+            dt_tensor *t = dt_module_param_tensor(other, i);
+            for (int64_t j = 0; j < dt_numel(t); j++) ((float *)t->grad->data)[j] = 3.f;
+        }
+        if (lazy) {
+            dt_module_zero_grad_lazy(m);
+            dt_module_zero_grad_lazy(other);
+        } else {
+            dt_module_zero_grad(m);
+        }
+        dt_tensor *l = dt_mean_all(dt_linear(dt_linear(x, w, NULL), w, NULL));
+        CHECK(l && dt_backward(l) == DT_OK);
+        if (!lazy) memcpy(want, gm, sizeof(float) * (size_t)nm);
+    }
+    CHECK(memcmp(want, gm, sizeof(float) * (size_t)nm) == 0);
+    int left = 0;
+    for (int64_t i = 0; i < no; i++) left += go[i] != 0.f;
+    CHECK_MSG(left == 0, "%d gradients of the unreached module are not zero", left);
+    CHECK(go[0] == 0.f && dt_module_flat_grads(other, NULL) == go);
+    free(want);
+    dt_module_free(other);
+    dt_module_free(m);
+    dt_ctx_free(ctx);
+}
+
 /* The pipeline pieces chained (embedding, blocks, head) compute the model's forward: same
  * flat layout, so the same weights give the same logits bit for bit. */
 static void test_gpt_pieces(void) {
@@ -490,5 +582,6 @@ int main(void) {
     TEST_RUN(test_gpt_threads);
     TEST_RUN(test_gpt_train);
     TEST_RUN(test_gpt_pieces);
+    TEST_RUN(test_zero_grad_lazy);
     TEST_END();
 }

@@ -451,6 +451,9 @@ static void test_module(void) {
     o = dt_optim_new_for_module(&c, net);
     CHECK(o && dt_optim_step_module_zero_grad(o, net) == DT_OK);
     CHECK(memcmp(p, p1, (size_t)n * 4) == 0);
+    /* zeroed lazily: the accessor hands out zeros (the old pointer's contents are not zeroed
+     * until then) */
+    CHECK(dt_module_flat_grads(net, NULL) == g);
     int left = 0;
     for (int64_t i = 0; i < n; i++) left += g[i] != 0.0f;
     CHECK(left == 0);
