@@ -189,14 +189,22 @@ static void gelu_tanh_bwd(const float *x, const float *y, const float *g, float 
     }
 }
 
-static void gelu_tanh_fwd_grad_b(const float *x, const float *bias, float *y, float *d, int64_t n) {
+/* stream: d goes to memory with non-temporal stores where its lines are aligned (it is read
+ * again only by the backward, long after the cache has moved on) */
+static void gelu_tanh_fwd_grad_b(const float *x, const float *bias, float *y, float *d, int64_t n,
+                                 bool stream) {
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
         __m512 v = load_biased(k, x, bias, i), v2 = _mm512_mul_ps(v, v);
         __m512 s = gelu_tanh_s512(v, v2);
         _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(v, s));
-        _mm512_mask_storeu_ps(d + i, k, gelu_tanh_grad512(v, v2, s));
+        __m512 g = gelu_tanh_grad512(v, v2, s);
+        if (stream && k == (__mmask16)0xFFFF && !((uintptr_t)(d + i) & 63))
+            _mm512_stream_ps(d + i, g);
+        else
+            _mm512_mask_storeu_ps(d + i, k, g);
     }
+    if (stream) _mm_sfence();
 }
 
 #else /* portable */
@@ -226,7 +234,9 @@ static void gelu_tanh_bwd(const float *x, const float *y, const float *g, float 
     (void)y;
     STORE_OR_ADD(acc, n, g[i] * gelu_tanh_grad(x[i]));
 }
-static void gelu_tanh_fwd_grad_b(const float *x, const float *bias, float *y, float *d, int64_t n) {
+static void gelu_tanh_fwd_grad_b(const float *x, const float *bias, float *y, float *d, int64_t n,
+                                 bool stream) {
+    (void)stream;
     for (int64_t i = 0; i < n; i++) {
         float v = bias ? x[i] + bias[i] : x[i];
         d[i] = gelu_tanh_grad(v); /* d may be x: v is read first */
@@ -243,8 +253,9 @@ static void gelu_tanh_fwd(const float *x, float *y, int64_t n) {
 void dt__gelu_tanh_fwd(const float *x, const float *bias, float *y, int64_t n) {
     gelu_tanh_fwd_b(x, bias, y, n);
 }
-void dt__gelu_tanh_fwd_grad(const float *x, const float *bias, float *y, float *d, int64_t n) {
-    gelu_tanh_fwd_grad_b(x, bias, y, d, n);
+void dt__gelu_tanh_fwd_grad(const float *x, const float *bias, float *y, float *d, int64_t n,
+                            bool stream) {
+    gelu_tanh_fwd_grad_b(x, bias, y, d, n, stream);
 }
 
 static void silu_fwd(const float *x, float *y, int64_t n) {

@@ -5,6 +5,8 @@
 #include <stdio.h>
 
 #define PAR_MIN 32768
+/* a saved gelu_tanh derivative larger than this goes to memory with non-temporal stores */
+#define STREAM_MIN_BYTES ((int64_t)2 << 20)
 
 /* ---- matmul ------------------------------------------------------------------------------
  * iattr: [0]=ta [1]=tb [2]=M [3]=N [4]=K [5]=batch count
@@ -221,6 +223,7 @@ typedef struct linear_saved {
 typedef struct linear_fwd_ep {
     float *Y;          /* output (R, OUT) */
     float *H;          /* where the GEMM wrote (= Y, or the saved gelu_tanh' buffer) */
+    bool stream;       /* the saved gelu_tanh' goes to memory with non-temporal stores */
     const float *bias; /* NULL: none */
     const float *res;  /* (R, OUT) added last (dt_linear_residual), or NULL */
     int64_t OUT;
@@ -233,14 +236,16 @@ static void linear_fwd_epilogue(void *arg, int64_t r0, int64_t r1, int64_t c0, i
     const linear_fwd_ep *e = arg;
     int64_t w = c1 - c0;
     const float *bb = e->bias ? e->bias + c0 : NULL;
+    const float *src = dt__gemm_tile_src(); /* the tile, when the GEMM kept it in cache */
     for (int64_t r = r0; r < r1; r++) {
         float *h = e->H + r * e->OUT + c0, *y = e->Y + r * e->OUT + c0;
         const float *rr = e->res ? e->res + r * e->OUT + c0 : NULL; /* act is none: h is y */
         if (e->act == ACT_GELU_TANH) {
-            if (y == h)
-                dt__gelu_tanh_fwd(h, bb, y, w); /* not recording */
-            else
-                dt__gelu_tanh_fwd_grad(h, bb, y, h, w); /* the backward's factor replaces h */
+            if (y == h) /* not recording */
+                dt__gelu_tanh_fwd(h, bb, y, w);
+            else /* the backward's factor goes where the GEMM would have written h */
+                dt__gelu_tanh_fwd_grad(src ? src + (r - r0) * e->OUT + c0 : h, bb, y, h, w,
+                                       e->stream);
         } else if (e->act == ACT_RELU) {
             if (bb) {
 #pragma omp simd
@@ -508,10 +513,15 @@ static dt_tensor *linear_act(dt_tensor *x, dt_tensor *w, dt_tensor *b, dt_tensor
             io.b_out = sv->wb;
         }
     }
-    linear_fwd_ep e = {y->data, H, b ? b->data : NULL, res ? res->data : NULL, OUT, act};
+    /* recording gelu: the epilogue writes y and the saved derivative from h, so h itself
+     * needs no memory (c_is_scratch), and a derivative larger than the caches is streamed */
+    bool saving = H != y->data;
+    linear_fwd_ep e = {y->data, H, saving && R * OUT * (int64_t)sizeof(float) > STREAM_MIN_BYTES,
+                       b ? b->data : NULL, res ? res->data : NULL, OUT, act};
     dt__gemm_opts o = {.epilogue = b || res || act != ACT_NONE ? linear_fwd_epilogue : NULL,
                        .arg = &e,
-                       .bf16 = io};
+                       .bf16 = io,
+                       .c_is_scratch = saving};
     dt__gemm_ex(ctx, false, true, R, OUT, IN, 1.f, x->data, IN, w->data, IN, 0.f, H, OUT, &o);
     return dt__node_commit(n);
 }

@@ -215,7 +215,8 @@ void dt__f32_to_bf16_seq(const float *src, uint16_t *dst, int64_t n);
  * gelu's backward multiplies the incoming gradient by, with the same bits; v = x + bias when a
  * bias is given (rounded to f32 first, as a separate add would), else x. */
 void dt__gelu_tanh_fwd(const float *x, const float *bias, float *y, int64_t n);
-void dt__gelu_tanh_fwd_grad(const float *x, const float *bias, float *y, float *d, int64_t n);
+void dt__gelu_tanh_fwd_grad(const float *x, const float *bias, float *y, float *d, int64_t n,
+                            bool stream); /* stream: d with non-temporal stores */
 
 /* A tile callback: rows [r0, r1), columns [c0, c1) of C, run by the thread that computes the
  * tile. Tiles are disjoint. */
@@ -242,7 +243,15 @@ typedef struct dt__gemm_opts {
      * or reads those columns anyway (fused into the copy of a transposed A's tiles). */
     float *a_sums;
     dt__gemm_bf16 bf16;
+    /* Set for an epilogue that reads its tile of the product and writes every result
+     * elsewhere, so that C is only scratch to it (beta 0): the f32 tile loop may then compute a
+     * whole-row tile into a per-thread block that stays in cache instead of C, leaving C's rows
+     * unwritten, and the epilogue finds the tile through dt__gemm_tile_src. */
+    bool c_is_scratch;
 } dt__gemm_opts;
+/* Inside an epilogue: the tile's rows [r0, r1) when the GEMM computed them into its own block
+ * (row r at src + (r - r0) * N), or NULL when they are in C as usual. */
+const float *dt__gemm_tile_src(void);
 /* out[j] += sum over rows r of A[r * lda + j] for columns [c0, c1): each column summed from 0
  * in row order, then added to out (vectorised across columns; the same bits however the
  * columns are cut). */
