@@ -516,8 +516,13 @@ static dt_tensor *linear_act(dt_tensor *x, dt_tensor *w, dt_tensor *b, dt_tensor
     /* recording gelu: the epilogue writes y and the saved derivative from h, so h itself
      * needs no memory (c_is_scratch), and a derivative larger than the caches is streamed */
     bool saving = H != y->data;
-    linear_fwd_ep e = {y->data, H, saving && R * OUT * (int64_t)sizeof(float) > STREAM_MIN_BYTES,
-                       b ? b->data : NULL, res ? res->data : NULL, OUT, act};
+    linear_fwd_ep e = {.Y = y->data,
+                       .H = H,
+                       .stream = saving && R * OUT * (int64_t)sizeof(float) > STREAM_MIN_BYTES,
+                       .bias = b ? b->data : NULL,
+                       .res = res ? res->data : NULL,
+                       .OUT = OUT,
+                       .act = act};
     dt__gemm_opts o = {.epilogue = b || res || act != ACT_NONE ? linear_fwd_epilogue : NULL,
                        .arg = &e,
                        .bf16 = io,
