@@ -151,6 +151,17 @@ DT_API void dt_log_set_level(dt_log_level lvl);
 DT_API void dt_set_num_threads(int n);
 DT_API int dt_get_num_threads(void);
 
+/* Instruction-set levels, each including the ones before it. */
+typedef enum dt_cpu_isa {
+    DT_CPU_GENERIC = 0,     /* x86-64 baseline (or another architecture) */
+    DT_CPU_AVX2 = 1,        /* AVX2 + FMA */
+    DT_CPU_AVX512 = 2,      /* AVX-512 F/BW/VL/DQ */
+    DT_CPU_AVX512_BF16 = 3, /* plus the bf16 instructions (vcvtne2ps2bf16, vdpbf16ps) */
+} dt_cpu_isa;
+/* The level kernels may use: the CPU's, capped by $DTRAIN_ISA (a level's name); read once. */
+DT_API dt_cpu_isa dt_cpu_isa_level(void);
+DT_API const char *dt_cpu_isa_name(dt_cpu_isa isa);
+
 /* Parse "1024", "64K", "512M", "2G" (binary units). Returns -1 on a bad string. */
 DT_API int64_t dt_parse_bytes(const char *s);
 /* Edit distance (optimal string alignment: insertions, deletions, substitutions, adjacent

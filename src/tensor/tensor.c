@@ -346,7 +346,7 @@ void dt__f32_to_bf16_seq(const float *src, uint16_t *dst, int64_t n) {
     int64_t i = 0;
 #ifdef __AVX512BF16__
     /* vcvtne2ps2bf16 rounds to nearest even and quiets NaNs: the same result as bf16_one */
-    if (__builtin_cpu_supports("avx512bf16"))
+    if (dt_cpu_isa_level() >= DT_CPU_AVX512_BF16)
         for (; i + 32 <= n; i += 32) {
             __m512 lo = _mm512_loadu_ps(src + i), hi = _mm512_loadu_ps(src + i + 16);
             _mm512_storeu_si512((void *)(dst + i), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));

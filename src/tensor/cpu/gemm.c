@@ -90,8 +90,9 @@ static void slot_release(prim_slot *s) {
     s->used = false;
 }
 
+/* bf16 tiles need the bf16 instructions (or AMX); $DTRAIN_ISA can take them away. */
 static bool cpu_has_bf16(void) {
-    return __builtin_cpu_supports("avx512bf16");
+    return dt_cpu_isa_level() >= DT_CPU_AVX512_BF16;
 }
 
 void dt__gemm_cache_free(dt_ctx *ctx) {
