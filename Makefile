@@ -2,16 +2,23 @@
 #   make run   installs missing Debian packages, builds, runs the main job
 #   make test  installs, builds (release and ASan+UBSan), runs every test through ctest
 JOBS ?= 2
+# What building and running dtrain needs (no Python: `make run` never uses it)
 DEB_PACKAGES := build-essential cmake pkg-config libopenblas-openmp-dev libopenmpi-dev \
 	openmpi-bin libjansson-dev libyaml-dev zlib1g-dev libsqlite3-dev libdnnl-dev \
 	dataset-fashion-mnist
+# What the tests add: Python for the real readers of our files (TensorBoard's event reader, the
+# safetensors loader). Debian's system Python refuses `pip install`, so the two PyPI packages
+# Debian lacks go into a virtual environment of our own (numpy comes from Debian).
+DEB_TEST_PACKAGES := python3 python3-venv python3-numpy
+VENV := $(CURDIR)/build/venv
+PY := $(VENV)/bin/python3
+PY_TEST_PACKAGES := tensorboard safetensors
+# Every configuration uses the venv's Python for its Python-driven tests.
+CMAKE_PY := -DPython3_EXECUTABLE=$(PY)
 
-.PHONY: all deps build build-asan run test bench clean format
-
-all: build
-
-deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
+# apt-get install whichever of $(1) is missing (as root, or through sudo).
+define apt_install
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -20,26 +27,44 @@ deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing \
 	    || { echo "error: could not install:$$missing (run as root or with sudo)"; exit 1; }; \
 	fi
-	@# Python packages that tests use as real clients of our files (TensorBoard's event
-	@# reader, the safetensors loader); never needed to build or run dtrain itself.
-	@python3 -c "import tensorboard, safetensors, numpy" 2>/dev/null || \
-	  python3 -m pip install -q --disable-pip-version-check tensorboard safetensors numpy \
-	  || { echo "error: could not pip install tensorboard safetensors numpy"; exit 1; }
+endef
+
+.PHONY: all deps test-deps build build-asan build-avx2 run test bench clean format
+
+all: build
+
+deps:
+	$(call apt_install,$(DEB_PACKAGES))
+
+test-deps: deps
+	$(call apt_install,$(DEB_TEST_PACKAGES))
+	@$(PY) -c "import tensorboard, safetensors, numpy" 2>/dev/null || { \
+	  echo "creating $(VENV) with $(PY_TEST_PACKAGES)"; \
+	  /usr/bin/python3 -m venv --system-site-packages $(VENV) && \
+	  $(PY) -m pip install -q --disable-pip-version-check $(PY_TEST_PACKAGES); } \
+	  || { echo "error: could not pip install $(PY_TEST_PACKAGES) into $(VENV)"; exit 1; }
 
 build: deps
-	cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+	cmake -S . -B build -DCMAKE_BUILD_TYPE=Release $(CMAKE_PY)
 	cmake --build build -j $(JOBS)
 
 build-asan: deps
-	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDT_SANITIZE=ON -DCMAKE_C_FLAGS_DEBUG="-O1 -g"
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDT_SANITIZE=ON -DCMAKE_C_FLAGS_DEBUG="-O1 -g" $(CMAKE_PY)
 	cmake --build build-asan -j $(JOBS)
+
+# The instruction set of the AVX2 machines (x86-64-v3), run with the bf16 instructions and
+# oneDNN's AVX-512 kernels switched off too: the tests pass on such a machine, whatever this one has.
+build-avx2: deps
+	cmake -S . -B build-avx2 -DCMAKE_BUILD_TYPE=Release -DDT_MARCH=x86-64-v3 $(CMAKE_PY)
+	cmake --build build-avx2 -j $(JOBS)
 
 run: build
 	./build/dtrain train examples/fashion_mnist/const.yaml examples/fashion_mnist
 
-test: build build-asan
+test: test-deps build build-asan build-avx2
 	cd build && ctest --output-on-failure -j 1
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j 1
+	cd build-avx2 && DTRAIN_ISA=avx2 DNNL_MAX_CPU_ISA=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 ctest --output-on-failure -j 1
 
 bench: build
 	./build/dtrain bench train --model mlp --json
@@ -50,4 +75,4 @@ format:
 	clang-format -i include/dtrain/*.h src/*/*.c src/*/*.h src/*/*/*.c tests/*/*.c
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-avx2

@@ -10,7 +10,7 @@ try:
     from safetensors.numpy import load_file
 except ImportError as e:
     print(f"FAIL: {e}: this test needs the Python packages 'safetensors' and 'numpy'; "
-          "hint: run `make deps` (python3 -m pip install safetensors numpy)", file=sys.stderr)
+          "hint: run `make test-deps` (it sets up build/venv with them)", file=sys.stderr)
     sys.exit(1)
 
 ckpt = sys.argv[1]

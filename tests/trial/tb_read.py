@@ -42,8 +42,8 @@ try:
     from tensorboard.compat.proto import event_pb2
 except ImportError as e:
     print(f"FAIL: {e}: this test needs the Python packages 'tensorboard' and 'numpy' for "
-          f"{sys.executable}; hint: {sys.executable} -m pip install tensorboard numpy "
-          f"(`make deps` does it)", file=sys.stderr)
+          f"{sys.executable}; hint: run `make test-deps` (it sets up build/venv with them)",
+          file=sys.stderr)
     failed += 1
     finish()
 
