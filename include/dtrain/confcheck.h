@@ -134,6 +134,8 @@ DT_API const char *dt_conf_describe(const dt_conf *c, const json_t *v, char *buf
  * NULL. dt_conf_suggest2 searches two lists, the first first. */
 DT_API const char *dt_conf_suggest(const char *word, const char *const *cands);
 DT_API const char *dt_conf_suggest2(const char *word, const char *const *a, const char *const *b);
+/* An integer value: a json integer or an integral real such as 5e8 (|x| < 9.2e18). */
+DT_API bool dt_conf_as_int(const json_t *v, int64_t *out);
 /* True if s is in the NULL-terminated list (NULL list: false). */
 DT_API bool dt_conf_in_list(const char *s, const char *const *list);
 

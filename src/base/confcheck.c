@@ -217,8 +217,7 @@ dt_status dt_conf_bool(const dt_conf_sec *s, const char *key, bool *out) {
                   NULL);
 }
 
-/* An integer value (integral reals such as 6e4 count). */
-static bool as_int(const json_t *x, int64_t *out) {
+bool dt_conf_as_int(const json_t *x, int64_t *out) {
     if (json_is_integer(x)) {
         *out = (int64_t)json_integer_value(x);
         return true;
@@ -237,7 +236,7 @@ dt_status dt_conf_int(const dt_conf_sec *s, const char *key, int64_t lo, int64_t
     const json_t *v = dt_conf_get(s, key);
     if (!v) return DT_OK;
     int64_t x;
-    bool ok = as_int(v, &x);
+    bool ok = dt_conf_as_int(v, &x);
     if (ok && x >= lo && x <= hi) {
         *out = x;
         return DT_OK;
@@ -266,9 +265,9 @@ dt_status dt_conf_int(const dt_conf_sec *s, const char *key, int64_t lo, int64_t
 }
 
 dt_status dt_conf_int32(const dt_conf_sec *s, const char *key, int lo, int hi, int *out) {
-    int64_t x = *out;
+    int64_t x = *out; /* unchanged unless the value is good */
     dt_status st = dt_conf_int(s, key, lo, hi, &x);
-    if (st == DT_OK) *out = (int)x;
+    *out = (int)x;
     return st;
 }
 
@@ -299,9 +298,9 @@ dt_status dt_conf_real(const dt_conf_sec *s, const char *key, double lo, bool op
 }
 
 dt_status dt_conf_float(const dt_conf_sec *s, const char *key, double lo, bool open, float *out) {
-    double x = *out;
+    double x = *out; /* unchanged unless the value is good */
     dt_status st = dt_conf_real(s, key, lo, open, &x);
-    if (st == DT_OK) *out = (float)x;
+    *out = (float)x;
     return st;
 }
 
