@@ -20,15 +20,16 @@
  *     accepted silently; keys DeepSpeed has removed are errors, as there.
  *   - The first error stops the parse: DT_ERR_CONFIG "ds_config: <key path> <what is wrong>;
  *     hint: <what to do>".
+ * Typed reads, messages, suggestions and the unknown-key list are base's config toolkit
+ * (dtrain/confcheck.h) in its JSON dialect; this file holds DeepSpeed's keys and rules.
  */
 #include "dtrain/engine.h"
-#include "base/base_impl.h"
+#include "dtrain/confcheck.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,195 +144,21 @@ json_t *dt_overwrite_config(const json_t *base, const json_t *overrides) {
     return out;
 }
 
-/* ---- small helpers ----------------------------------------------------------------------- */
+/* ---- messages ---------------------------------------------------------------------------- */
 
-/* dt_edit_distance ignoring case (DeepSpeed matches optimizer and scheduler names so). */
-static int edit_distance(const char *a, const char *b) {
-    char la[64], lb[64];
-    size_t n = strlen(a), m = strlen(b);
-    if (n > 63 || m > 63) return (int)(n > m ? n : m); /* not a plausible typo */
-    for (size_t i = 0; i <= n; i++) la[i] = (char)tolower((unsigned char)a[i]);
-    for (size_t j = 0; j <= m; j++) lb[j] = (char)tolower((unsigned char)b[j]);
-    return dt_edit_distance(la, lb);
-}
+/* The words of every message (base's toolkit, dtrain/confcheck.h, in its JSON dialect). */
+static const dt_conf k_words = {
+    .dialect = DT_CONF_JSON,
+    .prefix = "ds_config: ",
+    .hint = "docs/engine.md lists every key with its range and default",
+    .auto_note = " (\"auto\" is filled in by the Hugging Face integration, not by DeepSpeed "
+                 "itself)",
+};
 
-/* The closest name in the NULL-terminated lists if it is close enough to be a typo. */
-static const char *suggest(const char *key, const char *const *l1, const char *const *l2) {
-    const char *best = NULL;
-    int best_d = INT_MAX;
-    const char *const *lists[2] = {l1, l2};
-    for (int k = 0; k < 2; k++)
-        for (const char *const *c = lists[k]; c && *c; c++) {
-            int d = edit_distance(key, *c);
-            if (d < best_d) best_d = d, best = *c;
-        }
-    int len = (int)strlen(key);
-    int limit = len <= 3 ? 1 : len / 3 < 2 ? 2 : len / 3 > 4 ? 4 : len / 3;
-    if (best && best_d <= limit) return best;
-    /* a shortened or extended name ("train_micro_batch_size") */
-    for (int k = 0; k < 2; k++)
-        for (const char *const *c = lists[k]; c && *c; c++) {
-            size_t lc = strlen(*c), lk = strlen(key);
-            size_t shorter = lc < lk ? lc : lk;
-            if (shorter >= 6 && !strncasecmp(key, *c, shorter)) return *c;
-        }
-    return NULL;
-}
+/* DT_ERR_CONFIG "ds_config: <message>[; hint: docs/engine.md ...]". */
+#define errf(...) dt_conf_error_at(&k_words, (dt_yaml_pos){0, 0}, __VA_ARGS__)
 
-static bool in_list(const char *s, const char *const *list) {
-    for (; list && *list; list++)
-        if (!strcmp(s, *list)) return true;
-    return false;
-}
-
-static const char *describe(const json_t *v, char *buf, size_t n) {
-    return dt__json_describe(v, false, buf, n);
-}
-
-/* ---- typed access to one section --------------------------------------------------------- */
-
-typedef struct sec {
-    const json_t *obj; /* the section's object (NULL: the section is absent) */
-    const char *path;  /* "zero_optimization.offload_param", "" for the root */
-    bool auto_default; /* "auto" means the default (DeepSpeed's pydantic sections) */
-} sec;
-
-static dt_status errf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static dt_status errf(const char *fmt, ...) {
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    return dt_error(DT_ERR_CONFIG, "ds_config: %s%s", buf,
-                    strstr(buf, "hint:") ? ""
-                                         : "; hint: docs/engine.md lists every key with its "
-                                           "range and default");
-}
-
-/* "path.key" into buf. */
-static const char *kp(const sec *s, const char *key, char *buf, size_t n) {
-    snprintf(buf, n, "%s%s%s", s->path, *s->path ? "." : "", key);
-    return buf;
-}
-
-/* The value of `key`, or NULL when absent, null, or "auto" in a section where it means the
- * default. */
-static const json_t *sget(const sec *s, const char *key) {
-    if (!s->obj) return NULL;
-    const json_t *v = json_object_get(s->obj, key);
-    if (!v || json_is_null(v)) return NULL;
-    if (s->auto_default && json_is_string(v) && !strcmp(json_string_value(v), "auto")) return NULL;
-    return v;
-}
-
-static dt_status bad(const sec *s, const char *key, const json_t *v, const char *want,
-                     const char *hint) {
-    char p[256], d[96];
-    const char *extra = "";
-    if (json_is_string(v) && !strcmp(json_string_value(v), "auto"))
-        extra = " (\"auto\" is filled in by the Hugging Face integration, not by DeepSpeed "
-                "itself)";
-    return errf("%s must be %s, got %s%s; hint: %s", kp(s, key, p, sizeof p), want,
-                describe(v, d, sizeof d), extra, hint);
-}
-
-static dt_status get_bool(const sec *s, const char *key, bool *out) {
-    const json_t *v = sget(s, key);
-    if (!v) return DT_OK;
-    if (json_is_boolean(v)) {
-        *out = json_is_true(v);
-        return DT_OK;
-    }
-    if (json_is_number(v)) {
-        double x = json_number_value(v);
-        if (x == 0 || x == 1) {
-            *out = x == 1;
-            return DT_OK;
-        }
-    }
-    return bad(s, key, v, "a boolean", "write true or false (without quotes)");
-}
-
-/* An integer (or an integral real such as 5e8) in [lo, hi]. */
-static dt_status get_int(const sec *s, const char *key, int64_t lo, int64_t hi, int64_t *out) {
-    const json_t *v = sget(s, key);
-    if (!v) return DT_OK;
-    int64_t x;
-    if (json_is_integer(v)) {
-        x = (int64_t)json_integer_value(v);
-    } else if (json_is_real(v) && isfinite(json_real_value(v)) &&
-               json_real_value(v) == floor(json_real_value(v)) &&
-               fabs(json_real_value(v)) < 9.2e18) {
-        x = (int64_t)json_real_value(v);
-    } else {
-        return bad(s, key, v, "an integer", "write a whole number such as 8 or 5e8");
-    }
-    if (x < lo || x > hi) {
-        char p[256], range[96];
-        if (hi == INT64_MAX)
-            snprintf(range, sizeof range, ">= %lld", (long long)lo);
-        else
-            snprintf(range, sizeof range, "in [%lld, %lld]", (long long)lo, (long long)hi);
-        return errf("%s must be %s, got %lld; hint: use a value %s", kp(s, key, p, sizeof p), range,
-                    (long long)x, range);
-    }
-    *out = x;
-    return DT_OK;
-}
-
-static dt_status get_int32(const sec *s, const char *key, int lo, int hi, int *out) {
-    int64_t x = *out;
-    dt_status st = get_int(s, key, lo, hi, &x);
-    if (st == DT_OK) *out = (int)x;
-    return st;
-}
-
-/* A finite number >= lo (> lo when `open`). */
-static dt_status get_real(const sec *s, const char *key, double lo, bool open, double *out) {
-    const json_t *v = sget(s, key);
-    if (!v) return DT_OK;
-    if (!json_is_number(v) || !isfinite(json_number_value(v)))
-        return bad(s, key, v, "a number", "write a number such as 1.0 or 1e-3 (without quotes)");
-    double x = json_number_value(v);
-    if (open ? !(x > lo) : !(x >= lo)) {
-        char p[256];
-        return errf("%s must be %s %g, got %g; hint: use a value %s %g", kp(s, key, p, sizeof p),
-                    open ? ">" : ">=", lo, x, open ? ">" : ">=", lo);
-    }
-    *out = x;
-    return DT_OK;
-}
-
-static dt_status get_float(const sec *s, const char *key, double lo, bool open, float *out) {
-    double x = *out;
-    dt_status st = get_real(s, key, lo, open, &x);
-    if (st == DT_OK) *out = (float)x;
-    return st;
-}
-
-static dt_status get_str(const sec *s, const char *key, const char **out) {
-    const json_t *v = sget(s, key);
-    if (!v) return DT_OK;
-    if (!json_is_string(v)) return bad(s, key, v, "a string", "write the value in double quotes");
-    *out = json_string_value(v);
-    return DT_OK;
-}
-
-/* A sub-section: absent or null -> obj NULL; an object -> that object; anything else is an
- * error. */
-static dt_status get_section(const sec *parent, const char *key, bool auto_default, char *pathbuf,
-                             size_t n, sec *out) {
-    out->obj = NULL;
-    out->path = kp(parent, key, pathbuf, n);
-    out->auto_default = auto_default;
-    const json_t *v = sget(parent, key);
-    if (!v) return DT_OK;
-    if (!json_is_object(v))
-        return bad(parent, key, v, "an object", "write the section as {\"key\": value, ...}");
-    out->obj = v;
-    return DT_OK;
-}
+typedef dt_conf_sec sec;
 
 #define TRY(x)                                                                                     \
     do {                                                                                           \
@@ -462,40 +289,22 @@ static const struct {
 
 /* ---- unknown keys ------------------------------------------------------------------------ */
 
-typedef struct unknowns {
-    char text[1800];
-    size_t used;
-    int count, shown;
-} unknowns;
-
-static void note_unknown(unknowns *u, const char *path, const char *key, const char *const *l1,
-                         const char *const *l2) {
-    u->count++;
-    if (u->used > sizeof u->text - 200) return; /* the rest is counted, not listed */
-    const char *s = suggest(key, l1, l2);
-    int w = snprintf(u->text + u->used, sizeof u->text - u->used, "%s%s%s%s%s%s%s",
-                     u->shown ? ", " : "", path, *path ? "." : "", key, s ? " (did you mean '" : "",
-                     s ? s : "", s ? "'?)" : "");
-    if (w > 0) u->used += (size_t)w < sizeof u->text - u->used ? (size_t)w : 0;
-    u->shown++;
-}
-
-static void check_keys(unknowns *u, const json_t *obj, const char *path, const char *const *used,
-                       const char *const *ignored) {
-    if (!json_is_object(obj)) return;
-    const char *key;
-    json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
-        (void)v;
-        if (in_list(key, used) || in_list(key, ignored)) continue;
-        bool removed = false;
-        for (size_t i = 0; i < NELEM(k_removed); i++) {
-            char full[256];
-            snprintf(full, sizeof full, "%s%s%s", path, *path ? "." : "", key);
-            if (!strcmp(full, k_removed[i].key)) removed = true;
-        }
-        if (!removed) note_unknown(u, path, key, used, ignored);
+/* Record the unknown keys of `obj`; keys DeepSpeed has removed are not unknown (the parse
+ * refuses them with its own message). */
+static dt_status check_keys(dt_conf *c, const json_t *obj, const char *path,
+                            const char *const *used, const char *const *ignored) {
+    const char *accepted[96];
+    size_t n = 0;
+    for (const char *const *k = ignored; k && *k && n + 1 < NELEM(accepted); k++)
+        accepted[n++] = *k;
+    for (size_t i = 0; i < NELEM(k_removed) && n + 1 < NELEM(accepted); i++) {
+        const char *dot = strrchr(k_removed[i].key, '.');
+        size_t plen = dot ? (size_t)(dot - k_removed[i].key) : 0;
+        if (strlen(path) == plen && !strncmp(path, k_removed[i].key, plen))
+            accepted[n++] = dot ? dot + 1 : k_removed[i].key;
     }
+    accepted[n] = NULL;
+    return dt_conf_check_keys(c, obj, path, used, accepted);
 }
 
 static const char *const *optim_keys(const char *type, const char *const **ignored) {
@@ -523,30 +332,31 @@ static const json_t *obj_get(const json_t *o, const char *k) {
     return json_is_object(o) ? json_object_get(o, k) : NULL;
 }
 
-/* Every unknown key of the config, in one list (sections of the wrong type are skipped: the
+/* Every unknown key of the config, in order (sections of the wrong type are skipped: the
  * parse reports them). */
-static void collect_unknowns(const json_t *j, unknowns *u) {
-    check_keys(u, j, "", k_top, k_top_ignored);
-    check_keys(u, obj_get(j, "fp16"), "fp16", k_fp16, k_fp16_ignored);
-    check_keys(u, obj_get(j, "bf16"), "bf16", k_bf16, k_bf16_ignored);
-    check_keys(u, obj_get(j, "bfloat16"), "bfloat16", k_bf16, k_bf16_ignored);
-    const json_t *z = obj_get(j, "zero_optimization");
-    check_keys(u, z, "zero_optimization", k_zero, k_zero_ignored);
-    check_keys(u, obj_get(z, "offload_optimizer"), "zero_optimization.offload_optimizer",
-               k_offload_opt, k_offload_opt_ignored);
-    check_keys(u, obj_get(z, "offload_param"), "zero_optimization.offload_param", k_offload_param,
-               NULL);
-    check_keys(u, obj_get(j, "activation_checkpointing"), "activation_checkpointing", k_act, NULL);
-    check_keys(u, obj_get(j, "flops_profiler"), "flops_profiler", k_flops, k_flops_ignored);
-    const json_t *o = obj_get(j, "optimizer");
-    check_keys(u, o, "optimizer", k_optimizer, k_optimizer_ignored);
+static dt_status collect_unknowns(dt_conf *c, const json_t *j) {
+    const json_t *z = obj_get(j, "zero_optimization"), *o = obj_get(j, "optimizer");
+    const json_t *s = obj_get(j, "scheduler");
     const char *const *ign;
     const char *const *ok = optim_keys(json_string_value(obj_get(o, "type")), &ign);
-    if (ok) check_keys(u, obj_get(o, "params"), "optimizer.params", ok, ign);
-    const json_t *s = obj_get(j, "scheduler");
-    check_keys(u, s, "scheduler", k_scheduler, NULL);
-    ok = sched_keys(json_string_value(obj_get(s, "type")));
-    if (ok) check_keys(u, obj_get(s, "params"), "scheduler.params", ok, NULL);
+    const char *const *sk = sched_keys(json_string_value(obj_get(s, "type")));
+    TRY(check_keys(c, j, "", k_top, k_top_ignored));
+    TRY(check_keys(c, obj_get(j, "fp16"), "fp16", k_fp16, k_fp16_ignored));
+    TRY(check_keys(c, obj_get(j, "bf16"), "bf16", k_bf16, k_bf16_ignored));
+    TRY(check_keys(c, obj_get(j, "bfloat16"), "bfloat16", k_bf16, k_bf16_ignored));
+    TRY(check_keys(c, z, "zero_optimization", k_zero, k_zero_ignored));
+    TRY(check_keys(c, obj_get(z, "offload_optimizer"), "zero_optimization.offload_optimizer",
+                   k_offload_opt, k_offload_opt_ignored));
+    TRY(check_keys(c, obj_get(z, "offload_param"), "zero_optimization.offload_param",
+                   k_offload_param, NULL));
+    TRY(check_keys(c, obj_get(j, "activation_checkpointing"), "activation_checkpointing", k_act,
+                   NULL));
+    TRY(check_keys(c, obj_get(j, "flops_profiler"), "flops_profiler", k_flops, k_flops_ignored));
+    TRY(check_keys(c, o, "optimizer", k_optimizer, k_optimizer_ignored));
+    if (ok) TRY(check_keys(c, obj_get(o, "params"), "optimizer.params", ok, ign));
+    TRY(check_keys(c, s, "scheduler", k_scheduler, NULL));
+    if (sk) TRY(check_keys(c, obj_get(s, "params"), "scheduler.params", sk, NULL));
+    return DT_OK;
 }
 
 /* ---- batch arithmetic -------------------------------------------------------------------- */
@@ -592,9 +402,9 @@ static dt_status batch_mismatch(int64_t t, int64_t m, int64_t g, int w, bool ht,
 
 static dt_status parse_batch(const sec *root, int w, const char *near_miss, dt_ds_config *out) {
     int64_t t = 0, m = 0, g = 0;
-    TRY(get_int(root, "train_batch_size", 1, INT64_MAX, &t));
-    TRY(get_int(root, "train_micro_batch_size_per_gpu", 1, INT64_MAX, &m));
-    TRY(get_int(root, "gradient_accumulation_steps", 1, INT64_MAX, &g));
+    TRY(dt_conf_int(root, "train_batch_size", 1, INT64_MAX, &t));
+    TRY(dt_conf_int(root, "train_micro_batch_size_per_gpu", 1, INT64_MAX, &m));
+    TRY(dt_conf_int(root, "gradient_accumulation_steps", 1, INT64_MAX, &g));
     bool ht = t > 0, hm = m > 0, hg = g > 0;
     /* DeepSpeed's inference: floor divisions, then the product is checked */
     if (ht && hm && hg) {
@@ -654,26 +464,25 @@ static dt_status check_removed(const json_t *j) {
 }
 
 static dt_status parse_fp16(const sec *root, bool *fp16_master, dt_loss_scaler_config *c) {
-    char pb[64];
     sec s;
-    TRY(get_section(root, "fp16", true, pb, sizeof pb, &s));
+    TRY(dt_conf_section(root, "fp16", DT_CONF_AUTO, NULL, &s));
     *c = dt_loss_scaler_defaults();
     c->enabled = false;
-    TRY(get_bool(&s, "enabled", &c->enabled));
-    const json_t *ls = sget(&s, "loss_scale");
+    TRY(dt_conf_bool(&s, "enabled", &c->enabled));
+    const json_t *ls = dt_conf_get(&s, "loss_scale");
     if (ls && (!json_is_number(ls) || !isfinite(json_number_value(ls))))
-        return bad(&s, "loss_scale", ls, "a finite number",
-                   "0 selects dynamic loss scaling, a positive value a static scale");
-    TRY(get_real(&s, "loss_scale", 0, false, &c->loss_scale));
-    TRY(get_int32(&s, "initial_scale_power", INT_MIN, INT_MAX, &c->initial_scale_power));
-    TRY(get_int(&s, "loss_scale_window", INT64_MIN, INT64_MAX, &c->loss_scale_window));
-    TRY(get_int32(&s, "hysteresis", INT_MIN, INT_MAX, &c->hysteresis));
-    TRY(get_bool(&s, "consecutive_hysteresis", &c->consecutive_hysteresis));
+        return dt_conf_expected(&s, "loss_scale", "a finite number",
+                                "0 selects dynamic loss scaling, a positive value a static scale");
+    TRY(dt_conf_real(&s, "loss_scale", 0, false, &c->loss_scale));
+    TRY(dt_conf_int32(&s, "initial_scale_power", INT_MIN, INT_MAX, &c->initial_scale_power));
+    TRY(dt_conf_int(&s, "loss_scale_window", INT64_MIN, INT64_MAX, &c->loss_scale_window));
+    TRY(dt_conf_int32(&s, "hysteresis", INT_MIN, INT_MAX, &c->hysteresis));
+    TRY(dt_conf_bool(&s, "consecutive_hysteresis", &c->consecutive_hysteresis));
     int64_t min_scale = 1;
-    TRY(get_int(&s, "min_loss_scale", INT64_MIN, INT64_MAX, &min_scale));
+    TRY(dt_conf_int(&s, "min_loss_scale", INT64_MIN, INT64_MAX, &min_scale));
     c->min_loss_scale = (double)min_scale;
     *fp16_master = false;
-    TRY(get_bool(&s, "fp16_master_weights_and_grads", fp16_master));
+    TRY(dt_conf_bool(&s, "fp16_master_weights_and_grads", fp16_master));
     if (c->enabled) {
         /* dtrain's loss scaler checks the rest (window and min scale > 0 as DeepSpeed does;
          * hysteresis >= 1 and a representable first scale on top) */
@@ -690,38 +499,34 @@ static dt_status parse_fp16(const sec *root, bool *fp16_master, dt_loss_scaler_c
 }
 
 static dt_status parse_bf16(const sec *root, bool *enabled, bool *master, bool *opt_states) {
-    char pb[64];
     sec s;
-    const char *name = sget(root, "bf16") ? "bf16" : "bfloat16";
-    TRY(get_section(root, name, true, pb, sizeof pb, &s));
+    const char *name = dt_conf_get(root, "bf16") ? "bf16" : "bfloat16";
+    TRY(dt_conf_section(root, name, DT_CONF_AUTO, NULL, &s));
     *enabled = *master = *opt_states = false;
-    TRY(get_bool(&s, "enabled", enabled));
-    TRY(get_bool(&s, "bf16_master_weights_and_grads", master));
-    TRY(get_bool(&s, "bf16_optimizer_states", opt_states));
+    TRY(dt_conf_bool(&s, "enabled", enabled));
+    TRY(dt_conf_bool(&s, "bf16_master_weights_and_grads", master));
+    TRY(dt_conf_bool(&s, "bf16_optimizer_states", opt_states));
     return DT_OK;
 }
 
 static dt_status get_device(const sec *s, dt_offload_device *out) {
-    const json_t *v = sget(s, "device");
-    if (!v) return DT_OK;
-    if (json_is_string(v)) {
-        const char *d = json_string_value(v);
-        if (!strcmp(d, "none")) return *out = DT_OFFLOAD_NONE, DT_OK;
-        if (!strcmp(d, "cpu")) return *out = DT_OFFLOAD_CPU, DT_OK;
-        if (!strcmp(d, "nvme")) return *out = DT_OFFLOAD_NVME, DT_OK;
-    }
-    return bad(s, "device", v, "one of \"none\", \"cpu\", \"nvme\"",
-               "\"cpu\" keeps the state in host memory, \"nvme\" in files under nvme_path");
+    static const char *const names[] = {"none", "cpu", "nvme", NULL};
+    int i = -1;
+    TRY(dt_conf_enum(s, "device", names,
+                     "\"cpu\" keeps the state in host memory, \"nvme\" in files under nvme_path",
+                     &i));
+    if (i >= 0) *out = i == 0 ? DT_OFFLOAD_NONE : i == 1 ? DT_OFFLOAD_CPU : DT_OFFLOAD_NVME;
+    return DT_OK;
 }
 
 static dt_status get_path(const sec *s, char *dst, size_t n) {
     const char *p = NULL;
-    TRY(get_str(s, "nvme_path", &p));
+    TRY(dt_conf_str(s, "nvme_path", false, &p));
     if (!p) return DT_OK;
     if (strlen(p) >= n) {
         char kb[256];
         return errf("%s is too long (%zu bytes, at most %zu); hint: use a shorter directory",
-                    kp(s, "nvme_path", kb, sizeof kb), strlen(p), n - 1);
+                    dt_conf_path(s, "nvme_path", kb, sizeof kb), strlen(p), n - 1);
     }
     snprintf(dst, n, "%s", p);
     return DT_OK;
@@ -736,32 +541,32 @@ static dt_status parse_zero(const sec *root, dt_zero_config *z) {
     z->param_persistence_threshold = 100000;
     z->prefetch_bucket_size = 50000000;
     z->max_live_parameters = 1000000000;
-    const json_t *zv = sget(root, "zero_optimization");
+    const json_t *zv = dt_conf_get(root, "zero_optimization");
     if (zv && json_is_boolean(zv)) { /* DeepSpeed's old form: true = stage 1 */
         z->stage = json_is_true(zv) ? 1 : 0;
         z->overlap_comm = false;
         sec top = *root;
-        top.auto_default = false;
-        return get_int(&top, "allgather_size", 0, INT64_MAX, &z->allgather_bucket_size);
+        top.flags = 0;
+        return dt_conf_int(&top, "allgather_size", 0, INT64_MAX, &z->allgather_bucket_size);
     }
-    char pb[64];
     sec s;
-    TRY(get_section(root, "zero_optimization", true, pb, sizeof pb, &s));
-    const json_t *stage = sget(&s, "stage");
+    TRY(dt_conf_section(root, "zero_optimization", DT_CONF_AUTO, NULL, &s));
+    const json_t *stage = dt_conf_get(&s, "stage");
     int64_t st = 0;
     double sx = stage && json_is_number(stage) ? json_number_value(stage) : -1;
     if (stage && !(sx == 0 || sx == 1 || sx == 2 || sx == 3))
-        return bad(&s, "stage", stage, "0, 1, 2 or 3",
-                   "0 = plain data parallel, 1 = partition the optimizer state, 2 = also the "
-                   "gradients, 3 = also the parameters");
-    TRY(get_int(&s, "stage", 0, 3, &st));
+        return dt_conf_expected(
+            &s, "stage", "0, 1, 2 or 3",
+            "0 = plain data parallel, 1 = partition the optimizer state, 2 = also the "
+            "gradients, 3 = also the parameters");
+    TRY(dt_conf_int(&s, "stage", 0, 3, &st));
     z->stage = (int)st;
     z->overlap_comm = z->stage == 3;
-    TRY(get_bool(&s, "overlap_comm", &z->overlap_comm));
-    TRY(get_bool(&s, "contiguous_gradients", &z->contiguous_gradients));
-    TRY(get_bool(&s, "reduce_scatter", &z->reduce_scatter));
-    TRY(get_int(&s, "reduce_bucket_size", 1, INT64_MAX, &z->reduce_bucket_size));
-    TRY(get_int(&s, "allgather_bucket_size", 0, INT64_MAX, &z->allgather_bucket_size));
+    TRY(dt_conf_bool(&s, "overlap_comm", &z->overlap_comm));
+    TRY(dt_conf_bool(&s, "contiguous_gradients", &z->contiguous_gradients));
+    TRY(dt_conf_bool(&s, "reduce_scatter", &z->reduce_scatter));
+    TRY(dt_conf_int(&s, "reduce_bucket_size", 1, INT64_MAX, &z->reduce_bucket_size));
+    TRY(dt_conf_int(&s, "allgather_bucket_size", 0, INT64_MAX, &z->allgather_bucket_size));
     /* the stage-3 keys under DeepSpeed's names or the field names pydantic also accepts */
     static const struct {
         const char *alias, *name;
@@ -776,22 +581,22 @@ static dt_status parse_zero(const sec *root, dt_zero_config *z) {
     };
     for (size_t i = 0; i < NELEM(s3); i++) {
         int64_t *dst = (int64_t *)((char *)z + s3[i].off);
-        TRY(get_int(&s, sget(&s, s3[i].alias) ? s3[i].alias : s3[i].name, 0, INT64_MAX, dst));
+        TRY(dt_conf_int(&s, dt_conf_get(&s, s3[i].alias) ? s3[i].alias : s3[i].name, 0, INT64_MAX,
+                        dst));
     }
     bool compute_grad_norm = true;
-    TRY(get_bool(&s, "compute_grad_norm", &compute_grad_norm));
+    TRY(dt_conf_bool(&s, "compute_grad_norm", &compute_grad_norm));
     if (!compute_grad_norm && z->stage != 1 && z->stage != 2)
         return errf("zero_optimization.compute_grad_norm = false needs ZeRO stage 1 or 2 (stage "
                     "is %d); hint: remove the key",
                     z->stage);
 
     /* offload sections (and the deprecated booleans that stand for them) */
-    char po[96], pp[96];
     sec so, sp;
-    TRY(get_section(&s, "offload_optimizer", true, po, sizeof po, &so));
-    TRY(get_section(&s, "offload_param", true, pp, sizeof pp, &sp));
+    TRY(dt_conf_section(&s, "offload_optimizer", DT_CONF_AUTO, NULL, &so));
+    TRY(dt_conf_section(&s, "offload_param", DT_CONF_AUTO, NULL, &sp));
     bool dep = false;
-    TRY(get_bool(&s, "cpu_offload", &dep));
+    TRY(dt_conf_bool(&s, "cpu_offload", &dep));
     if (dep) {
         if (so.obj)
             return errf("zero_optimization.cpu_offload (deprecated) and offload_optimizer are both "
@@ -799,7 +604,7 @@ static dt_status parse_zero(const sec *root, dt_zero_config *z) {
         z->offload_optimizer = DT_OFFLOAD_CPU;
     }
     dep = false;
-    TRY(get_bool(&s, "cpu_offload_param", &dep));
+    TRY(dt_conf_bool(&s, "cpu_offload_param", &dep));
     if (dep) {
         if (sp.obj)
             return errf("zero_optimization.cpu_offload_param (deprecated) and offload_param are "
@@ -811,9 +616,9 @@ static dt_status parse_zero(const sec *root, dt_zero_config *z) {
     double ratio = 1.0;
     TRY(get_device(&so, &z->offload_optimizer));
     TRY(get_path(&so, z->offload_optimizer_nvme_path, sizeof z->offload_optimizer_nvme_path));
-    TRY(get_int(&so, "buffer_count", 0, INT64_MAX, &ignored_int));
-    TRY(get_bool(&so, "pin_memory", &ignored_bool));
-    TRY(get_real(&so, "ratio", 0, false, &ratio));
+    TRY(dt_conf_int(&so, "buffer_count", 0, INT64_MAX, &ignored_int));
+    TRY(dt_conf_bool(&so, "pin_memory", &ignored_bool));
+    TRY(dt_conf_real(&so, "ratio", 0, false, &ratio));
     if (ratio > 1)
         return errf("zero_optimization.offload_optimizer.ratio must be in [0, 1], got %g; hint: "
                     "1 offloads the whole optimizer state",
@@ -824,10 +629,10 @@ static dt_status parse_zero(const sec *root, dt_zero_config *z) {
                     ratio, z->stage);
     TRY(get_device(&sp, &z->offload_param));
     TRY(get_path(&sp, z->offload_param_nvme_path, sizeof z->offload_param_nvme_path));
-    TRY(get_int(&sp, "buffer_count", 0, INT64_MAX, &ignored_int));
-    TRY(get_int(&sp, "buffer_size", 0, INT64_MAX, &ignored_int));
-    TRY(get_int(&sp, "max_in_cpu", 0, INT64_MAX, &ignored_int));
-    TRY(get_bool(&sp, "pin_memory", &ignored_bool));
+    TRY(dt_conf_int(&sp, "buffer_count", 0, INT64_MAX, &ignored_int));
+    TRY(dt_conf_int(&sp, "buffer_size", 0, INT64_MAX, &ignored_int));
+    TRY(dt_conf_int(&sp, "max_in_cpu", 0, INT64_MAX, &ignored_int));
+    TRY(dt_conf_bool(&sp, "pin_memory", &ignored_bool));
 
     if (z->offload_param != DT_OFFLOAD_NONE && z->stage != 3)
         return errf("zero_optimization.offload_param needs ZeRO stage 3 (stage is %d); hint: set "
@@ -847,36 +652,34 @@ static dt_status parse_zero(const sec *root, dt_zero_config *z) {
 }
 
 static dt_status parse_activation_ckpt(const sec *root, dt_activation_ckpt_config *a) {
-    char pb[64];
     sec s;
-    TRY(get_section(root, "activation_checkpointing", false, pb, sizeof pb, &s));
+    TRY(dt_conf_section(root, "activation_checkpointing", 0, NULL, &s));
     memset(a, 0, sizeof *a);
     a->number_checkpoints = -1;
-    TRY(get_bool(&s, "partition_activations", &a->partition_activations));
-    TRY(get_bool(&s, "cpu_checkpointing", &a->cpu_checkpointing));
-    TRY(get_bool(&s, "contiguous_memory_optimization", &a->contiguous_memory_optimization));
-    TRY(get_int(&s, "number_checkpoints", 0, INT64_MAX, &a->number_checkpoints));
-    TRY(get_bool(&s, "synchronize_checkpoint_boundary", &a->synchronize_checkpoint_boundary));
-    TRY(get_bool(&s, "profile", &a->profile));
+    TRY(dt_conf_bool(&s, "partition_activations", &a->partition_activations));
+    TRY(dt_conf_bool(&s, "cpu_checkpointing", &a->cpu_checkpointing));
+    TRY(dt_conf_bool(&s, "contiguous_memory_optimization", &a->contiguous_memory_optimization));
+    TRY(dt_conf_int(&s, "number_checkpoints", 0, INT64_MAX, &a->number_checkpoints));
+    TRY(dt_conf_bool(&s, "synchronize_checkpoint_boundary", &a->synchronize_checkpoint_boundary));
+    TRY(dt_conf_bool(&s, "profile", &a->profile));
     return DT_OK;
 }
 
 static dt_status parse_flops(const sec *root, dt_flops_profiler_config *f) {
-    char pb[64];
     sec s;
-    TRY(get_section(root, "flops_profiler", false, pb, sizeof pb, &s));
+    TRY(dt_conf_section(root, "flops_profiler", 0, NULL, &s));
     memset(f, 0, sizeof *f);
     f->profile_step = 1;
     f->module_depth = -1;
     f->top_modules = 1;
     f->detailed = true;
-    TRY(get_bool(&s, "enabled", &f->enabled));
-    TRY(get_int(&s, "profile_step", 1, INT64_MAX, &f->profile_step));
-    TRY(get_int(&s, "module_depth", -1, INT64_MAX, &f->module_depth));
-    TRY(get_int(&s, "top_modules", 1, INT64_MAX, &f->top_modules));
-    TRY(get_bool(&s, "detailed", &f->detailed));
+    TRY(dt_conf_bool(&s, "enabled", &f->enabled));
+    TRY(dt_conf_int(&s, "profile_step", 1, INT64_MAX, &f->profile_step));
+    TRY(dt_conf_int(&s, "module_depth", -1, INT64_MAX, &f->module_depth));
+    TRY(dt_conf_int(&s, "top_modules", 1, INT64_MAX, &f->top_modules));
+    TRY(dt_conf_bool(&s, "detailed", &f->detailed));
     const char *out = NULL;
-    TRY(get_str(&s, "output_file", &out));
+    TRY(dt_conf_str(&s, "output_file", false, &out));
     if (out) {
         if (strlen(out) >= sizeof f->output_file)
             return errf("flops_profiler.output_file is too long (%zu bytes, at most %zu); hint: "
@@ -885,18 +688,18 @@ static dt_status parse_flops(const sec *root, dt_flops_profiler_config *f) {
         snprintf(f->output_file, sizeof f->output_file, "%s", out);
     }
     double ignored = 0;
-    TRY(get_real(&s, "recompute_fwd_factor", 0, false, &ignored));
+    TRY(dt_conf_real(&s, "recompute_fwd_factor", 0, false, &ignored));
     return DT_OK;
 }
 
 /* ---- optimizer and scheduler ------------------------------------------------------------- */
 
 static dt_status get_betas(const sec *s, float *b1, float *b2) {
-    const json_t *v = sget(s, "betas");
+    const json_t *v = dt_conf_get(s, "betas");
     if (!v) return DT_OK;
     if (!json_is_array(v) || json_array_size(v) != 2 || !json_is_number(json_array_get(v, 0)) ||
         !json_is_number(json_array_get(v, 1)))
-        return bad(s, "betas", v, "a list of two numbers", "write e.g. [0.9, 0.999]");
+        return dt_conf_expected(s, "betas", "a list of two numbers", "write e.g. [0.9, 0.999]");
     *b1 = (float)json_number_value(json_array_get(v, 0));
     *b2 = (float)json_number_value(json_array_get(v, 1));
     return DT_OK;
@@ -905,25 +708,24 @@ static dt_status get_betas(const sec *s, float *b1, float *b2) {
 /* A key that must be false if present (a variant DeepSpeed's optimizer refuses or dtrain lacks). */
 static dt_status must_be_false(const sec *s, const char *key, const char *why) {
     bool b = false;
-    TRY(get_bool(s, key, &b));
+    TRY(dt_conf_bool(s, key, &b));
     if (b) {
         char kb[256];
         return errf("%s = true is not supported: %s; hint: remove the key",
-                    kp(s, key, kb, sizeof kb), why);
+                    dt_conf_path(s, key, kb, sizeof kb), why);
     }
     return DT_OK;
 }
 
 static dt_status parse_optimizer(const sec *root, dt_ds_config *out) {
-    char pb[64], pp[96];
     sec s, p;
-    TRY(get_section(root, "optimizer", false, pb, sizeof pb, &s));
+    TRY(dt_conf_section(root, "optimizer", 0, NULL, &s));
     out->has_optimizer = false;
     out->optimizer = dt_optim_defaults(DT_OPTIM_ADAM);
     out->optimizer.weight_decay = 0;
     if (!s.obj) return DT_OK;
     const char *type = NULL;
-    TRY(get_str(&s, "type", &type));
+    TRY(dt_conf_str(&s, "type", false, &type));
     if (!type)
         return errf("optimizer has no \"type\"; hint: set optimizer.type to Adam, AdamW, Lamb or "
                     "SGD, or remove the optimizer section");
@@ -938,28 +740,27 @@ static dt_status parse_optimizer(const sec *root, dt_ds_config *out) {
         t = DT_OPTIM_SGD;
     else {
         static const char *const names[] = {"Adam", "AdamW", "Lamb", "SGD", NULL};
-        const char *sug = suggest(type, names, NULL);
-        if (!sug && !strcasecmp(type, "sgd")) sug = "SGD";
+        const char *sug = dt_conf_suggest(type, names);
         return errf("optimizer.type \"%s\" is not supported%s%s%s; hint: dtrain has Adam, AdamW "
                     "and Lamb (any case) and SGD (as torch.optim spells it)",
                     type, sug ? " (did you mean \"" : "", sug ? sug : "", sug ? "\"?)" : "");
     }
-    TRY(get_section(&s, "params", false, pp, sizeof pp, &p));
-    if (sget(&p, "max_grad_norm"))
+    TRY(dt_conf_section(&s, "params", 0, NULL, &p));
+    if (dt_conf_get(&p, "max_grad_norm"))
         return errf("optimizer.params.max_grad_norm is not supported as an optimizer parameter "
                     "(DeepSpeed refuses it too); hint: use the top-level \"gradient_clipping\"");
     dt_optim_config c = dt_optim_defaults(t);
-    TRY(get_float(&p, "lr", 0, false, &c.lr));
-    TRY(get_float(&p, "weight_decay", 0, false, &c.weight_decay));
+    TRY(dt_conf_float(&p, "lr", 0, false, &c.lr));
+    TRY(dt_conf_float(&p, "weight_decay", 0, false, &c.weight_decay));
     if (t == DT_OPTIM_SGD) {
-        TRY(get_float(&p, "momentum", 0, false, &c.momentum));
-        TRY(get_float(&p, "dampening", -INFINITY, false, &c.dampening));
-        TRY(get_bool(&p, "nesterov", &c.nesterov));
+        TRY(dt_conf_float(&p, "momentum", 0, false, &c.momentum));
+        TRY(dt_conf_float(&p, "dampening", -INFINITY, false, &c.dampening));
+        TRY(dt_conf_bool(&p, "nesterov", &c.nesterov));
         TRY(must_be_false(&p, "maximize", "dtrain's SGD always minimises"));
     } else {
         TRY(get_betas(&p, &c.beta1, &c.beta2));
-        TRY(get_float(&p, "eps", 0, false, &c.eps));
-        TRY(get_bool(&p, "bias_correction", &c.bias_correction));
+        TRY(dt_conf_float(&p, "eps", 0, false, &c.eps));
+        TRY(dt_conf_bool(&p, "bias_correction", &c.bias_correction));
         TRY(must_be_false(&p, "amsgrad", "DeepSpeed's fused Adam and Lamb have no AMSGrad"));
     }
     if (t == DT_OPTIM_ADAM || t == DT_OPTIM_ADAMW) {
@@ -967,15 +768,15 @@ static dt_status parse_optimizer(const sec *root, dt_ds_config *out) {
          * Adam defaults weight_decay to 0; torch_adam selects torch.optim.Adam(W), whose
          * AdamW defaults it to 0.01. */
         bool w_mode = true, torch_adam = false;
-        TRY(get_bool(&p, "adam_w_mode", &w_mode));
-        TRY(get_bool(&p, "torch_adam", &torch_adam));
+        TRY(dt_conf_bool(&p, "adam_w_mode", &w_mode));
+        TRY(dt_conf_bool(&p, "torch_adam", &torch_adam));
         c.adam_w_mode = t == DT_OPTIM_ADAMW || w_mode;
         c.weight_decay = torch_adam && c.adam_w_mode ? 0.01f : 0.0f;
-        TRY(get_float(&p, "weight_decay", 0, false, &c.weight_decay));
+        TRY(dt_conf_float(&p, "weight_decay", 0, false, &c.weight_decay));
     }
     if (t == DT_OPTIM_LAMB) {
-        TRY(get_float(&p, "max_coeff", 0, false, &c.max_coeff));
-        TRY(get_float(&p, "min_coeff", 0, false, &c.min_coeff));
+        TRY(dt_conf_float(&p, "max_coeff", 0, false, &c.max_coeff));
+        TRY(dt_conf_float(&p, "min_coeff", 0, false, &c.min_coeff));
         TRY(must_be_false(&p, "eps_inside_sqrt", "dtrain's Lamb adds eps outside the square root"));
     }
     /* the optimiser's own checks (betas in [0, 1), nesterov with momentum, ...) */
@@ -997,15 +798,15 @@ static dt_status parse_optimizer(const sec *root, dt_ds_config *out) {
 }
 
 static dt_status parse_scheduler(const sec *root, dt_ds_config *out) {
-    char pb[64], pp[96], kb[256];
+    char kb[256];
     sec s, p;
-    TRY(get_section(root, "scheduler", false, pb, sizeof pb, &s));
+    TRY(dt_conf_section(root, "scheduler", 0, NULL, &s));
     out->has_scheduler = false;
     out->scheduler = dt_sched_defaults(DT_SCHED_CONSTANT);
     out->scheduler.base_lr = out->optimizer.lr;
     if (!s.obj) return DT_OK;
     const char *type = NULL;
-    TRY(get_str(&s, "type", &type));
+    TRY(dt_conf_str(&s, "type", false, &type));
     int ti = -1;
     for (size_t i = 0; type && i < NELEM(k_sched_types); i++)
         if (!strcmp(type, k_sched_types[i].name)) ti = (int)i;
@@ -1013,7 +814,7 @@ static dt_status parse_scheduler(const sec *root, dt_ds_config *out) {
         const char *names[NELEM(k_sched_types) + 1];
         for (size_t i = 0; i < NELEM(k_sched_types); i++) names[i] = k_sched_types[i].name;
         names[NELEM(k_sched_types)] = NULL;
-        const char *sug = type ? suggest(type, names, NULL) : NULL;
+        const char *sug = type ? dt_conf_suggest(type, names) : NULL;
         return errf("scheduler.type %s%s%s is not supported%s%s%s; hint: use WarmupLR, "
                     "WarmupDecayLR, WarmupCosineLR, OneCycle or LRRangeTest (DeepSpeed's "
                     "schedules), StepLR or CosineAnnealingLR; names are case-sensitive",
@@ -1021,17 +822,18 @@ static dt_status parse_scheduler(const sec *root, dt_ds_config *out) {
                     sug ? " (did you mean \"" : "", sug ? sug : "", sug ? "\"?)" : "");
     }
     dt_sched_type t = k_sched_types[ti].type;
-    TRY(get_section(&s, "params", false, pp, sizeof pp, &p));
+    TRY(dt_conf_section(&s, "params", 0, NULL, &p));
     dt_sched_config c = dt_sched_defaults(t);
     c.base_lr = out->optimizer.lr;
     /* DeepSpeed's WarmupLR warms up to the optimizer's lr unless warmup_max_lr is given
      * (WarmupDecayLR keeps its own default of 0.001) */
     if (t == DT_SCHED_WARMUP_LR) c.warmup_max_lr = out->optimizer.lr;
     int64_t last = -1;
-    TRY(get_int(&p,
-                t == DT_SCHED_STEP_LR || t == DT_SCHED_COSINE_ANNEALING ? "last_epoch"
-                                                                        : "last_batch_iteration",
-                -1, INT64_MAX, &last));
+    TRY(dt_conf_int(&p,
+                    t == DT_SCHED_STEP_LR || t == DT_SCHED_COSINE_ANNEALING
+                        ? "last_epoch"
+                        : "last_batch_iteration",
+                    -1, INT64_MAX, &last));
     if (last != -1)
         return errf("%s.%s is not supported; hint: remove it (an engine checkpoint restores the "
                     "schedule's position)",
@@ -1047,25 +849,25 @@ static dt_status parse_scheduler(const sec *root, dt_ds_config *out) {
     if (t == DT_SCHED_STEP_LR) required[0] = "step_size";
     if (t == DT_SCHED_COSINE_ANNEALING) required[0] = "T_max";
     for (int i = 0; i < 2; i++)
-        if (required[i] && !sget(&p, required[i]))
+        if (required[i] && !dt_conf_get(&p, required[i]))
             return errf("%s is required by the %s schedule; hint: add it to scheduler.params",
-                        kp(&p, required[i], kb, sizeof kb), type);
+                        dt_conf_path(&p, required[i], kb, sizeof kb), type);
     switch (t) {
     case DT_SCHED_WARMUP_LR:
     case DT_SCHED_WARMUP_DECAY_LR:
     case DT_SCHED_WARMUP_COSINE_LR: {
-        TRY(get_int(&p, "warmup_num_steps", INT64_MIN, INT64_MAX, &c.warmup_num_steps));
+        TRY(dt_conf_int(&p, "warmup_num_steps", INT64_MIN, INT64_MAX, &c.warmup_num_steps));
         if (t == DT_SCHED_WARMUP_COSINE_LR) {
-            TRY(get_float(&p, "warmup_min_ratio", -INFINITY, false, &c.warmup_min_ratio));
-            TRY(get_float(&p, "cos_min_ratio", -INFINITY, false, &c.cos_min_ratio));
+            TRY(dt_conf_float(&p, "warmup_min_ratio", -INFINITY, false, &c.warmup_min_ratio));
+            TRY(dt_conf_float(&p, "cos_min_ratio", -INFINITY, false, &c.cos_min_ratio));
         } else {
-            TRY(get_float(&p, "warmup_min_lr", 0, false, &c.warmup_min_lr));
-            TRY(get_float(&p, "warmup_max_lr", 0, false, &c.warmup_max_lr));
+            TRY(dt_conf_float(&p, "warmup_min_lr", 0, false, &c.warmup_min_lr));
+            TRY(dt_conf_float(&p, "warmup_max_lr", 0, false, &c.warmup_max_lr));
         }
         if (t != DT_SCHED_WARMUP_LR)
-            TRY(get_int(&p, "total_num_steps", INT64_MIN, INT64_MAX, &c.total_num_steps));
+            TRY(dt_conf_int(&p, "total_num_steps", INT64_MIN, INT64_MAX, &c.total_num_steps));
         const char *wt = NULL;
-        TRY(get_str(&p, "warmup_type", &wt));
+        TRY(dt_conf_str(&p, "warmup_type", false, &wt));
         if (wt && strcmp(wt, "log") && strcmp(wt, "linear"))
             dt_log(DT_LOG_WARN,
                    "ds_config: scheduler.params.warmup_type \"%s\" is neither \"log\" nor "
@@ -1075,34 +877,37 @@ static dt_status parse_scheduler(const sec *root, dt_ds_config *out) {
         break;
     }
     case DT_SCHED_ONE_CYCLE: {
-        TRY(get_float(&p, "cycle_min_lr", 0, false, &c.cycle_min_lr));
-        TRY(get_float(&p, "cycle_max_lr", 0, false, &c.cycle_max_lr));
-        TRY(get_float(&p, "decay_lr_rate", -INFINITY, false, &c.decay_lr_rate));
-        TRY(get_int(&p, "cycle_first_step_size", INT64_MIN, INT64_MAX, &c.cycle_first_step_size));
-        TRY(get_int(&p, "cycle_second_step_size", INT64_MIN, INT64_MAX, &c.cycle_second_step_size));
-        TRY(get_int(&p, "cycle_first_stair_count", 0, INT64_MAX, &c.cycle_first_stair_count));
-        TRY(get_int(&p, "cycle_second_stair_count", 0, INT64_MAX, &c.cycle_second_stair_count));
-        TRY(get_int(&p, "decay_step_size", INT64_MIN, INT64_MAX, &c.decay_step_size));
-        TRY(get_bool(&p, "cycle_momentum", &c.cycle_momentum));
-        TRY(get_float(&p, "cycle_min_mom", -INFINITY, false, &c.cycle_min_mom));
-        TRY(get_float(&p, "cycle_max_mom", -INFINITY, false, &c.cycle_max_mom));
-        TRY(get_float(&p, "decay_mom_rate", -INFINITY, false, &c.decay_mom_rate));
+        TRY(dt_conf_float(&p, "cycle_min_lr", 0, false, &c.cycle_min_lr));
+        TRY(dt_conf_float(&p, "cycle_max_lr", 0, false, &c.cycle_max_lr));
+        TRY(dt_conf_float(&p, "decay_lr_rate", -INFINITY, false, &c.decay_lr_rate));
+        TRY(dt_conf_int(&p, "cycle_first_step_size", INT64_MIN, INT64_MAX,
+                        &c.cycle_first_step_size));
+        TRY(dt_conf_int(&p, "cycle_second_step_size", INT64_MIN, INT64_MAX,
+                        &c.cycle_second_step_size));
+        TRY(dt_conf_int(&p, "cycle_first_stair_count", 0, INT64_MAX, &c.cycle_first_stair_count));
+        TRY(dt_conf_int(&p, "cycle_second_stair_count", 0, INT64_MAX, &c.cycle_second_stair_count));
+        TRY(dt_conf_int(&p, "decay_step_size", INT64_MIN, INT64_MAX, &c.decay_step_size));
+        TRY(dt_conf_bool(&p, "cycle_momentum", &c.cycle_momentum));
+        TRY(dt_conf_float(&p, "cycle_min_mom", -INFINITY, false, &c.cycle_min_mom));
+        TRY(dt_conf_float(&p, "cycle_max_mom", -INFINITY, false, &c.cycle_max_mom));
+        TRY(dt_conf_float(&p, "decay_mom_rate", -INFINITY, false, &c.decay_mom_rate));
         break;
     }
     case DT_SCHED_LR_RANGE_TEST:
-        TRY(get_float(&p, "lr_range_test_min_lr", 0, false, &c.lr_range_test_min_lr));
-        TRY(get_int(&p, "lr_range_test_step_size", INT64_MIN, INT64_MAX,
-                    &c.lr_range_test_step_size));
-        TRY(get_float(&p, "lr_range_test_step_rate", -INFINITY, false, &c.lr_range_test_step_rate));
-        TRY(get_bool(&p, "lr_range_test_staircase", &c.lr_range_test_staircase));
+        TRY(dt_conf_float(&p, "lr_range_test_min_lr", 0, false, &c.lr_range_test_min_lr));
+        TRY(dt_conf_int(&p, "lr_range_test_step_size", INT64_MIN, INT64_MAX,
+                        &c.lr_range_test_step_size));
+        TRY(dt_conf_float(&p, "lr_range_test_step_rate", -INFINITY, false,
+                          &c.lr_range_test_step_rate));
+        TRY(dt_conf_bool(&p, "lr_range_test_staircase", &c.lr_range_test_staircase));
         break;
     case DT_SCHED_STEP_LR:
-        TRY(get_int(&p, "step_size", INT64_MIN, INT64_MAX, &c.step_size));
-        TRY(get_float(&p, "gamma", -INFINITY, false, &c.gamma));
+        TRY(dt_conf_int(&p, "step_size", INT64_MIN, INT64_MAX, &c.step_size));
+        TRY(dt_conf_float(&p, "gamma", -INFINITY, false, &c.gamma));
         break;
     case DT_SCHED_COSINE_ANNEALING:
-        TRY(get_int(&p, "T_max", INT64_MIN, INT64_MAX, &c.t_max));
-        TRY(get_float(&p, "eta_min", -INFINITY, false, &c.eta_min));
+        TRY(dt_conf_int(&p, "T_max", INT64_MIN, INT64_MAX, &c.t_max));
+        TRY(dt_conf_float(&p, "eta_min", -INFINITY, false, &c.eta_min));
         break;
     default:
         break;
@@ -1130,34 +935,36 @@ static dt_status parse_top(const sec *root, dt_ds_config *out) {
     out->steps_per_print = 0; /* DeepSpeed's default is None: no progress lines */
     out->wall_clock_breakdown = false;
     out->memory_budget_bytes = 0;
-    TRY(get_real(root, "gradient_clipping", 0, false, &out->gradient_clipping));
-    TRY(get_bool(root, "prescale_gradients", &out->prescale_gradients));
-    TRY(get_real(root, "gradient_predivide_factor", 0, true, &out->gradient_predivide_factor));
-    TRY(get_int(root, "steps_per_print", 1, INT64_MAX, &out->steps_per_print));
-    TRY(get_bool(root, "wall_clock_breakdown", &out->wall_clock_breakdown));
+    TRY(dt_conf_real(root, "gradient_clipping", 0, false, &out->gradient_clipping));
+    TRY(dt_conf_bool(root, "prescale_gradients", &out->prescale_gradients));
+    TRY(dt_conf_real(root, "gradient_predivide_factor", 0, true, &out->gradient_predivide_factor));
+    TRY(dt_conf_int(root, "steps_per_print", 1, INT64_MAX, &out->steps_per_print));
+    TRY(dt_conf_bool(root, "wall_clock_breakdown", &out->wall_clock_breakdown));
 
-    const json_t *mb = sget(root, "memory_budget");
+    const json_t *mb = dt_conf_get(root, "memory_budget");
     if (mb && json_is_string(mb)) {
         int64_t b = dt_parse_bytes(json_string_value(mb));
         if (b < 0)
-            return bad(root, "memory_budget", mb, "a byte count",
-                       "write bytes as a number, or a string such as \"512M\" or \"2GiB\"");
+            return dt_conf_expected(
+                root, "memory_budget", "a byte count",
+                "write bytes as a number, or a string such as \"512M\" or \"2GiB\"");
         out->memory_budget_bytes = b;
     } else if (mb) {
         if (!json_is_number(mb))
-            return bad(root, "memory_budget", mb, "a byte count",
-                       "write bytes as a number, or a string such as \"512M\" or \"2GiB\"");
-        TRY(get_int(root, "memory_budget", 0, INT64_MAX, &out->memory_budget_bytes));
+            return dt_conf_expected(
+                root, "memory_budget", "a byte count",
+                "write bytes as a number, or a string such as \"512M\" or \"2GiB\"");
+        TRY(dt_conf_int(root, "memory_budget", 0, INT64_MAX, &out->memory_budget_bytes));
     }
 
     const char *cdt = NULL;
-    TRY(get_str(root, "communication_data_type", &cdt));
+    TRY(dt_conf_str(root, "communication_data_type", false, &cdt));
     if (cdt && strcasecmp(cdt, "fp32") && strcasecmp(cdt, "fp16") && strcasecmp(cdt, "bf16"))
         return errf("communication_data_type must be \"fp16\", \"bf16\" or \"fp32\", got \"%s\"; "
                     "hint: remove it (dtrain reduces gradients in fp32)",
                     cdt);
     const char *op = NULL;
-    TRY(get_str(root, "gradient_allreduce_op", &op));
+    TRY(dt_conf_str(root, "gradient_allreduce_op", false, &op));
     if (op && strcasecmp(op, "mean")) {
         if (!strcasecmp(op, "sum"))
             return errf("gradient_allreduce_op \"sum\" is not supported: dtrain averages "
@@ -1181,15 +988,15 @@ dt_status dt_ds_config_parse(const json_t *j, int dp_world_size, dt_ds_config *o
                         dp_world_size);
     dt_ds_config c;
     memset(&c, 0, sizeof c);
-    sec root = {j, "", false};
+    dt_conf conf = k_words;
+    conf.root = j;
+    sec root = dt_conf_root(&conf, 0, NULL);
 
     /* unknown keys: one warning, whatever happens next */
-    unknowns u;
-    memset(&u, 0, sizeof u);
-    collect_unknowns(j, &u);
-    if (u.count)
-        dt_log(DT_LOG_WARN, "ds_config: %d unknown key%s ignored: %s%s", u.count,
-               u.count == 1 ? "" : "s", u.text, u.shown < u.count ? ", ..." : "");
+    dt_status st = collect_unknowns(&conf, j);
+    if (st == DT_OK) dt_conf_log_unknowns(&conf);
+    dt_conf_clear(&conf);
+    if (st != DT_OK) return st;
     /* an unknown top-level key close to a batch key, for the "no batch size" error */
     const char *near_miss = NULL;
     static const char *const batch_keys[] = {"train_batch_size", "train_micro_batch_size_per_gpu",
@@ -1198,7 +1005,8 @@ dt_status dt_ds_config_parse(const json_t *j, int dp_world_size, dt_ds_config *o
     json_t *v;
     json_object_foreach((json_t *)j, key, v) {
         (void)v;
-        if (!in_list(key, k_top) && !in_list(key, k_top_ignored) && suggest(key, batch_keys, NULL))
+        if (!dt_conf_in_list(key, k_top) && !dt_conf_in_list(key, k_top_ignored) &&
+            dt_conf_suggest(key, batch_keys))
             near_miss = key;
     }
 

@@ -9,298 +9,52 @@
  * to dt_log) with the closest known key as a suggestion; when a required key is missing and an
  * unknown sibling is close to it, the error names that sibling too. Keys Determined has but
  * local dtrain does not use (workspace, profiling, ...) are accepted silently.
- * docs/config.md documents every key and default.
+ * docs/config.md documents every key and default. Typed reads, positions, messages and
+ * suggestions are base's config toolkit (dtrain/confcheck.h) in its YAML dialect.
  */
 #include "dtrain/config.h"
-#include "base/base_impl.h"
+#include "dtrain/confcheck.h"
 
-#include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- small helpers ----------------------------------------------------------------------- */
-
-/* The candidate closest to `key` if it is close enough to be a typo, else NULL. */
-static const char *suggest(const char *key, const char *const *cands) {
-    const char *best = NULL;
-    int best_d = INT_MAX;
-    for (; cands && *cands; cands++) {
-        int d = dt_edit_distance(key, *cands);
-        if (d < best_d) best_d = d, best = *cands;
-    }
-    /* short words allow one edit, longer ones len/3 clamped to [2, 3] ("batch" → "batches") */
-    int len = (int)strlen(key);
-    int limit = len <= 3 ? 1 : len / 3 < 2 ? 2 : len / 3 > 3 ? 3 : len / 3;
-    return best && best_d <= limit ? best : NULL;
-}
-
-static bool in_list(const char *s, const char *const *list) {
-    for (; list && *list; list++)
-        if (!strcmp(s, *list)) return true;
-    return false;
-}
-
-static void join_list(const char *const *list, char *buf, size_t n) {
-    size_t used = 0;
-    buf[0] = 0;
-    for (int i = 0; list[i] && used < n; i++)
-        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", list[i]);
-}
-
-static const char *describe(const json_t *v, char *buf, size_t n) {
-    return dt__json_describe(v, true, buf, n);
-}
-
 /* ---- validation context -------------------------------------------------------------------- */
 
+/* Typed reads, positions, messages and unknown keys are base's config toolkit
+ * (dtrain/confcheck.h) in its YAML dialect; unknown keys become cfg->warnings at the end. */
 typedef struct vctx {
     dt_expconf *cfg;
-    const dt_yaml_doc *doc; /* NULL: no positions */
+    dt_conf conf;
 } vctx;
 
-/* "file:line:col: " / "file: " / "" */
-static const char *prefix(const vctx *v, dt_yaml_pos pos, char *buf, size_t n) {
-    if (!v->doc) {
-        buf[0] = 0;
-        return buf;
-    }
-    char w[512];
-    snprintf(buf, n, "%s: ", dt_yaml_where(v->doc, pos, w, sizeof w));
-    return buf;
-}
+#define TRY(x)                                                                                     \
+    do {                                                                                           \
+        dt_status st_ = (x);                                                                       \
+        if (st_ != DT_OK) return st_;                                                              \
+    } while (0)
 
-__attribute__((format(printf, 3, 4))) static dt_status cerr(const vctx *v, dt_yaml_pos pos,
-                                                            const char *fmt, ...) {
-    char msg[900], pre[560];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return dt_error(DT_ERR_CONFIG, "%s%s", prefix(v, pos, pre, sizeof pre), msg);
-}
-
-__attribute__((format(printf, 3, 4))) static dt_status warn(const vctx *v, dt_yaml_pos pos,
-                                                            const char *fmt, ...) {
-    char msg[900], pre[560], full[1500];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    snprintf(full, sizeof full, "%s%s", prefix(v, pos, pre, sizeof pre), msg);
-    dt_expconf *c = v->cfg;
-    char **w = realloc(c->warnings, (size_t)(c->n_warnings + 1) * sizeof *w);
-    if (!w) return dt_error(DT_ERR_OOM, "out of memory recording a config warning");
-    c->warnings = w;
-    if (!(w[c->n_warnings] = strdup(full)))
-        return dt_error(DT_ERR_OOM, "out of memory recording a config warning");
-    c->n_warnings++;
-    dt_log(DT_LOG_WARN, "%s", full);
-    return DT_OK;
-}
-
-static dt_yaml_pos vpos(const vctx *v, const json_t *obj, const char *key) {
-    return dt_yaml_value_pos(v->doc, obj, key);
-}
-
-/* Position of a node for "required key missing" errors: the mapping itself, none for the root
- * (its 1:1 would point at whatever key comes first). */
-static dt_yaml_pos obj_pos(const vctx *v, const json_t *obj) {
-    if (obj == v->cfg->json) return (dt_yaml_pos){0, 0};
-    return dt_yaml_node_pos(v->doc, obj);
-}
-
-/* "a.b" from a parent path and a key (path "" → key). */
-static const char *join(const char *path, const char *key, char *buf, size_t n) {
-    /* by hand: a truncated path is fine in a message, and snprintf would warn about it */
-    size_t i = 0;
-    for (const char *p = path; *p && i + 1 < n; p++) buf[i++] = *p;
-    if (*path && i + 1 < n) buf[i++] = '.';
-    for (const char *p = key; *p && i + 1 < n; p++) buf[i++] = *p;
-    buf[i] = 0;
-    return buf;
-}
-
-/* Warn about each key of `obj` not in known[] or accepted[]. */
-static dt_status check_keys(const vctx *v, const json_t *obj, const char *path,
-                            const char *const *known, const char *const *accepted) {
-    const char *k;
-    json_t *val;
-    json_object_foreach((json_t *)obj, k, val) {
-        if (in_list(k, known) || in_list(k, accepted)) continue;
-        char full[256];
-        join(path, k, full, sizeof full);
-        const char *s = suggest(k, known);
-        dt_status st =
-            s ? warn(v, dt_yaml_key_pos(v->doc, obj, k),
-                     "unknown key '%s' (ignored); did you mean '%s'?", full, s)
-              : warn(v, dt_yaml_key_pos(v->doc, obj, k), "unknown key '%s' (ignored)", full);
-        if (st) return st;
-    }
-    return DT_OK;
-}
-
-/* For a missing required key: an unknown sibling that looks like a typo of it. */
-static const char *typo_of(const json_t *obj, const char *key, const char *const *known) {
-    const char *k;
-    json_t *val;
-    json_object_foreach((json_t *)obj, k, val) {
-        if (in_list(k, known)) continue;
-        const char *one[] = {key, NULL};
-        if (suggest(k, one)) return k;
-    }
-    return NULL;
-}
-
-static dt_status missing(const vctx *v, const json_t *obj, const char *path, const char *key,
-                         const char *const *known, const char *hint) {
-    char full[256];
-    join(path, key, full, sizeof full);
-    const char *t = typo_of(obj, key, known);
-    dt_yaml_pos tp = t ? dt_yaml_key_pos(v->doc, obj, t) : (dt_yaml_pos){0, 0};
-    if (t && tp.line > 0)
-        return cerr(v, obj_pos(v, obj), "%s is required (is '%s' on line %d a typo?)%s%s", full, t,
-                    tp.line, hint ? "; hint: " : "", hint ? hint : "");
-    if (t)
-        return cerr(v, obj_pos(v, obj), "%s is required (is '%s' a typo?)%s%s", full, t,
-                    hint ? "; hint: " : "", hint ? hint : "");
-    return cerr(v, obj_pos(v, obj), "%s is required%s%s", full, hint ? "; hint: " : "",
-                hint ? hint : "");
-}
-
-/* The member, or NULL when absent or null (optional keys treat null as absent). */
-static json_t *member(const json_t *obj, const char *key) {
-    json_t *x = json_object_get(obj, key);
-    return json_is_null(x) ? NULL : x;
-}
-
-static dt_status get_obj(const vctx *v, const json_t *obj, const char *path, const char *key,
-                         json_t **out) {
-    json_t *x = member(obj, key);
-    *out = NULL;
-    if (!x) return DT_OK;
-    if (!json_is_object(x)) {
-        char full[256], d[64];
-        return cerr(v, vpos(v, obj, key), "%s must be a mapping, got %s",
-                    join(path, key, full, sizeof full), describe(x, d, sizeof d));
-    }
-    *out = x;
-    return DT_OK;
+static const char *describe(const vctx *v, const json_t *x, char *buf, size_t n) {
+    return dt_conf_describe(&v->conf, x, buf, n);
 }
 
 /* A string member: *out = strdup (NULL when absent and !required). */
-static dt_status get_str(const vctx *v, const json_t *obj, const char *path, const char *key,
-                         bool required, bool nonempty, const char *const *known, const char *hint,
-                         char **out) {
-    json_t *x = member(obj, key);
-    char full[256], d[64];
-    join(path, key, full, sizeof full);
-    if (!x) {
-        *out = NULL;
-        return required ? missing(v, obj, path, key, known, hint) : DT_OK;
-    }
-    if (!json_is_string(x))
-        return cerr(
-            v, vpos(v, obj, key), "%s must be a string, got %s%s", full, describe(x, d, sizeof d),
-            json_is_number(x) || json_is_boolean(x) ? " (quote it to make it a string)" : "");
-    if (nonempty && !*json_string_value(x))
-        return cerr(v, vpos(v, obj, key), "%s must not be empty", full);
-    if (!(*out = strdup(json_string_value(x)))) return dt_error(DT_ERR_OOM, "out of memory");
+static dt_status get_str(const dt_conf_sec *s, const char *key, bool required, bool nonempty,
+                         const char *hint, char **out) {
+    const char *p = NULL;
+    *out = NULL;
+    if (required && !dt_conf_get(s, key)) return dt_conf_missing(s, key, hint);
+    TRY(dt_conf_str(s, key, nonempty, &p));
+    if (p && !(*out = strdup(p))) return dt_error(DT_ERR_OOM, "out of memory");
     return DT_OK;
 }
 
-/* An integer value (integral reals such as 6e4 count). */
-static bool as_int(const json_t *x, int64_t *out) {
-    if (json_is_integer(x)) {
-        *out = json_integer_value(x);
-        return true;
-    }
-    if (json_is_real(x)) {
-        double r = json_real_value(x);
-        if (r == floor(r) && fabs(r) < 9.0e18) {
-            *out = (int64_t)r;
-            return true;
-        }
-    }
-    return false;
-}
-
-static const char *int_kind(int64_t min) {
-    return min == 1 ? "a positive integer" : min == 0 ? "a non-negative integer" : "an integer";
-}
-
-static dt_status check_int(const vctx *v, const json_t *x, dt_yaml_pos pos, const char *full,
-                           int64_t min, int64_t max, int64_t *out) {
-    char d[64];
-    int64_t n;
-    if (!as_int(x, &n) || n < min || n > max) {
-        if (max < INT64_MAX && as_int(x, &n) && n > max)
-            return cerr(v, pos, "%s must be at most %lld, got %s", full, (long long)max,
-                        describe(x, d, sizeof d));
-        return cerr(v, pos, "%s must be %s, got %s", full, int_kind(min), describe(x, d, sizeof d));
-    }
-    *out = n;
-    return DT_OK;
-}
-
-static dt_status get_int(const vctx *v, const json_t *obj, const char *path, const char *key,
-                         int64_t min, int64_t dflt, int64_t *out) {
-    json_t *x = member(obj, key);
-    if (!x) {
-        *out = dflt;
-        return DT_OK;
-    }
-    char full[256];
-    return check_int(v, x, vpos(v, obj, key), join(path, key, full, sizeof full), min, INT64_MAX,
-                     out);
-}
-
-static dt_status get_bool(const vctx *v, const json_t *obj, const char *path, const char *key,
-                          bool dflt, bool *out) {
-    json_t *x = member(obj, key);
-    if (!x) {
-        *out = dflt;
-        return DT_OK;
-    }
-    if (json_is_boolean(x)) {
-        *out = json_is_true(x);
-        return DT_OK;
-    }
-    char full[256], d[64];
-    static const char *const yaml11[] = {"yes", "no",  "on",  "off", "y",  "n",   "Yes", "No",
-                                         "On",  "Off", "YES", "NO",  "ON", "OFF", NULL};
-    bool old = json_is_string(x) && in_list(json_string_value(x), yaml11);
-    return cerr(v, vpos(v, obj, key), "%s must be true or false, got %s%s",
-                join(path, key, full, sizeof full), describe(x, d, sizeof d),
-                old ? " (YAML 1.2 reads yes/no/on/off as strings; write true or false)" : "");
-}
-
-/* A string member that must be one of valid[]; *out = its index (dflt when absent). */
-static dt_status get_enum(const vctx *v, const json_t *obj, const char *path, const char *key,
-                          const char *const *valid, int dflt, int *out) {
-    json_t *x = member(obj, key);
-    if (!x) {
-        *out = dflt;
-        return DT_OK;
-    }
-    char full[256], d[64], list[256];
-    join(path, key, full, sizeof full);
-    join_list(valid, list, sizeof list);
-    if (json_is_string(x)) {
-        for (int i = 0; valid[i]; i++)
-            if (!strcmp(json_string_value(x), valid[i])) {
-                *out = i;
-                return DT_OK;
-            }
-        const char *s = suggest(json_string_value(x), valid);
-        if (s)
-            return cerr(v, vpos(v, obj, key), "%s must be one of %s; got %s (did you mean '%s'?)",
-                        full, list, describe(x, d, sizeof d), s);
-    }
-    return cerr(v, vpos(v, obj, key), "%s must be one of %s; got %s", full, list,
-                describe(x, d, sizeof d));
+/* The section s.key (absent: obj NULL) with its keys checked against known and accepted. */
+static dt_status section(vctx *v, const dt_conf_sec *parent, const char *key,
+                         const char *const *known, const char *const *accepted, dt_conf_sec *out) {
+    TRY(dt_conf_section(parent, key, 0, known, out));
+    return out->obj ? dt_conf_check_keys(&v->conf, out->obj, out->path, known, accepted) : DT_OK;
 }
 
 /* ---- lengths --------------------------------------------------------------------------------- */
@@ -320,37 +74,41 @@ const char *dt_unit_name(dt_unit u) {
 }
 
 /* A length mapping {batches|epochs|records: N}. allow_zero: N = 0 means "not set". */
-static dt_status get_length(const vctx *v, const json_t *obj, const char *path, const char *key,
-                            bool allow_zero, dt_length *out) {
-    json_t *x = member(obj, key);
+static dt_status get_length(const dt_conf_sec *s, const char *key, bool allow_zero,
+                            dt_length *out) {
+    const json_t *x = dt_conf_get(s, key);
     *out = (dt_length){DT_UNIT_BATCHES, 0};
     if (!x) return DT_OK;
     char full[256], d[64];
-    join(path, key, full, sizeof full);
+    dt_conf_path(s, key, full, sizeof full);
     if (!json_is_object(x) || json_object_size(x) != 1) {
         if (json_is_object(x) && json_object_size(x) > 1)
-            return cerr(v, vpos(v, obj, key),
-                        "%s must have exactly one of batches, epochs, records; got %zu keys", full,
-                        json_object_size(x));
-        return cerr(v, vpos(v, obj, key),
-                    "%s must be a mapping like {batches: N}, {epochs: N} or {records: N}; got %s",
-                    full, describe(x, d, sizeof d));
+            return dt_conf_error(s, key,
+                                 "%s must have exactly one of batches, epochs, records; got %zu "
+                                 "keys",
+                                 full, json_object_size(x));
+        return dt_conf_error(s, key,
+                             "%s must be a mapping like {batches: N}, {epochs: N} or {records: "
+                             "N}; got %s",
+                             full, dt_conf_describe(s->conf, x, d, sizeof d));
     }
-    const char *unit = json_object_iter_key(json_object_iter(x));
-    json_t *n = json_object_get(x, unit);
+    dt_conf_sec len = {.conf = s->conf, .obj = x};
+    snprintf(len.path, sizeof len.path, "%s", full);
+    const char *unit = json_object_iter_key(json_object_iter((json_t *)x));
     int u = 0;
     while (UNIT_KEYS[u] && strcmp(UNIT_KEYS[u], unit)) u++;
     if (!UNIT_KEYS[u]) {
-        const char *s = suggest(unit, UNIT_KEYS);
-        return cerr(v, dt_yaml_key_pos(v->doc, x, unit),
-                    "%s: unknown unit '%s' (valid: batches, epochs, records)%s%s%s", full, unit,
-                    s ? "; did you mean '" : "", s ? s : "", s ? "'?" : "");
+        const char *sug = dt_conf_suggest(unit, UNIT_KEYS);
+        return dt_conf_error_at(s->conf, dt_yaml_key_pos(s->conf->doc, x, unit),
+                                "%s: unknown unit '%s' (valid: batches, epochs, records)%s%s%s",
+                                full, unit, sug ? "; did you mean '" : "", sug ? sug : "",
+                                sug ? "'?" : "");
     }
-    char sub[300];
-    snprintf(sub, sizeof sub, "%s.%s", full, unit);
-    int64_t val;
-    dt_status st = check_int(v, n, vpos(v, x, unit), sub, allow_zero ? 0 : 1, INT64_MAX, &val);
-    if (st) return st;
+    int64_t lo = allow_zero ? 0 : 1, val = -1;
+    TRY(dt_conf_int(&len, unit, lo, INT64_MAX, &val));
+    if (val < 0)
+        return dt_conf_expected(&len, unit, lo ? "a positive integer" : "a non-negative integer",
+                                NULL);
     *out = (dt_length){(dt_unit)u, val};
     return DT_OK;
 }
@@ -463,77 +221,65 @@ static dt_status hp_push(vctx *v, dt_hparam hp) {
     return DT_OK;
 }
 
-/* A finite number member (required). */
-static dt_status hp_number(const vctx *v, const json_t *def, const char *path, const char *key,
-                           bool integral, double *out) {
-    json_t *x = json_object_get(def, key);
-    char full[300], d[64];
-    join(path, key, full, sizeof full);
-    if (!x) return cerr(v, obj_pos(v, def), "%s is required", full);
-    double r;
-    int64_t n;
-    if (integral) {
-        if (!as_int(x, &n))
-            return cerr(v, vpos(v, def, key), "%s must be an integer, got %s", full,
-                        describe(x, d, sizeof d));
-        *out = (double)n;
-        return DT_OK;
+/* A required number member: an integer when `integral`, else any finite number. */
+static dt_status hp_number(const dt_conf_sec *def, const char *key, bool integral, double *out) {
+    if (!json_object_get(def->obj, key)) return dt_conf_missing(def, key, NULL);
+    if (!integral) {
+        *out = NAN;
+        TRY(dt_conf_real(def, key, -INFINITY, false, out));
+        return isnan(*out) ? dt_conf_expected(def, key, "a finite number", NULL) : DT_OK;
     }
-    if (!dt_json_number(x, &r) || !isfinite(r))
-        return cerr(v, vpos(v, def, key), "%s must be a finite number, got %s", full,
-                    describe(x, d, sizeof d));
-    *out = r;
+    int64_t n;
+    if (!dt_conf_as_int(json_object_get(def->obj, key), &n))
+        return dt_conf_expected(def, key, "an integer", NULL);
+    *out = (double)n;
     return DT_OK;
 }
 
-/* A definition: a mapping with a `type` key. */
-static dt_status hp_definition(vctx *v, const json_t *parent, const char *key, const json_t *def,
-                               const char *path, char *name) {
+/* A definition: a mapping with a `type` key; `def` is that mapping as a section. */
+static dt_status hp_definition(vctx *v, const dt_conf_sec *def, dt_yaml_pos pos, char *name) {
     static const char *const k_const[] = {"type", "val", NULL};
     static const char *const k_range[] = {"type", "minval", "maxval", "count", NULL};
     static const char *const k_log[] = {"type", "minval", "maxval", "base", "count", NULL};
     static const char *const k_cat[] = {"type", "vals", NULL};
-    dt_hparam hp = {.name = name, .base = 10, .pos = vpos(v, parent, key)};
-    int t;
-    char full[300], d[64];
+    static const char *const type_hint =
+        "a mapping with a 'type' key defines a hyperparameter; to pass a mapping as a constant "
+        "write {type: const, val: {...}}";
+    dt_hparam hp = {.name = name, .base = 10, .pos = pos};
+    const char *path = def->path;
+    char d[64];
     dt_status st;
-    json_t *type = json_object_get(def, "type");
-    if (!json_is_string(type) || !in_list(json_string_value(type), HP_TYPES)) {
-        char list[128];
-        join_list(HP_TYPES, list, sizeof list);
-        const char *s = json_is_string(type) ? suggest(json_string_value(type), HP_TYPES) : NULL;
-        st = cerr(v, vpos(v, def, "type"),
-                  "%s.type must be one of %s; got %s%s%s%s (a mapping with a 'type' key defines "
-                  "a hyperparameter; to pass a mapping as a constant write {type: const, val: "
-                  "{...}})",
-                  path, list, describe(type, d, sizeof d), s ? " (did you mean '" : "", s ? s : "",
-                  s ? "'?)" : "");
-        free(name);
-        return st;
-    }
-    for (t = 0; strcmp(HP_TYPES[t], json_string_value(type)); t++) {
+    int t = -1;
+    if ((st = dt_conf_enum(def, "type", HP_TYPES, type_hint, &t))) goto fail;
+    if (t < 0) { /* type: null */
+        st =
+            dt_conf_expected(def, "type", "one of const, int, double, log, categorical", type_hint);
+        goto fail;
     }
     hp.type = (dt_hp_type)t;
     const char *const *known = t == DT_HP_CONST         ? k_const
                                : t == DT_HP_CATEGORICAL ? k_cat
                                : t == DT_HP_LOG         ? k_log
                                                         : k_range;
-    if ((st = check_keys(v, def, path, known, NULL))) goto fail;
+    dt_conf_sec s = *def;
+    s.known = known;
+    if ((st = dt_conf_check_keys(&v->conf, s.obj, path, known, NULL))) goto fail;
     switch (hp.type) {
     case DT_HP_CONST:
-        hp.val = json_object_get(def, "val");
+        hp.val = json_object_get(s.obj, "val");
         if (!hp.val) {
-            st = cerr(v, obj_pos(v, def), "%s.val is required for a const hyperparameter", path);
+            st = dt_conf_error_at(&v->conf, dt_conf_sec_pos(&s),
+                                  "%s.val is required for a const hyperparameter", path);
             goto fail;
         }
         break;
     case DT_HP_CATEGORICAL:
-        hp.vals = json_object_get(def, "vals");
+        hp.vals = json_object_get(s.obj, "vals");
         if (!json_is_array(hp.vals) || json_array_size(hp.vals) == 0) {
-            st = hp.vals
-                     ? cerr(v, vpos(v, def, "vals"), "%s.vals must be a non-empty list, got %s",
-                            path, describe(hp.vals, d, sizeof d))
-                     : cerr(v, obj_pos(v, def), "%s.vals is required (the list of values)", path);
+            st = hp.vals ? dt_conf_error(&s, "vals", "%s.vals must be a non-empty list, got %s",
+                                         path, describe(v, hp.vals, d, sizeof d))
+                         : dt_conf_error_at(&v->conf, dt_conf_sec_pos(&s),
+                                            "%s.vals is required (the list of values)", path);
             goto fail;
         }
         break;
@@ -541,27 +287,22 @@ static dt_status hp_definition(vctx *v, const json_t *parent, const char *key, c
     case DT_HP_DOUBLE:
     case DT_HP_LOG: {
         bool integral = hp.type == DT_HP_INT;
-        if ((st = hp_number(v, def, path, "minval", integral, &hp.minval))) goto fail;
-        if ((st = hp_number(v, def, path, "maxval", integral, &hp.maxval))) goto fail;
+        if ((st = hp_number(&s, "minval", integral, &hp.minval))) goto fail;
+        if ((st = hp_number(&s, "maxval", integral, &hp.maxval))) goto fail;
         if (hp.minval > hp.maxval) {
-            st =
-                cerr(v, vpos(v, def, "maxval"), "%s: maxval (%g) must not be less than minval (%g)",
-                     path, hp.maxval, hp.minval);
+            st = dt_conf_error(&s, "maxval", "%s: maxval (%g) must not be less than minval (%g)",
+                               path, hp.maxval, hp.minval);
             goto fail;
         }
-        if (hp.type == DT_HP_LOG && json_object_get(def, "base")) {
-            if ((st = hp_number(v, def, path, "base", false, &hp.base))) goto fail;
+        if (hp.type == DT_HP_LOG && json_object_get(s.obj, "base")) {
+            if ((st = hp_number(&s, "base", false, &hp.base))) goto fail;
             if (hp.base <= 0 || hp.base == 1) {
-                st = cerr(v, vpos(v, def, "base"), "%s.base must be positive and not 1, got %g",
-                          path, hp.base);
+                st = dt_conf_error(&s, "base", "%s.base must be positive and not 1, got %g", path,
+                                   hp.base);
                 goto fail;
             }
         }
-        json_t *cnt = member(def, "count");
-        if (cnt &&
-            (st = check_int(v, cnt, vpos(v, def, "count"), join(path, "count", full, sizeof full),
-                            1, INT64_MAX, &hp.count)))
-            goto fail;
+        if ((st = dt_conf_int(&s, "count", 1, INT64_MAX, &hp.count))) goto fail;
         break;
     }
     }
@@ -571,29 +312,29 @@ fail:
     return st;
 }
 
-/* Every member of `obj` (the hyperparameters mapping or a nested group). */
-static dt_status parse_hparams(vctx *v, const json_t *obj, const char *path, const char *prefix) {
+/* Every member of `grp` (the hyperparameters mapping or a nested group). */
+static dt_status parse_hparams(vctx *v, const dt_conf_sec *grp, const char *prefix) {
     const char *k;
     json_t *x;
-    json_object_foreach((json_t *)obj, k, x) {
+    json_object_foreach((json_t *)grp->obj, k, x) {
         size_t nlen = strlen(prefix) + strlen(k) + 2;
         char *name = malloc(nlen);
-        char sub[512];
         if (!name) return dt_error(DT_ERR_OOM, "out of memory");
         snprintf(name, nlen, "%s%s%s", prefix, *prefix ? "." : "", k);
-        join(path, k, sub, sizeof sub);
+        dt_conf_sec sub = {.conf = &v->conf, .obj = x};
+        dt_conf_path(grp, k, sub.path, sizeof sub.path);
         dt_status st;
         if (json_is_object(x) && json_object_get(x, "type")) {
-            st = hp_definition(v, obj, k, x, sub, name);
+            st = hp_definition(v, &sub, dt_conf_pos(grp, k), name);
         } else if (json_is_object(x) && json_object_size(x) > 0) {
-            st = parse_hparams(v, x, sub, name); /* a nested group */
+            st = parse_hparams(v, &sub, name); /* a nested group */
             free(name);
         } else {
             st = hp_push(v, (dt_hparam){.name = name,
                                         .type = DT_HP_CONST,
                                         .val = x,
                                         .base = 10,
-                                        .pos = vpos(v, obj, k)});
+                                        .pos = dt_conf_pos(grp, k)});
         }
         if (st) return st;
     }
@@ -676,10 +417,11 @@ dt_status dt_expconf_global_batch_size(const dt_expconf *cfg, const char *for_wh
                         "(dt_length_to_batches)",
                         where_of(cfg, h->pos, w, sizeof w), dt_hp_type_name(h->type), for_what);
     int64_t n;
-    if (!as_int(h->val, &n) || n <= 0)
-        return dt_error(DT_ERR_CONFIG,
-                        "hyperparameters.global_batch_size%s must be a positive integer, got %s",
-                        where_of(cfg, h->pos, w, sizeof w), describe(h->val, d, sizeof d));
+    static const dt_conf yaml_words = {.dialect = DT_CONF_YAML};
+    if (!dt_conf_as_int(h->val, &n) || n <= 0)
+        return dt_error(
+            DT_ERR_CONFIG, "hyperparameters.global_batch_size%s must be a positive integer, got %s",
+            where_of(cfg, h->pos, w, sizeof w), dt_conf_describe(&yaml_words, h->val, d, sizeof d));
     *out = n;
     return DT_OK;
 }
@@ -703,78 +445,65 @@ static const char *const SEARCHERS[] = {"single",        "grid",   "random",
                                         "adaptive_asha", "custom", NULL};
 static const char *const ASHA_MODES[] = {"aggressive", "standard", "conservative", NULL};
 
-static dt_status parse_searcher(vctx *v, const json_t *root, unsigned flags) {
+static dt_status parse_searcher(vctx *v, const dt_conf_sec *root, unsigned flags) {
     static const char *const known[] = {"name",       "metric",          "smaller_is_better",
                                         "max_length", "max_trials",      "max_concurrent_trials",
                                         "mode",       "divisor",         "max_rungs",
                                         "stop_once",  "source_trial_id", "source_checkpoint_uuid",
                                         NULL};
     static const char *const accepted[] = {"bracket_rungs", "time_metric", "max_time", NULL};
-    static const char *const top_known[] = {"searcher", NULL};
     dt_searcher_conf *s = &v->cfg->searcher;
-    json_t *obj;
-    dt_status st;
-    if ((st = get_obj(v, root, "", "searcher", &obj))) return st;
-    if (!obj)
-        return missing(v, root, "", "searcher", top_known,
-                       "searcher: {name: single, metric: validation_loss, max_length: {batches: "
-                       "1000}}");
-    if ((st = check_keys(v, obj, "searcher", known, accepted))) return st;
-    int name_i;
-    if ((st = get_enum(v, obj, "searcher", "name", SEARCHERS, 0, &name_i))) return st;
+    dt_conf_sec obj;
+    TRY(section(v, root, "searcher", known, accepted, &obj));
+    if (!obj.obj)
+        return dt_conf_missing(root, "searcher",
+                               "searcher: {name: single, metric: validation_loss, max_length: "
+                               "{batches: 1000}}");
+    int name_i = 0, mode_i = 1;
+    TRY(dt_conf_enum(&obj, "name", SEARCHERS, NULL, &name_i));
     if (!(s->name = strdup(SEARCHERS[name_i]))) return dt_error(DT_ERR_OOM, "out of memory");
-    if ((st = get_str(v, obj, "searcher", "metric", true, true, known,
-                      "the name of the validation metric to judge trials by, e.g. "
-                      "`metric: validation_loss`",
-                      &s->metric)))
-        return st;
-    if ((st = get_bool(v, obj, "searcher", "smaller_is_better", true, &s->smaller_is_better)))
-        return st;
-    if ((st = get_length(v, obj, "searcher", "max_length", false, &s->max_length))) return st;
+    TRY(get_str(&obj, "metric", true, true,
+                "the name of the validation metric to judge trials by, e.g. `metric: "
+                "validation_loss`",
+                &s->metric));
+    s->smaller_is_better = true;
+    TRY(dt_conf_bool(&obj, "smaller_is_better", &s->smaller_is_better));
+    TRY(get_length(&obj, "max_length", false, &s->max_length));
     if (s->max_length.n == 0 && !(flags & DT_EXPCONF_MAX_LENGTH_OPTIONAL))
-        return missing(v, obj, "searcher", "max_length", known,
-                       "how long to train, e.g. `max_length: {batches: 1000}` (or {epochs: N}, "
-                       "{records: N})");
-    if ((st = get_int(v, obj, "searcher", "max_trials", 1, 0, &s->max_trials))) return st;
+        return dt_conf_missing(&obj, "max_length",
+                               "how long to train, e.g. `max_length: {batches: 1000}` (or "
+                               "{epochs: N}, {records: N})");
+    TRY(dt_conf_int(&obj, "max_trials", 1, INT64_MAX, &s->max_trials));
     if (s->max_trials == 0 && (!strcmp(s->name, "random") || !strcmp(s->name, "adaptive_asha"))) {
         char hint[80];
         snprintf(hint, sizeof hint, "the %s searcher needs the number of trials to run", s->name);
-        return missing(v, obj, "searcher", "max_trials", known, hint);
+        return dt_conf_missing(&obj, "max_trials", hint);
     }
-    if ((st =
-             get_int(v, obj, "searcher", "max_concurrent_trials", 0, 0, &s->max_concurrent_trials)))
-        return st;
-    int mode_i;
-    if ((st = get_enum(v, obj, "searcher", "mode", ASHA_MODES, 1, &mode_i))) return st;
+    TRY(dt_conf_int(&obj, "max_concurrent_trials", 0, INT64_MAX, &s->max_concurrent_trials));
+    TRY(dt_conf_enum(&obj, "mode", ASHA_MODES, NULL, &mode_i));
     if (!(s->mode = strdup(ASHA_MODES[mode_i]))) return dt_error(DT_ERR_OOM, "out of memory");
     s->divisor = 4;
-    json_t *dv = member(obj, "divisor");
-    if (dv && (!dt_json_number(dv, &s->divisor) || !isfinite(s->divisor) || s->divisor <= 1)) {
-        char d[64];
-        return cerr(v, vpos(v, obj, "divisor"), "searcher.divisor must be a number > 1, got %s",
-                    describe(dv, d, sizeof d));
-    }
-    if ((st = get_int(v, obj, "searcher", "max_rungs", 1, 5, &s->max_rungs))) return st;
-    if ((st = get_bool(v, obj, "searcher", "stop_once", false, &s->stop_once))) return st;
-    if ((st = get_int(v, obj, "searcher", "source_trial_id", 1, 0, &s->source_trial_id))) return st;
-    if ((st = get_str(v, obj, "searcher", "source_checkpoint_uuid", false, true, known, NULL,
-                      &s->source_checkpoint_uuid)))
-        return st;
+    TRY(dt_conf_real(&obj, "divisor", 1, true, &s->divisor));
+    s->max_rungs = 5;
+    TRY(dt_conf_int(&obj, "max_rungs", 1, INT64_MAX, &s->max_rungs));
+    TRY(dt_conf_bool(&obj, "stop_once", &s->stop_once));
+    TRY(dt_conf_int(&obj, "source_trial_id", 1, INT64_MAX, &s->source_trial_id));
+    TRY(get_str(&obj, "source_checkpoint_uuid", false, true, NULL, &s->source_checkpoint_uuid));
     /* grid needs a count for every range hyperparameter */
     if (!strcmp(s->name, "grid")) {
         for (int i = 0; i < v->cfg->n_hparams; i++) {
             const dt_hparam *h = &v->cfg->hparams[i];
             if (h->type == DT_HP_CONST || h->type == DT_HP_CATEGORICAL || h->count > 0) continue;
-            return cerr(v, h->pos,
-                        "hyperparameters.%s needs `count` with the grid searcher (how many "
-                        "values to take from [minval, maxval])",
-                        h->name);
+            return dt_conf_error_at(&v->conf, h->pos,
+                                    "hyperparameters.%s needs `count` with the grid searcher (how "
+                                    "many values to take from [minval, maxval])",
+                                    h->name);
         }
     }
     return DT_OK;
 }
 
-static dt_status parse_storage(vctx *v, const json_t *root) {
+static dt_status parse_storage(vctx *v, const dt_conf_sec *root) {
     static const char *const known[] = {"type",
                                         "host_path",
                                         "storage_path",
@@ -784,82 +513,73 @@ static dt_status parse_storage(vctx *v, const json_t *root) {
                                         NULL};
     static const char *const accepted[] = {"propagation", NULL};
     static const char *const types[] = {"shared_fs", NULL};
+    static const char *const elsewhere[] = {"s3", "gcs", "azure", "directory", NULL};
     dt_ckpt_storage_conf *cs = &v->cfg->checkpoint_storage;
-    json_t *obj;
-    dt_status st;
+    dt_conf_sec obj;
     cs->save_trial_best = 1;
     cs->save_trial_latest = 1;
-    if ((st = get_obj(v, root, "", "checkpoint_storage", &obj))) return st;
-    if (obj) {
-        if ((st = check_keys(v, obj, "checkpoint_storage", known, accepted))) return st;
-        json_t *t = member(obj, "type");
-        if (json_is_string(t) &&
-            in_list(json_string_value(t),
-                    (const char *const[]){"s3", "gcs", "azure", "directory", NULL}))
-            return cerr(v, vpos(v, obj, "type"),
-                        "checkpoint_storage.type '%s' is not supported by dtrain (valid: "
-                        "shared_fs); hint: use shared_fs with a host_path",
-                        json_string_value(t));
+    TRY(section(v, root, "checkpoint_storage", known, accepted, &obj));
+    if (obj.obj) {
+        const json_t *t = dt_conf_get(&obj, "type");
+        if (json_is_string(t) && dt_conf_in_list(json_string_value(t), elsewhere))
+            return dt_conf_error(&obj, "type",
+                                 "checkpoint_storage.type '%s' is not supported by dtrain (valid: "
+                                 "shared_fs); hint: use shared_fs with a host_path",
+                                 json_string_value(t));
         int ti;
-        if ((st = get_enum(v, obj, "checkpoint_storage", "type", types, 0, &ti))) return st;
-        if ((st = get_str(v, obj, "checkpoint_storage", "host_path", false, true, known, NULL,
-                          &cs->host_path)))
-            return st;
-        if ((st = get_str(v, obj, "checkpoint_storage", "storage_path", false, true, known, NULL,
-                          &cs->storage_path)))
-            return st;
+        TRY(dt_conf_enum(&obj, "type", types, NULL, &ti));
+        TRY(get_str(&obj, "host_path", false, true, NULL, &cs->host_path));
+        TRY(get_str(&obj, "storage_path", false, true, NULL, &cs->storage_path));
         if (cs->storage_path && cs->storage_path[0] == '/' && cs->host_path) {
             size_t hl = strlen(cs->host_path);
             while (hl > 1 && cs->host_path[hl - 1] == '/') hl--;
             if (strncmp(cs->storage_path, cs->host_path, hl) ||
                 (cs->storage_path[hl] != '/' && cs->storage_path[hl] != 0))
-                return cerr(v, vpos(v, obj, "storage_path"),
-                            "checkpoint_storage.storage_path \"%s\" is absolute but not under "
-                            "host_path \"%s\"; hint: make it relative to host_path",
-                            cs->storage_path, cs->host_path);
+                return dt_conf_error(&obj, "storage_path",
+                                     "checkpoint_storage.storage_path \"%s\" is absolute but not "
+                                     "under host_path \"%s\"; hint: make it relative to host_path",
+                                     cs->storage_path, cs->host_path);
         }
-        if ((st = get_int(v, obj, "checkpoint_storage", "save_trial_best", 0, 1,
-                          &cs->save_trial_best)) ||
-            (st = get_int(v, obj, "checkpoint_storage", "save_trial_latest", 0, 1,
-                          &cs->save_trial_latest)) ||
-            (st = get_int(v, obj, "checkpoint_storage", "save_experiment_best", 0, 0,
-                          &cs->save_experiment_best)))
-            return st;
+        TRY(dt_conf_int(&obj, "save_trial_best", 0, INT64_MAX, &cs->save_trial_best));
+        TRY(dt_conf_int(&obj, "save_trial_latest", 0, INT64_MAX, &cs->save_trial_latest));
+        TRY(dt_conf_int(&obj, "save_experiment_best", 0, INT64_MAX, &cs->save_experiment_best));
     }
     if (!(cs->type = strdup("shared_fs"))) return dt_error(DT_ERR_OOM, "out of memory");
     return DT_OK;
 }
 
-static dt_status parse_env_list(vctx *v, const json_t *list, const json_t *parent, const char *key,
-                                const char *path, bool keep) {
-    char d[64];
+/* s.key: a list of "NAME=value" strings, kept in cfg->env_* when `keep`. */
+static dt_status parse_env_list(vctx *v, const dt_conf_sec *s, const char *key, bool keep) {
+    const json_t *list = dt_conf_get(s, key);
+    char path[300], d[64];
+    dt_conf_path(s, key, path, sizeof path);
     if (!json_is_array(list))
-        return cerr(v, vpos(v, parent, key), "%s must be a list of \"NAME=value\" strings, got %s",
-                    path, describe(list, d, sizeof d));
+        return dt_conf_expected(s, key, "a list of \"NAME=value\" strings", NULL);
     dt_expconf *c = v->cfg;
     for (size_t i = 0; i < json_array_size(list); i++) {
         json_t *e = json_array_get(list, i);
-        dt_yaml_pos pos = dt_yaml_item_pos(v->doc, list, i);
-        const char *s = json_string_value(e);
-        const char *eq = s ? strchr(s, '=') : NULL;
+        dt_yaml_pos pos = dt_yaml_item_pos(v->conf.doc, list, i);
+        const char *str = json_string_value(e);
+        const char *eq = str ? strchr(str, '=') : NULL;
         if (!eq)
-            return cerr(v, pos, "%s[%zu] must be a \"NAME=value\" string, got %s%s", path, i,
-                        describe(e, d, sizeof d),
-                        json_is_object(e) ? " (write `- NAME=value`, not `- NAME: value`)" : "");
-        size_t kl = (size_t)(eq - s);
-        bool ok = kl > 0 && !(s[0] >= '0' && s[0] <= '9');
+            return dt_conf_error_at(
+                &v->conf, pos, "%s[%zu] must be a \"NAME=value\" string, got %s%s", path, i,
+                describe(v, e, d, sizeof d),
+                json_is_object(e) ? " (write `- NAME=value`, not `- NAME: value`)" : "");
+        size_t kl = (size_t)(eq - str);
+        bool ok = kl > 0 && !(str[0] >= '0' && str[0] <= '9');
         for (size_t j = 0; j < kl && ok; j++) {
-            char ch = s[j];
+            char ch = str[j];
             ok = ch == '_' || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
                  (ch >= '0' && ch <= '9');
         }
         if (!ok)
-            return cerr(v, pos,
-                        "%s[%zu]: \"%.*s\" is not a valid environment variable name (letters, "
-                        "digits and _, not starting with a digit)",
-                        path, i, (int)kl, s);
+            return dt_conf_error_at(&v->conf, pos,
+                                    "%s[%zu]: \"%.*s\" is not a valid environment variable name "
+                                    "(letters, digits and _, not starting with a digit)",
+                                    path, i, (int)kl, str);
         if (!keep) continue;
-        char *k = strndup(s, kl), *val = strdup(eq + 1);
+        char *k = strndup(str, kl), *val = strdup(eq + 1);
         if (!k || !val) {
             free(k);
             free(val);
@@ -889,40 +609,30 @@ static dt_status parse_env_list(vctx *v, const json_t *list, const json_t *paren
     return DT_OK;
 }
 
-static dt_status parse_environment(vctx *v, const json_t *root) {
+static dt_status parse_environment(vctx *v, const dt_conf_sec *root) {
     static const char *const known[] = {"environment_variables", NULL};
     static const char *const accepted[] = {"image",    "force_pull_image", "registry_auth",
                                            "pod_spec", "add_capabilities", "drop_capabilities",
                                            "ports",    "proxy_ports",      NULL};
     static const char *const devices[] = {"cpu", "cuda", "gpu", "rocm", NULL};
-    json_t *obj;
-    dt_status st;
-    if ((st = get_obj(v, root, "", "environment", &obj)) || !obj) return st;
-    if ((st = check_keys(v, obj, "environment", known, accepted))) return st;
-    json_t *ev = member(obj, "environment_variables");
-    if (!ev) return DT_OK;
-    if (!json_is_object(ev))
-        return parse_env_list(v, ev, obj, "environment_variables",
-                              "environment.environment_variables", true);
+    dt_conf_sec obj, ev;
+    TRY(section(v, root, "environment", known, accepted, &obj));
+    const json_t *x = dt_conf_get(&obj, "environment_variables");
+    if (!x) return DT_OK;
+    if (!json_is_object(x)) return parse_env_list(v, &obj, "environment_variables", true);
     /* the per-device form: {cpu: [...], cuda: [...], rocm: [...]}; dtrain runs on the CPU */
-    if ((st = check_keys(v, ev, "environment.environment_variables", devices, NULL))) return st;
-    for (int i = 0; devices[i]; i++) {
-        json_t *l = member(ev, devices[i]);
-        if (!l) continue;
-        char path[96];
-        snprintf(path, sizeof path, "environment.environment_variables.%s", devices[i]);
-        if ((st = parse_env_list(v, l, ev, devices[i], path, i == 0))) return st;
-    }
+    TRY(section(v, &obj, "environment_variables", devices, NULL, &ev));
+    for (int i = 0; devices[i]; i++)
+        if (dt_conf_get(&ev, devices[i])) TRY(parse_env_list(v, &ev, devices[i], i == 0));
     return DT_OK;
 }
 
-static dt_status parse_entrypoint(vctx *v, const json_t *root, const char *const *known) {
+static dt_status parse_entrypoint(vctx *v, const dt_conf_sec *root) {
     dt_expconf *c = v->cfg;
-    dt_status st = get_str(v, root, "", "entrypoint", true, true, known,
-                           "`entrypoint: model_def:MyTrial` compiles model_def.c from the model "
-                           "directory and runs its `const dt_trial_def MyTrial`",
-                           &c->entrypoint);
-    if (st) return st;
+    TRY(get_str(root, "entrypoint", true, true,
+                "`entrypoint: model_def:MyTrial` compiles model_def.c from the model directory "
+                "and runs its `const dt_trial_def MyTrial`",
+                &c->entrypoint));
     const char *s = c->entrypoint, *colon = strchr(s, ':');
     bool ok = colon && colon > s && !strchr(colon + 1, ':');
     for (const char *p = s; ok && p < colon; p++)
@@ -936,11 +646,11 @@ static dt_status parse_entrypoint(vctx *v, const json_t *root, const char *const
              (*p >= '0' && *p <= '9');
     if (!ok) {
         char d[64];
-        return cerr(v, vpos(v, root, "entrypoint"),
-                    "entrypoint must be \"<file stem>:<trial symbol>\" such as "
-                    "\"model_def:MyTrial\" (model_def.c defines `const dt_trial_def MyTrial`); "
-                    "got %s",
-                    describe(json_object_get(root, "entrypoint"), d, sizeof d));
+        return dt_conf_error(root, "entrypoint",
+                             "entrypoint must be \"<file stem>:<trial symbol>\" such as "
+                             "\"model_def:MyTrial\" (model_def.c defines `const dt_trial_def "
+                             "MyTrial`); got %s",
+                             describe(v, json_object_get(root->obj, "entrypoint"), d, sizeof d));
     }
     if (!(c->entry_module = strndup(s, (size_t)(colon - s))) ||
         !(c->entry_symbol = strdup(colon + 1)))
@@ -948,18 +658,17 @@ static dt_status parse_entrypoint(vctx *v, const json_t *root, const char *const
     return DT_OK;
 }
 
-static dt_status parse_list_of(const vctx *v, const json_t *root, const char *key, bool strings) {
-    json_t *x = member(root, key);
+/* s.key: a list of strings, or of mappings. */
+static dt_status parse_list_of(const dt_conf_sec *s, const char *key, bool strings) {
+    const json_t *x;
     char d[64];
-    if (!x) return DT_OK;
-    if (!json_is_array(x))
-        return cerr(v, vpos(v, root, key), "%s must be a list, got %s", key,
-                    describe(x, d, sizeof d));
-    for (size_t i = 0; i < json_array_size(x); i++) {
+    TRY(dt_conf_list(s, key, &x));
+    for (size_t i = 0; x && i < json_array_size(x); i++) {
         json_t *e = json_array_get(x, i);
         if (strings ? !json_is_string(e) : !json_is_object(e))
-            return cerr(v, dt_yaml_item_pos(v->doc, x, i), "%s[%zu] must be %s, got %s", key, i,
-                        strings ? "a string" : "a mapping", describe(e, d, sizeof d));
+            return dt_conf_error_at(
+                s->conf, dt_yaml_item_pos(s->conf->doc, x, i), "%s[%zu] must be %s, got %s", key, i,
+                strings ? "a string" : "a mapping", dt_conf_describe(s->conf, e, d, sizeof d));
     }
     return DT_OK;
 }
@@ -996,46 +705,41 @@ static const char *const TOP_ACCEPTED[] = {"workspace",    "project",
 static dt_status validate(vctx *v, unsigned flags) {
     dt_expconf *c = v->cfg;
     json_t *root = c->json;
-    char d[64];
-    dt_status st;
     if (!json_is_object(root)) {
+        char d[64];
         if (json_is_null(root))
-            return cerr(v, (dt_yaml_pos){0, 0},
-                        "the config is empty; hint: see docs/config.md for an example");
-        return cerr(v, dt_yaml_node_pos(v->doc, root),
-                    "the experiment config must be a mapping (entrypoint:, hyperparameters:, "
-                    "searcher:, ...), got %s",
-                    describe(root, d, sizeof d));
+            return dt_conf_error_at(&v->conf, (dt_yaml_pos){0, 0},
+                                    "the config is empty; hint: see docs/config.md for an example");
+        return dt_conf_error_at(&v->conf, dt_yaml_node_pos(v->conf.doc, root),
+                                "the experiment config must be a mapping (entrypoint:, "
+                                "hyperparameters:, searcher:, ...), got %s",
+                                describe(v, root, d, sizeof d));
     }
-    if ((st = check_keys(v, root, "", TOP_KNOWN, TOP_ACCEPTED))) return st;
+    dt_conf_sec top = dt_conf_root(&v->conf, 0, TOP_KNOWN), obj;
+    TRY(dt_conf_check_keys(&v->conf, root, "", TOP_KNOWN, TOP_ACCEPTED));
 
-    if ((st = parse_entrypoint(v, root, TOP_KNOWN))) return st;
-    if ((st = get_str(v, root, "", "name", false, true, TOP_KNOWN, NULL, &c->name))) return st;
+    TRY(parse_entrypoint(v, &top));
+    TRY(get_str(&top, "name", false, true, NULL, &c->name));
     if (!c->name && !(c->name = strdup(c->entry_symbol)))
         return dt_error(DT_ERR_OOM, "out of memory");
-    if ((st = get_str(v, root, "", "description", false, false, TOP_KNOWN, NULL, &c->description)))
-        return st;
+    TRY(get_str(&top, "description", false, false, NULL, &c->description));
 
-    json_t *hp;
-    if ((st = get_obj(v, root, "", "hyperparameters", &hp))) return st;
-    if (hp && (st = parse_hparams(v, hp, "hyperparameters", ""))) return st;
+    TRY(dt_conf_section(&top, "hyperparameters", 0, NULL, &obj));
+    if (obj.obj) TRY(parse_hparams(v, &obj, ""));
 
-    if ((st = parse_searcher(v, root, flags))) return st;
-    if ((st = get_length(v, root, "", "min_validation_period", true, &c->min_validation_period)) ||
-        (st = get_length(v, root, "", "min_checkpoint_period", true, &c->min_checkpoint_period)))
-        return st;
-    if ((st = get_int(v, root, "", "records_per_epoch", 0, 0, &c->records_per_epoch)) ||
-        (st = get_int(v, root, "", "scheduling_unit", 1, 100, &c->scheduling_unit)) ||
-        (st = get_bool(v, root, "", "perform_initial_validation", false,
-                       &c->perform_initial_validation)))
-        return st;
+    TRY(parse_searcher(v, &top, flags));
+    TRY(get_length(&top, "min_validation_period", true, &c->min_validation_period));
+    TRY(get_length(&top, "min_checkpoint_period", true, &c->min_checkpoint_period));
+    c->scheduling_unit = 100;
+    TRY(dt_conf_int(&top, "records_per_epoch", 0, INT64_MAX, &c->records_per_epoch));
+    TRY(dt_conf_int(&top, "scheduling_unit", 1, INT64_MAX, &c->scheduling_unit));
+    TRY(dt_conf_bool(&top, "perform_initial_validation", &c->perform_initial_validation));
     static const char *const policies[] = {"best", "all", "none", NULL};
-    int pol;
-    if ((st = get_enum(v, root, "", "checkpoint_policy", policies, 0, &pol))) return st;
+    int pol = 0;
+    TRY(dt_conf_enum(&top, "checkpoint_policy", policies, NULL, &pol));
     c->checkpoint_policy = pol == 0 ? DT_CKPT_BEST : pol == 1 ? DT_CKPT_ALL : DT_CKPT_NONE;
-    if ((st = parse_storage(v, root))) return st;
+    TRY(parse_storage(v, &top));
 
-    json_t *obj;
     static const char *const opt_known[] = {"aggregation_frequency", "average_aggregated_gradients",
                                             "average_training_metrics", NULL};
     static const char *const opt_accepted[] = {"gradient_compression",
@@ -1048,81 +752,74 @@ static dt_status validate(vctx *v, unsigned flags) {
     c->aggregation_frequency = 1;
     c->average_aggregated_gradients = true;
     c->average_training_metrics = true;
-    if ((st = get_obj(v, root, "", "optimizations", &obj))) return st;
-    if (obj && ((st = check_keys(v, obj, "optimizations", opt_known, opt_accepted)) ||
-                (st = get_int(v, obj, "optimizations", "aggregation_frequency", 1, 1,
-                              &c->aggregation_frequency)) ||
-                (st = get_bool(v, obj, "optimizations", "average_aggregated_gradients", true,
-                               &c->average_aggregated_gradients)) ||
-                (st = get_bool(v, obj, "optimizations", "average_training_metrics", true,
-                               &c->average_training_metrics))))
-        return st;
+    TRY(section(v, &top, "optimizations", opt_known, opt_accepted, &obj));
+    TRY(dt_conf_int(&obj, "aggregation_frequency", 1, INT64_MAX, &c->aggregation_frequency));
+    TRY(dt_conf_bool(&obj, "average_aggregated_gradients", &c->average_aggregated_gradients));
+    TRY(dt_conf_bool(&obj, "average_training_metrics", &c->average_training_metrics));
 
     /* profiling: the fit loop's per-batch timings (profiler lines) for a range of batches */
     static const char *const prof_known[] = {"enabled", "begin_on_batch", "end_after_batch",
                                              "sync_timings", NULL};
+    bool sync = true;
     c->profiling_end = INT64_MAX;
-    if ((st = get_obj(v, root, "", "profiling", &obj))) return st;
-    if (obj) {
-        bool sync;
-        if ((st = check_keys(v, obj, "profiling", prof_known, NULL)) ||
-            (st = get_bool(v, obj, "profiling", "enabled", false, &c->profiling_enabled)) ||
-            (st = get_int(v, obj, "profiling", "begin_on_batch", 0, 0, &c->profiling_begin)) ||
-            (st = get_bool(v, obj, "profiling", "sync_timings", true, &sync)))
-            return st;
-        json_t *x = member(obj, "end_after_batch");
-        if (x && !json_is_null(x)) {
-            if ((st = check_int(v, x, vpos(v, obj, "end_after_batch"), "profiling.end_after_batch",
-                                0, INT64_MAX, &c->profiling_end)))
-                return st;
-            if (c->profiling_end < c->profiling_begin)
-                return cerr(v, vpos(v, obj, "end_after_batch"),
-                            "profiling.end_after_batch (%lld) is before begin_on_batch (%lld); "
-                            "hint: the range is inclusive, end_after_batch >= begin_on_batch",
-                            (long long)c->profiling_end, (long long)c->profiling_begin);
-        }
-    }
+    TRY(section(v, &top, "profiling", prof_known, NULL, &obj));
+    TRY(dt_conf_bool(&obj, "enabled", &c->profiling_enabled));
+    TRY(dt_conf_int(&obj, "begin_on_batch", 0, INT64_MAX, &c->profiling_begin));
+    TRY(dt_conf_bool(&obj, "sync_timings", &sync));
+    TRY(dt_conf_int(&obj, "end_after_batch", 0, INT64_MAX, &c->profiling_end));
+    if (c->profiling_end < c->profiling_begin)
+        return dt_conf_error(&obj, "end_after_batch",
+                             "profiling.end_after_batch (%lld) is before begin_on_batch (%lld); "
+                             "hint: the range is inclusive, end_after_batch >= begin_on_batch",
+                             (long long)c->profiling_end, (long long)c->profiling_begin);
 
     static const char *const repro_known[] = {"experiment_seed", NULL};
-    if ((st = get_obj(v, root, "", "reproducibility", &obj))) return st;
-    if (obj) {
-        if ((st = check_keys(v, obj, "reproducibility", repro_known, NULL))) return st;
-        json_t *x = member(obj, "experiment_seed");
-        int64_t seed;
-        if (x) {
-            if ((st = check_int(v, x, vpos(v, obj, "experiment_seed"),
-                                "reproducibility.experiment_seed", 0, INT32_MAX, &seed)))
-                return st;
-            c->has_experiment_seed = true;
-            c->experiment_seed = (uint32_t)seed;
-        }
-    }
+    int64_t seed = -1;
+    TRY(section(v, &top, "reproducibility", repro_known, NULL, &obj));
+    TRY(dt_conf_int(&obj, "experiment_seed", 0, INT32_MAX, &seed));
+    c->has_experiment_seed = seed >= 0;
+    c->experiment_seed = seed >= 0 ? (uint32_t)seed : 0;
 
-    if ((st = parse_environment(v, root))) return st;
+    TRY(parse_environment(v, &top));
 
     static const char *const res_known[] = {"slots_per_trial", NULL};
     static const char *const res_accepted[] = {
         "max_slots", "weight",  "native_parallel", "shm_size",       "resource_pool",
         "priority",  "devices", "agent_label",     "is_single_node", NULL};
     c->slots_per_trial = 1;
-    if ((st = get_obj(v, root, "", "resources", &obj))) return st;
-    if (obj && ((st = check_keys(v, obj, "resources", res_known, res_accepted)) ||
-                (st = get_int(v, obj, "resources", "slots_per_trial", 1, 1, &c->slots_per_trial))))
-        return st;
+    TRY(section(v, &top, "resources", res_known, res_accepted, &obj));
+    TRY(dt_conf_int(&obj, "slots_per_trial", 1, INT64_MAX, &c->slots_per_trial));
 
-    json_t *data;
-    if ((st = get_obj(v, root, "", "data", &data))) return st;
-    if (!data) {
-        if (json_object_set_new(root, "data", json_object()))
-            return dt_error(DT_ERR_OOM, "out of memory");
-        data = json_object_get(root, "data");
-    }
-    c->data = data;
-    if ((st = get_int(v, root, "", "max_restarts", 0, 5, &c->max_restarts))) return st;
-    if ((st = parse_list_of(v, root, "bind_mounts", false)) ||
-        (st = parse_list_of(v, root, "labels", true)))
-        return st;
+    TRY(dt_conf_section(&top, "data", 0, NULL, &obj));
+    if (!obj.obj && json_object_set_new(root, "data", json_object()))
+        return dt_error(DT_ERR_OOM, "out of memory");
+    c->data = json_object_get(root, "data");
+    c->max_restarts = 5;
+    TRY(dt_conf_int(&top, "max_restarts", 0, INT64_MAX, &c->max_restarts));
+    TRY(parse_list_of(&top, "bind_mounts", false));
+    TRY(parse_list_of(&top, "labels", true));
     return DT_OK;
+}
+
+/* Validate, then turn the unknown keys (in validation order) into cfg->warnings, each also sent
+ * to dt_log — after an error too, to explain it. */
+static dt_status validate_and_warn(vctx *v, unsigned flags) {
+    dt_status st = validate(v, flags);
+    dt_expconf *c = v->cfg;
+    for (int i = 0; i < v->conf.n_unknown; i++) {
+        char w[1500];
+        dt_conf_unknown_warning(&v->conf, i, w, sizeof w);
+        dt_log(DT_LOG_WARN, "%s", w);
+        char **ws = realloc(c->warnings, (size_t)(c->n_warnings + 1) * sizeof *ws);
+        if (ws) c->warnings = ws;
+        if (!ws || !(ws[c->n_warnings] = strdup(w))) {
+            if (st == DT_OK) st = dt_error(DT_ERR_OOM, "out of memory recording a config warning");
+            break;
+        }
+        c->n_warnings++;
+    }
+    dt_conf_clear(&v->conf);
+    return st;
 }
 
 /* ---- construction ---------------------------------------------------------------------------- */
@@ -1167,8 +864,8 @@ static dt_status build(json_t *json, dt_yaml_doc *doc, unsigned flags, dt_expcon
     }
     c->json = json;
     c->doc = doc;
-    vctx v = {c, doc};
-    dt_status st = validate(&v, flags);
+    vctx v = {c, {.dialect = DT_CONF_YAML, .doc = doc, .root = json}};
+    dt_status st = validate_and_warn(&v, flags);
     if (st) {
         dt_expconf_free(c);
         return st;
