@@ -1,4 +1,5 @@
-/* base_impl.h — base-layer helpers shared by the other layers (not part of the public API). */
+/* base_impl.h — base-layer helpers shared by the other layers (not part of the public API): the
+ * base layer's internal interface, which any layer may include (tools/check_layers.sh). */
 #ifndef DT_BASE_IMPL_H
 #define DT_BASE_IMPL_H
 

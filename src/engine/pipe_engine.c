@@ -10,7 +10,7 @@
  */
 #include "engine/engine_impl.h"
 #include "engine/pipe_impl.h"
-#include "tensor/tensor_impl.h"
+#include "tensor/tensor_iface.h"
 #include "dtrain/pipe.h"
 
 #include <math.h>

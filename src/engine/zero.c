@@ -21,7 +21,7 @@
  */
 #include "base/base_impl.h"
 #include "engine/engine_impl.h"
-#include "nn/nn_impl.h"
+#include "nn/nn_iface.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,8 +1,8 @@
 /* module.c — module trees, flat parameter/gradient buffers, initialisation, named params. */
-#include "nn/nn_impl.h"
+#include "nn/nn_iface.h"
 
 #include "base/base_impl.h"
-#include "tensor/tensor_impl.h"
+#include "tensor/tensor_iface.h"
 
 #include <stdarg.h>
 #include <stdio.h>

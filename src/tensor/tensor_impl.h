@@ -29,6 +29,7 @@
 #define DT_TENSOR_IMPL_H
 
 #include "dtrain/tensor.h"
+#include "tensor/tensor_iface.h"
 
 #include <string.h>
 
@@ -59,20 +60,6 @@ struct dt_node {
     void *saved; /* arena memory owned by the op (masks, statistics) */
     double t0;   /* op profile on: when the node was made */
 };
-
-/* Stale gradients. A parameter whose tensor has DT__TENSOR_GRAD_STALE set has a gradient of
- * zero whatever its buffer holds (dt_module_zero_grad_lazy, PyTorch's set_to_none): the next
- * backward op to reach it stores instead of adding (dt__grad_f32_fresh says fresh) or zeroes it
- * first (dt__grad_f32), and clears the flag. The owner of such tensors registers a settle
- * function with their context, which every top-level backward calls when it ends: it zeroes
- * the gradients the backward did not reach and clears their flags, so after a backward every
- * gradient buffer holds its true values again. */
-#define DT__TENSOR_GRAD_STALE (1u << 16)
-#define DT__MAX_SETTLE 8
-typedef void (*dt__settle_fn)(void *arg);
-/* false when the context has no room left (the caller then zeroes eagerly) */
-bool dt__ctx_add_settle(dt_ctx *ctx, dt__settle_fn fn, void *arg);
-void dt__ctx_remove_settle(dt_ctx *ctx, dt__settle_fn fn, void *arg);
 
 struct dt_ctx {
     dt_device *dev;
@@ -121,14 +108,6 @@ struct dt_ctx {
 };
 /* the op profile's row for op, or NULL (autograd.c) */
 dt_op_time *dt__prof_row(dt_ctx *ctx, const dt_op_def *op);
-
-/* ---- several arenas on one context (the pipeline engine: one per micro-batch in flight) ----
- * Everything a context allocates goes to its current arena. dt__ctx_swap_arena makes `a` the
- * current one and returns the previous. Before an arena other than the context's own is reset,
- * dt__ctx_forget_arena takes its nodes off the tape (and its marks) and empties the gradient
- * pool, so no later backward visits freed memory. */
-dt_arena *dt__ctx_swap_arena(dt_ctx *c, dt_arena *a);
-void dt__ctx_forget_arena(dt_ctx *c, const dt_arena *a);
 
 /* ---- helpers for op files ---- */
 

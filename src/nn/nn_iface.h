@@ -1,6 +1,8 @@
-/* nn_impl.h — internals of the nn layer used by the engine. */
-#ifndef DT_NN_IMPL_H
-#define DT_NN_IMPL_H
+/* nn_iface.h — the nn layer's internal interface to the engine (not public API): moving a
+ * built module onto buffers the engine owns. Only this header of the nn layer's internals may
+ * be included outside src/nn/ (tools/check_layers.sh enforces it). */
+#ifndef DT_NN_IFACE_H
+#define DT_NN_IFACE_H
 
 #include "dtrain/nn.h"
 
