@@ -349,9 +349,8 @@ static dt_status wait_sends(run *r, int m) {
     dt_status st = DT_OK;
     for (int i = 0; i < r->nreq; i++) {
         if (r->req_micro[i] < 0 || (m >= 0 && r->req_micro[i] != m)) continue;
-        dt_status s2 = dt_comm_wait(r->p->pp, r->reqs[i]);
+        st = dt_status_first(st, dt_comm_wait(r->p->pp, r->reqs[i]));
         r->req_micro[i] = -1;
-        if (st == DT_OK) st = s2;
     }
     r->wait_s += dt_now_sec() - t0;
     return st;
@@ -536,8 +535,7 @@ static float run_batch(dt_pipe_engine *p, dt_pipe_data_fn data, void *user, dt_s
     dt_set_grad_enabled(p->ctx, grad);
     dt_ctx_set_training(p->ctx, training);
     /* every posted send completes before its data goes (also after an error) */
-    dt_status s2 = wait_sends(&r, -1);
-    if (st == DT_OK) st = s2;
+    st = dt_status_first(st, wait_sends(&r, -1));
     for (int k = 0; r.owner && k < p->n_slot_arena; k++) {
         if (r.owner[k] < 0) continue;
         dt__ctx_forget_arena(p->ctx, p->slot_arena[k]);
