@@ -36,6 +36,11 @@ DT_API dt_status dt_last_status(void);
 DT_API dt_status dt_error(dt_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 DT_API void dt_clear_error(void);
 DT_API const char *dt_status_name(dt_status st);
+/* The first failure of two results: a when it is an error, else b. For cleanup that must run
+ * after an error and may fail itself: st = dt_status_first(st, x_free(...)). */
+static inline dt_status dt_status_first(dt_status a, dt_status b) {
+    return a != DT_OK ? a : b;
+}
 
 /* ---- memory accounting ---------------------------------------------------------------- */
 

@@ -160,6 +160,11 @@ DT_API dt_status dt_comm_isend(dt_comm *c, const void *buf, size_t bytes, int pe
                                dt_comm_req **req);
 DT_API dt_status dt_comm_wait(dt_comm *c, dt_comm_req *req);
 DT_API dt_status dt_comm_barrier(dt_comm *c);
+/* Do all ranks agree that a step went well? Each rank passes its own result (an error already
+ * recorded with dt_error, or DT_OK); all return DT_OK together or all an error: a failing rank
+ * its own status and message, the others the failing rank's status and "<what>: rank R failed
+ * (see its error)". Collective (one exact MAX); c NULL or of one rank returns local. */
+DT_API dt_status dt_comm_agree(dt_comm *c, dt_status local, const char *what);
 
 /* ---- object collectives (variable-length byte buffers, 0 length allowed) -------------- */
 

@@ -3,6 +3,7 @@
 #define DTRAIN_H
 
 #include "dtrain/base.h"
+#include "dtrain/durable.h"
 #include "dtrain/tensor.h"
 #include "dtrain/nn.h"
 #include "dtrain/optim.h"

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dtrain/base.h"
+
 /* p[0 .. n) = 0, spread over the OpenMP threads when n is large (a gradient buffer is zeroed
  * every step, and one core alone cannot fill the memory bandwidth). */
 void dt__zero_f32(float *p, int64_t n);
@@ -25,5 +27,19 @@ int dt__mkdir_p(const char *dir, char *failed, size_t cap);
  * quoted and cut at 40 characters, numbers and literals as written; "nothing" for NULL. */
 struct json_t;
 const char *dt__json_describe(const struct json_t *v, bool yaml, char *buf, size_t n);
+
+/* ---- durable.c: the pieces of the durable write path (dtrain/durable.h) ---- */
+/* Write all n bytes to fd (retrying short writes and EINTR). DT_ERR_IO naming `path`. */
+dt_status dt__write_full(int fd, const char *path, const void *data, size_t n);
+/* fsync fd. DT_ERR_IO naming `path`. */
+dt_status dt__file_fsync(int fd, const char *path);
+/* Create or truncate `path` and write n bytes to it, fsynced when do_sync; no rename (for files
+ * inside a temporary directory that is committed as a whole). DT_ERR_IO. */
+dt_status dt__file_write(const char *path, const void *data, size_t n, bool do_sync);
+
+/* Fault injection for tests, on the calling thread only: the n-th next write (or fsync, of a
+ * file or a directory) through durable.c fails with errno err (0: EIO); n = 0 disables. */
+typedef enum dt__file_fault { DT__FAULT_WRITE = 0, DT__FAULT_FSYNC = 1 } dt__file_fault;
+void dt__file_fail_after(dt__file_fault kind, int64_t n, int err);
 
 #endif

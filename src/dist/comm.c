@@ -126,23 +126,34 @@ void dt__comm_set_chunk_bytes(dt_comm *c, size_t bytes) {
     c->chunk_bytes = bytes < 16 ? 16 : bytes;
 }
 
-/* All ranks learn whether any rank failed locally (allocation). Every rank returns an error
- * when one did: the failing rank its own, the others DT_ERR_COMM naming it. */
-static dt_status agree_ok(dt_comm *c, dt_status local, const char *what) {
-    if (c->size == 1) return local;
-    dt_status keep = local;
+/* The agreement on a status (dt_comm_agree): one exact MAX of (status, rank + 1) packed in an
+ * int64, so every rank learns the worst status and the highest rank that raised it. A failing
+ * rank returns its own status and message; the others `others`, or the failing rank's status
+ * when `others` is DT_OK. */
+static dt_status agree_status(dt_comm *c, dt_status local, const char *what, dt_status others) {
+    if (!c || c->size == 1) return local;
     char msg[1024];
     if (local != DT_OK) snprintf(msg, sizeof msg, "%s", dt_last_error());
-    int64_t v = local != DT_OK ? c->rank + 1 : 0;
+    int64_t v = local != DT_OK ? (int64_t)local << 32 | (c->rank + 1) : 0;
     dt_status st = c->be->max_i64(c, &v, 1);
     if (st != DT_OK) return st;
-    if (local != DT_OK) return dt_error(keep, "%s", msg);
+    if (local != DT_OK) return dt_error(local, "%s", msg);
     if (v > 0)
-        return dt_error(DT_ERR_COMM,
+        return dt_error(others != DT_OK ? others : (dt_status)(v >> 32),
                         "%s: rank %lld failed (see its error); hint: every rank "
                         "stopped this operation, check that rank's log",
-                        what, (long long)(v - 1));
+                        what, (long long)(v & 0xffffffff) - 1);
     return DT_OK;
+}
+
+dt_status dt_comm_agree(dt_comm *c, dt_status local, const char *what) {
+    return agree_status(c, local, what ? what : "dt_comm_agree", DT_OK);
+}
+
+/* Inside the communicator a peer's local failure (allocation) is a communication failure
+ * for the other ranks: they return DT_ERR_COMM naming it. */
+static dt_status agree_ok(dt_comm *c, dt_status local, const char *what) {
+    return agree_status(c, local, what, DT_ERR_COMM);
 }
 
 /* Scratch requests must be rank-symmetric (every rank asks for the same size at the same

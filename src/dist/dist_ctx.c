@@ -55,7 +55,7 @@ static dt_status ctx_new(dt_comm *world, const char *host, int key, dt_dist_ctx 
                        &lc);
     if (st == DT_OK)
         st = dt_comm_split(world, lc ? dt_comm_rank(lc) : DT_COMM_UNDEFINED, my_machine, &cc);
-    if (st == DT_OK && local != DT_OK) st = local;
+    st = dt_status_first(st, local);
     if (st != DT_OK) {
         dt_comm_free(cc);
         dt_comm_free(lc);

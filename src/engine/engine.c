@@ -216,8 +216,7 @@ dt_status dt_engine_backward(dt_engine *e, dt_tensor *loss) {
         st = dt_error(e->mark_err, "engine backward: %s", e->mark_msg);
     /* the collectives of the remaining buckets run even after a local error, so the other
      * ranks are not left waiting; the first error is returned */
-    dt_status st2 = dt__zero_after_backward(e);
-    if (st == DT_OK) st = st2;
+    st = dt_status_first(st, dt__zero_after_backward(e));
     e->t.backward_s += dt_now_sec() - t0;
     return st;
 }
@@ -290,9 +289,9 @@ dt_status dt__engine_backward_from(dt_engine *e, dt_tensor *out, const dt_tensor
     dt_status st = dt_backward_with(out, grad);
     if (st == DT_OK && e->mark_err != DT_OK)
         st = dt_error(e->mark_err, "engine backward: %s", e->mark_msg);
-    dt_status st2 = dt__zero_after_backward(e);
+    st = dt_status_first(st, dt__zero_after_backward(e));
     e->t.backward_s += dt_now_sec() - t0;
-    return st == DT_OK ? st2 : st;
+    return st;
 }
 
 dt_status dt__engine_boundary(dt_engine *e, int64_t micro_batches) {

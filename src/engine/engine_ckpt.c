@@ -11,7 +11,9 @@
  *                                           size and crc32c, the client state (rank 0, last)
  *   DIR/latest                              the tag (rank 0, after every rank finished)
  *
- * Every file is written to a temporary name and renamed. A load first checks everything it
+ * Every file goes through base's durable write path (dtrain/durable.h: a temporary name,
+ * fsync, rename, directory fsync). The tag, "latest" and JSON helpers are shared with the
+ * pipeline engine's checkpoints (pipe_ckpt.c). A load first checks everything it
  * will read (format version, layout, shapes, shard sizes and checksums) on every rank, agrees
  * on the result across ranks, and only then changes the engine, so a bad checkpoint leaves the
  * engine as it was. Because shards are ranges of the flat coordinates, an engine with another
@@ -19,6 +21,7 @@
  */
 #include "engine/engine_impl.h"
 #include "base/base_impl.h"
+#include "dtrain/durable.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -80,35 +83,33 @@ static dt_status file_crc(const char *path, uint32_t *crc, int64_t *size) {
     return DT_OK;
 }
 
-dt_status dt__write_text_atomic(const char *path, const char *text) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return dt_error(DT_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
-    bool ok = fputs(text, f) >= 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        int err = errno;
-        unlink(tmp);
-        return dt_error(DT_ERR_IO, "cannot write %s: %s", path, strerror(err));
-    }
-    return DT_OK;
-}
-
-dt_status dt__comm_agree(dt_comm *c, dt_status local, const char *what) {
-    if (!c || dt_comm_size(c) == 1) return local;
-    int64_t v = local != DT_OK ? (int64_t)local : 0;
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", dt_last_error());
-    dt_status st = dt_comm_allreduce(c, &v, 1, DT_COMM_DTYPE_I64, DT_REDUCE_OP_MAX);
-    if (st != DT_OK) return st;
-    if (local != DT_OK) return dt_error(local, "%s", msg);
-    if (v != 0) return dt_error((dt_status)v, "%s: another rank failed (see its message)", what);
-    return DT_OK;
-}
-
 static dt_status agree(dt_engine *e, dt_status local, const char *what) {
-    return dt__comm_agree(e->comm, local, what);
+    return dt_comm_agree(e->comm, local, what);
+}
+
+dt_status dt__ckpt_tag(const char *tag, int64_t steps, char *buf, size_t n, const char **out) {
+    if (!tag) {
+        snprintf(buf, n, "global_step%lld", (long long)steps);
+        tag = buf;
+    }
+    *out = tag;
+    if (!*tag || strchr(tag, '/') || !strcmp(tag, ".") || !strcmp(tag, ".."))
+        return dt_error(DT_ERR_INVALID, "checkpoint tag '%s' is not one path component", tag);
+    return DT_OK;
+}
+
+dt_status dt__ckpt_write_latest(const char *dir, const char *tag) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/latest", dir);
+    return dt_file_write_atomic(path, tag, strlen(tag));
+}
+
+dt_status dt__ckpt_write_json(const char *path, const json_t *j, size_t flags) {
+    char *text = j ? json_dumps(j, flags) : NULL;
+    dt_status st = text ? dt_file_write_atomic(path, text, strlen(text))
+                        : dt_error(DT_ERR_OOM, "checkpoint: %s: json", path);
+    free(text);
+    return st;
 }
 
 static const char *state_name(const dt_engine *e, int k) {
@@ -178,13 +179,7 @@ dt_status dt_engine_save_checkpoint(dt_engine *e, const char *dir, const char *t
                                     const json_t *client_state) {
     if (!e || !dir) return dt_error(DT_ERR_INVALID, "dt_engine_save_checkpoint: NULL argument");
     char tagbuf[64];
-    if (!tag) {
-        snprintf(tagbuf, sizeof tagbuf, "global_step%lld", (long long)e->global_steps);
-        tag = tagbuf;
-    }
-    dt_status local = DT_OK;
-    if (!*tag || strchr(tag, '/') || !strcmp(tag, ".") || !strcmp(tag, ".."))
-        local = dt_error(DT_ERR_INVALID, "checkpoint tag '%s' is not one path component", tag);
+    dt_status local = dt__ckpt_tag(tag, e->global_steps, tagbuf, sizeof tagbuf, &tag);
     char tdir[4096];
     if (local == DT_OK && snprintf(tdir, sizeof tdir, "%s/%s", dir, tag) >= (int)sizeof tdir)
         local = dt_error(DT_ERR_INVALID, "checkpoint path too long");
@@ -272,27 +267,21 @@ dt_status dt_engine_save_checkpoint(dt_engine *e, const char *dir, const char *t
         json_object_set_new(j, "layout_hash", json_integer(layout_hash(e)));
         json_object_set_new(j, "shards", shards);
         if (client_state) json_object_set(j, "client_state", (json_t *)client_state);
-        char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
-        json_decref(j);
         char path[4200];
         snprintf(path, sizeof path, "%s/engine_state.json", tdir);
-        local = text ? dt__write_text_atomic(path, text) : dt_error(DT_ERR_OOM, "checkpoint: json");
-        free(text);
+        local = dt__ckpt_write_json(path, j, JSON_INDENT(2) | JSON_SORT_KEYS);
+        json_decref(j);
     }
     free(all);
     st = agree(e, local, "save_checkpoint");
     if (st != DT_OK) return st;
-    if (e->rank == 0) {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/latest", dir);
-        local = dt__write_text_atomic(path, tag);
-    }
+    if (e->rank == 0) local = dt__ckpt_write_latest(dir, tag);
     return agree(e, local, "save_checkpoint");
 }
 
 /* ---- load ---------------------------------------------------------------------------------- */
 
-static dt_status read_latest(const char *dir, char *tag, size_t n) {
+dt_status dt__ckpt_read_latest(const char *dir, char *tag, size_t n) {
     char path[4200];
     snprintf(path, sizeof path, "%s/latest", dir);
     FILE *f = fopen(path, "rb");
@@ -328,7 +317,7 @@ static dt_status check_plan(dt_engine *e, const char *dir, const char *tag,
     char tagbuf[256];
     dt_status st;
     if (!tag) {
-        if ((st = read_latest(dir, tagbuf, sizeof tagbuf)) != DT_OK) return st;
+        if ((st = dt__ckpt_read_latest(dir, tagbuf, sizeof tagbuf)) != DT_OK) return st;
         tag = tagbuf;
     }
     snprintf(p->tdir, sizeof p->tdir, "%s/%s", dir, tag);

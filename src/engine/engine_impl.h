@@ -98,11 +98,18 @@ dt_status dt__engine_backward_from(dt_engine *e, dt_tensor *out, const dt_tensor
  * boundary step (reduce, overflow check, clip, update, schedule), counters, context reset. */
 dt_status dt__engine_boundary(dt_engine *e, int64_t micro_batches);
 
-/* Every rank of c learns whether any rank failed (one exact MAX); a failing rank keeps its own
- * message, the others get "<what>: another rank failed". */
-dt_status dt__comm_agree(dt_comm *c, dt_status local, const char *what);
-/* Write text to path through a temporary file, fsync and rename (engine_ckpt.c). */
-dt_status dt__write_text_atomic(const char *path, const char *text);
+/* ---- engine_ckpt.c, shared with the pipeline's checkpoints (pipe_ckpt.c) ---- */
+/* *out = tag, or "global_step<steps>" formatted into buf[0 .. n) when tag is NULL.
+ * DT_ERR_INVALID (message set, *out still set) when it is not one path component. */
+dt_status dt__ckpt_tag(const char *tag, int64_t steps, char *buf, size_t n, const char **out);
+/* The tag stored in DIR/latest, trailing newlines and spaces cut. DT_ERR_IO (no file, with a
+ * hint to pass the tag) or DT_ERR_FORMAT (empty). */
+dt_status dt__ckpt_read_latest(const char *dir, char *tag, size_t n);
+/* DIR/latest = tag, durably (dt_file_write_atomic). */
+dt_status dt__ckpt_write_latest(const char *dir, const char *tag);
+/* j encoded with json_dumps flags, written durably to path. DT_ERR_OOM (j NULL or not
+ * encodable) or DT_ERR_IO; the old file stays as it was on error. */
+dt_status dt__ckpt_write_json(const char *path, const json_t *j, size_t flags);
 
 /* ---- flops_profiler.c ---- */
 /* Measure every module's forward from now on (the profile step starts). */

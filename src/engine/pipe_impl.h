@@ -1,8 +1,8 @@
 /*
  * pipe_impl.h — the communication-free parts of pipeline parallelism: the per-stage
  * instruction streams (pipe_schedule.c) and the assignment of layers to stages
- * (pipe_partition.c). The pipeline engine interprets the streams; nothing here talks to a
- * communicator or touches a tensor.
+ * (pipe_partition.c). The pipeline engine interprets the streams; nothing in those talks to a
+ * communicator or touches a tensor. At the end: the engine's state, for its checkpoints.
  *
  * ---- Instruction streams ---------------------------------------------------------------
  *
@@ -135,5 +135,41 @@ dt_status dt__pipe_partition_balanced(const int64_t *weights, int n, int num_par
  * ones), an empty or malformed regex, a regex matching no layer; DT_ERR_OOM. */
 dt_status dt__pipe_partition(const char *method, int n_layers, const int64_t *params,
                              const char *const *types, int num_stages, int *parts);
+
+/* ---- The engine ------------------------------------------------------------------------
+ *
+ * The state of a dt_pipe_engine, shared by the engine (pipe_engine.c) and its checkpoints
+ * (pipe_ckpt.c).
+ */
+#include "dtrain/pipe.h"
+
+/* A tied key this stage owns: its module, the stages owning it (same data-parallel rank), and
+ * whether this stage is the first owner (it alone counts the key in the gradient norm). */
+typedef struct dt__pipe_tied {
+    char key[48];
+    dt_module *m;
+    dt_comm *owners;
+} dt__pipe_tied;
+
+struct dt_pipe_engine {
+    dt_comm *world, *dp, *pp;
+    dt__pipe_tied *tied;
+    int n_tied;
+    char (*all_keys)[48]; /* every tied key of the model, in first-use order */
+    int n_keys;
+    bool own_world;
+    int S, D, stage, dp_rank;
+    int first, end;
+    dt_ctx *ctx;
+    dt_module *module;
+    dt_engine *eng;
+    dt_pipe_loss_fn loss;
+    void *loss_user;
+    double wait_frac;
+    /* one activation arena per buffer slot of the schedule (micro-batch in flight), made on
+     * first use; a slot's arena is reset when the slot takes its next micro-batch */
+    dt_arena **slot_arena;
+    int n_slot_arena;
+};
 
 #endif

@@ -11,13 +11,15 @@
  * asked for, so a multi-GB checkpoint is never held twice in memory.
  *
  * Writing: dt_safetensors_write lays tensors out in the given order (header padded with
- * spaces to a multiple of 8 so the data buffer is aligned), writes "<path>.tmp.<pid>",
- * fsyncs it, renames it over `path` and fsyncs the directory; on failure the temporary file
- * is removed and whatever was at `path` stays as it was.
+ * spaces to a multiple of 8 so the data buffer is aligned) and streams them through base's
+ * durable-file writer (dtrain/durable.h): "<path>.tmp.<pid>" is written, fsynced, renamed over
+ * `path` and the directory fsynced; on failure the temporary file is removed and whatever was
+ * at `path` stays as it was.
  *
  * The machine is little-endian (x86-64), the format's byte order: data is copied as is.
  */
 #include "tensor_impl.h"
+#include "dtrain/durable.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -83,18 +85,6 @@ static dt_status pread_full(int fd, const char *path, void *buf, size_t n, uint6
         p += r;
         n -= (size_t)r;
         off += (uint64_t)r;
-    }
-    return DT_OK;
-}
-
-static dt_status write_full(int fd, const char *path, const void *buf, size_t n) {
-    const char *p = buf;
-    while (n > 0) {
-        ssize_t r = write(fd, p, n);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return dt_error(DT_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-        p += r;
-        n -= (size_t)r;
     }
     return DT_OK;
 }
@@ -471,11 +461,11 @@ dt_status dt_safetensors_read_into(dt_safetensors *f, const char *name, dt_tenso
 /* ---- write ---- */
 
 /* Write t's elements in row-major logical order. */
-static dt_status write_tensor(int fd, const char *path, const dt_tensor *t) {
+static dt_status write_tensor(dt_file_out *f, const dt_tensor *t) {
     size_t es = dt_dtype_size(t->dtype);
     int64_t n = dt_numel(t);
     if (n == 0) return DT_OK;
-    if (dt_is_contiguous(t)) return write_full(fd, path, t->data, (size_t)n * es);
+    if (dt_is_contiguous(t)) return dt_file_out_write(f, t->data, (size_t)n * es);
     /* gather through a small buffer, walking a multi-index */
     char buf[1 << 16];
     size_t used = 0;
@@ -485,7 +475,7 @@ static dt_status write_tensor(int fd, const char *path, const dt_tensor *t) {
         memcpy(buf + used, (const char *)t->data + off * (int64_t)es, es);
         used += es;
         if (used + es > sizeof buf) {
-            if (write_full(fd, path, buf, used) != DT_OK) return DT_ERR_IO;
+            if (dt_file_out_write(f, buf, used) != DT_OK) return DT_ERR_IO;
             used = 0;
         }
         for (int d = t->ndim - 1; d >= 0; d--) {
@@ -495,7 +485,7 @@ static dt_status write_tensor(int fd, const char *path, const dt_tensor *t) {
             idx[d] = 0;
         }
     }
-    return used ? write_full(fd, path, buf, used) : DT_OK;
+    return used ? dt_file_out_write(f, buf, used) : DT_OK;
 }
 
 /* The JSON header (padded with spaces to a multiple of 8) in *out (malloc'd). */
@@ -578,27 +568,6 @@ done:
     return st;
 }
 
-/* fsync the directory holding `path` so the rename is durable. */
-static dt_status sync_dir(const char *path) {
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return dt_error(DT_ERR_IO, "%s: cannot open directory to sync: %s", dir, strerror(errno));
-    int r = fsync(fd);
-    int err = errno;
-    close(fd);
-    if (r != 0 && err != EINVAL) /* some file systems cannot sync directories */
-        return dt_error(DT_ERR_IO, "%s: fsync of the directory failed: %s", dir, strerror(err));
-    return DT_OK;
-}
-
 dt_status dt_safetensors_write(const char *path, int n, const char *const *names,
                                dt_tensor *const *tensors, int n_meta, const char *const *meta_kv) {
     if (!path || n < 0 || n_meta < 0 || (n > 0 && (!names || !tensors)) || (n_meta > 0 && !meta_kv))
@@ -610,39 +579,20 @@ dt_status dt_safetensors_write(const char *path, int n, const char *const *names
     size_t hlen = 0;
     dt_status st = build_header(path, n, names, tensors, n_meta, meta_kv, &hdr, &hlen);
     if (st != DT_OK) return st;
-    size_t tlen = strlen(path) + 32;
-    char *tmp = malloc(tlen);
-    if (!tmp) {
+    dt_file_out *f = dt_file_out_open(path);
+    if (!f) {
         free(hdr);
-        return dt_error(DT_ERR_OOM, "%s: temporary name", path);
-    }
-    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        st = dt_error(DT_ERR_IO,
-                      "%s: cannot create: %s; hint: does the directory exist and is "
-                      "it writable?",
-                      tmp, strerror(errno));
-        free(tmp);
-        free(hdr);
-        return st;
+        return dt_last_status();
     }
     unsigned char lenb[8];
     for (int i = 0; i < 8; i++) lenb[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-    st = write_full(fd, tmp, lenb, 8);
-    if (st == DT_OK) st = write_full(fd, tmp, hdr, hlen);
-    for (int i = 0; i < n && st == DT_OK; i++) st = write_tensor(fd, tmp, tensors[i]);
-    if (st == DT_OK && fsync(fd) != 0)
-        st = dt_error(DT_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
-    if (close(fd) != 0 && st == DT_OK)
-        st = dt_error(DT_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
-    if (st == DT_OK && rename(tmp, path) != 0)
-        st = dt_error(DT_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-    if (st != DT_OK)
-        unlink(tmp);
+    st = dt_file_out_write(f, lenb, 8);
+    if (st == DT_OK) st = dt_file_out_write(f, hdr, hlen);
+    for (int i = 0; i < n && st == DT_OK; i++) st = write_tensor(f, tensors[i]);
+    if (st == DT_OK)
+        st = dt_file_out_commit(f);
     else
-        st = sync_dir(path);
-    free(tmp);
+        dt_file_out_abort(f);
     free(hdr);
     return st;
 }

@@ -11,7 +11,8 @@
  * checkpoint with renameat2(RENAME_EXCHANGE) and removes the old one — and fsyncs the parent.
  * At every instant "<parent>/<name>" is either absent, the old checkpoint or the complete new
  * one. File systems without renameat2 fall back to stat + rename (and, to overwrite, rename
- * the old checkpoint aside first). Any failure removes the temporary directory.
+ * the old checkpoint aside first). Any failure removes the temporary directory. The file
+ * writes and fsyncs are base's durable-file pieces (durable.c), which tests can make fail.
  *
  * Reading. dt_ckpt_open parses metadata.json, checks format_version, and verifies every listed
  * file's size and crc32c, naming the file and the difference when something is off.
@@ -22,6 +23,7 @@
  */
 #define _GNU_SOURCE /* renameat2, strverscmp, fdopendir */
 #include "dtrain/trialio.h"
+#include "dtrain/durable.h"
 #include "base/base_impl.h"
 
 #include <dirent.h>
@@ -93,44 +95,6 @@ static dt_status mkdir_p(const char *dir, const char *what) {
     return DT_OK;
 }
 
-/* fsync a directory (file systems that cannot sync directories answer EINVAL: ignored). */
-static dt_status sync_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return dt_error(DT_ERR_IO, "%s: cannot open directory to sync: %s", dir, strerror(errno));
-    int r = fsync(fd), err = errno;
-    close(fd);
-    if (r != 0 && err != EINVAL)
-        return dt_error(DT_ERR_IO, "%s: fsync of the directory failed: %s", dir, strerror(err));
-    return DT_OK;
-}
-
-static dt_status write_full(int fd, const char *path, const void *data, size_t n) {
-    const char *p = data;
-    while (n > 0) {
-        ssize_t r = write(fd, p, n);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0)
-            return dt_error(DT_ERR_IO, "%s: write failed: %s; hint: is the disk full?", path,
-                            strerror(errno));
-        p += r;
-        n -= (size_t)r;
-    }
-    return DT_OK;
-}
-
-/* Write n bytes to path (created or truncated); fsync when asked. */
-static dt_status write_file(const char *path, const void *data, size_t n, bool do_sync) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return dt_error(DT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-    dt_status st = write_full(fd, path, data, n);
-    if (st == DT_OK && do_sync && fsync(fd) != 0)
-        st = dt_error(DT_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
-    if (close(fd) != 0 && st == DT_OK)
-        st = dt_error(DT_ERR_IO, "%s: close failed: %s", path, strerror(errno));
-    return st;
-}
-
 /* Size and crc32c of a regular file, read in chunks through buf (CK_READ_CHUNK bytes); fsync
  * it too when asked. */
 static dt_status file_crc(const char *path, unsigned char *buf, bool do_sync, int64_t *size,
@@ -151,8 +115,7 @@ static dt_status file_crc(const char *path, unsigned char *buf, bool do_sync, in
         c = dt_crc32c(c, buf, (size_t)r);
         total += r;
     }
-    if (st == DT_OK && do_sync && fsync(fd) != 0)
-        st = dt_error(DT_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
+    if (st == DT_OK && do_sync) st = dt__file_fsync(fd, path);
     close(fd);
     *size = total;
     *crc = c;
@@ -356,7 +319,7 @@ dt_status dt_ckpt_add_bytes(dt_ckpt_writer *ck, const char *relname, const void 
     if (n > 0 && !data) return dt_error(DT_ERR_INVALID, "ckpt_add_bytes: NULL data");
     char *full = writer_file(ck, relname, "ckpt_add_bytes");
     if (!full) return dt_last_status();
-    dt_status st = write_file(full, data, n, false);
+    dt_status st = dt__file_write(full, data, n, false);
     free(full);
     return st == DT_OK ? st : writer_fail(ck, st);
 }
@@ -430,7 +393,7 @@ static dt_status walk(const char *dir, const char *rel, json_t *files, unsigned 
     }
     for (int i = 0; i < n; i++) free(list[i]);
     free(list);
-    if (st == DT_OK) st = sync_dir(dir);
+    if (st == DT_OK) st = dt_dir_fsync(dir);
     return st;
 }
 
@@ -465,7 +428,7 @@ static dt_status install(dt_ckpt_writer *ck) {
     }
     /* Overwrite: swap, after which the temporary name holds the old checkpoint. */
     if (renameat2(AT_FDCWD, ck->tmp, AT_FDCWD, ck->final, RENAME_EXCHANGE) == 0) {
-        sync_dir(ck->parent);
+        dt_dir_fsync(ck->parent);
         rm_tree(ck->tmp);
         return DT_OK;
     }
@@ -484,7 +447,7 @@ static dt_status install(dt_ckpt_writer *ck) {
         st = dt_error(DT_ERR_IO, "cannot rename %s to %s: %s", ck->tmp, ck->final, strerror(errno));
         rename(old, ck->final); /* put the old one back */
     } else {
-        sync_dir(ck->parent);
+        dt_dir_fsync(ck->parent);
         rm_tree(old);
     }
     free(old);
@@ -522,16 +485,16 @@ dt_status dt_ckpt_commit(dt_ckpt_writer *ck, const json_t *extra_metadata) {
         char *mp = path_join(ck->tmp, CK_META);
         size_t len = strlen(text);
         text[len] = '\n'; /* replaces the terminator: write len + 1 bytes, no string use after */
-        st = mp ? write_file(mp, text, len + 1, true) : DT_ERR_OOM;
+        st = mp ? dt__file_write(mp, text, len + 1, true) : DT_ERR_OOM;
         free(mp);
     }
     free(text);
     json_decref(files);
     json_decref(meta);
-    if (st == DT_OK) st = sync_dir(ck->tmp);
+    if (st == DT_OK) st = dt_dir_fsync(ck->tmp);
     if (st == DT_OK) st = install(ck);
     if (st == DT_OK) {
-        st = sync_dir(ck->parent);
+        st = dt_dir_fsync(ck->parent);
     } else {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", dt_last_error());

@@ -491,11 +491,9 @@ dt_status dt__ds_attach_loaders(dt_trial_ctx *c, dt_loader *train, dt_loader *va
     if (st == DT_OK && nb < 0) st = dt_last_status();
     /* a slot without loaders (set_mpu) takes the epoch length from the others */
     int64_t v[2] = {st == DT_OK ? nb : -1, 0};
-    int64_t bad = st != DT_OK;
-    dt_status cst = agree_max(c, &bad);
+    if ((st = dt_comm_agree(c->comm, st, "attaching the loaders")) != DT_OK) return st;
+    dt_status cst = agree_max(c, &v[0]);
     if (cst != DT_OK) return cst;
-    if (bad) return st != DT_OK ? st : dt_error(DT_ERR_STATE, "another slot failed (see its output)");
-    if ((cst = agree_max(c, &v[0])) != DT_OK) return cst;
     nb = v[0];
     if (nb < gas)
         return dt_error(DT_ERR_CONFIG,
@@ -726,17 +724,7 @@ dt_status dt__ds_save(dt_trial_ctx *c, const dt_trial_def *def, void *self, cons
 dt_status dt__ds_resume(dt_trial_ctx *c, const dt_trial_def *def, void *self, const char *dir,
                         const json_t *state, dt_status st) {
     dt_ds_state *s = ds_get(c, false);
-    if (c->size > 1) {
-        int64_t v = st;
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", dt_last_error());
-        if (dt_comm_allreduce(c->comm, &v, 1, DT_COMM_DTYPE_I64, DT_REDUCE_OP_MAX) != DT_OK)
-            return DT_ERR_COMM;
-        if (st != DT_OK) return dt_error(st, "%s", msg);
-        if (v != DT_OK) return dt_error((dt_status)v, "another slot could not read the checkpoint "
-                                                      "(see its output)");
-    }
-    if (st != DT_OK) return st;
+    if ((st = dt_comm_agree(c->comm, st, "reading the checkpoint")) != DT_OK) return st;
     const json_t *j = json_object_get(state, "ds_stream");
     if (!j)
         return dt_error(DT_ERR_FORMAT, "%s: the checkpoint was not written by an engine-based "

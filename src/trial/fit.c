@@ -18,6 +18,7 @@
 #include "trial_impl.h"
 
 #include "dtrain/trialio.h"
+#include "dtrain/durable.h"
 
 #include <errno.h>
 #include <math.h>
@@ -209,12 +210,7 @@ static dt_status merge_parts(trainer *t, const part_metric *mine, int n, dt_metr
 
 /* The same status on every slot: the worst one (a failing slot's message stays local). */
 static dt_status sync_status(trainer *t, dt_status st) {
-    if (t->c->size == 1) return st;
-    int64_t v = st;
-    if (dt_comm_allreduce(t->c->comm, &v, 1, DT_COMM_DTYPE_I64, DT_REDUCE_OP_MAX) != DT_OK)
-        return DT_ERR_COMM;
-    if (v != DT_OK && st == DT_OK) dt_error((dt_status)v, "another slot failed (see its output)");
-    return (dt_status)v;
+    return dt_comm_agree(t->c->comm, st, "trial");
 }
 
 static bool chief(const trainer *t) {
@@ -660,15 +656,12 @@ static dt_status save_checkpoint(trainer *t, char *name_out, size_t name_len) {
     st = dt_ckpt_commit(w, extra);
     json_decref(extra);
     if (st != DT_OK) return st;
-    /* the "latest" pointer: written to a temporary file and renamed */
-    char lp[2048], tmp[2100];
+    /* the "latest" pointer, replaced durably */
+    char lp[2048], text[300];
     snprintf(lp, sizeof lp, "%s/latest", t->o->checkpoint_dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", lp, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f || fprintf(f, "%s\n", name) < 0 || fclose(f) != 0 || rename(tmp, lp) != 0) {
-        if (f) unlink(tmp);
-        return dt_error(DT_ERR_IO, "cannot update %s: %s", lp, strerror(errno));
-    }
+    snprintf(text, sizeof text, "%s\n", name);
+    if ((st = dt_file_write_atomic(lp, text, strlen(text))) != DT_OK)
+        return dt_error(st, "cannot update %s: %s", lp, dt_last_error());
     t->last_ckpt_batch = c->batches_trained;
     CB(t, on_checkpoint_write_end, path);
     CB(t, on_checkpoint_upload_end, name);
