@@ -6,7 +6,7 @@ DEB_PACKAGES := build-essential cmake pkg-config libopenblas-openmp-dev libopenm
 	openmpi-bin libjansson-dev libyaml-dev zlib1g-dev libsqlite3-dev libdnnl-dev \
 	dataset-fashion-mnist
 
-.PHONY: all deps build build-asan run test bench clean format
+.PHONY: all deps build build-asan run test bench install clean format
 
 all: build
 
@@ -45,6 +45,11 @@ bench: build
 	./build/dtrain bench train --model mlp --json
 	./build/dtrain bench train --model cnn --json
 	./build/dtrain bench train --model gpt --json
+
+# bin/dtrain, lib/libdtrain.so*, include/dtrain/, lib/pkgconfig/dtrain.pc, lib/cmake/dtrain/
+PREFIX ?= /usr/local
+install: build
+	cmake --install build --prefix $(PREFIX)
 
 format:
 	clang-format -i include/dtrain/*.h src/*/*.c src/*/*.h src/*/*/*.c tests/*/*.c
