@@ -53,22 +53,26 @@ static void put_dir(char *out, size_t n, const char *dir) {
     snprintf(out, n, "%s", realpath(dir, real) ? real : dir);
 }
 
+/* The override $var: NULL if unset or empty, else its value if it holds `name`; NULL with
+ * DT_ERR_CONFIG set (*bad = true) if it does not (`where` says what it should name). */
+static const char *env_dir(const char *var, const char *name, const char *where, bool *bad) {
+    const char *v = getenv(var);
+    if (!v || !*v) return NULL;
+    if (holds(v, name)) return v;
+    dt_error(DT_ERR_CONFIG, "%s=%s does not hold %s; hint: point it at %s, or unset it", var, v,
+             name, where);
+    *bad = true;
+    return NULL;
+}
+
 dt_status dt_modeldir_toolchain(char *inc, size_t ni, char *lib, size_t nl) {
-    const char *ei = getenv("DTRAIN_INCLUDE"), *el = getenv("DTRAIN_LIBDIR");
-    if (ei && !*ei) ei = NULL;
-    if (el && !*el) el = NULL;
-    if (ei && !holds(ei, "dtrain/dtrain.h"))
-        return dt_error(DT_ERR_CONFIG,
-                        "DTRAIN_INCLUDE=%s does not hold dtrain/dtrain.h; hint: "
-                        "point it at the include directory of a dtrain install "
-                        "or source tree, or unset it",
-                        ei);
-    if (el && !holds(el, "libdtrain.so"))
-        return dt_error(DT_ERR_CONFIG,
-                        "DTRAIN_LIBDIR=%s does not hold libdtrain.so; hint: point "
-                        "it at the lib directory of a dtrain install or build "
-                        "tree, or unset it",
-                        el);
+    bool bad = false;
+    const char *ei = env_dir("DTRAIN_INCLUDE", "dtrain/dtrain.h",
+                             "the include directory of a dtrain install or source tree", &bad);
+    if (bad) return DT_ERR_CONFIG;
+    const char *el = env_dir("DTRAIN_LIBDIR", "libdtrain.so",
+                             "the lib directory of a dtrain install or build tree", &bad);
+    if (bad) return DT_ERR_CONFIG;
     /* candidates: [0] relative to the running binary (an install), [1] the recorded build tree */
     char where[2][2][PATH_MAX + 64] = {{"", ""}, {DT_BUILD_INCLUDE_DIR, DT_BUILD_LIB_DIR}};
     char exe[PATH_MAX];

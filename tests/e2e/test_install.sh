@@ -13,11 +13,7 @@ W=$(mktemp -d /tmp/dtrain-install.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 trap 'exit 1' INT TERM HUP
 unset DTRAIN_INCLUDE DTRAIN_LIBDIR
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-check() { if eval "$1"; then ok; else bad "$2"; fi; } # $rc: status of the last command
+. "$SRC/tests/e2e/check.sh"
 
 TOY=$SRC/tests/e2e/toy
 CFG=$TOY/const.yaml
@@ -101,5 +97,4 @@ check '[ $rc -eq 0 ]' "find_package(dtrain) project: $(tail -15 "$W/o")"
 out=$("$W/consumer/prog" 2>&1)
 check '[ "$out" = "dtrain ok 11" ]' "find_package(dtrain) program: $out"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+summary
