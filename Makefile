@@ -29,7 +29,7 @@ define apt_install
 	fi
 endef
 
-.PHONY: all deps test-deps build build-asan build-avx2 run test bench clean format
+.PHONY: all deps test-deps build build-asan build-avx2 run test bench install clean format
 
 all: build
 
@@ -65,6 +65,11 @@ test: test-deps build build-asan build-avx2
 	cd build && ctest --output-on-failure -j 1
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j 1
 	cd build-avx2 && DTRAIN_ISA=avx2 DNNL_MAX_CPU_ISA=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 ctest --output-on-failure -j 1
+
+# The binary, libdtrain.so (versioned soname), the headers, dtrain.pc and the CMake package.
+PREFIX ?= /usr/local
+install: build
+	cmake --install build --prefix $(PREFIX)
 
 bench: build
 	./build/dtrain bench train --model mlp --json

@@ -12,9 +12,9 @@ extern "C" {
 #endif
 
 /* Where the dtrain headers and library are for building model directories: $DTRAIN_INCLUDE /
- * $DTRAIN_LIBDIR if set, else next to the running dtrain binary (a build tree: <bin>/../include
- * and <bin>; an install: <prefix>/include and <prefix>/lib). DT_ERR_CONFIG with a hint if the
- * headers cannot be found. */
+ * $DTRAIN_LIBDIR if set, else the install the running binary belongs to (<bin>/../include and
+ * <bin>/../lib), else the build tree it was built in (recorded at configure time).
+ * DT_ERR_CONFIG naming the places looked at, with a hint, if none holds both. */
 DT_API dt_status dt_modeldir_toolchain(char *include_dir, size_t ni, char *lib_dir, size_t nl);
 
 /* Build `model_dir` into a shared object whose path is written to so_path:

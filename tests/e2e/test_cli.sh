@@ -8,11 +8,7 @@ SRC=$2
 PY=${PYTHON:-python3}
 W=$(mktemp -d /tmp/dtrain-e2e.XXXXXX)
 trap 'rm -rf "$W"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-check() { if eval "$1"; then ok; else bad "$2"; fi; } # $rc: status of the last command
+. "$SRC/tests/e2e/check.sh"
 
 TOY=$SRC/tests/e2e/toy
 CFG=$TOY/const.yaml
