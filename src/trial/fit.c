@@ -3,8 +3,9 @@
  *
  * Positions are counted in batches of this process. An epoch is the training loader's
  * batches_per_epoch batches (on this shard); epoch_idx = batches_trained / batches_per_epoch.
- * Lengths given in epochs or records are converted to batches with it (records: a batch holds
- * per-slot batch size records on each of `size` ranks).
+ * Lengths given in epochs or records are converted to batches with it by dt_length_batches
+ * (records: a batch holds per-slot batch size records on each of `size` ranks; a partial
+ * batch is dropped, a length under one batch is one batch).
  *
  * Checkpoint contents (docs/checkpoints.md):
  *   model.safetensors, model_1.safetensors, ...   wrapped models' parameters by name
@@ -52,6 +53,7 @@ typedef struct trainer {
     int64_t batches_per_epoch;
     int64_t records_trained;
     int64_t max_batches;
+    int64_t val_every, ckpt_every, report_every; /* periods in batches (0 = none / default) */
     int64_t last_val_batch, last_ckpt_batch;
     bool have_best;
     double best;
@@ -84,20 +86,15 @@ static void on_signal(int sig) {
             if ((t)->cb[i_].hook) (t)->cb[i_].hook((t)->cb[i_].self, ##__VA_ARGS__);               \
     } while (0)
 
-static int64_t to_batches(const trainer *t, dt_length l) {
-    if (l.n <= 0) return 0;
-    switch (l.unit) {
-    case DT_UNIT_EPOCHS:
-        return l.n * t->batches_per_epoch;
-    case DT_UNIT_RECORDS: {
-        int64_t per = t->ds ? dt_trial_global_batch_size(t->c)
-                            : dt_trial_per_slot_batch_size(t->c) * t->c->size;
-        if (per <= 0) per = 1;
-        return (l.n + per - 1) / per;
-    }
-    default:
-        return l.n;
-    }
+/* A length of the fit loop in batches (dt_length_batches, trial.h: records truncate to whole
+ * global batches, at least one; epochs are the training loader's). */
+static dt_status to_batches(const trainer *t, dt_length l, const char *what, int64_t *out) {
+    dt_length_scale s = {
+        .global_batch_size = t->ds ? dt_trial_global_batch_size(t->c)
+                                   : dt_trial_per_slot_batch_size(t->c) * t->c->size,
+        .batches_per_epoch = t->batches_per_epoch,
+    };
+    return dt_length_batches(l, &s, DT_LENGTH_MIN_ONE, what, out);
 }
 
 static bool period_hit(int64_t every, int64_t done) {
@@ -860,9 +857,7 @@ static dt_status validate_and_policy(trainer *t) {
 
 static dt_status train_loop(trainer *t) {
     dt_trial_ctx *c = t->c;
-    int64_t val_every = to_batches(t, t->o->validation_period);
-    int64_t ckpt_every = to_batches(t, t->o->checkpoint_period);
-    int64_t report_every = to_batches(t, t->o->reporting_period);
+    int64_t val_every = t->val_every, ckpt_every = t->ckpt_every, report_every = t->report_every;
     if (report_every <= 0) report_every = 100;
     dt_status st = DT_OK;
     if (t->o->step_zero_validation && c->batches_trained == 0 &&
@@ -1071,7 +1066,13 @@ dt_status dt_trainer_fit(const dt_trial_def *def, const json_t *config, uint64_t
         goto out;
     }
     c->batches_per_epoch = t.batches_per_epoch;
-    t.max_batches = to_batches(&t, opts->max_length);
+    if ((st = to_batches(&t, opts->max_length, "max_length", &t.max_batches)) != DT_OK ||
+        (st = to_batches(&t, opts->validation_period, "validation_period", &t.val_every)) !=
+            DT_OK ||
+        (st = to_batches(&t, opts->checkpoint_period, "checkpoint_period", &t.ckpt_every)) !=
+            DT_OK ||
+        (st = to_batches(&t, opts->reporting_period, "reporting_period", &t.report_every)) != DT_OK)
+        goto out;
     if (opts->test_mode) t.max_batches = c->batches_trained + 1;
 
     /* resume */
