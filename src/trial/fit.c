@@ -7,12 +7,7 @@
  * (records: a batch holds per-slot batch size records on each of `size` ranks; a partial
  * batch is dropped, a length under one batch is one batch).
  *
- * Checkpoint contents (docs/checkpoints.md):
- *   model.safetensors, model_1.safetensors, ...   wrapped models' parameters by name
- *   optimizer.safetensors                          "opt<i>.<state name>" for every optimiser
- *   state.json                                     position, RNG, optimiser steps and lr,
- *                                                  schedules, callbacks, last/best validation
- *   (anything the trial's save hook writes)
+ * What a checkpoint holds is trial_ckpt.c's; this file decides when and where one is made.
  * Exact resume: the data order depends only on (seed, epoch), the loader restarts at the saved
  * batch, and the runtime RNG (dropout) is restored, so N batches trained in one run and in two
  * halves give the same bits. */
@@ -29,7 +24,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define STATE_FORMAT 1
 #define MAX_CALLBACKS 16
 
 typedef struct window {
@@ -51,13 +45,10 @@ typedef struct trainer {
     dt_callback cb[MAX_CALLBACKS];
     const char *cb_name[MAX_CALLBACKS];
     int64_t batches_per_epoch;
-    int64_t records_trained;
     int64_t max_batches;
     int64_t val_every, ckpt_every, report_every; /* periods in batches (0 = none / default) */
-    int64_t last_val_batch, last_ckpt_batch;
-    bool have_best;
-    double best;
-    dt_metrics last_val;
+    int64_t last_ckpt_batch;
+    dt__fit_record rec; /* records trained, last / best validation: saved in checkpoints */
     window win;
     dt_metrics last_batch;
     FILE *metrics_out;
@@ -231,7 +222,7 @@ static void write_metrics_line(trainer *t, const char *kind, const dt_metrics *m
     if (t->metrics_out) {
         fprintf(t->metrics_out,
                 "{\"kind\":\"%s\",\"batches\":%lld,\"epochs\":%.6g,\"records\":%lld,", kind,
-                (long long)t->c->batches_trained, epochs, (long long)t->records_trained);
+                (long long)t->c->batches_trained, epochs, (long long)t->rec.records_trained);
         if (rec_per_s > 0) fprintf(t->metrics_out, "\"records_per_s\":%.1f,", rec_per_s);
         if (rec_per_s > 0 && t->window_batches > 0)
             fprintf(t->metrics_out, "\"data_ms\":%.4f,\"train_batch_ms\":%.4f,",
@@ -271,7 +262,7 @@ static void print_line(trainer *t, const char *kind, const dt_metrics *m, double
 static void progress_bar(trainer *t) {
     if (!t->o->progress || t->o->quiet || !chief(t)) return;
     int64_t done = t->c->batches_trained, total = t->max_batches;
-    double el = dt_now_sec() - t->t_start, rate = el > 0 ? t->records_trained / el : 0;
+    double el = dt_now_sec() - t->t_start, rate = el > 0 ? t->rec.records_trained / el : 0;
     double eta = done > 0 ? el * (double)(total - done) / (double)done : 0;
     int width = 30, fill = total ? (int)(width * done / total) : 0;
     char bar[64];
@@ -435,8 +426,8 @@ static dt_status validate(trainer *t, dt_metrics *out) {
     if (st != DT_OK) return st;
     CB(t, on_validation_epoch_end);
     CB(t, on_validation_end, out);
-    t->last_val = *out;
-    t->last_val_batch = c->batches_trained;
+    t->rec.last_val = *out;
+    t->rec.last_val_batch = c->batches_trained;
     write_metrics_line(t, "validation", out, 0);
     print_line(t, "validation", out, 0);
     return DT_OK;
@@ -448,23 +439,15 @@ static bool is_best(trainer *t, const dt_metrics *m) {
     double v;
     if (!dt_metrics_get(m, metric, &v) || !isfinite(v)) return false;
     bool smaller = !t->o->larger_is_better;
-    if (!t->have_best || (smaller ? v < t->best : v > t->best)) {
-        t->have_best = true;
-        t->best = v;
+    if (!t->rec.have_best || (smaller ? v < t->rec.best : v > t->rec.best)) {
+        t->rec.have_best = true;
+        t->rec.best = v;
         return true;
     }
     return false;
 }
 
 /* ---- checkpoints ---- */
-
-static json_t *metrics_json(const dt_metrics *m) {
-    json_t *o = json_object();
-    for (int i = 0; i < m->n; i++)
-        json_object_set_new(o, m->m[i].name,
-                            isfinite(m->m[i].value) ? json_real(m->m[i].value) : json_null());
-    return o;
-}
 
 /* Engine-based trials: what the chief tells every slot before the engines are saved. */
 typedef struct ds_ckpt_msg {
@@ -541,106 +524,12 @@ static dt_status save_checkpoint(trainer *t, char *name_out, size_t name_len) {
         struct stat sb;
         if (stat(path, &sb) == 0) return DT_OK; /* this position is already saved */
     }
-    json_t *state = json_object();
-    json_object_set_new(state, "format_version", json_integer(STATE_FORMAT));
-    json_object_set_new(state, "batches_trained", json_integer(c->batches_trained));
-    json_object_set_new(state, "records_trained", json_integer(t->records_trained));
-    json_object_set_new(state, "optimizer_steps", json_integer(c->optimizer_steps));
-    json_object_set_new(state, "trial_seed", json_integer((json_int_t)c->seed));
-    dt_rng *rng = dt_ctx_rng(c->rt);
-    json_t *jr = json_object();
-    json_object_set_new(jr, "seed", json_integer((json_int_t)rng->seed));
-    json_object_set_new(jr, "counter", json_integer((json_int_t)rng->counter));
-    json_object_set_new(state, "rng", jr);
-    json_t *jo = json_array();
-    for (int i = 0; i < c->n_optims; i++) {
-        json_t *e = json_object();
-        json_object_set_new(e, "steps", json_integer(dt_optim_step_count(c->optims[i].opt)));
-        json_object_set_new(e, "lr", json_real(dt_optim_lr(c->optims[i].opt)));
-        json_array_append_new(jo, e);
-    }
-    json_object_set_new(state, "optimizers", jo);
-    json_t *js = json_array();
-    for (int i = 0; i < c->n_scheds; i++) {
-        json_t *e = json_object();
-        json_object_set_new(e, "last_step", json_integer(dt_sched_last_step(c->scheds[i].sched)));
-        json_object_set_new(e, "units", json_integer(c->scheds[i].units));
-        json_array_append_new(js, e);
-    }
-    json_object_set_new(state, "schedulers", js);
-    json_t *jc = json_object();
-    for (int i = 0; i < t->n_cb; i++)
-        if (t->cb[i].state_dict)
-            json_object_set_new(jc, t->cb_name[i], t->cb[i].state_dict(t->cb[i].self));
-    json_object_set_new(state, "callbacks", jc);
-    if (c->scaler) {
-        dt_loss_scaler_state ls;
-        dt_loss_scaler_get_state(c->scaler, &ls);
-        json_t *jl = json_object();
-        json_object_set_new(jl, "scale", json_real(ls.scale));
-        json_object_set_new(jl, "cur_iter", json_integer(ls.cur_iter));
-        json_object_set_new(jl, "last_overflow_iter", json_integer(ls.last_overflow_iter));
-        json_object_set_new(jl, "cur_hysteresis", json_integer(ls.cur_hysteresis));
-        json_object_set_new(state, "loss_scaler", jl);
-    }
-    json_object_set_new(state, "skipped_steps", json_integer(c->skipped_steps));
-    json_object_set_new(state, "last_validation", metrics_json(&t->last_val));
-    json_object_set_new(state, "last_validation_batch", json_integer(t->last_val_batch));
-    if (t->have_best) json_object_set_new(state, "best_validation", json_real(t->best));
+    json_t *state = dt__trial_ckpt_state(c, &t->rec, t->n_cb, t->cb, t->cb_name);
     if (t->ds) json_object_set_new(state, "ds_stream", dt__ds_state_json(c));
     CB(t, on_checkpoint_save_start, state);
 
     dt_ckpt_writer *w = ds_w ? ds_w : dt_ckpt_begin(t->o->checkpoint_dir, name);
-    dt_status st = w ? DT_OK : dt_last_status();
-    for (int i = 0; st == DT_OK && i < c->n_models; i++) {
-        dt_module *m = c->models[i];
-        int np = dt_module_param_count(m);
-        const char **names = malloc(sizeof *names * (size_t)np);
-        dt_tensor **ts = malloc(sizeof *ts * (size_t)np);
-        for (int k = 0; k < np; k++) {
-            names[k] = dt_module_param_name(m, k);
-            ts[k] = dt_module_param_tensor(m, k);
-        }
-        char rel[64];
-        if (i == 0)
-            snprintf(rel, sizeof rel, "model.safetensors");
-        else
-            snprintf(rel, sizeof rel, "model_%d.safetensors", i);
-        const char *meta[2] = {"format", "pt"};
-        st = dt_ckpt_add_tensors(w, rel, np, names, ts, 1, meta);
-        free(names);
-        free(ts);
-    }
-    if (st == DT_OK && c->n_optims) {
-        int total = 0;
-        for (int i = 0; i < c->n_optims; i++) total += dt_optim_state_count(c->optims[i].opt);
-        const char **names = calloc((size_t)total + 1, sizeof *names);
-        char **owned = calloc((size_t)total + 1, sizeof *owned);
-        dt_tensor **ts = calloc((size_t)total + 1, sizeof *ts);
-        int k = 0;
-        for (int i = 0; i < c->n_optims; i++) {
-            dt_optimizer *o = c->optims[i].opt;
-            int64_t n = dt_optim_numel(o);
-            for (int s = 0; s < dt_optim_state_count(o); s++) {
-                const char *sn;
-                float *buf = dt_optim_state(o, s, &sn);
-                owned[k] = malloc(96);
-                snprintf(owned[k], 96, "opt%d.%s", i, sn);
-                names[k] = owned[k];
-                ts[k] = dt_tensor_wrap(c->rt, DT_DTYPE_F32, 1, &n, buf);
-                k++;
-            }
-        }
-        st = dt_ckpt_add_tensors(w, "optimizer.safetensors", k, names, ts, 0, NULL);
-        for (int i = 0; i < k; i++) free(owned[i]);
-        free(owned);
-        free(names);
-        free(ts);
-        dt_ctx_reset(c->rt);
-    }
-    if (st == DT_OK) st = dt_ckpt_add_json(w, "state.json", state);
-    /* (engine-based trials ran their save on every slot above) */
-    if (st == DT_OK && t->def->save && !t->ds) st = t->def->save(t->self, dt_ckpt_dir(w));
+    dt_status st = w ? dt__trial_ckpt_write(w, c, t->def, t->self, state) : dt_last_status();
     json_decref(state);
     if (st != DT_OK) {
         dt_status keep = st;
@@ -649,11 +538,7 @@ static dt_status save_checkpoint(trainer *t, char *name_out, size_t name_len) {
         dt_ckpt_abort(w);
         return dt_error(keep, "saving checkpoint %s: %s", path, msg);
     }
-    json_t *extra = json_object();
-    json_object_set_new(extra, "steps_completed", json_integer(c->batches_trained));
-    json_object_set_new(extra, "framework", json_string("dtrain"));
-    json_t *hp = json_object_get(c->config, "hyperparameters");
-    json_object_set(extra, "hparams", hp ? hp : json_object());
+    json_t *extra = dt__trial_ckpt_metadata(c);
     st = dt_ckpt_commit(w, extra);
     json_decref(extra);
     if (st != DT_OK) return st;
@@ -670,129 +555,6 @@ static dt_status save_checkpoint(trainer *t, char *name_out, size_t name_len) {
     CB(t, on_checkpoint_write_end, path);
     CB(t, on_checkpoint_upload_end, name);
     return DT_OK;
-}
-
-/* Load a checkpoint into a trial whose init has run: weights, optimiser state, schedules, RNG
- * and (if state_out) the state.json for the fit loop. Nothing is changed on error. */
-dt_status dt__trial_resume(dt_trial_ctx *c, const dt_trial_def *def, void *self, const char *path,
-                           json_t **state_out) {
-    dt_ckpt *ck = dt_ckpt_open(path);
-    if (!ck) /* an engine-based trial's slots agree on the failure */
-        return def->ds_train_batch ? dt__ds_resume(c, def, self, path, NULL, dt_last_status())
-                                   : dt_last_status();
-    json_error_t je;
-    const char *sp = dt_ckpt_path(ck, "state.json");
-    json_t *state = sp ? json_load_file(sp, 0, &je) : NULL;
-    dt_status st = DT_OK;
-    if (!state) {
-        st = dt_error(DT_ERR_FORMAT, "%s: no readable state.json%s%s", path, sp ? ": " : "",
-                      sp ? je.text : "");
-        goto done;
-    }
-    if (json_integer_value(json_object_get(state, "format_version")) > STATE_FORMAT) {
-        st = dt_error(DT_ERR_FORMAT,
-                      "%s: state.json format %lld is newer than this dtrain "
-                      "supports (%d); hint: resume with a newer dtrain",
-                      path, (long long)json_integer_value(json_object_get(state, "format_version")),
-                      STATE_FORMAT);
-        goto done;
-    }
-    json_t *jo = json_object_get(state, "optimizers"), *js = json_object_get(state, "schedulers");
-    if ((int)json_array_size(jo) != c->n_optims || (int)json_array_size(js) != c->n_scheds) {
-        st = dt_error(DT_ERR_FORMAT,
-                      "%s: the checkpoint has %zu optimisers and %zu schedules, the "
-                      "trial wraps %d and %d; hint: resume with the same trial code",
-                      path, json_array_size(jo), json_array_size(js), c->n_optims, c->n_scheds);
-        goto done;
-    }
-    /* Read everything into the live buffers. A failure after this point leaves the trial in an
-     * unspecified state, so the caller aborts the run (nothing on disk changes). */
-    for (int i = 0; st == DT_OK && i < c->n_models; i++) {
-        char rel[64];
-        if (i == 0)
-            snprintf(rel, sizeof rel, "model.safetensors");
-        else
-            snprintf(rel, sizeof rel, "model_%d.safetensors", i);
-        const char *mp = dt_ckpt_path(ck, rel);
-        dt_safetensors *f = mp ? dt_safetensors_open(mp) : NULL;
-        if (!f) {
-            st = dt_last_status();
-            break;
-        }
-        dt_module *m = c->models[i];
-        for (int k = 0; st == DT_OK && k < dt_module_param_count(m); k++)
-            st = dt_safetensors_read_into(f, dt_module_param_name(m, k),
-                                          dt_module_param_tensor(m, k));
-        dt_safetensors_close(f);
-    }
-    if (st == DT_OK && c->n_optims) {
-        const char *op = dt_ckpt_path(ck, "optimizer.safetensors");
-        dt_safetensors *f = op ? dt_safetensors_open(op) : NULL;
-        if (!f) st = dt_last_status();
-        for (int i = 0; st == DT_OK && i < c->n_optims; i++) {
-            dt_optimizer *o = c->optims[i].opt;
-            int64_t n = dt_optim_numel(o);
-            for (int s = 0; st == DT_OK && s < dt_optim_state_count(o); s++) {
-                const char *sn;
-                float *buf = dt_optim_state(o, s, &sn);
-                char key[96];
-                snprintf(key, sizeof key, "opt%d.%s", i, sn);
-                dt_tensor *dst = dt_tensor_wrap(c->rt, DT_DTYPE_F32, 1, &n, buf);
-                st = dst ? dt_safetensors_read_into(f, key, dst) : dt_last_status();
-            }
-            json_t *e = json_array_get(jo, (size_t)i);
-            dt_optim_set_step_count(o, json_integer_value(json_object_get(e, "steps")));
-            dt_optim_set_lr(o, (float)json_number_value(json_object_get(e, "lr")));
-        }
-        dt_safetensors_close(f);
-        dt_ctx_reset(c->rt);
-    }
-    for (int i = 0; st == DT_OK && i < c->n_scheds; i++) {
-        json_t *e = json_array_get(js, (size_t)i);
-        dt_sched_set_last_step(c->scheds[i].sched,
-                               json_integer_value(json_object_get(e, "last_step")));
-        c->scheds[i].units = json_integer_value(json_object_get(e, "units"));
-    }
-    if (st == DT_OK) {
-        /* the optimiser lr as saved wins over the schedule's recomputation */
-        for (int i = 0; i < c->n_optims; i++)
-            dt_optim_set_lr(c->optims[i].opt, (float)json_number_value(json_object_get(
-                                                  json_array_get(jo, (size_t)i), "lr")));
-        json_t *jr = json_object_get(state, "rng");
-        dt_rng *rng = dt_ctx_rng(c->rt);
-        rng->seed = (uint64_t)json_integer_value(json_object_get(jr, "seed"));
-        rng->counter = (uint64_t)json_integer_value(json_object_get(jr, "counter"));
-        json_t *jl = json_object_get(state, "loss_scaler");
-        if (c->scaler && jl) {
-            dt_loss_scaler_state ls = {
-                .scale = json_number_value(json_object_get(jl, "scale")),
-                .cur_iter = json_integer_value(json_object_get(jl, "cur_iter")),
-                .last_overflow_iter = json_integer_value(json_object_get(jl, "last_overflow_iter")),
-                .cur_hysteresis = (int)json_integer_value(json_object_get(jl, "cur_hysteresis")),
-            };
-            st = dt_loss_scaler_set_state(c->scaler, &ls);
-        } else if (c->scaler || jl) {
-            st =
-                dt_error(DT_ERR_FORMAT,
-                         "%s: the checkpoint was %s fp16 loss scaling but the trial "
-                         "now runs %s it; hint: keep use_amp as when it was saved",
-                         path, jl ? "saved with" : "saved without", c->scaler ? "with" : "without");
-        }
-        c->skipped_steps = json_integer_value(json_object_get(state, "skipped_steps"));
-        c->batches_trained = json_integer_value(json_object_get(state, "batches_trained"));
-        c->optimizer_steps = json_integer_value(json_object_get(state, "optimizer_steps"));
-        if (st == DT_OK && def->load && !def->ds_train_batch)
-            st = def->load(self, dt_ckpt_path(ck, NULL));
-    }
-done:
-    /* engine-based: every slot loads its engines (collective) once all could read the rest */
-    if (def->ds_train_batch) st = dt__ds_resume(c, def, self, dt_ckpt_path(ck, NULL), state, st);
-    if (st == DT_OK && state_out)
-        *state_out = state;
-    else
-        json_decref(state);
-    dt_ckpt_close(ck);
-    return st;
 }
 
 /* Keep the newest save_trial_latest checkpoints and the best save_trial_best; delete others. */
@@ -861,7 +623,7 @@ static dt_status train_loop(trainer *t) {
     if (report_every <= 0) report_every = 100;
     dt_status st = DT_OK;
     if (t->o->step_zero_validation && c->batches_trained == 0 &&
-        (st = validate(t, &t->last_val)) != DT_OK)
+        (st = validate(t, &t->rec.last_val)) != DT_OK)
         return st;
     CB(t, on_training_start);
     int64_t epoch = -1;
@@ -926,7 +688,7 @@ static dt_status train_loop(trainer *t) {
             t->ds ? dt__ds_records_per_batch(c)
                   : (t->def->get_batch_length ? t->def->get_batch_length(t->self, b) : b->records) *
                         c->size;
-        t->records_trained += recs;
+        t->rec.records_trained += recs;
         t->window_records += recs;
         t->window_data_s += data_sec; /* (an engine-based trial loads inside train_batch) */
         t->window_batches++;
@@ -959,7 +721,7 @@ static dt_status train_loop(trainer *t) {
     }
     if (!stopped) {
         /* the end of training: a final validation and checkpoint */
-        if (t->last_val_batch != c->batches_trained)
+        if (t->rec.last_val_batch != c->batches_trained)
             if ((st = validate_and_policy(t)) != DT_OK) return st;
     }
     if (t->last_ckpt_batch != c->batches_trained) st = checkpoint(t, false);
@@ -1003,9 +765,9 @@ dt_status dt_trainer_fit(const dt_trial_def *def, const json_t *config, uint64_t
     t.o = opts;
     t.ds = ds;
     t.report = true;
-    t.last_val_batch = -1;
+    t.rec.last_val_batch = -1;
     t.last_ckpt_batch = -1;
-    t.last_val = dt_metrics_empty();
+    t.rec.last_val = dt_metrics_empty();
     dt_status st = DT_OK;
     t.c = dt_trial_ctx_new(config, seed);
     if (!t.c) return dt_last_status();
@@ -1086,20 +848,7 @@ dt_status dt_trainer_fit(const dt_trial_def *def, const json_t *config, uint64_t
             goto out;
         }
         CB(&t, on_checkpoint_load_start, state);
-        json_t *jc = json_object_get(state, "callbacks");
-        for (int i = 0; i < t.n_cb && st == DT_OK; i++)
-            if (t.cb[i].load_state_dict && json_object_get(jc, t.cb_name[i]))
-                st = t.cb[i].load_state_dict(t.cb[i].self, json_object_get(jc, t.cb_name[i]));
-        t.records_trained = json_integer_value(json_object_get(state, "records_trained"));
-        t.last_val_batch = json_integer_value(json_object_get(state, "last_validation_batch"));
-        json_t *lv = json_object_get(state, "last_validation");
-        const char *k;
-        json_t *v;
-        json_object_foreach(lv, k, v) dt_metrics_set(&t.last_val, k, json_number_value(v));
-        if (json_is_number(json_object_get(state, "best_validation"))) {
-            t.have_best = true;
-            t.best = json_number_value(json_object_get(state, "best_validation"));
-        }
+        st = dt__trial_ckpt_restore_fit(state, &t.rec, t.n_cb, t.cb, t.cb_name);
         t.last_ckpt_batch = c->batches_trained;
         json_decref(state);
         if (st != DT_OK) goto out;
@@ -1141,52 +890,4 @@ out:
     }
     dt_trial_ctx_free(c);
     return DT_OK;
-}
-
-void *dt_trial_load_from_checkpoint(const dt_trial_def *def, const char *path, const json_t *config,
-                                    dt_trial_ctx **ctx_out) {
-    *ctx_out = NULL;
-    if (!def || !def->init) {
-        dt_error(DT_ERR_INVALID, "load_from_checkpoint: the trial definition has no init");
-        return NULL;
-    }
-    json_t *cfg = NULL;
-    uint64_t seed = 0;
-    dt_ckpt *ck = dt_ckpt_open(path); /* verifies the files; read the hparams and seed */
-    if (!ck) return NULL;
-    if (config) {
-        cfg = json_deep_copy(config);
-    } else {
-        cfg = json_object();
-        const json_t *hp = json_object_get(dt_ckpt_metadata(ck), "hparams");
-        json_object_set_new(cfg, "hyperparameters", hp ? json_deep_copy(hp) : json_object());
-    }
-    json_error_t je;
-    const char *sp = dt_ckpt_path(ck, "state.json");
-    json_t *state = sp ? json_load_file(sp, 0, &je) : NULL;
-    seed = (uint64_t)json_integer_value(json_object_get(state, "trial_seed"));
-    json_decref(state);
-    dt_ckpt_close(ck);
-    dt_trial_ctx *c = dt_trial_ctx_new(cfg, seed);
-    json_decref(cfg);
-    if (!c) return NULL;
-    void *self = def->init(c);
-    if (!self) {
-        dt_trial_ctx_free(c);
-        return NULL;
-    }
-    if (dt__trial_resume(c, def, self, path, NULL) != DT_OK) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", dt_last_error());
-        dt_status st = dt_last_status();
-        if (def->free) def->free(self);
-        dt_trial_ctx_free(c);
-        dt_error(st, "loading %s: %s", path, msg);
-        return NULL;
-    }
-    /* ready for inference: no gradients, evaluation mode */
-    dt_set_grad_enabled(c->rt, false);
-    dt_ctx_set_training(c->rt, false);
-    *ctx_out = c;
-    return self;
 }
