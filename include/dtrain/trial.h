@@ -44,6 +44,7 @@ typedef struct dt_dist_ctx dt_dist_ctx;       /* dist.h */
 typedef struct dt_tb_writer dt_tb_writer;     /* trialio.h */
 typedef struct dt_engine dt_engine;           /* engine.h */
 typedef struct dt_pipe_engine dt_pipe_engine; /* pipe.h */
+typedef struct dt_core dt_core;               /* core.h */
 /* The micro-batch stream an engine-based trial pulls from (see "engine-based trials"). */
 typedef struct dt_batch_iter dt_batch_iter;
 
@@ -457,6 +458,10 @@ typedef struct dt_fit_opts {
     bool profile;          /* the profiler for batches profile_begin..profile_end (as
                             * dt_trial_set_profiler; a trial's own call wins) */
     int64_t profile_begin, profile_end;
+    /* Where metrics, progress and checkpoints are reported and how long to train (core.h;
+     * borrowed). NULL: a local core (dt_core_local_new) made from max_length, metrics_out,
+     * progress, quiet, checkpoint_dir and save_trial_*, which are then not used otherwise. */
+    dt_core *core;
 } dt_fit_opts;
 
 /* Run a trial to completion (or until stopped by dt_trial_set_stop_requested, SIGINT or
