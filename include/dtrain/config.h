@@ -25,24 +25,9 @@ extern "C" {
 #endif
 
 /* ---- lengths -------------------------------------------------------------------------------
- * dt_length {unit, n} is declared in dtrain/trial.h. In a config a length is written
- * {batches: N}, {epochs: N} or {records: N}. */
-
-/* "batches", "epochs", "records". */
-DT_API const char *dt_unit_name(dt_unit u);
-/* Parse a command-line length: "100b", "5e", "20000r" (also "100batches", "5 epochs",
- * "20000records", any case). A bare number ("100") is batches, the unit Determined's
- * searchers count in. n must be > 0. DT_ERR_CONFIG on a bad string. */
-DT_API dt_status dt_length_parse(const char *s, dt_length *out);
-/* "100 batches", "1 epoch", "(unset)". Returns buf. */
-DT_API const char *dt_length_format(dt_length len, char *buf, size_t n);
-/* Convert to batches the way Determined does (truncating): records / global_batch_size,
- * epochs * records_per_epoch / global_batch_size. `what` names the setting for messages
- * ("searcher.max_length"). Pass 0 for a value that is not known: converting records without
- * global_batch_size, or epochs without either, is DT_ERR_CONFIG saying which is missing; so is
- * a non-zero length that comes to less than one batch. An unset length (n == 0) gives 0. */
-DT_API dt_status dt_length_to_batches(dt_length len, int64_t global_batch_size,
-                                      int64_t records_per_epoch, const char *what, int64_t *out);
+ * dt_length {unit, n}, its parsing, rendering and conversion to batches are the trial layer's
+ * (dtrain/trial.h, src/trial/length.c). In a config a length is written {batches: N},
+ * {epochs: N} or {records: N}. */
 
 /* ---- experiment config ------------------------------------------------------------------ */
 

@@ -44,6 +44,7 @@ typedef struct dt_dist_ctx dt_dist_ctx;       /* dist.h */
 typedef struct dt_tb_writer dt_tb_writer;     /* trialio.h */
 typedef struct dt_engine dt_engine;           /* engine.h */
 typedef struct dt_pipe_engine dt_pipe_engine; /* pipe.h */
+typedef struct dt_core dt_core;               /* core.h */
 /* The micro-batch stream an engine-based trial pulls from (see "engine-based trials"). */
 typedef struct dt_batch_iter dt_batch_iter;
 
@@ -391,6 +392,48 @@ typedef struct dt_length {
     int64_t n; /* 0 = unset */
 } dt_length;
 
+/* ---- lengths (src/trial/length.c) ---------------------------------------------------------
+ * A length is {batches|epochs|records: N} in a config. Converting one to batches follows one
+ * rule, Determined's: records become floor(records / global batch size) batches (a partial
+ * batch is dropped, never added); epochs are the training loader's batches per epoch when
+ * that is known (the fit loop: exact), else records_per_epoch records converted as records
+ * (the experiment config, before any loader exists). Uses differ only in what a non-zero
+ * length that comes to less than one batch means: */
+typedef enum dt_length_min {
+    DT_LENGTH_MIN_ERROR = 0, /* DT_ERR_CONFIG saying so: a searcher's max_length in the config,
+                              * where such a length is a mistake to report, not to train */
+    DT_LENGTH_MIN_ONE,       /* one batch: the fit loop's lengths and periods (Determined's
+                              * trial harness: max(records // global_batch_size, 1)) */
+} dt_length_min;
+
+/* What epochs and records are measured in; 0 = not known. */
+typedef struct dt_length_scale {
+    int64_t global_batch_size; /* records per batch over all slots */
+    int64_t batches_per_epoch; /* the training loader's; wins over records_per_epoch */
+    int64_t records_per_epoch; /* the experiment config's records_per_epoch */
+} dt_length_scale;
+
+/* "batches", "epochs", "records". */
+DT_API const char *dt_unit_name(dt_unit u);
+/* Parse a command-line length: "100b", "5e", "20000r" (also "100batches", "5 epochs",
+ * "20000records", any case). A bare number ("100") is batches, the unit Determined's
+ * searchers count in. n must be > 0. DT_ERR_CONFIG on a bad string. */
+DT_API dt_status dt_length_parse(const char *s, dt_length *out);
+/* "100 batches", "1 epoch", "(unset)". Returns buf. */
+DT_API const char *dt_length_format(dt_length len, char *buf, size_t n);
+/* Convert to batches by the rule above. An unset length (n == 0) gives 0. `what` names the
+ * setting for messages ("searcher.max_length"). DT_ERR_CONFIG saying what is missing when the
+ * unit needs a scale that is 0 (records: global_batch_size; epochs: batches_per_epoch, or
+ * records_per_epoch and global_batch_size), when the product overflows, and (with
+ * DT_LENGTH_MIN_ERROR) for a length under one batch; DT_ERR_INVALID for a bad unit. *out is 0
+ * on error. */
+DT_API dt_status dt_length_batches(dt_length len, const dt_length_scale *scale, dt_length_min min,
+                                   const char *what, int64_t *out);
+/* The config side's conversion: dt_length_batches with DT_LENGTH_MIN_ERROR and no loader
+ * (epochs need records_per_epoch). Pass 0 for a value that is not known. */
+DT_API dt_status dt_length_to_batches(dt_length len, int64_t global_batch_size,
+                                      int64_t records_per_epoch, const char *what, int64_t *out);
+
 typedef enum dt_ckpt_policy { DT_CKPT_BEST = 0, DT_CKPT_ALL, DT_CKPT_NONE } dt_ckpt_policy;
 
 typedef struct dt_fit_opts {
@@ -415,6 +458,10 @@ typedef struct dt_fit_opts {
     bool profile;          /* the profiler for batches profile_begin..profile_end (as
                             * dt_trial_set_profiler; a trial's own call wins) */
     int64_t profile_begin, profile_end;
+    /* Where metrics, progress and checkpoints are reported and how long to train (core.h;
+     * borrowed). NULL: a local core (dt_core_local_new) made from max_length, metrics_out,
+     * progress, quiet, checkpoint_dir and save_trial_*, which are then not used otherwise. */
+    dt_core *core;
 } dt_fit_opts;
 
 /* Run a trial to completion (or until stopped by dt_trial_set_stop_requested, SIGINT or

@@ -1,6 +1,7 @@
 /*
  * expconf.c — the experiment config: parse and validate a Determined-style config into
- * dt_expconf, lengths and their conversion to batches, hyperparameter helpers.
+ * dt_expconf (lengths as {unit: N} mappings; their conversion is src/trial/length.c's),
+ * hyperparameter helpers.
  *
  * Validation walks the tree in a fixed order and stops at the first error, a DT_ERR_CONFIG
  * whose message starts with the source position ("config.yaml:7:14: searcher.max_length.batches
@@ -61,18 +62,6 @@ static dt_status section(vctx *v, const dt_conf_sec *parent, const char *key,
 
 static const char *const UNIT_KEYS[] = {"batches", "epochs", "records", NULL};
 
-const char *dt_unit_name(dt_unit u) {
-    switch (u) {
-    case DT_UNIT_BATCHES:
-        return "batches";
-    case DT_UNIT_EPOCHS:
-        return "epochs";
-    case DT_UNIT_RECORDS:
-        return "records";
-    }
-    return "?";
-}
-
 /* A length mapping {batches|epochs|records: N}. allow_zero: N = 0 means "not set". */
 static dt_status get_length(const dt_conf_sec *s, const char *key, bool allow_zero,
                             dt_length *out) {
@@ -110,94 +99,6 @@ static dt_status get_length(const dt_conf_sec *s, const char *key, bool allow_ze
         return dt_conf_expected(&len, unit, lo ? "a positive integer" : "a non-negative integer",
                                 NULL);
     *out = (dt_length){(dt_unit)u, val};
-    return DT_OK;
-}
-
-dt_status dt_length_parse(const char *s, dt_length *out) {
-    const char *hint = "hint: write 100b (batches), 5e (epochs) or 20000r (records)";
-    if (!s) return dt_error(DT_ERR_CONFIG, "no length given; %s", hint);
-    const char *p = s;
-    while (*p == ' ' || *p == '\t') p++;
-    if (*p < '0' || *p > '9') return dt_error(DT_ERR_CONFIG, "bad length \"%s\"; %s", s, hint);
-    int64_t n = 0;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        if (__builtin_mul_overflow(n, 10, &n) || __builtin_add_overflow(n, *p - '0', &n))
-            return dt_error(DT_ERR_CONFIG, "length \"%s\" is too large", s);
-    }
-    while (*p == ' ' || *p == '\t') p++;
-    char suffix[16];
-    size_t k = 0;
-    while (*p && *p != ' ' && *p != '\t' && k + 1 < sizeof suffix) {
-        char c = *p++;
-        suffix[k++] = (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-    }
-    suffix[k] = 0;
-    while (*p == ' ' || *p == '\t') p++;
-    static const char *const names[3][4] = {{"", "b", "batch", "batches"},
-                                            {"e", "epoch", "epochs", NULL},
-                                            {"r", "record", "records", NULL}};
-    int unit = -1;
-    for (int u = 0; u < 3 && unit < 0; u++)
-        for (int i = 0; i < 4 && names[u][i]; i++)
-            if (!strcmp(suffix, names[u][i])) unit = u;
-    if (*p || unit < 0) return dt_error(DT_ERR_CONFIG, "bad length \"%s\"; %s", s, hint);
-    if (n <= 0) return dt_error(DT_ERR_CONFIG, "length \"%s\" must be positive", s);
-    *out = (dt_length){(dt_unit)unit, n};
-    return DT_OK;
-}
-
-const char *dt_length_format(dt_length len, char *buf, size_t n) {
-    if (len.n <= 0) {
-        snprintf(buf, n, "(unset)");
-        return buf;
-    }
-    const char *u = dt_unit_name(len.unit);
-    if (len.n == 1)
-        snprintf(buf, n, "1 %.*s", (int)strlen(u) - (len.unit == DT_UNIT_BATCHES ? 2 : 1), u);
-    else
-        snprintf(buf, n, "%lld %s", (long long)len.n, u);
-    return buf;
-}
-
-dt_status dt_length_to_batches(dt_length len, int64_t global_batch_size, int64_t records_per_epoch,
-                               const char *what, int64_t *out) {
-    char f[64];
-    if (!what) what = "the length";
-    if (len.n <= 0) {
-        *out = 0;
-        return DT_OK;
-    }
-    if (len.unit == DT_UNIT_BATCHES) {
-        *out = len.n;
-        return DT_OK;
-    }
-    if (len.unit != DT_UNIT_RECORDS && len.unit != DT_UNIT_EPOCHS)
-        return dt_error(DT_ERR_INVALID, "%s: invalid length unit %d", what, (int)len.unit);
-    if (global_batch_size <= 0)
-        return dt_error(DT_ERR_CONFIG,
-                        "%s is %s, which needs the global batch size to count batches; hint: set "
-                        "hyperparameters.global_batch_size, or give the length in batches",
-                        what, dt_length_format(len, f, sizeof f));
-    int64_t records = len.n;
-    if (len.unit == DT_UNIT_EPOCHS) {
-        if (records_per_epoch <= 0)
-            return dt_error(DT_ERR_CONFIG,
-                            "%s is %s, which needs records_per_epoch to count batches; hint: set "
-                            "records_per_epoch at the top level of the config, or give the "
-                            "length in batches or records",
-                            what, dt_length_format(len, f, sizeof f));
-        if (__builtin_mul_overflow(len.n, records_per_epoch, &records))
-            return dt_error(DT_ERR_CONFIG, "%s: %s of %lld records overflows", what,
-                            dt_length_format(len, f, sizeof f), (long long)records_per_epoch);
-    }
-    int64_t b = records / global_batch_size; /* Determined truncates */
-    if (b == 0)
-        return dt_error(DT_ERR_CONFIG,
-                        "%s is %s = %lld records, less than one batch of %lld; hint: give a "
-                        "longer length or a smaller global_batch_size",
-                        what, dt_length_format(len, f, sizeof f), (long long)records,
-                        (long long)global_batch_size);
-    *out = b;
     return DT_OK;
 }
 

@@ -1,35 +1,33 @@
 /* fit.c — the Trainer's fit loop: trains a trial batch by batch, reports metrics, validates,
  * checkpoints (periodically, by policy, on stop and at the end) and resumes exactly.
  *
+ * Everything the platform hears goes through the core context (dtrain/core.h): metrics,
+ * progress, stored checkpoints, "should I stop?" and the searcher operations (train to the
+ * operation's length, validate, complete it with the searcher metric, take the next). Without
+ * one in the options the loop makes a local core (core_local.c: the metrics file, stderr,
+ * TensorBoard, the latest / best pointers, SIGINT / SIGTERM).
+ *
  * Positions are counted in batches of this process. An epoch is the training loader's
  * batches_per_epoch batches (on this shard); epoch_idx = batches_trained / batches_per_epoch.
- * Lengths given in epochs or records are converted to batches with it (records: a batch holds
- * per-slot batch size records on each of `size` ranks).
+ * Lengths given in epochs or records are converted to batches with it by dt_length_batches
+ * (records: a batch holds per-slot batch size records on each of `size` ranks; a partial
+ * batch is dropped, a length under one batch is one batch).
  *
- * Checkpoint contents (docs/checkpoints.md):
- *   model.safetensors, model_1.safetensors, ...   wrapped models' parameters by name
- *   optimizer.safetensors                          "opt<i>.<state name>" for every optimiser
- *   state.json                                     position, RNG, optimiser steps and lr,
- *                                                  schedules, callbacks, last/best validation
- *   (anything the trial's save hook writes)
+ * What a checkpoint holds is trial_ckpt.c's; this file decides when and where one is made.
  * Exact resume: the data order depends only on (seed, epoch), the loader restarts at the saved
  * batch, and the runtime RNG (dropout) is restored, so N batches trained in one run and in two
  * halves give the same bits. */
 #include "trial_impl.h"
 
+#include "dtrain/core.h"
 #include "dtrain/trialio.h"
-#include "dtrain/durable.h"
 
-#include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#define STATE_FORMAT 1
 #define MAX_CALLBACKS 16
 
 typedef struct window {
@@ -51,16 +49,14 @@ typedef struct trainer {
     dt_callback cb[MAX_CALLBACKS];
     const char *cb_name[MAX_CALLBACKS];
     int64_t batches_per_epoch;
-    int64_t records_trained;
     int64_t max_batches;
-    int64_t last_val_batch, last_ckpt_batch;
-    bool have_best;
-    double best;
-    dt_metrics last_val;
+    int64_t val_every, ckpt_every, report_every; /* periods in batches (0 = none / default) */
+    int64_t last_ckpt_batch;
+    dt__fit_record rec; /* records trained, last / best validation: saved in checkpoints */
     window win;
     dt_metrics last_batch;
-    FILE *metrics_out;
-    dt_tb_writer *tb;
+    dt_core *core; /* where reports go (opts->core, or a local core of our own) */
+    dt_core_op op; /* the current searcher operation */
     double t_start, t_window;
     int64_t window_records;
     /* the window's time getting batches from the loader and inside train_batch, and its
@@ -68,14 +64,6 @@ typedef struct trainer {
     double window_data_s, window_train_s;
     int64_t window_batches;
 } trainer;
-
-/* ---- signals: finish the batch, checkpoint, stop ---- */
-
-static volatile sig_atomic_t g_stop_signal;
-
-static void on_signal(int sig) {
-    g_stop_signal = sig;
-}
 
 /* ---- helpers ---- */
 
@@ -85,20 +73,15 @@ static void on_signal(int sig) {
             if ((t)->cb[i_].hook) (t)->cb[i_].hook((t)->cb[i_].self, ##__VA_ARGS__);               \
     } while (0)
 
-static int64_t to_batches(const trainer *t, dt_length l) {
-    if (l.n <= 0) return 0;
-    switch (l.unit) {
-    case DT_UNIT_EPOCHS:
-        return l.n * t->batches_per_epoch;
-    case DT_UNIT_RECORDS: {
-        int64_t per = t->ds ? dt_trial_global_batch_size(t->c)
-                            : dt_trial_per_slot_batch_size(t->c) * t->c->size;
-        if (per <= 0) per = 1;
-        return (l.n + per - 1) / per;
-    }
-    default:
-        return l.n;
-    }
+/* A length of the fit loop in batches (dt_length_batches, trial.h: records truncate to whole
+ * global batches, at least one; epochs are the training loader's). */
+static dt_status to_batches(const trainer *t, dt_length l, const char *what, int64_t *out) {
+    dt_length_scale s = {
+        .global_batch_size = t->ds ? dt_trial_global_batch_size(t->c)
+                                   : dt_trial_per_slot_batch_size(t->c) * t->c->size,
+        .batches_per_epoch = t->batches_per_epoch,
+    };
+    return dt_length_batches(l, &s, DT_LENGTH_MIN_ONE, what, out);
 }
 
 static bool period_hit(int64_t every, int64_t done) {
@@ -217,69 +200,22 @@ static bool chief(const trainer *t) {
     return t->c->rank == 0;
 }
 
-/* rec_per_s > 0 adds the window's throughput and timings (training lines: records_per_s, and
- * the mean ms per batch spent getting it from the loader and inside train_batch; the rest of
- * the wall time is the loop's own). Lines reach the files at once, except the per-batch
- * profiler lines, which go out with the next training report (two write calls a batch would
- * show in the timings they carry). */
-static void write_metrics_line(trainer *t, const char *kind, const dt_metrics *m,
-                               double rec_per_s) {
-    if (!chief(t)) return;
-    bool flush = strcmp(kind, "profiler") != 0;
-    double epochs = t->batches_per_epoch ? (double)t->c->batches_trained / t->batches_per_epoch : 0;
-    if (t->metrics_out) {
-        fprintf(t->metrics_out,
-                "{\"kind\":\"%s\",\"batches\":%lld,\"epochs\":%.6g,\"records\":%lld,", kind,
-                (long long)t->c->batches_trained, epochs, (long long)t->records_trained);
-        if (rec_per_s > 0) fprintf(t->metrics_out, "\"records_per_s\":%.1f,", rec_per_s);
-        if (rec_per_s > 0 && t->window_batches > 0)
-            fprintf(t->metrics_out, "\"data_ms\":%.4f,\"train_batch_ms\":%.4f,",
-                    t->window_data_s / (double)t->window_batches * 1e3,
-                    t->window_train_s / (double)t->window_batches * 1e3);
-        fprintf(t->metrics_out, "\"metrics\":{");
-        for (int i = 0; i < m->n; i++) {
-            double v = m->m[i].value;
-            if (isfinite(v))
-                fprintf(t->metrics_out, "%s\"%s\":%.9g", i ? "," : "", m->m[i].name, v);
-            else
-                fprintf(t->metrics_out, "%s\"%s\":null", i ? "," : "", m->m[i].name);
-        }
-        fprintf(t->metrics_out, "}}\n");
-        if (flush) fflush(t->metrics_out);
-    }
-    if (t->tb) {
-        char tag[96];
-        for (int i = 0; i < m->n; i++) {
-            snprintf(tag, sizeof tag, "%s/%s", kind, m->m[i].name);
-            dt_tb_add_scalar(t->tb, tag, (float)m->m[i].value, t->c->batches_trained);
-        }
-        if (flush) dt_tb_flush(t->tb);
-    }
+/* The position reports carry. */
+static dt_core_at at(const trainer *t) {
+    int64_t b = t->c->batches_trained;
+    return (dt_core_at){.batches = b,
+                        .epochs = t->batches_per_epoch ? (double)b / t->batches_per_epoch : 0,
+                        .records = t->rec.records_trained};
 }
 
-static void print_line(trainer *t, const char *kind, const dt_metrics *m, double rec_per_s) {
-    if (t->o->quiet || !chief(t)) return;
-    if (t->o->progress) fputc('\n', stderr);
-    fprintf(stderr, "%s: batch %lld (epoch %.2f)", kind, (long long)t->c->batches_trained,
-            t->batches_per_epoch ? (double)t->c->batches_trained / t->batches_per_epoch : 0.0);
-    for (int i = 0; i < m->n; i++) fprintf(stderr, " %s=%.5g", m->m[i].name, m->m[i].value);
-    if (rec_per_s > 0) fprintf(stderr, " (%.0f records/s)", rec_per_s);
-    fputc('\n', stderr);
-}
-
-static void progress_bar(trainer *t) {
-    if (!t->o->progress || t->o->quiet || !chief(t)) return;
-    int64_t done = t->c->batches_trained, total = t->max_batches;
-    double el = dt_now_sec() - t->t_start, rate = el > 0 ? t->records_trained / el : 0;
-    double eta = done > 0 ? el * (double)(total - done) / (double)done : 0;
-    int width = 30, fill = total ? (int)(width * done / total) : 0;
-    char bar[64];
-    for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
-    bar[width] = 0;
-    double loss = NAN;
-    dt_metrics_get(&t->last_batch, "loss", &loss);
-    fprintf(stderr, "\r[%s] %lld/%lld batches  %.0f rec/s  loss %.4f  ETA %d:%02d   ", bar,
-            (long long)done, (long long)total, rate, loss, (int)(eta / 60), (int)eta % 60);
+static void report_progress(trainer *t) {
+    dt_core_progress p = {.batches = t->c->batches_trained,
+                          .total_batches = t->max_batches,
+                          .records = t->rec.records_trained,
+                          .elapsed_s = dt_now_sec() - t->t_start,
+                          .loss = NAN};
+    dt_metrics_get(&t->last_batch, "loss", &p.loss);
+    dt_core_report_progress(t->core, &p);
 }
 
 static dt_status report_training(trainer *t) {
@@ -296,8 +232,16 @@ static dt_status report_training(trainer *t) {
     if (st == DT_OK) st = run_reducers(t, true, &avg);
     if (st != DT_OK) return st;
     double now = dt_now_sec(), el = now - t->t_window;
-    write_metrics_line(t, "training", &avg, el > 0 ? t->window_records / el : 0);
-    if (!t->o->progress) print_line(t, "training", &avg, el > 0 ? t->window_records / el : 0);
+    /* throughput, and the mean ms per batch spent getting it from the loader and inside
+     * train_batch (the rest of the wall time is the loop's own) */
+    dt_core_timing tm = {.records_per_s = el > 0 ? t->window_records / el : 0,
+                         .batches = t->window_batches};
+    if (tm.batches > 0) {
+        tm.data_ms = t->window_data_s / (double)t->window_batches * 1e3;
+        tm.train_batch_ms = t->window_train_s / (double)t->window_batches * 1e3;
+    }
+    dt_core_at a = at(t);
+    dt_core_report_training_metrics(t->core, &a, &avg, &tm); /* (a lost report is not fatal) */
     CB(t, on_training_workload_end, &avg, &t->last_batch);
     t->win.n = 0;
     t->t_window = now;
@@ -319,9 +263,10 @@ static void profile_batch(trainer *t, double sec, double data_sec) {
     dt_metrics_set(&p, "gflops", sec > 0 ? (double)(f.forward + f.backward) / sec / 1e9 : 0);
     dt_metrics_set(&p, "activation_peak_mb", (double)ms.peak[DT_MEM_ACTIVATIONS] / 1048576.0);
     /* recorded at the batch being trained (batches_trained is advanced after this) */
-    t->c->batches_trained++;
-    write_metrics_line(t, "profiler", &p, 0);
-    t->c->batches_trained--;
+    dt_core_at a = at(t);
+    a.batches++;
+    a.epochs = t->batches_per_epoch ? (double)a.batches / t->batches_per_epoch : 0;
+    dt_core_report_profiler_metrics(t->core, &a, &p);
 }
 
 /* ---- validation ---- */
@@ -434,10 +379,10 @@ static dt_status validate(trainer *t, dt_metrics *out) {
     if (st != DT_OK) return st;
     CB(t, on_validation_epoch_end);
     CB(t, on_validation_end, out);
-    t->last_val = *out;
-    t->last_val_batch = c->batches_trained;
-    write_metrics_line(t, "validation", out, 0);
-    print_line(t, "validation", out, 0);
+    t->rec.last_val = *out;
+    t->rec.last_val_batch = c->batches_trained;
+    dt_core_at a = at(t);
+    dt_core_report_validation_metrics(t->core, &a, out);
     return DT_OK;
 }
 
@@ -447,23 +392,15 @@ static bool is_best(trainer *t, const dt_metrics *m) {
     double v;
     if (!dt_metrics_get(m, metric, &v) || !isfinite(v)) return false;
     bool smaller = !t->o->larger_is_better;
-    if (!t->have_best || (smaller ? v < t->best : v > t->best)) {
-        t->have_best = true;
-        t->best = v;
+    if (!t->rec.have_best || (smaller ? v < t->rec.best : v > t->rec.best)) {
+        t->rec.have_best = true;
+        t->rec.best = v;
         return true;
     }
     return false;
 }
 
 /* ---- checkpoints ---- */
-
-static json_t *metrics_json(const dt_metrics *m) {
-    json_t *o = json_object();
-    for (int i = 0; i < m->n; i++)
-        json_object_set_new(o, m->m[i].name,
-                            isfinite(m->m[i].value) ? json_real(m->m[i].value) : json_null());
-    return o;
-}
 
 /* Engine-based trials: what the chief tells every slot before the engines are saved. */
 typedef struct ds_ckpt_msg {
@@ -522,319 +459,69 @@ static dt_status ds_save_shards(trainer *t, const char *name, dt_ckpt_writer **w
     return st;
 }
 
-static dt_status save_checkpoint(trainer *t, char *name_out, size_t name_len) {
+/* Write checkpoint "batch_<N>" of the current position into the checkpoint directory (unless
+ * it is there already) and report it stored: it becomes the latest, and the best when `best`.
+ * The chief's work, and every slot's for an engine-based trial (see ds_save_shards). */
+static dt_status save_checkpoint(trainer *t, bool best) {
     dt_trial_ctx *c = t->c;
     char name[64];
     snprintf(name, sizeof name, "batch_%lld", (long long)c->batches_trained);
-    snprintf(name_out, name_len, "%s", name);
     char path[2048];
     snprintf(path, sizeof path, "%s/%s", t->o->checkpoint_dir, name);
     dt_ckpt_writer *ds_w = NULL;
+    bool skip = false; /* this position is already saved */
     if (t->ds) {
         /* engine-based: every slot takes part; the chief goes on with the shared files */
-        bool skip;
         dt_status st = ds_save_shards(t, name, &ds_w, &skip);
         if (st != DT_OK) return dt_error(st, "saving checkpoint %s: %s", path, dt_last_error());
-        if (skip) return DT_OK;
+        if (skip && !chief(t)) return DT_OK;
     } else {
         struct stat sb;
-        if (stat(path, &sb) == 0) return DT_OK; /* this position is already saved */
+        skip = stat(path, &sb) == 0;
     }
-    json_t *state = json_object();
-    json_object_set_new(state, "format_version", json_integer(STATE_FORMAT));
-    json_object_set_new(state, "batches_trained", json_integer(c->batches_trained));
-    json_object_set_new(state, "records_trained", json_integer(t->records_trained));
-    json_object_set_new(state, "optimizer_steps", json_integer(c->optimizer_steps));
-    json_object_set_new(state, "trial_seed", json_integer((json_int_t)c->seed));
-    dt_rng *rng = dt_ctx_rng(c->rt);
-    json_t *jr = json_object();
-    json_object_set_new(jr, "seed", json_integer((json_int_t)rng->seed));
-    json_object_set_new(jr, "counter", json_integer((json_int_t)rng->counter));
-    json_object_set_new(state, "rng", jr);
-    json_t *jo = json_array();
-    for (int i = 0; i < c->n_optims; i++) {
-        json_t *e = json_object();
-        json_object_set_new(e, "steps", json_integer(dt_optim_step_count(c->optims[i].opt)));
-        json_object_set_new(e, "lr", json_real(dt_optim_lr(c->optims[i].opt)));
-        json_array_append_new(jo, e);
-    }
-    json_object_set_new(state, "optimizers", jo);
-    json_t *js = json_array();
-    for (int i = 0; i < c->n_scheds; i++) {
-        json_t *e = json_object();
-        json_object_set_new(e, "last_step", json_integer(dt_sched_last_step(c->scheds[i].sched)));
-        json_object_set_new(e, "units", json_integer(c->scheds[i].units));
-        json_array_append_new(js, e);
-    }
-    json_object_set_new(state, "schedulers", js);
-    json_t *jc = json_object();
-    for (int i = 0; i < t->n_cb; i++)
-        if (t->cb[i].state_dict)
-            json_object_set_new(jc, t->cb_name[i], t->cb[i].state_dict(t->cb[i].self));
-    json_object_set_new(state, "callbacks", jc);
-    if (c->scaler) {
-        dt_loss_scaler_state ls;
-        dt_loss_scaler_get_state(c->scaler, &ls);
-        json_t *jl = json_object();
-        json_object_set_new(jl, "scale", json_real(ls.scale));
-        json_object_set_new(jl, "cur_iter", json_integer(ls.cur_iter));
-        json_object_set_new(jl, "last_overflow_iter", json_integer(ls.last_overflow_iter));
-        json_object_set_new(jl, "cur_hysteresis", json_integer(ls.cur_hysteresis));
-        json_object_set_new(state, "loss_scaler", jl);
-    }
-    json_object_set_new(state, "skipped_steps", json_integer(c->skipped_steps));
-    json_object_set_new(state, "last_validation", metrics_json(&t->last_val));
-    json_object_set_new(state, "last_validation_batch", json_integer(t->last_val_batch));
-    if (t->have_best) json_object_set_new(state, "best_validation", json_real(t->best));
-    if (t->ds) json_object_set_new(state, "ds_stream", dt__ds_state_json(c));
-    CB(t, on_checkpoint_save_start, state);
-
-    dt_ckpt_writer *w = ds_w ? ds_w : dt_ckpt_begin(t->o->checkpoint_dir, name);
-    dt_status st = w ? DT_OK : dt_last_status();
-    for (int i = 0; st == DT_OK && i < c->n_models; i++) {
-        dt_module *m = c->models[i];
-        int np = dt_module_param_count(m);
-        const char **names = malloc(sizeof *names * (size_t)np);
-        dt_tensor **ts = malloc(sizeof *ts * (size_t)np);
-        for (int k = 0; k < np; k++) {
-            names[k] = dt_module_param_name(m, k);
-            ts[k] = dt_module_param_tensor(m, k);
+    json_t *extra = NULL;
+    if (!skip) {
+        json_t *state = dt__trial_ckpt_state(c, &t->rec, t->n_cb, t->cb, t->cb_name);
+        if (t->ds) json_object_set_new(state, "ds_stream", dt__ds_state_json(c));
+        CB(t, on_checkpoint_save_start, state);
+        dt_ckpt_writer *w = ds_w ? ds_w : dt_ckpt_begin(t->o->checkpoint_dir, name);
+        dt_status st = w ? dt__trial_ckpt_write(w, c, t->def, t->self, state) : dt_last_status();
+        json_decref(state);
+        if (st != DT_OK) {
+            dt_status keep = st;
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", dt_last_error());
+            dt_ckpt_abort(w);
+            return dt_error(keep, "saving checkpoint %s: %s", path, msg);
         }
-        char rel[64];
-        if (i == 0)
-            snprintf(rel, sizeof rel, "model.safetensors");
-        else
-            snprintf(rel, sizeof rel, "model_%d.safetensors", i);
-        const char *meta[2] = {"format", "pt"};
-        st = dt_ckpt_add_tensors(w, rel, np, names, ts, 1, meta);
-        free(names);
-        free(ts);
-    }
-    if (st == DT_OK && c->n_optims) {
-        int total = 0;
-        for (int i = 0; i < c->n_optims; i++) total += dt_optim_state_count(c->optims[i].opt);
-        const char **names = calloc((size_t)total + 1, sizeof *names);
-        char **owned = calloc((size_t)total + 1, sizeof *owned);
-        dt_tensor **ts = calloc((size_t)total + 1, sizeof *ts);
-        int k = 0;
-        for (int i = 0; i < c->n_optims; i++) {
-            dt_optimizer *o = c->optims[i].opt;
-            int64_t n = dt_optim_numel(o);
-            for (int s = 0; s < dt_optim_state_count(o); s++) {
-                const char *sn;
-                float *buf = dt_optim_state(o, s, &sn);
-                owned[k] = malloc(96);
-                snprintf(owned[k], 96, "opt%d.%s", i, sn);
-                names[k] = owned[k];
-                ts[k] = dt_tensor_wrap(c->rt, DT_DTYPE_F32, 1, &n, buf);
-                k++;
-            }
+        extra = dt__trial_ckpt_metadata(c);
+        st = dt_ckpt_commit(w, extra);
+        if (st != DT_OK) {
+            json_decref(extra);
+            return st;
         }
-        st = dt_ckpt_add_tensors(w, "optimizer.safetensors", k, names, ts, 0, NULL);
-        for (int i = 0; i < k; i++) free(owned[i]);
-        free(owned);
-        free(names);
-        free(ts);
-        dt_ctx_reset(c->rt);
+        CB(t, on_checkpoint_write_end, path);
     }
-    if (st == DT_OK) st = dt_ckpt_add_json(w, "state.json", state);
-    /* (engine-based trials ran their save on every slot above) */
-    if (st == DT_OK && t->def->save && !t->ds) st = t->def->save(t->self, dt_ckpt_dir(w));
-    json_decref(state);
-    if (st != DT_OK) {
-        dt_status keep = st;
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", dt_last_error());
-        dt_ckpt_abort(w);
-        return dt_error(keep, "saving checkpoint %s: %s", path, msg);
-    }
-    json_t *extra = json_object();
-    json_object_set_new(extra, "steps_completed", json_integer(c->batches_trained));
-    json_object_set_new(extra, "framework", json_string("dtrain"));
-    json_t *hp = json_object_get(c->config, "hyperparameters");
-    json_object_set(extra, "hparams", hp ? hp : json_object());
-    st = dt_ckpt_commit(w, extra);
+    dt_core_checkpoint ck = {.uuid = name,
+                             .path = path,
+                             .metadata = extra,
+                             .steps_completed = c->batches_trained,
+                             .best = best};
+    dt_status st = dt_core_checkpoint_stored(t->core, &ck);
     json_decref(extra);
     if (st != DT_OK) return st;
-    /* the "latest" pointer, replaced durably */
-    char lp[2048], text[300];
-    snprintf(lp, sizeof lp, "%s/latest", t->o->checkpoint_dir);
-    snprintf(text, sizeof text, "%s\n", name);
-    if ((st = dt_file_write_atomic(lp, text, strlen(text))) != DT_OK)
-        return dt_error(st, "cannot update %s: %s", lp, dt_last_error());
-    t->last_ckpt_batch = c->batches_trained;
-    CB(t, on_checkpoint_write_end, path);
-    CB(t, on_checkpoint_upload_end, name);
+    if (!skip) CB(t, on_checkpoint_upload_end, name);
     return DT_OK;
-}
-
-/* Load a checkpoint into a trial whose init has run: weights, optimiser state, schedules, RNG
- * and (if state_out) the state.json for the fit loop. Nothing is changed on error. */
-dt_status dt__trial_resume(dt_trial_ctx *c, const dt_trial_def *def, void *self, const char *path,
-                           json_t **state_out) {
-    dt_ckpt *ck = dt_ckpt_open(path);
-    if (!ck) /* an engine-based trial's slots agree on the failure */
-        return def->ds_train_batch ? dt__ds_resume(c, def, self, path, NULL, dt_last_status())
-                                   : dt_last_status();
-    json_error_t je;
-    const char *sp = dt_ckpt_path(ck, "state.json");
-    json_t *state = sp ? json_load_file(sp, 0, &je) : NULL;
-    dt_status st = DT_OK;
-    if (!state) {
-        st = dt_error(DT_ERR_FORMAT, "%s: no readable state.json%s%s", path, sp ? ": " : "",
-                      sp ? je.text : "");
-        goto done;
-    }
-    if (json_integer_value(json_object_get(state, "format_version")) > STATE_FORMAT) {
-        st = dt_error(DT_ERR_FORMAT,
-                      "%s: state.json format %lld is newer than this dtrain "
-                      "supports (%d); hint: resume with a newer dtrain",
-                      path, (long long)json_integer_value(json_object_get(state, "format_version")),
-                      STATE_FORMAT);
-        goto done;
-    }
-    json_t *jo = json_object_get(state, "optimizers"), *js = json_object_get(state, "schedulers");
-    if ((int)json_array_size(jo) != c->n_optims || (int)json_array_size(js) != c->n_scheds) {
-        st = dt_error(DT_ERR_FORMAT,
-                      "%s: the checkpoint has %zu optimisers and %zu schedules, the "
-                      "trial wraps %d and %d; hint: resume with the same trial code",
-                      path, json_array_size(jo), json_array_size(js), c->n_optims, c->n_scheds);
-        goto done;
-    }
-    /* Read everything into the live buffers. A failure after this point leaves the trial in an
-     * unspecified state, so the caller aborts the run (nothing on disk changes). */
-    for (int i = 0; st == DT_OK && i < c->n_models; i++) {
-        char rel[64];
-        if (i == 0)
-            snprintf(rel, sizeof rel, "model.safetensors");
-        else
-            snprintf(rel, sizeof rel, "model_%d.safetensors", i);
-        const char *mp = dt_ckpt_path(ck, rel);
-        dt_safetensors *f = mp ? dt_safetensors_open(mp) : NULL;
-        if (!f) {
-            st = dt_last_status();
-            break;
-        }
-        dt_module *m = c->models[i];
-        for (int k = 0; st == DT_OK && k < dt_module_param_count(m); k++)
-            st = dt_safetensors_read_into(f, dt_module_param_name(m, k),
-                                          dt_module_param_tensor(m, k));
-        dt_safetensors_close(f);
-    }
-    if (st == DT_OK && c->n_optims) {
-        const char *op = dt_ckpt_path(ck, "optimizer.safetensors");
-        dt_safetensors *f = op ? dt_safetensors_open(op) : NULL;
-        if (!f) st = dt_last_status();
-        for (int i = 0; st == DT_OK && i < c->n_optims; i++) {
-            dt_optimizer *o = c->optims[i].opt;
-            int64_t n = dt_optim_numel(o);
-            for (int s = 0; st == DT_OK && s < dt_optim_state_count(o); s++) {
-                const char *sn;
-                float *buf = dt_optim_state(o, s, &sn);
-                char key[96];
-                snprintf(key, sizeof key, "opt%d.%s", i, sn);
-                dt_tensor *dst = dt_tensor_wrap(c->rt, DT_DTYPE_F32, 1, &n, buf);
-                st = dst ? dt_safetensors_read_into(f, key, dst) : dt_last_status();
-            }
-            json_t *e = json_array_get(jo, (size_t)i);
-            dt_optim_set_step_count(o, json_integer_value(json_object_get(e, "steps")));
-            dt_optim_set_lr(o, (float)json_number_value(json_object_get(e, "lr")));
-        }
-        dt_safetensors_close(f);
-        dt_ctx_reset(c->rt);
-    }
-    for (int i = 0; st == DT_OK && i < c->n_scheds; i++) {
-        json_t *e = json_array_get(js, (size_t)i);
-        dt_sched_set_last_step(c->scheds[i].sched,
-                               json_integer_value(json_object_get(e, "last_step")));
-        c->scheds[i].units = json_integer_value(json_object_get(e, "units"));
-    }
-    if (st == DT_OK) {
-        /* the optimiser lr as saved wins over the schedule's recomputation */
-        for (int i = 0; i < c->n_optims; i++)
-            dt_optim_set_lr(c->optims[i].opt, (float)json_number_value(json_object_get(
-                                                  json_array_get(jo, (size_t)i), "lr")));
-        json_t *jr = json_object_get(state, "rng");
-        dt_rng *rng = dt_ctx_rng(c->rt);
-        rng->seed = (uint64_t)json_integer_value(json_object_get(jr, "seed"));
-        rng->counter = (uint64_t)json_integer_value(json_object_get(jr, "counter"));
-        json_t *jl = json_object_get(state, "loss_scaler");
-        if (c->scaler && jl) {
-            dt_loss_scaler_state ls = {
-                .scale = json_number_value(json_object_get(jl, "scale")),
-                .cur_iter = json_integer_value(json_object_get(jl, "cur_iter")),
-                .last_overflow_iter = json_integer_value(json_object_get(jl, "last_overflow_iter")),
-                .cur_hysteresis = (int)json_integer_value(json_object_get(jl, "cur_hysteresis")),
-            };
-            st = dt_loss_scaler_set_state(c->scaler, &ls);
-        } else if (c->scaler || jl) {
-            st =
-                dt_error(DT_ERR_FORMAT,
-                         "%s: the checkpoint was %s fp16 loss scaling but the trial "
-                         "now runs %s it; hint: keep use_amp as when it was saved",
-                         path, jl ? "saved with" : "saved without", c->scaler ? "with" : "without");
-        }
-        c->skipped_steps = json_integer_value(json_object_get(state, "skipped_steps"));
-        c->batches_trained = json_integer_value(json_object_get(state, "batches_trained"));
-        c->optimizer_steps = json_integer_value(json_object_get(state, "optimizer_steps"));
-        if (st == DT_OK && def->load && !def->ds_train_batch)
-            st = def->load(self, dt_ckpt_path(ck, NULL));
-    }
-done:
-    /* engine-based: every slot loads its engines (collective) once all could read the rest */
-    if (def->ds_train_batch) st = dt__ds_resume(c, def, self, dt_ckpt_path(ck, NULL), state, st);
-    if (st == DT_OK && state_out)
-        *state_out = state;
-    else
-        json_decref(state);
-    dt_ckpt_close(ck);
-    return st;
-}
-
-/* Keep the newest save_trial_latest checkpoints and the best save_trial_best; delete others. */
-static void prune_checkpoints(trainer *t, const char *best_name) {
-    (void)best_name;
-    int keep_latest = t->o->save_trial_latest > 0 ? t->o->save_trial_latest : 1;
-    char **names = NULL;
-    int n = 0;
-    if (dt_ckpt_list(t->o->checkpoint_dir, &names, &n) != DT_OK) return;
-    char bestf[2048] = "";
-    snprintf(bestf, sizeof bestf, "%s/best", t->o->checkpoint_dir);
-    char best[128] = "";
-    FILE *f = fopen(bestf, "r");
-    if (f) {
-        if (fgets(best, sizeof best, f)) best[strcspn(best, "\n")] = 0;
-        fclose(f);
-    }
-    for (int i = 0; i < n - keep_latest; i++) {
-        if (t->o->save_trial_best > 0 && best[0] && !strcmp(names[i], best)) continue;
-        char p[2048];
-        snprintf(p, sizeof p, "%s/%s", t->o->checkpoint_dir, names[i]);
-        dt_ckpt_remove(p);
-    }
-    dt_ckpt_list_free(names);
 }
 
 static dt_status checkpoint(trainer *t, bool best) {
     /* the model and optimiser states are replicated across data-parallel slots: the chief
      * writes, the others wait for the outcome (engine-based trials: every slot writes its
      * engine shards first, see ds_save_shards) */
-    char name[64];
-    dt_status st = chief(t) || t->ds ? save_checkpoint(t, name, sizeof name) : DT_OK;
+    dt_status st = chief(t) || t->ds ? save_checkpoint(t, best) : DT_OK;
     st = sync_status(t, st);
     if (st != DT_OK) return st;
     t->last_ckpt_batch = t->c->batches_trained; /* on every slot: they decide alike */
-    if (!chief(t)) return DT_OK;
-    if (best) {
-        char bp[2048];
-        snprintf(bp, sizeof bp, "%s/best", t->o->checkpoint_dir);
-        FILE *f = fopen(bp, "w");
-        if (f) {
-            fprintf(f, "%s\n", name);
-            fclose(f);
-        }
-    }
-    prune_checkpoints(t, best ? name : NULL);
     return DT_OK;
 }
 
@@ -851,122 +538,143 @@ static dt_status validate_and_policy(trainer *t) {
 
 /* ---- the loop ---- */
 
+static dt_status no_length(void) {
+    return dt_error(DT_ERR_CONFIG, "max_length is required; hint: set searcher.max_length in "
+                                   "the config or pass --max-length 100b|5e|20000r");
+}
+
+/* Take the current searcher operation: max_batches is its length. DT_OK with max_batches
+ * unchanged when there is none. */
+static dt_status take_op(trainer *t, const char *what) {
+    dt_status st = dt_core_searcher_op(t->core, &t->op);
+    if (st == DT_OK && t->op.length.n > 0) st = to_batches(t, t->op.length, what, &t->max_batches);
+    return st;
+}
+
+/* Complete the operation with the last validation's searcher metric (the same on every
+ * slot) and take the next one. */
+static dt_status complete_op(trainer *t) {
+    const char *metric = t->o->searcher_metric ? t->o->searcher_metric : "validation_loss";
+    double v = NAN;
+    dt_metrics_get(&t->rec.last_val, metric, &v);
+    dt_status st = dt_core_searcher_complete(t->core, &t->op, v);
+    return st == DT_OK ? take_op(t, "the searcher operation's length") : st;
+}
+
 static dt_status train_loop(trainer *t) {
     dt_trial_ctx *c = t->c;
-    int64_t val_every = to_batches(t, t->o->validation_period);
-    int64_t ckpt_every = to_batches(t, t->o->checkpoint_period);
-    int64_t report_every = to_batches(t, t->o->reporting_period);
+    int64_t val_every = t->val_every, ckpt_every = t->ckpt_every, report_every = t->report_every;
     if (report_every <= 0) report_every = 100;
     dt_status st = DT_OK;
     if (t->o->step_zero_validation && c->batches_trained == 0 &&
-        (st = validate(t, &t->last_val)) != DT_OK)
+        (st = validate(t, &t->rec.last_val)) != DT_OK)
         return st;
     CB(t, on_training_start);
     int64_t epoch = -1;
     bool stopped = false;
-    while (c->batches_trained < t->max_batches) {
-        int64_t e = c->batches_trained / t->batches_per_epoch;
-        int64_t in_epoch = c->batches_trained % t->batches_per_epoch;
-        if (e != epoch) {
-            epoch = e;
-            /* (an engine-based trial's iterator reads the loader as one stream) */
-            st = t->ds ? DT_OK : dt_loader_start_epoch(t->train, e, in_epoch);
-            if (st != DT_OK) return st;
-            if (in_epoch == 0) CB(t, on_training_epoch_start, e);
-        }
-        dt_batch *b = NULL;
-        double d0 = dt_now_sec();
-        st = t->ds ? DT_OK : dt_loader_next(t->train, &b);
-        double data_sec = dt_now_sec() - d0;
-        if (st != DT_OK) return st;
-        if (!b && !t->ds)
-            return dt_error(DT_ERR_STATE,
-                            "the training loader ended epoch %lld after %lld batches "
-                            "but reported %lld per epoch",
-                            (long long)e, (long long)in_epoch, (long long)t->batches_per_epoch);
-        dt_ctx_reset(c->rt);
-        c->in_fit = true;
-        dt_metrics m = dt_metrics_empty();
-        if (b && b->records == 0) {
-            /* a shard's padding batch: no data here, but the slot still takes part in the
-             * optimiser steps' gradient averaging (contributing zero gradients) */
-            for (int i = 0; i < c->n_optims && m.status == DT_OK; i++)
-                m.status = dt_step_optimizer(c, c->optims[i].opt, NULL);
-        } else {
-            bool prof = c->profile && c->batches_trained >= c->profile_begin &&
-                        c->batches_trained <= c->profile_end;
-            double p0 = 0;
-            if (prof) {
-                dt_ctx_flops_reset(c->rt);
-                dt_device_reset_peak(dt_ctx_device(c->rt));
-                p0 = dt_now_sec();
+    /* each searcher operation: train to its length, validate, report the searcher metric */
+    for (;;) {
+        while (c->batches_trained < t->max_batches) {
+            int64_t e = c->batches_trained / t->batches_per_epoch;
+            int64_t in_epoch = c->batches_trained % t->batches_per_epoch;
+            if (e != epoch) {
+                epoch = e;
+                /* (an engine-based trial's iterator reads the loader as one stream) */
+                st = t->ds ? DT_OK : dt_loader_start_epoch(t->train, e, in_epoch);
+                if (st != DT_OK) return st;
+                if (in_epoch == 0) CB(t, on_training_epoch_start, e);
             }
-            double tb0 = dt_now_sec();
-            m = t->ds ? dt__ds_train_batch(c, t->def, t->self, e, c->batches_trained)
-                      : t->def->train_batch(t->self, b, e, c->batches_trained);
-            double tb1 = dt_now_sec();
-            t->window_train_s += tb1 - tb0;
-            if (prof && m.status == DT_OK) profile_batch(t, tb1 - p0, data_sec);
+            dt_batch *b = NULL;
+            double d0 = dt_now_sec();
+            st = t->ds ? DT_OK : dt_loader_next(t->train, &b);
+            double data_sec = dt_now_sec() - d0;
+            if (st != DT_OK) return st;
+            if (!b && !t->ds)
+                return dt_error(DT_ERR_STATE,
+                                "the training loader ended epoch %lld after %lld batches "
+                                "but reported %lld per epoch",
+                                (long long)e, (long long)in_epoch, (long long)t->batches_per_epoch);
+            dt_ctx_reset(c->rt);
+            c->in_fit = true;
+            dt_metrics m = dt_metrics_empty();
+            if (b && b->records == 0) {
+                /* a shard's padding batch: no data here, but the slot still takes part in the
+                 * optimiser steps' gradient averaging (contributing zero gradients) */
+                for (int i = 0; i < c->n_optims && m.status == DT_OK; i++)
+                    m.status = dt_step_optimizer(c, c->optims[i].opt, NULL);
+            } else {
+                bool prof = c->profile && c->batches_trained >= c->profile_begin &&
+                            c->batches_trained <= c->profile_end;
+                double p0 = 0;
+                if (prof) {
+                    dt_ctx_flops_reset(c->rt);
+                    dt_device_reset_peak(dt_ctx_device(c->rt));
+                    p0 = dt_now_sec();
+                }
+                double tb0 = dt_now_sec();
+                m = t->ds ? dt__ds_train_batch(c, t->def, t->self, e, c->batches_trained)
+                          : t->def->train_batch(t->self, b, e, c->batches_trained);
+                double tb1 = dt_now_sec();
+                t->window_train_s += tb1 - tb0;
+                if (prof && m.status == DT_OK) profile_batch(t, tb1 - p0, data_sec);
+            }
+            if (m.status != DT_OK)
+                return dt_error(m.status, "train_batch failed at batch %lld (epoch %lld): %s",
+                                (long long)c->batches_trained, (long long)e, dt_last_error());
+            double loss;
+            if (!t->report) m = dt_metrics_empty(); /* kept out of the metrics by the unit */
+            if (dt_metrics_get(&m, "loss", &loss) && !isfinite(loss))
+                return dt_error(DT_ERR_INVALID,
+                                "train_batch returned loss = %g at batch %lld (epoch "
+                                "%lld); hint: lower the learning rate, enable gradient "
+                                "clipping or check the data",
+                                loss, (long long)c->batches_trained, (long long)e);
+            /* engine-based: a batch is the first engine's train_batch_size records */
+            int64_t recs = t->ds ? dt__ds_records_per_batch(c)
+                                 : (t->def->get_batch_length ? t->def->get_batch_length(t->self, b)
+                                                             : b->records) *
+                                       c->size;
+            t->rec.records_trained += recs;
+            t->window_records += recs;
+            t->window_data_s += data_sec; /* (an engine-based trial loads inside train_batch) */
+            t->window_batches++;
+            t->last_batch = m;
+            window_add(&t->win, &m);
+            dt__trial_step_scheds(c, DT_LR_STEP_EVERY_BATCH);
+            c->batches_trained++;
+            bool epoch_end = c->batches_trained % t->batches_per_epoch == 0;
+            if (epoch_end) {
+                CB(t, on_training_epoch_end, e);
+                dt__trial_step_scheds(c, DT_LR_STEP_EVERY_EPOCH);
+            }
+            report_progress(t);
+            bool last = c->batches_trained >= t->max_batches || t->o->test_mode;
+            if (period_hit(report_every, c->batches_trained) || last)
+                if ((st = report_training(t)) != DT_OK) return st;
+            if (period_hit(val_every, c->batches_trained) && !last)
+                if ((st = validate_and_policy(t)) != DT_OK) return st;
+            if (period_hit(ckpt_every, c->batches_trained) && !last)
+                if ((st = checkpoint(t, false)) != DT_OK) return st;
+            int64_t stop = dt_core_should_preempt(t->core) || c->stop_requested;
+            if (c->size > 1 && (st = dt_comm_allreduce(c->comm, &stop, 1, DT_COMM_DTYPE_I64,
+                                                       DT_REDUCE_OP_MAX)) != DT_OK)
+                return st;
+            if (stop) {
+                stopped = true;
+                break;
+            }
+            if (t->o->test_mode) break;
         }
-        if (m.status != DT_OK)
-            return dt_error(m.status, "train_batch failed at batch %lld (epoch %lld): %s",
-                            (long long)c->batches_trained, (long long)e, dt_last_error());
-        double loss;
-        if (!t->report) m = dt_metrics_empty(); /* kept out of the metrics by the unit */
-        if (dt_metrics_get(&m, "loss", &loss) && !isfinite(loss))
-            return dt_error(DT_ERR_INVALID,
-                            "train_batch returned loss = %g at batch %lld (epoch "
-                            "%lld); hint: lower the learning rate, enable gradient "
-                            "clipping or check the data",
-                            loss, (long long)c->batches_trained, (long long)e);
-        /* engine-based: a batch is the first engine's train_batch_size records */
-        int64_t recs =
-            t->ds ? dt__ds_records_per_batch(c)
-                  : (t->def->get_batch_length ? t->def->get_batch_length(t->self, b) : b->records) *
-                        c->size;
-        t->records_trained += recs;
-        t->window_records += recs;
-        t->window_data_s += data_sec; /* (an engine-based trial loads inside train_batch) */
-        t->window_batches++;
-        t->last_batch = m;
-        window_add(&t->win, &m);
-        dt__trial_step_scheds(c, DT_LR_STEP_EVERY_BATCH);
-        c->batches_trained++;
-        bool epoch_end = c->batches_trained % t->batches_per_epoch == 0;
-        if (epoch_end) {
-            CB(t, on_training_epoch_end, e);
-            dt__trial_step_scheds(c, DT_LR_STEP_EVERY_EPOCH);
-        }
-        progress_bar(t);
-        bool last = c->batches_trained >= t->max_batches || t->o->test_mode;
-        if (period_hit(report_every, c->batches_trained) || last)
-            if ((st = report_training(t)) != DT_OK) return st;
-        if (period_hit(val_every, c->batches_trained) && !last)
+        if (stopped) break;
+        /* the end of the operation: a validation (and the checkpoint the policy asks for) */
+        if (t->rec.last_val_batch != c->batches_trained)
             if ((st = validate_and_policy(t)) != DT_OK) return st;
-        if (period_hit(ckpt_every, c->batches_trained) && !last)
-            if ((st = checkpoint(t, false)) != DT_OK) return st;
-        int64_t stop = g_stop_signal || c->stop_requested;
-        if (c->size > 1 && (st = dt_comm_allreduce(c->comm, &stop, 1, DT_COMM_DTYPE_I64,
-                                                   DT_REDUCE_OP_MAX)) != DT_OK)
-            return st;
-        if (stop) {
-            stopped = true;
-            break;
-        }
-        if (t->o->test_mode) break;
+        if ((st = complete_op(t)) != DT_OK) return st;
+        if (t->o->test_mode || t->max_batches <= c->batches_trained) break;
     }
-    if (!stopped) {
-        /* the end of training: a final validation and checkpoint */
-        if (t->last_val_batch != c->batches_trained)
-            if ((st = validate_and_policy(t)) != DT_OK) return st;
-    }
+    /* the end of training: a final checkpoint */
     if (t->last_ckpt_batch != c->batches_trained) st = checkpoint(t, false);
-    if (st == DT_OK && stopped && !t->o->quiet && chief(t))
-        fprintf(stderr,
-                "\nstopped at batch %lld%s; checkpoint saved in %s (resume with --resume "
-                "latest)\n",
-                (long long)c->batches_trained, g_stop_signal ? " on a signal" : "",
-                t->o->checkpoint_dir);
+    if (st == DT_OK && stopped) dt_core_report_stopped(t->core, c->batches_trained);
     return st;
 }
 
@@ -991,9 +699,7 @@ dt_status dt_trainer_fit(const dt_trial_def *def, const json_t *config, uint64_t
                         "(or ds_train_batch and ds_evaluate_batch for an "
                         "engine-based trial)",
                         def && def->name ? def->name : "(unnamed)");
-    if (opts->max_length.n <= 0)
-        return dt_error(DT_ERR_CONFIG, "max_length is required; hint: set searcher.max_length in "
-                                       "the config or pass --max-length 100b|5e|20000r");
+    if (!opts->core && opts->max_length.n <= 0) return no_length();
     if (!opts->checkpoint_dir) return dt_error(DT_ERR_CONFIG, "a checkpoint directory is required");
     trainer t;
     memset(&t, 0, sizeof t);
@@ -1001,21 +707,31 @@ dt_status dt_trainer_fit(const dt_trial_def *def, const json_t *config, uint64_t
     t.o = opts;
     t.ds = ds;
     t.report = true;
-    t.last_val_batch = -1;
+    t.rec.last_val_batch = -1;
     t.last_ckpt_batch = -1;
-    t.last_val = dt_metrics_empty();
+    t.rec.last_val = dt_metrics_empty();
     dt_status st = DT_OK;
     t.c = dt_trial_ctx_new(config, seed);
     if (!t.c) return dt_last_status();
     dt_trial_ctx *c = t.c;
-    snprintf(c->tb_path, sizeof c->tb_path, "%s/tensorboard", opts->checkpoint_dir);
     if (opts->model_dir) dt__ds_set_model_dir(c, opts->model_dir);
-    struct sigaction sa, old_int, old_term;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    g_stop_signal = 0;
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
+    t.core = opts->core;
+    if (!t.core) {
+        /* dtrain train's: files in the checkpoint directory, stderr, SIGINT / SIGTERM */
+        dt_core_local_opts lo = {.chief = chief(&t),
+                                 .max_length = opts->max_length,
+                                 .checkpoint_dir = opts->checkpoint_dir,
+                                 .metrics_out = opts->metrics_out,
+                                 .progress = opts->progress,
+                                 .quiet = opts->quiet,
+                                 .save_trial_best = opts->save_trial_best,
+                                 .save_trial_latest = opts->save_trial_latest};
+        if (!(t.core = dt_core_local_new(&lo))) {
+            st = dt_last_status();
+            goto out;
+        }
+    }
+    snprintf(c->tb_path, sizeof c->tb_path, "%s", t.core->tb_path);
 
     /* the experiment config's profiling section; a trial that sets its own profiler in init
      * overrides it */
@@ -1064,7 +780,17 @@ dt_status dt_trainer_fit(const dt_trial_def *def, const json_t *config, uint64_t
         goto out;
     }
     c->batches_per_epoch = t.batches_per_epoch;
-    t.max_batches = to_batches(&t, opts->max_length);
+    if ((st = take_op(&t, "max_length")) != DT_OK) goto out;
+    if (t.op.length.n <= 0) {
+        st = no_length();
+        goto out;
+    }
+    if ((st = to_batches(&t, opts->validation_period, "validation_period", &t.val_every)) !=
+            DT_OK ||
+        (st = to_batches(&t, opts->checkpoint_period, "checkpoint_period", &t.ckpt_every)) !=
+            DT_OK ||
+        (st = to_batches(&t, opts->reporting_period, "reporting_period", &t.report_every)) != DT_OK)
+        goto out;
     if (opts->test_mode) t.max_batches = c->batches_trained + 1;
 
     /* resume */
@@ -1078,38 +804,14 @@ dt_status dt_trainer_fit(const dt_trial_def *def, const json_t *config, uint64_t
             goto out;
         }
         CB(&t, on_checkpoint_load_start, state);
-        json_t *jc = json_object_get(state, "callbacks");
-        for (int i = 0; i < t.n_cb && st == DT_OK; i++)
-            if (t.cb[i].load_state_dict && json_object_get(jc, t.cb_name[i]))
-                st = t.cb[i].load_state_dict(t.cb[i].self, json_object_get(jc, t.cb_name[i]));
-        t.records_trained = json_integer_value(json_object_get(state, "records_trained"));
-        t.last_val_batch = json_integer_value(json_object_get(state, "last_validation_batch"));
-        json_t *lv = json_object_get(state, "last_validation");
-        const char *k;
-        json_t *v;
-        json_object_foreach(lv, k, v) dt_metrics_set(&t.last_val, k, json_number_value(v));
-        if (json_is_number(json_object_get(state, "best_validation"))) {
-            t.have_best = true;
-            t.best = json_number_value(json_object_get(state, "best_validation"));
-        }
+        st = dt__trial_ckpt_restore_fit(state, &t.rec, t.n_cb, t.cb, t.cb_name);
         t.last_ckpt_batch = c->batches_trained;
         json_decref(state);
         if (st != DT_OK) goto out;
         if (opts->test_mode) t.max_batches = c->batches_trained + 1;
     }
-    if (opts->metrics_out && chief(&t)) {
-        t.metrics_out = fopen(opts->metrics_out, c->batches_trained ? "a" : "w");
-        if (!t.metrics_out) {
-            st = dt_error(DT_ERR_IO, "cannot write metrics to %s: %s", opts->metrics_out,
-                          strerror(errno));
-            goto out;
-        }
-    }
-    if (chief(&t)) {
-        t.tb = dt_tb_open(c->tb_path);
-        if (!t.tb) st = dt_last_status();
-        c->tb = t.tb; /* lent to the trial (dt_trial_tensorboard_writer) */
-    }
+    st = dt_core_start(t.core, c->batches_trained);
+    c->tb = t.core->tb; /* lent to the trial (dt_trial_tensorboard_writer) */
     st = sync_status(&t, st);
     if (st != DT_OK) goto out;
     CB(&t, on_trial_startup, c->batches_trained, opts->latest_checkpoint);
@@ -1117,11 +819,8 @@ dt_status dt_trainer_fit(const dt_trial_def *def, const json_t *config, uint64_t
     st = train_loop(&t);
     CB(&t, on_trial_shutdown);
 out:
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
-    if (t.metrics_out) fclose(t.metrics_out);
-    if (t.tb) dt_tb_close(t.tb);
     c->tb = NULL;
+    if (t.core != opts->core) dt_core_free(t.core);
     dt_loader_free(t.train);
     dt_loader_free(t.val);
     if (t.self && def->free) def->free(t.self);
@@ -1133,52 +832,4 @@ out:
     }
     dt_trial_ctx_free(c);
     return DT_OK;
-}
-
-void *dt_trial_load_from_checkpoint(const dt_trial_def *def, const char *path, const json_t *config,
-                                    dt_trial_ctx **ctx_out) {
-    *ctx_out = NULL;
-    if (!def || !def->init) {
-        dt_error(DT_ERR_INVALID, "load_from_checkpoint: the trial definition has no init");
-        return NULL;
-    }
-    json_t *cfg = NULL;
-    uint64_t seed = 0;
-    dt_ckpt *ck = dt_ckpt_open(path); /* verifies the files; read the hparams and seed */
-    if (!ck) return NULL;
-    if (config) {
-        cfg = json_deep_copy(config);
-    } else {
-        cfg = json_object();
-        const json_t *hp = json_object_get(dt_ckpt_metadata(ck), "hparams");
-        json_object_set_new(cfg, "hyperparameters", hp ? json_deep_copy(hp) : json_object());
-    }
-    json_error_t je;
-    const char *sp = dt_ckpt_path(ck, "state.json");
-    json_t *state = sp ? json_load_file(sp, 0, &je) : NULL;
-    seed = (uint64_t)json_integer_value(json_object_get(state, "trial_seed"));
-    json_decref(state);
-    dt_ckpt_close(ck);
-    dt_trial_ctx *c = dt_trial_ctx_new(cfg, seed);
-    json_decref(cfg);
-    if (!c) return NULL;
-    void *self = def->init(c);
-    if (!self) {
-        dt_trial_ctx_free(c);
-        return NULL;
-    }
-    if (dt__trial_resume(c, def, self, path, NULL) != DT_OK) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", dt_last_error());
-        dt_status st = dt_last_status();
-        if (def->free) def->free(self);
-        dt_trial_ctx_free(c);
-        dt_error(st, "loading %s: %s", path, msg);
-        return NULL;
-    }
-    /* ready for inference: no gradients, evaluation mode */
-    dt_set_grad_enabled(c->rt, false);
-    dt_ctx_set_training(c->rt, false);
-    *ctx_out = c;
-    return self;
 }

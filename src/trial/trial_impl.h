@@ -1,4 +1,5 @@
-/* trial_impl.h — internals of the trial layer shared by context.c and fit.c. */
+/* trial_impl.h — internals of the trial layer shared by its files (context.c, fit.c,
+ * trial_ckpt.c, ds_trial.c, core_local.c). */
 #ifndef DT_TRIAL_IMPL_H
 #define DT_TRIAL_IMPL_H
 
@@ -34,8 +35,8 @@ struct dt_trial_ctx {
     uint64_t seed;
     int64_t trial_id, experiment_id;
     int rank, size;
-    dt_comm *comm;      /* world communicator (self backend with one process) */
-    dt_dist_ctx *dist;  /* the reference's distributed context over comm */
+    dt_comm *comm;     /* world communicator (self backend with one process) */
+    dt_dist_ctx *dist; /* the reference's distributed context over comm */
     int n_models, n_optims, n_scheds, n_reducers;
     dt_module *models[DT_TRIAL_MAX_MODELS];
     wrapped_optim optims[DT_TRIAL_MAX_OPTIMS];
@@ -62,11 +63,44 @@ struct dt_trial_ctx {
     struct dt_ds_state *ds;  /* engine-based trials (ds_trial.c); NULL for plain trials */
 };
 
-/* Step schedules registered with `mode` (called by the fit loop per epoch / batch). */
-void dt__trial_step_scheds(dt_trial_ctx *c, dt_lr_step_mode mode);
-/* Load a checkpoint into a trial whose init has run (fit.c). */
+/* ---- a trial's checkpoint contents (trial_ckpt.c) ---- */
+
+/* The fit loop's own record, saved in state.json and restored on resume. */
+typedef struct dt__fit_record {
+    int64_t records_trained;
+    int64_t last_val_batch; /* -1: none yet */
+    dt_metrics last_val;
+    bool have_best; /* best: the best searcher metric seen */
+    double best;
+} dt__fit_record;
+
+typedef struct dt_ckpt_writer dt_ckpt_writer; /* trialio.h */
+/* state.json of the trial's current state (a new object): position, RNG, optimisers,
+ * schedules, loss scaler, skipped steps, every callback's state_dict under its name, and the
+ * fit record. */
+json_t *dt__trial_ckpt_state(dt_trial_ctx *c, const dt__fit_record *fit, int n_cb,
+                             const dt_callback *cb, const char *const *cb_name);
+/* Add the wrapped models (model.safetensors, model_<i>.safetensors), the optimisers' state
+ * (optimizer.safetensors), `state` as state.json and (plain trials) the trial's save hook's
+ * files to w. The first failure's status is returned (the writer is then failed, see
+ * dt_ckpt_add_tensors); the caller aborts w. */
+dt_status dt__trial_ckpt_write(dt_ckpt_writer *w, dt_trial_ctx *c, const dt_trial_def *def,
+                               void *self, const json_t *state);
+/* metadata.json's extra members: steps_completed, framework, hparams (a new object). */
+json_t *dt__trial_ckpt_metadata(const dt_trial_ctx *c);
+/* The reverse of the fit record and callbacks' parts of dt__trial_ckpt_state: callbacks'
+ * load_state_dict (the first failure is returned; the record is filled anyway). */
+dt_status dt__trial_ckpt_restore_fit(const json_t *state, dt__fit_record *fit, int n_cb,
+                                     const dt_callback *cb, const char *const *cb_name);
+/* Load a checkpoint into a trial whose init has run: weights, optimiser state, schedules, RNG,
+ * loss scaler, the trial's load hook (engine-based: every slot loads its engines), and (if
+ * state_out) the state.json for the fit loop. Nothing is changed on a verification error; a
+ * failure while reading into the live buffers leaves the trial unspecified (abort the run). */
 dt_status dt__trial_resume(dt_trial_ctx *c, const dt_trial_def *def, void *self, const char *path,
                            json_t **state_out);
+
+/* Step schedules registered with `mode` (called by the fit loop per epoch / batch). */
+void dt__trial_step_scheds(dt_trial_ctx *c, dt_lr_step_mode mode);
 /* True at the last batch of an aggregation window. */
 bool dt__trial_at_boundary(const dt_trial_ctx *c);
 
@@ -83,17 +117,16 @@ bool dt__ds_reports_metrics(const dt_trial_ctx *c);
 void dt__ds_shard(const dt_trial_ctx *c, int *rank, int *world);
 dt_status dt__ds_attach_loaders(dt_trial_ctx *c, dt_loader *train, dt_loader *val,
                                 int64_t *batches_per_epoch);
-dt_metrics dt__ds_train_batch(dt_trial_ctx *c, const dt_trial_def *def, void *self,
-                              int64_t epoch, int64_t batch);
+dt_metrics dt__ds_train_batch(dt_trial_ctx *c, const dt_trial_def *def, void *self, int64_t epoch,
+                              int64_t batch);
 int64_t dt__ds_records_per_batch(const dt_trial_ctx *c);
 dt_status dt__ds_eval_begin(dt_trial_ctx *c);
 bool dt__ds_eval_more(dt_trial_ctx *c, int64_t vb, dt_status *st);
-dt_metrics dt__ds_evaluate_batch(dt_trial_ctx *c, const dt_trial_def *def, void *self,
-                                 int64_t vb, int64_t *weight);
+dt_metrics dt__ds_evaluate_batch(dt_trial_ctx *c, const dt_trial_def *def, void *self, int64_t vb,
+                                 int64_t *weight);
 json_t *dt__ds_state_json(const dt_trial_ctx *c);
 dt_status dt__ds_save(dt_trial_ctx *c, const dt_trial_def *def, void *self, const char *dir);
 dt_status dt__ds_resume(dt_trial_ctx *c, const dt_trial_def *def, void *self, const char *dir,
                         const json_t *state, dt_status st);
-
 
 #endif

@@ -355,6 +355,12 @@ static void test_accumulation_calls(void) {
     o.max_length = (dt_length){DT_UNIT_RECORDS, 40};
     CHECK_MSG(dt_trainer_fit(&Toy, cfg, 5, &o) == DT_OK, "%s", dt_last_error());
     CHECK(g_steps == 5);
+    /* a partial global batch is dropped (dt_length_batches): 47 records = 5 batches too */
+    reset_counters();
+    snprintf(dir, sizeof dir, "%s/records47", g_root);
+    o.max_length = (dt_length){DT_UNIT_RECORDS, 47};
+    CHECK_MSG(dt_trainer_fit(&Toy, cfg, 5, &o) == DT_OK, "%s", dt_last_error());
+    CHECK(g_steps == 5);
     json_decref(cfg);
 }
 

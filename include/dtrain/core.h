@@ -1,0 +1,148 @@
+/*
+ * dtrain/core.h — the core context: the one interface through which a training loop talks to
+ * the platform (the reference platform's Core API). The fit loop reports metrics, progress and
+ * stored checkpoints through it, asks it whether to stop and how long to train, and never
+ * talks to a file, a store or a searcher itself.
+ *
+ * A dt_core is a table of operations over an implementation's state, like dt_comm's backends:
+ *   - local (dt_core_local_new, src/trial/core_local.c): `dtrain train` — the JSON-lines
+ *     metrics file, the progress bar and plain lines on stderr, TensorBoard event files, the
+ *     "latest" / "best" pointers and checkpoint pruning in the checkpoint directory, SIGINT /
+ *     SIGTERM as the preemption signal, and one searcher operation: max_length;
+ *   - master-backed (the master layer, later): the same operations over the REST API.
+ * The fit loop takes one in dt_fit_opts.core and is the same for both.
+ *
+ * Every slot of a trial holds a dt_core; what reaches the platform is the chief's (rank 0).
+ * Implementations ignore reports on other slots, so a loop may call them everywhere. Calls are
+ * made by one thread. An operation an implementation leaves NULL is a no-op (should_preempt:
+ * false; searcher_op: no operation). searcher_op must answer the same on every slot (an
+ * implementation that asks a server does so on the chief and broadcasts); should_preempt may
+ * differ (the fit loop agrees on it across slots). The fit loop does not stop for a failed
+ * metrics or progress report: an implementation logs what it could not deliver.
+ */
+#ifndef DTRAIN_CORE_H
+#define DTRAIN_CORE_H
+
+#include "dtrain/trial.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dt_core dt_core;
+
+/* Where training is when something is reported. */
+typedef struct dt_core_at {
+    int64_t batches; /* steps completed (batches of this trial) */
+    double epochs;   /* batches / the training loader's batches per epoch */
+    int64_t records; /* records trained, over all slots */
+} dt_core_at;
+
+/* A training report's throughput over its window; zeros = not measured. */
+typedef struct dt_core_timing {
+    double records_per_s;
+    int64_t batches;       /* batches in the window: 0 = no per-batch times below */
+    double data_ms;        /* mean ms per batch getting it from the loader */
+    double train_batch_ms; /* mean ms per batch inside train_batch */
+} dt_core_timing;
+
+/* Progress after a batch. */
+typedef struct dt_core_progress {
+    int64_t batches, total_batches, records;
+    double elapsed_s; /* since training started in this process */
+    double loss;      /* the last batch's "loss" metric, NaN without one */
+} dt_core_progress;
+
+/* A checkpoint the loop has stored. */
+typedef struct dt_core_checkpoint {
+    const char *uuid;       /* its storage id: local mode uses the directory name */
+    const char *path;       /* its directory */
+    const json_t *metadata; /* metadata.json's extra members; NULL when it was stored before */
+    int64_t steps_completed;
+    bool best; /* it holds the best validation so far (by the searcher metric) */
+} dt_core_checkpoint;
+
+/* A searcher operation: train until `length` in total, validate, report the searcher metric.
+ * length.n == 0: no (more) operation. */
+typedef struct dt_core_op {
+    dt_length length;
+} dt_core_op;
+
+typedef struct dt_core_ops {
+    const char *name; /* "local", ... */
+    /* Training starts (or resumes) at steps_completed: open what the reports need. Errors are
+     * the implementation's (local: DT_ERR_IO naming the metrics file or TensorBoard
+     * directory). */
+    dt_status (*start)(dt_core *core, int64_t steps_completed);
+    /* The mean training metrics of a reporting window (timing may be NULL). */
+    dt_status (*report_training_metrics)(dt_core *core, const dt_core_at *at, const dt_metrics *m,
+                                         const dt_core_timing *timing);
+    dt_status (*report_validation_metrics)(dt_core *core, const dt_core_at *at,
+                                           const dt_metrics *m);
+    /* One profiled batch (step_ms, data_ms, gflops, activation_peak_mb; trial.h). */
+    dt_status (*report_profiler_metrics)(dt_core *core, const dt_core_at *at, const dt_metrics *m);
+    void (*report_progress)(dt_core *core, const dt_core_progress *p);
+    /* The checkpoint is complete on storage and is now the trial's latest. */
+    dt_status (*checkpoint_stored)(dt_core *core, const dt_core_checkpoint *ck);
+    /* Should the trial checkpoint and stop now (preemption, a signal, a user's kill)? */
+    bool (*should_preempt)(dt_core *core);
+    /* The current searcher operation (the same one until it is completed). */
+    dt_status (*searcher_op)(dt_core *core, dt_core_op *op);
+    /* Complete the current operation with the searcher metric's value (NaN: not reported). */
+    dt_status (*searcher_complete)(dt_core *core, const dt_core_op *op, double metric);
+    /* The trial stopped before its operations were done (preempted or asked to), with its
+     * checkpoint stored at steps_completed. */
+    void (*report_stopped)(dt_core *core, int64_t steps_completed);
+    /* Close and free the implementation's state and `core` itself. */
+    void (*free)(dt_core *core);
+} dt_core_ops;
+
+struct dt_core {
+    const dt_core_ops *ops;
+    void *impl;         /* the implementation's state */
+    bool chief;         /* this slot reports (rank 0) */
+    dt_tb_writer *tb;   /* the trial's TensorBoard writer (chief, after start) or NULL: lent to
+                         * the trial through dt_trial_tensorboard_writer */
+    char tb_path[1024]; /* where TensorBoard files go ("" = none) */
+};
+
+/* ---- calls (NULL-safe in core; a NULL operation is a no-op returning DT_OK) ---- */
+DT_API dt_status dt_core_start(dt_core *core, int64_t steps_completed);
+DT_API dt_status dt_core_report_training_metrics(dt_core *core, const dt_core_at *at,
+                                                 const dt_metrics *m, const dt_core_timing *timing);
+DT_API dt_status dt_core_report_validation_metrics(dt_core *core, const dt_core_at *at,
+                                                   const dt_metrics *m);
+DT_API dt_status dt_core_report_profiler_metrics(dt_core *core, const dt_core_at *at,
+                                                 const dt_metrics *m);
+DT_API void dt_core_report_progress(dt_core *core, const dt_core_progress *p);
+DT_API dt_status dt_core_checkpoint_stored(dt_core *core, const dt_core_checkpoint *ck);
+DT_API bool dt_core_should_preempt(dt_core *core);
+/* op->length.n == 0 when there is no operation. */
+DT_API dt_status dt_core_searcher_op(dt_core *core, dt_core_op *op);
+DT_API dt_status dt_core_searcher_complete(dt_core *core, const dt_core_op *op, double metric);
+DT_API void dt_core_report_stopped(dt_core *core, int64_t steps_completed);
+/* Free core (NULL is fine). */
+DT_API void dt_core_free(dt_core *core);
+
+/* ---- the local implementation ---- */
+
+typedef struct dt_core_local_opts {
+    bool chief;                 /* rank 0: the only slot that writes or prints */
+    dt_length max_length;       /* the one searcher operation (n == 0: none) */
+    const char *checkpoint_dir; /* "latest", "best", pruning; TensorBoard in <dir>/tensorboard */
+    const char *metrics_out;    /* JSON-lines metrics file, or NULL */
+    bool progress;              /* a progress bar instead of plain training lines on stderr */
+    bool quiet;                 /* nothing on stderr */
+    int save_trial_best, save_trial_latest; /* checkpoints kept (latest: at least 1) */
+} dt_core_local_opts;
+
+/* The core of `dtrain train` (strings are copied). It catches SIGINT and SIGTERM until freed
+ * (the previous handlers are restored then) and reports them as preemption; one local core
+ * may exist at a time. The files it writes are described in docs/trial.md ("Outputs").
+ * NULL with DT_ERR_OOM. */
+DT_API dt_core *dt_core_local_new(const dt_core_local_opts *o);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

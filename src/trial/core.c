@@ -1,0 +1,59 @@
+/* core.c — the calls of the core-context interface (dtrain/core.h): each forwards to the
+ * implementation's operation; a NULL core or operation is a no-op. */
+#include "dtrain/core.h"
+
+#include <stddef.h>
+
+#define HAS(core, op) ((core) && (core)->ops && (core)->ops->op)
+
+dt_status dt_core_start(dt_core *core, int64_t steps_completed) {
+    return HAS(core, start) ? core->ops->start(core, steps_completed) : DT_OK;
+}
+
+dt_status dt_core_report_training_metrics(dt_core *core, const dt_core_at *at, const dt_metrics *m,
+                                          const dt_core_timing *timing) {
+    return HAS(core, report_training_metrics)
+               ? core->ops->report_training_metrics(core, at, m, timing)
+               : DT_OK;
+}
+
+dt_status dt_core_report_validation_metrics(dt_core *core, const dt_core_at *at,
+                                            const dt_metrics *m) {
+    return HAS(core, report_validation_metrics) ? core->ops->report_validation_metrics(core, at, m)
+                                                : DT_OK;
+}
+
+dt_status dt_core_report_profiler_metrics(dt_core *core, const dt_core_at *at,
+                                          const dt_metrics *m) {
+    return HAS(core, report_profiler_metrics) ? core->ops->report_profiler_metrics(core, at, m)
+                                              : DT_OK;
+}
+
+void dt_core_report_progress(dt_core *core, const dt_core_progress *p) {
+    if (HAS(core, report_progress)) core->ops->report_progress(core, p);
+}
+
+dt_status dt_core_checkpoint_stored(dt_core *core, const dt_core_checkpoint *ck) {
+    return HAS(core, checkpoint_stored) ? core->ops->checkpoint_stored(core, ck) : DT_OK;
+}
+
+bool dt_core_should_preempt(dt_core *core) {
+    return HAS(core, should_preempt) && core->ops->should_preempt(core);
+}
+
+dt_status dt_core_searcher_op(dt_core *core, dt_core_op *op) {
+    op->length = (dt_length){DT_UNIT_BATCHES, 0};
+    return HAS(core, searcher_op) ? core->ops->searcher_op(core, op) : DT_OK;
+}
+
+dt_status dt_core_searcher_complete(dt_core *core, const dt_core_op *op, double metric) {
+    return HAS(core, searcher_complete) ? core->ops->searcher_complete(core, op, metric) : DT_OK;
+}
+
+void dt_core_report_stopped(dt_core *core, int64_t steps_completed) {
+    if (HAS(core, report_stopped)) core->ops->report_stopped(core, steps_completed);
+}
+
+void dt_core_free(dt_core *core) {
+    if (HAS(core, free)) core->ops->free(core);
+}
