@@ -207,23 +207,31 @@ static dt_status make_batch(const dt_bench_opts *a, dt_ctx *ctx, dt_tensor **xo,
     return x && y ? DT_OK : dt_last_status();
 }
 
+dt_bench_result *dt__bench_result_new(const dt_bench_opts *o, dt_bench_job job) {
+    dt_bench_result *r = calloc(1, sizeof *r);
+    if (!r) {
+        dt_error(DT_ERR_OOM, "out of memory");
+        return NULL;
+    }
+    r->opts = *o;
+    if (dt_bench_resolve(&r->opts, job) != DT_OK) {
+        free(r);
+        return NULL;
+    }
+    r->root = true;
+    r->world = 1;
+    return r;
+}
+
 dt_status dt_bench_train(const dt_bench_opts *opts, dt_bench_result **out) {
     *out = NULL;
-    dt_bench_result *r = calloc(1, sizeof *r);
-    if (!r) return dt_error(DT_ERR_OOM, "out of memory");
-    r->opts = *opts;
+    dt_bench_result *r = dt__bench_result_new(opts, DT_BENCH_TRAIN);
+    if (!r) return dt_last_status();
     dt_bench_opts *a = &r->opts;
-    dt_status st = dt_bench_resolve(a, DT_BENCH_TRAIN);
-    if (st != DT_OK) {
-        free(r);
-        return st;
-    }
     bool gpt = !strcmp(a->model, "gpt");
     r->kind = a->pipe_stages > 0   ? DT_BENCH_KIND_PIPELINE
               : a->zero_stage >= 0 ? DT_BENCH_KIND_ENGINE
                                    : DT_BENCH_KIND_STEP;
-    r->root = true;
-    r->world = 1;
     /* under mpirun (--slots), the launcher's OMP_NUM_THREADS (cores / ranks) is the default */
     const char *omp = getenv("OMP_NUM_THREADS");
     if (!a->threads && getenv("OMPI_COMM_WORLD_SIZE") && omp && atoi(omp) > 0)
@@ -243,7 +251,7 @@ dt_status dt_bench_train(const dt_bench_opts *opts, dt_bench_result **out) {
     dt_optim_config oc = dt_optim_defaults(DT_OPTIM_ADAMW);
     dt_optimizer *opt = NULL;
     dt_tensor *x = NULL, *y = NULL;
-    st = net ? DT_OK : dt_last_status();
+    dt_status st = net ? DT_OK : dt_last_status();
     if (st == DT_OK && r->kind == DT_BENCH_KIND_STEP && !(opt = dt_optim_new_for_module(&oc, net)))
         st = dt_last_status();
     if (st == DT_OK) st = make_batch(a, ctx, &x, &y);

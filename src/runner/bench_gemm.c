@@ -25,18 +25,10 @@ static void gemm_reps(const dt_bench_opts *a, dt_ctx *ctx, int64_t n, dt_tensor 
 
 dt_status dt_bench_gemm(const dt_bench_opts *opts, dt_bench_result **out) {
     *out = NULL;
-    dt_bench_result *r = calloc(1, sizeof *r);
-    if (!r) return dt_error(DT_ERR_OOM, "out of memory");
-    r->opts = *opts;
+    dt_bench_result *r = dt__bench_result_new(opts, DT_BENCH_GEMM);
+    if (!r) return dt_last_status();
     dt_bench_opts *a = &r->opts;
-    dt_status st = dt_bench_resolve(a, DT_BENCH_GEMM);
-    if (st != DT_OK) {
-        free(r);
-        return st;
-    }
     r->kind = DT_BENCH_KIND_GEMM;
-    r->root = true;
-    r->world = 1;
     int64_t n = a->size ? a->size : 1024;
     int reps = a->reps ? a->reps : 10;
     a->size = n;
@@ -56,7 +48,7 @@ dt_status dt_bench_gemm(const dt_bench_opts *opts, dt_bench_result **out) {
         dt_ctx_set_autocast(ctx, a->dtype);
         if (a->openblas) C = dt_tensor_new_heap(ctx, DT_DTYPE_F32, 2, shape, DT_MEM_OTHER);
     }
-    st = B && (C || !a->openblas) ? DT_OK : dt_last_status();
+    dt_status st = B && (C || !a->openblas) ? DT_OK : dt_last_status();
     if (st == DT_OK && !(ms = calloc((size_t)reps, sizeof(double))))
         st = dt_error(DT_ERR_OOM, "out of memory");
     if (st == DT_OK) {

@@ -6,6 +6,9 @@
 #include "dtrain/bench.h"
 #include "dtrain/nn.h"
 
+/* A result (root, world 1) holding a copy of `o` settled for `job` by dt_bench_resolve; NULL
+ * with the error set. */
+dt_bench_result *dt__bench_result_new(const dt_bench_opts *o, dt_bench_job job);
 /* Sort n times ascending (the medians are read from the sorted array). */
 void dt__bench_sort(double *ms, int n);
 /* A field of /proc/self/status in bytes ("VmHWM:" = peak RSS, "VmRSS:" = current); -1 if
