@@ -99,14 +99,20 @@ static void check_keys(const char *line, const char *const *keys) {
     json_decref(j);
 }
 
-static void test_plain_step(void) {
+/* A small mlp on one thread: `steps` timed steps after one untimed. */
+static dt_bench_opts small_mlp(int steps) {
     dt_bench_opts o = dt_bench_defaults();
     o.model = "mlp";
     o.hidden = 16;
     o.batch = 8;
-    o.steps = 3;
+    o.steps = steps;
     o.warmup = 1;
     o.threads = 1;
+    return o;
+}
+
+static void test_plain_step(void) {
+    dt_bench_opts o = small_mlp(3);
     o.profile = true;
     dt_bench_result *r = NULL;
     CHECK_MSG(dt_bench_train(&o, &r) == DT_OK && r, "%s", dt_last_error());
@@ -155,13 +161,7 @@ static void test_plain_step(void) {
 }
 
 static void test_engine_step(void) {
-    dt_bench_opts o = dt_bench_defaults();
-    o.model = "mlp";
-    o.hidden = 16;
-    o.batch = 8;
-    o.steps = 2;
-    o.warmup = 1;
-    o.threads = 1;
+    dt_bench_opts o = small_mlp(2);
     o.zero_stage = 1;
     o.gas = 2;
     dt_bench_result *r = NULL;
