@@ -2,8 +2,8 @@
  * dtrain/bench.h — the benchmark harness behind `dtrain bench`: a training step of a built-in
  * model (mlp, cnn, gpt) timed plain, through the engine (ZeRO, offload, accumulation, several
  * ranks under mpirun) or through the pipeline engine, and the GEMM rate. A run fills a result;
- * the writers turn it into one JSON line (the shape the scripts in bench/ parse) or one line of text.
- * docs/cli.md describes the options and every key of the JSON.
+ * the writers turn it into one JSON line (the shape the scripts in bench/ parse) or one line of
+ * text. docs/cli.md describes the options and every key of the JSON.
  */
 #ifndef DTRAIN_BENCH_H
 #define DTRAIN_BENCH_H
