@@ -5,7 +5,7 @@
 int dt_cli_bench(int argc, char **argv);
 int dt_cli_train(int argc, char **argv);
 /* Replace this process with `mpirun -np slots <dtrain> <subcommand> <args minus --slots>`
- * (one OpenMP thread per slot unless the cores allow more). Returns only on failure. */
+ * (dt_launch_mpirun). Returns only on failure, after printing why: the exit code 1. */
 int dt_cli_mpirun(int argc, char **argv, int slots, const char *subcommand);
 
 #endif
