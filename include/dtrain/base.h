@@ -41,6 +41,23 @@ DT_API const char *dt_status_name(dt_status st);
 static inline dt_status dt_status_first(dt_status a, dt_status b) {
     return a != DT_OK ? a : b;
 }
+/* The thread's last error, saved so clean-up that may raise errors of its own can run after a
+ * failure without losing the message that explains it. */
+typedef struct dt_error_saved {
+    dt_status status;
+    char msg[1024];
+} dt_error_saved;
+DT_API void dt_error_save(dt_error_saved *s);
+/* Make a saved error the thread's last error again; returns its status. */
+DT_API dt_status dt_error_restore(const dt_error_saved *s);
+/* Run clean-up statements and keep the error they follow: DT_KEEP_ERROR(x_free(x)). */
+#define DT_KEEP_ERROR(...)                                                                         \
+    do {                                                                                           \
+        dt_error_saved dt_keep_;                                                                   \
+        dt_error_save(&dt_keep_);                                                                  \
+        __VA_ARGS__;                                                                               \
+        dt_error_restore(&dt_keep_);                                                               \
+    } while (0)
 
 /* ---- memory accounting ---------------------------------------------------------------- */
 

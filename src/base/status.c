@@ -9,8 +9,12 @@
 static _Thread_local char tl_msg[1024];
 static _Thread_local dt_status tl_status;
 
-const char *dt_last_error(void) { return tl_msg; }
-dt_status dt_last_status(void) { return tl_status; }
+const char *dt_last_error(void) {
+    return tl_msg;
+}
+dt_status dt_last_status(void) {
+    return tl_status;
+}
 
 dt_status dt_error(dt_status st, const char *fmt, ...) {
     /* format into a local buffer first: the arguments may include dt_last_error() itself */
@@ -29,16 +33,36 @@ void dt_clear_error(void) {
     tl_status = DT_OK;
 }
 
+void dt_error_save(dt_error_saved *s) {
+    _Static_assert(sizeof s->msg == sizeof tl_msg, "a saved message holds a whole one");
+    memcpy(s->msg, tl_msg, sizeof tl_msg);
+    s->status = tl_status;
+}
+
+dt_status dt_error_restore(const dt_error_saved *s) {
+    memcpy(tl_msg, s->msg, sizeof tl_msg);
+    tl_status = s->status;
+    return s->status;
+}
+
 const char *dt_status_name(dt_status st) {
     switch (st) {
-    case DT_OK: return "ok";
-    case DT_ERR_INVALID: return "invalid argument";
-    case DT_ERR_OOM: return "out of memory";
-    case DT_ERR_CONFIG: return "configuration error";
-    case DT_ERR_IO: return "i/o error";
-    case DT_ERR_COMM: return "communication error";
-    case DT_ERR_FORMAT: return "format error";
-    case DT_ERR_STATE: return "invalid state";
+    case DT_OK:
+        return "ok";
+    case DT_ERR_INVALID:
+        return "invalid argument";
+    case DT_ERR_OOM:
+        return "out of memory";
+    case DT_ERR_CONFIG:
+        return "configuration error";
+    case DT_ERR_IO:
+        return "i/o error";
+    case DT_ERR_COMM:
+        return "communication error";
+    case DT_ERR_FORMAT:
+        return "format error";
+    case DT_ERR_STATE:
+        return "invalid state";
     }
     return "unknown";
 }
@@ -47,7 +71,9 @@ const char *dt_status_name(dt_status st) {
  * computation; it is read without synchronisation. */
 static dt_log_level g_level = DT_LOG_INFO;
 
-void dt_log_set_level(dt_log_level lvl) { g_level = lvl; }
+void dt_log_set_level(dt_log_level lvl) {
+    g_level = lvl;
+}
 
 void dt_log(dt_log_level lvl, const char *fmt, ...) {
     if (lvl < g_level) return;
@@ -67,12 +93,30 @@ int64_t dt_parse_bytes(const char *s) {
     if (end == s || v < 0) return -1;
     double mul = 1;
     switch (*end) {
-    case 0: break;
-    case 'k': case 'K': mul = 1024.0; end++; break;
-    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
-    default: return -1;
+    case 0:
+        break;
+    case 'k':
+    case 'K':
+        mul = 1024.0;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        mul = 1024.0 * 1024;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        mul = 1024.0 * 1024 * 1024;
+        end++;
+        break;
+    case 't':
+    case 'T':
+        mul = 1024.0 * 1024 * 1024 * 1024;
+        end++;
+        break;
+    default:
+        return -1;
     }
     if (*end == 'i' || *end == 'I') end++;
     if (*end == 'b' || *end == 'B') end++;

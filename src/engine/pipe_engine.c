@@ -293,10 +293,7 @@ dt_pipe_engine *dt_pipe_engine_init(int n_layers, const dt_pipe_layer *layers,
     free(types);
     free(parts);
     if (st != DT_OK) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", dt_last_error());
-        dt_pipe_engine_free(p);
-        dt_error(st, "%s", msg);
+        DT_KEEP_ERROR(dt_pipe_engine_free(p));
         return NULL;
     }
     return p;

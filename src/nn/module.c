@@ -213,14 +213,14 @@ dt_status dt_module_build(dt_module *root, dt_ctx *ctx, uint64_t seed) {
         f->params ? dt_mem_alloc(dev, DT_MEM_GRADS, (size_t)(n ? n : 1) * sizeof(float)) : NULL;
     if (!f->grads) {
         dt_status st = dt_last_status();
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", dt_last_error());
-        if (f->params)
-            dt_mem_free(dev, DT_MEM_PARAMS, f->params, (size_t)(n ? n : 1) * sizeof(float));
-        free(list);
-        free(f);
+        DT_KEEP_ERROR({
+            if (f->params)
+                dt_mem_free(dev, DT_MEM_PARAMS, f->params, (size_t)(n ? n : 1) * sizeof(float));
+            free(list);
+            free(f);
+        });
         return dt_error(st, "building %s with %lld parameters: %s", root->type, (long long)real,
-                        msg);
+                        dt_last_error());
     }
     if (!n) f->n = 1; /* keep the allocation size consistent for free_flat */
     int64_t off = 0, r2 = 0;

@@ -257,11 +257,9 @@ const char *dt_ckpt_dir(const dt_ckpt_writer *ck) {
 /* A write failed with status st: remove the temporary directory and mark the writer failed,
  * keeping st's message. */
 static dt_status writer_fail(dt_ckpt_writer *ck, dt_status st) {
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", dt_last_error());
-    rm_tree(ck->tmp);
+    DT_KEEP_ERROR(rm_tree(ck->tmp));
     ck->failed = true;
-    return dt_error(st, "%s", msg);
+    return st;
 }
 
 static dt_status writer_usable(const dt_ckpt_writer *ck, const char *fn) {
@@ -496,10 +494,7 @@ dt_status dt_ckpt_commit(dt_ckpt_writer *ck, const json_t *extra_metadata) {
     if (st == DT_OK) {
         st = dt_dir_fsync(ck->parent);
     } else {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", dt_last_error());
-        rm_tree(ck->tmp);
-        dt_error(st, "%s", msg);
+        DT_KEEP_ERROR(rm_tree(ck->tmp));
     }
     writer_free(ck);
     return st;
@@ -676,10 +671,7 @@ dt_ckpt *dt_ckpt_open(const char *path) {
     }
     free(mp);
     if (st != DT_OK) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", dt_last_error());
-        dt_ckpt_close(ck);
-        dt_error(st, "%s", msg);
+        DT_KEEP_ERROR(dt_ckpt_close(ck));
         return NULL;
     }
     return ck;

@@ -45,14 +45,14 @@
 /* ---- state ---- */
 
 struct dt_batch_iter {
-    dt_loader *loader;  /* NULL on a slot that builds no data loader */
-    bool training;      /* a stream over epochs (training) or one pass (validation) */
+    dt_loader *loader; /* NULL on a slot that builds no data loader */
+    bool training;     /* a stream over epochs (training) or one pass (validation) */
     bool started;
-    int64_t epoch;      /* the loader epoch being read */
-    int64_t taken;      /* batches taken from it (padding batches included) */
-    dt_batch *peeked;   /* validation: the batch dt__ds_eval_more looked at */
-    int64_t records;    /* records handed out since the controller's last reset */
-    int64_t pulled;     /* batches handed out since then */
+    int64_t epoch;    /* the loader epoch being read */
+    int64_t taken;    /* batches taken from it (padding batches included) */
+    dt_batch *peeked; /* validation: the batch dt__ds_eval_more looked at */
+    int64_t records;  /* records handed out since the controller's last reset */
+    int64_t pulled;   /* batches handed out since then */
 };
 
 struct dt_ds_state {
@@ -135,7 +135,8 @@ dt_engine *dt_wrap_model_engine(dt_trial_ctx *c, dt_engine *e) {
     dt_ds_state *s = ds_get(c, true);
     const char *why = NULL;
     char buf[256];
-    if (!s) why = "out of memory";
+    if (!s)
+        why = "out of memory";
     else if (s->n_engines == DT_TRIAL_MAX_MODELS) {
         snprintf(buf, sizeof buf, "at most %d engines per trial", DT_TRIAL_MAX_MODELS);
         why = buf;
@@ -170,9 +171,15 @@ dt_engine *dt_wrap_model_engine(dt_trial_ctx *c, dt_engine *e) {
 /* ---- pipeline engines ---- */
 
 /* The model-parallel unit of a pipeline grid (user = the pipeline engine). */
-static int pipe_mpu_rank(void *u) { return dt_pipe_dp_rank(u); }
-static int pipe_mpu_world(void *u) { return dt_pipe_dp_size(u); }
-static bool pipe_mpu_report(void *u) { return dt_pipe_stage_id(u) == dt_pipe_num_stages(u) - 1; }
+static int pipe_mpu_rank(void *u) {
+    return dt_pipe_dp_rank(u);
+}
+static int pipe_mpu_world(void *u) {
+    return dt_pipe_dp_size(u);
+}
+static bool pipe_mpu_report(void *u) {
+    return dt_pipe_stage_id(u) == dt_pipe_num_stages(u) - 1;
+}
 static bool pipe_mpu_build(void *u) {
     return dt_pipe_stage_id(u) == 0 || dt_pipe_stage_id(u) == dt_pipe_num_stages(u) - 1;
 }
@@ -184,7 +191,8 @@ dt_pipe_engine *dt_wrap_pipe_engine(dt_trial_ctx *c, dt_pipe_engine *p) {
     char buf[256];
     bool shared = false;
     for (int i = 0; s && i < s->n_engines; i++) shared |= s->pipes[i] == p;
-    if (!s) why = "out of memory";
+    if (!s)
+        why = "out of memory";
     else if (shared)
         why = "this pipeline engine is already wrapped; hint: wrap it once";
     else if (s->n_engines == DT_TRIAL_MAX_MODELS) {
@@ -209,9 +217,7 @@ dt_pipe_engine *dt_wrap_pipe_engine(dt_trial_ctx *c, dt_pipe_engine *p) {
                                   .should_build_data_loader = pipe_mpu_build};
     if (dt_set_mpu(c, &mpu) != DT_OK) {
         /* the context owns the engine now: it is freed with the context */
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", dt_last_error());
-        dt_error(DT_ERR_STATE, "wrap_pipe_engine: %s", msg);
+        dt_error(DT_ERR_STATE, "wrap_pipe_engine: %s", dt_last_error());
         return NULL;
     }
     return p;
@@ -245,23 +251,30 @@ dt_status dt_batch_iter_pipe_data(void *iter, int64_t micro, dt_ctx *ctx, bool w
     const char *miss = NULL;
     if (want_inputs) {
         dt_tensor *x = batch_field(b, "x", 0);
-        if (!x) miss = "inputs (field \"x\")";
-        else if (!(*inputs = copy_into(ctx, x))) return dt_last_status();
+        if (!x)
+            miss = "inputs (field \"x\")";
+        else if (!(*inputs = copy_into(ctx, x)))
+            return dt_last_status();
     }
     if (want_labels && !miss) {
         dt_tensor *y = batch_field(b, "y", 1);
-        if (!y) miss = "labels (field \"y\")";
-        else if (!(*labels = copy_into(ctx, y))) return dt_last_status();
+        if (!y)
+            miss = "labels (field \"y\")";
+        else if (!(*labels = copy_into(ctx, y)))
+            return dt_last_status();
     }
     if (miss)
-        return dt_error(DT_ERR_INVALID, "pipeline micro-batch %lld: the batch has no %s; hint: "
-                                        "name the dataset's fields \"x\" and \"y\", or write a "
-                                        "data function of your own",
+        return dt_error(DT_ERR_INVALID,
+                        "pipeline micro-batch %lld: the batch has no %s; hint: "
+                        "name the dataset's fields \"x\" and \"y\", or write a "
+                        "data function of your own",
                         (long long)micro, miss);
     return DT_OK;
 }
 
-int dt_trial_engine_count(const dt_trial_ctx *c) { return dt__ds_engine_count(c); }
+int dt_trial_engine_count(const dt_trial_ctx *c) {
+    return dt__ds_engine_count(c);
+}
 
 dt_engine *dt_trial_engine(const dt_trial_ctx *c, int i) {
     const dt_ds_state *s = ds_get(c, false);
@@ -299,8 +312,9 @@ dt_status dt_set_mpu(dt_trial_ctx *c, const dt_model_parallel_unit *mpu) {
     int r = mpu->data_parallel_rank ? mpu->data_parallel_rank(mpu->user) : c->rank;
     int w = mpu->data_parallel_world_size ? mpu->data_parallel_world_size(mpu->user) : c->size;
     if (w < 1 || r < 0 || r >= w)
-        return dt_error(DT_ERR_INVALID, "set_mpu: data-parallel rank %d of world size %d is out of "
-                                        "range; hint: the rank must be in [0, world size)",
+        return dt_error(DT_ERR_INVALID,
+                        "set_mpu: data-parallel rank %d of world size %d is out of "
+                        "range; hint: the rank must be in [0, world size)",
                         r, w);
     s->mpu = *mpu;
     s->has_mpu = true;
@@ -324,9 +338,12 @@ json_t *dt_ds_config_from_hparams(const dt_trial_ctx *c) {
         return NULL;
     }
     if (over && !json_is_object(over) && !json_is_null(over)) {
-        dt_error(DT_ERR_CONFIG, "hyperparameters.overwrite_deepspeed_args must be an object of "
-                                "DeepSpeed config keys (e.g. {train_batch_size: 16}), not a %s",
-                 json_is_array(over) ? "list" : json_is_string(over) ? "string" : "number");
+        dt_error(DT_ERR_CONFIG,
+                 "hyperparameters.overwrite_deepspeed_args must be an object of "
+                 "DeepSpeed config keys (e.g. {train_batch_size: 16}), not a %s",
+                 json_is_array(over)    ? "list"
+                 : json_is_string(over) ? "string"
+                                        : "number");
         return NULL;
     }
     json_t *base = NULL;
@@ -344,8 +361,9 @@ json_t *dt_ds_config_from_hparams(const dt_trial_ctx *c) {
             snprintf(path, sizeof path, "%s", p);
         }
         if (!is_file(path)) {
-            dt_error(DT_ERR_IO, "hyperparameters.deepspeed_config: cannot find %s%s%s%s; hint: "
-                                "the path is relative to the model directory",
+            dt_error(DT_ERR_IO,
+                     "hyperparameters.deepspeed_config: cannot find %s%s%s%s; hint: "
+                     "the path is relative to the model directory",
                      path, md ? " (model directory " : "", md ? md : "", md ? ")" : "");
             return NULL;
         }
@@ -374,8 +392,9 @@ dt_status dt__ds_check_def(const dt_trial_def *def) {
                         : def->evaluate_batch ? "evaluate_batch"
                                               : "evaluate_full_dataset");
     if (!def->ds_evaluate_batch)
-        return dt_error(DT_ERR_INVALID, "trial %s is engine-based (ds_train_batch is set) but "
-                                        "has no ds_evaluate_batch",
+        return dt_error(DT_ERR_INVALID,
+                        "trial %s is engine-based (ds_train_batch is set) but "
+                        "has no ds_evaluate_batch",
                         def->name ? def->name : "(unnamed)");
     return DT_OK;
 }
@@ -392,9 +411,10 @@ dt_status dt__ds_after_init(dt_trial_ctx *c, const dt_trial_def *def) {
     const json_t *g = dt_hparam_json(c, "global_batch_size");
     int64_t tbs = dt_engine_train_batch_size(s->engines[0]);
     if (json_is_integer(g) && json_integer_value(g) != tbs && c->rank == 0)
-        dt_log(DT_LOG_WARN, "hyperparameters.global_batch_size = %lld but the first engine's "
-                            "train_batch_size is %lld: batches, records and epochs follow the "
-                            "engine",
+        dt_log(DT_LOG_WARN,
+               "hyperparameters.global_batch_size = %lld but the first engine's "
+               "train_batch_size is %lld: batches, records and epochs follow the "
+               "engine",
                (long long)json_integer_value(g), (long long)tbs);
     return DT_OK;
 }
@@ -446,8 +466,10 @@ static dt_status pipe_val_calls(dt_trial_ctx *c, dt_ds_state *s, dt_loader *val,
     int64_t nv = INT64_MAX; /* a slot without loaders */
     if (val) {
         nv = dt_loader_num_batches(val);
-        if (nv < 0) st = dt_last_status();
-        else if (has_padding_batch(val)) nv--;
+        if (nv < 0)
+            st = dt_last_status();
+        else if (has_padding_batch(val))
+            nv--;
     }
     int64_t v = st == DT_OK ? nv : -1;
     if (c->size > 1) {
@@ -539,8 +561,9 @@ static dt_batch *iter_fetch(dt_batch_iter *it, dt_status *st) {
         if (!b) {
             if (!it->training) return NULL;
             if (++ends > 1) {
-                *st = dt_error(DT_ERR_STATE, "the training loader handed out no batch in epoch "
-                                             "%lld; hint: check the dataset and batch size",
+                *st = dt_error(DT_ERR_STATE,
+                               "the training loader handed out no batch in epoch "
+                               "%lld; hint: check the dataset and batch size",
                                (long long)it->epoch);
                 return NULL;
             }
@@ -566,8 +589,9 @@ dt_batch *dt_batch_iter_next(dt_batch_iter *it) {
     if (!b) {
         dt_status st;
         b = iter_fetch(it, &st);
-        if (!b && st == DT_OK) dt_error(DT_ERR_STATE, "batch_iter_next: the validation data is "
-                                                      "exhausted");
+        if (!b && st == DT_OK)
+            dt_error(DT_ERR_STATE, "batch_iter_next: the validation data is "
+                                   "exhausted");
     }
     if (b) {
         it->records += b->records;
@@ -583,8 +607,8 @@ int64_t dt__ds_records_per_batch(const dt_trial_ctx *c) {
     return dt_engine_train_batch_size(s->engines[0]);
 }
 
-dt_metrics dt__ds_train_batch(dt_trial_ctx *c, const dt_trial_def *def, void *self,
-                              int64_t epoch, int64_t batch) {
+dt_metrics dt__ds_train_batch(dt_trial_ctx *c, const dt_trial_def *def, void *self, int64_t epoch,
+                              int64_t batch) {
     dt_ds_state *s = ds_get(c, false);
     dt_engine *e0 = s->engines[0];
     /* a pipeline engine's train_batch consumes the whole global batch in one call */
@@ -610,10 +634,11 @@ dt_metrics dt__ds_train_batch(dt_trial_ctx *c, const dt_trial_def *def, void *se
         dt_engine_micro_steps(e0) % micro_per_batch(s) != 0) {
         s->warned_boundary = true;
         if (c->rank == 0)
-            dt_log(DT_LOG_WARN, "after global batch %lld the first engine is at micro-step %lld, "
-                                "not at a gradient accumulation boundary (every %lld): "
-                                "ds_train_batch should run dt_engine_forward / backward / step "
-                                "once per micro-batch",
+            dt_log(DT_LOG_WARN,
+                   "after global batch %lld the first engine is at micro-step %lld, "
+                   "not at a gradient accumulation boundary (every %lld): "
+                   "ds_train_batch should run dt_engine_forward / backward / step "
+                   "once per micro-batch",
                    (long long)batch, (long long)dt_engine_micro_steps(e0),
                    (long long)micro_per_batch(s));
     }
@@ -648,16 +673,19 @@ bool dt__ds_eval_more(dt_trial_ctx *c, int64_t vb, dt_status *st) {
         int64_t v[1] = {*st != DT_OK ? -1 : more};
         int64_t lo = v[0];
         dt_status cst = dt_comm_allreduce(c->comm, v, 1, DT_COMM_DTYPE_I64, DT_REDUCE_OP_MAX);
-        if (cst == DT_OK) cst = dt_comm_allreduce(c->comm, &lo, 1, DT_COMM_DTYPE_I64, DT_REDUCE_OP_MIN);
-        if (cst != DT_OK) *st = cst;
-        else if (lo < 0 && *st == DT_OK) *st = dt_error(DT_ERR_STATE, "another slot failed (see its output)");
+        if (cst == DT_OK)
+            cst = dt_comm_allreduce(c->comm, &lo, 1, DT_COMM_DTYPE_I64, DT_REDUCE_OP_MIN);
+        if (cst != DT_OK)
+            *st = cst;
+        else if (lo < 0 && *st == DT_OK)
+            *st = dt_error(DT_ERR_STATE, "another slot failed (see its output)");
         more = v[0] > 0;
     }
     return *st == DT_OK && more;
 }
 
-dt_metrics dt__ds_evaluate_batch(dt_trial_ctx *c, const dt_trial_def *def, void *self,
-                                 int64_t vb, int64_t *weight) {
+dt_metrics dt__ds_evaluate_batch(dt_trial_ctx *c, const dt_trial_def *def, void *self, int64_t vb,
+                                 int64_t *weight) {
     dt_ds_state *s = ds_get(c, false);
     dt_batch_iter *it = &s->val_it;
     it->records = 0;
@@ -708,8 +736,8 @@ dt_status dt_load_model_engines(dt_trial_ctx *c, const char *dir) {
         snprintf(tag, sizeof tag, "model%d", i);
         dt_status st = s->pipes[i] ? dt_pipe_load_checkpoint(s->pipes[i], dir, tag, NULL)
                                    : dt_engine_load_checkpoint(s->engines[i], dir, tag, NULL, NULL);
-        if (st != DT_OK) return dt_error(st, "loading engine %d from %s/%s: %s", i, dir, tag,
-                                         dt_last_error());
+        if (st != DT_OK)
+            return dt_error(st, "loading engine %d from %s/%s: %s", i, dir, tag, dt_last_error());
     }
     return DT_OK;
 }
@@ -727,14 +755,16 @@ dt_status dt__ds_resume(dt_trial_ctx *c, const dt_trial_def *def, void *self, co
     if ((st = dt_comm_agree(c->comm, st, "reading the checkpoint")) != DT_OK) return st;
     const json_t *j = json_object_get(state, "ds_stream");
     if (!j)
-        return dt_error(DT_ERR_FORMAT, "%s: the checkpoint was not written by an engine-based "
-                                       "trial (no ds_stream in state.json); hint: resume with "
-                                       "the trial that wrote it",
+        return dt_error(DT_ERR_FORMAT,
+                        "%s: the checkpoint was not written by an engine-based "
+                        "trial (no ds_stream in state.json); hint: resume with "
+                        "the trial that wrote it",
                         dir);
     int64_t n = json_integer_value(json_object_get(j, "engines"));
     if (n != s->n_engines)
-        return dt_error(DT_ERR_FORMAT, "%s: the checkpoint holds %lld engines, the trial wraps %d; "
-                                       "hint: resume with the same trial code",
+        return dt_error(DT_ERR_FORMAT,
+                        "%s: the checkpoint holds %lld engines, the trial wraps %d; "
+                        "hint: resume with the same trial code",
                         dir, (long long)n, s->n_engines);
     st = def->load ? def->load(self, dir) : dt_load_model_engines(c, dir);
     if (st != DT_OK) return st;

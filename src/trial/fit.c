@@ -488,11 +488,8 @@ static dt_status save_checkpoint(trainer *t, bool best) {
         dt_status st = w ? dt__trial_ckpt_write(w, c, t->def, t->self, state) : dt_last_status();
         json_decref(state);
         if (st != DT_OK) {
-            dt_status keep = st;
-            char msg[1024];
-            snprintf(msg, sizeof msg, "%s", dt_last_error());
-            dt_ckpt_abort(w);
-            return dt_error(keep, "saving checkpoint %s: %s", path, msg);
+            DT_KEEP_ERROR(dt_ckpt_abort(w));
+            return dt_error(st, "saving checkpoint %s: %s", path, dt_last_error());
         }
         extra = dt__trial_ckpt_metadata(c);
         st = dt_ckpt_commit(w, extra);
@@ -825,10 +822,8 @@ out:
     dt_loader_free(t.val);
     if (t.self && def->free) def->free(t.self);
     if (st != DT_OK) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", dt_last_error());
-        dt_trial_ctx_free(c);
-        return dt_error(st, "%s", msg);
+        DT_KEEP_ERROR(dt_trial_ctx_free(c));
+        return st;
     }
     dt_trial_ctx_free(c);
     return DT_OK;

@@ -250,11 +250,10 @@ dt_tb_writer *dt_tb_open(const char *logdir) {
     pb_free(&ev);
     if (st == DT_OK) st = dt_tb_flush(w); /* the file is recognisable from the start */
     if (st != DT_OK) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", dt_last_error());
-        unlink(w->path);
-        dt_tb_close(w);
-        dt_error(st, "%s", msg);
+        DT_KEEP_ERROR({
+            unlink(w->path);
+            dt_tb_close(w);
+        });
         return NULL;
     }
     return w;

@@ -325,12 +325,12 @@ void *dt_trial_load_from_checkpoint(const dt_trial_def *def, const char *path, c
         return NULL;
     }
     if (dt__trial_resume(c, def, self, path, NULL) != DT_OK) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", dt_last_error());
         dt_status st = dt_last_status();
-        if (def->free) def->free(self);
-        dt_trial_ctx_free(c);
-        dt_error(st, "loading %s: %s", path, msg);
+        DT_KEEP_ERROR({
+            if (def->free) def->free(self);
+            dt_trial_ctx_free(c);
+        });
+        dt_error(st, "loading %s: %s", path, dt_last_error());
         return NULL;
     }
     /* ready for inference: no gradients, evaluation mode */

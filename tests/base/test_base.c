@@ -20,6 +20,19 @@ static void test_errors(void) {
     dt_error(DT_ERR_IO, "inner %d", 42);
     dt_error(DT_ERR_IO, "outer: %s", dt_last_error());
     CHECK(strcmp(dt_last_error(), "outer: inner 42") == 0);
+    /* clean-up that raises an error of its own keeps the one it follows */
+    dt_error(DT_ERR_FORMAT, "the first failure");
+    DT_KEEP_ERROR({
+        dt_error(DT_ERR_IO, "clean-up failed too");
+        dt_clear_error();
+    });
+    CHECK(dt_last_status() == DT_ERR_FORMAT);
+    CHECK(strcmp(dt_last_error(), "the first failure") == 0);
+    dt_error_saved saved;
+    dt_error_save(&saved);
+    dt_error(DT_ERR_OOM, "later");
+    CHECK(dt_error_restore(&saved) == DT_ERR_FORMAT);
+    CHECK(strcmp(dt_last_error(), "the first failure") == 0);
     CHECK(dt_parse_bytes("64K") == 65536);
     CHECK(dt_parse_bytes("2G") == 2LL << 30);
     CHECK(dt_parse_bytes("1.5M") == 3LL << 19);
