@@ -1,6 +1,7 @@
 /*
  * dtrain/optim.h — optimisers over flat f32 buffers, LR schedules with DeepSpeed's formulas,
- * gradient clipping, fp16 loss scaling.
+ * gradient clipping, fp16 loss scaling, and the step at an accumulation boundary that strings
+ * them together.
  *
  * An optimiser owns its state (moments, momentum) for `n` elements, charged to DT_MEM_OPTIM on
  * the device it was made on. It is handed the parameter and gradient pointers at each step, so
@@ -229,6 +230,34 @@ DT_API void dt_loss_scaler_get_state(const dt_loss_scaler *ls, dt_loss_scaler_st
  * positive and finite, cur_iter < 0, last_overflow_iter outside [-1, cur_iter) or
  * cur_hysteresis < 1. */
 DT_API dt_status dt_loss_scaler_set_state(dt_loss_scaler *ls, const dt_loss_scaler_state *st);
+
+/* ---- the step at an accumulation boundary ---------------------------------------------- */
+
+/* What differs between the callers of dt_boundary_step (the trial context; the engine at each
+ * ZeRO stage), as callbacks on their `self`. The order they run in is in src/optim/step.c. */
+typedef struct dt_boundary_ops {
+    /* Required. Reduce the window's gradients over the data-parallel ranks (nothing on one);
+     * *g and *n: this rank's part of the result, which the steps below read and write. */
+    dt_status (*reduce)(void *self, float **g, int64_t *n);
+    /* fp16: make this rank's overflow flag (1 or 0) every rank's (a MAX over the ranks). NULL
+     * when every rank holds the same reduced gradient, so the local answer is everyone's. */
+    dt_status (*agree_overflow)(void *self, double *flag);
+    /* The unscaled gradient before the update: its norm, clipping. NULL: left as it is. */
+    dt_status (*clip)(void *self, float *g, int64_t n);
+    /* Required. The optimiser update from g, leaving the gradients ready for the next window. */
+    dt_status (*update)(void *self, float *g, int64_t n);
+    /* Required with a scaler: drop the gradients of a step skipped on overflow. */
+    void (*discard)(void *self);
+} dt_boundary_ops;
+
+/* One optimiser step at the end of an accumulation window: reduce, then with a loss scaler
+ * (fp16; NULL for none) the overflow check, the scaler update and unscaling, then clip and
+ * update. *skipped (may be NULL) says whether an overflow skipped the update (discard has run,
+ * the scaler has moved). Returns the first callback error as it is (the steps after it do not
+ * run), the scaler's DT_ERR_STATE for an overflow at the minimum scale (after the skip), or
+ * DT_ERR_INVALID when a required callback is missing. */
+DT_API dt_status dt_boundary_step(const dt_boundary_ops *ops, void *self, dt_loss_scaler *scaler,
+                                  bool *skipped);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,8 @@
  *   scale, count a skipped step (the LR schedule does not advance) -> unscale -> global norm,
  *   clip -> update the owned weights, publish them -> LR schedule step -> zero gradients ->
  *   global_steps += 1, global_samples += train_batch_size.
+ * The sequence is dt_boundary_step's (src/optim/step.c), which the trial context runs too;
+ * the engine brings its reduction, overflow agreement, norm and partitioned update.
  */
 #include "engine/engine_impl.h"
 
@@ -225,48 +227,33 @@ bool dt_engine_is_gradient_accumulation_boundary(const dt_engine *e) {
     return (e->micro_steps + 1) % e->cfg.gradient_accumulation_steps == 0;
 }
 
-/* fp16: did any rank's gradient overflow? */
-static dt_status any_overflow(dt_engine *e, const float *g, int64_t gn, bool *out) {
-    double v = dt_grads_have_inf_or_nan(g, gn) ? 1.0 : 0.0;
+/* ---- the boundary: the engine's side of dt_boundary_step ---- */
+
+static dt_status eng_reduce(void *self, float **g, int64_t *gn) {
+    return dt__zero_reduce(self, g, gn);
+}
+
+/* fp16: did any rank's gradient overflow? (stage >= 1: each rank checked its own shard) */
+static dt_status eng_agree_overflow(void *self, double *v) {
+    dt_engine *e = self;
     if (e->stage >= 1 && e->W > 1) {
-        dt_status st = dt_comm_allreduce(e->comm, &v, 1, DT_COMM_DTYPE_F64, DT_REDUCE_OP_MAX);
+        dt_status st = dt_comm_allreduce(e->comm, v, 1, DT_COMM_DTYPE_F64, DT_REDUCE_OP_MAX);
         if (st != DT_OK) return st;
     }
     /* pipeline: every stage skips together */
     if (e->mp_comm && dt_comm_size(e->mp_comm) > 1) {
-        dt_status st = dt_comm_allreduce(e->mp_comm, &v, 1, DT_COMM_DTYPE_F64, DT_REDUCE_OP_MAX);
+        dt_status st = dt_comm_allreduce(e->mp_comm, v, 1, DT_COMM_DTYPE_F64, DT_REDUCE_OP_MAX);
         if (st != DT_OK) return st;
     }
-    *out = v > 0;
     return DT_OK;
 }
 
-static dt_status boundary_step(dt_engine *e) {
-    float *g;
-    int64_t gn;
-    dt_status st = dt__zero_reduce(e, &g, &gn);
-    if (st != DT_OK) return st;
-    if (e->scaler) {
-        bool overflow = false, skip = false;
-        if ((st = any_overflow(e, g, gn, &overflow)) != DT_OK) return st;
-        st = dt_loss_scaler_update(e->scaler, overflow, &skip);
-        if (skip) {
-            e->skipped_steps++;
-            e->last_grad_norm = NAN;
-            dt__zero_clear_grads(e);
-            if (e->rank == 0)
-                dt_log(DT_LOG_INFO,
-                       "engine: fp16 overflow at step %lld: update skipped, loss "
-                       "scale now %g",
-                       (long long)e->global_steps, dt_loss_scaler_scale(e->scaler));
-            e->global_steps++;
-            e->global_samples += e->cfg.train_batch_size;
-            return st;
-        }
-        dt_loss_scaler_unscale(g, gn, dt_loss_scaler_scale(e->scaler));
-    }
+/* The global norm over every rank's part (reported as the grad norm), then gradient_clipping. */
+static dt_status eng_clip(void *self, float *g, int64_t gn) {
+    dt_engine *e = self;
     double ss;
-    if ((st = dt__zero_global_sumsq(e, g, gn, &ss)) != DT_OK) return st;
+    dt_status st = dt__zero_global_sumsq(e, g, gn, &ss);
+    if (st != DT_OK) return st;
     e->last_grad_norm = (float)sqrt(ss);
     if (e->cfg.gradient_clipping > 0) {
         float coef = (float)(e->cfg.gradient_clipping / (sqrt(ss) + 1e-6));
@@ -275,12 +262,49 @@ static dt_status boundary_step(dt_engine *e) {
             for (int64_t i = 0; i < gn; i++) g[i] *= coef;
         }
     }
-    if ((st = dt__zero_update(e, g, gn)) != DT_OK) return st;
+    return DT_OK;
+}
+
+/* Update the owned range and publish it, step the LR schedule, zero the gradients. */
+static dt_status eng_update(void *self, float *g, int64_t gn) {
+    dt_engine *e = self;
+    dt_status st = dt__zero_update(e, g, gn);
+    if (st != DT_OK) return st;
     if (e->sched) dt_sched_step(e->sched);
     dt__zero_clear_grads(e);
+    return DT_OK;
+}
+
+static void eng_discard(void *self) {
+    dt__zero_clear_grads(self);
+}
+
+static const dt_boundary_ops engine_boundary_ops = {
+    .reduce = eng_reduce,
+    .agree_overflow = eng_agree_overflow,
+    .clip = eng_clip,
+    .update = eng_update,
+    .discard = eng_discard,
+};
+
+static dt_status boundary_step(dt_engine *e) {
+    bool skipped = false;
+    dt_status st = dt_boundary_step(&engine_boundary_ops, e, e->scaler, &skipped);
+    if (skipped) {
+        /* fp16 overflow: no update, and the LR schedule does not advance, but the step counts */
+        e->skipped_steps++;
+        e->last_grad_norm = NAN;
+        if (e->rank == 0)
+            dt_log(DT_LOG_INFO,
+                   "engine: fp16 overflow at step %lld: update skipped, loss "
+                   "scale now %g",
+                   (long long)e->global_steps, dt_loss_scaler_scale(e->scaler));
+    } else if (st != DT_OK) {
+        return st;
+    }
     e->global_steps++;
     e->global_samples += e->cfg.train_batch_size;
-    return DT_OK;
+    return st;
 }
 
 dt_status dt__engine_backward_from(dt_engine *e, dt_tensor *out, const dt_tensor *grad) {

@@ -304,6 +304,59 @@ void dt__trial_step_scheds(dt_trial_ctx *c, dt_lr_step_mode mode) {
     }
 }
 
+/* The plain trial's side of dt_boundary_step: one model's flat buffers, the world's comm. */
+typedef struct trial_step {
+    dt_trial_ctx *c;
+    wrapped_optim *w;
+    const dt_step_opts *opts;
+} trial_step;
+
+static dt_status trial_reduce(void *self, float **g, int64_t *n) {
+    trial_step *s = self;
+    *g = dt_module_flat_grads(s->w->model, n);
+    if (s->c->size == 1) return DT_OK;
+    /* data parallelism: every slot steps with the average of all slots' gradients (one call
+     * over the flat buffer; the reduction order is fixed, so every rank gets the same bits,
+     * and the overflow check needs no agreement) */
+    return dt_comm_allreduce(s->c->comm, *g, *n, DT_COMM_DTYPE_F32, DT_REDUCE_OP_AVG);
+}
+
+static dt_status trial_clip(void *self, float *g, int64_t n) {
+    trial_step *s = self;
+    s->opts->clip_grads(g, n, s->opts->clip_user);
+    return DT_OK;
+}
+
+static bool keep_grads(const trial_step *s) {
+    return s->opts && s->opts->keep_grads;
+}
+
+static dt_status trial_update(void *self, float *g, int64_t n) {
+    (void)g, (void)n; /* the module's own buffers */
+    trial_step *s = self;
+    /* the gradients are zeroed in the step's own pass over them, unless kept */
+    return keep_grads(s) ? dt_optim_step_module(s->w->opt, s->w->model)
+                         : dt_optim_step_module_zero_grad(s->w->opt, s->w->model);
+}
+
+static void trial_discard(void *self) {
+    trial_step *s = self;
+    if (!keep_grads(s)) dt_module_zero_grad(s->w->model);
+}
+
+/* with and without the user's clipping function */
+static const dt_boundary_ops clip_ops = {
+    .reduce = trial_reduce,
+    .clip = trial_clip,
+    .update = trial_update,
+    .discard = trial_discard,
+};
+static const dt_boundary_ops plain_ops = {
+    .reduce = trial_reduce,
+    .update = trial_update,
+    .discard = trial_discard,
+};
+
 dt_status dt_step_optimizer(dt_trial_ctx *c, dt_optimizer *o, const dt_step_opts *opts) {
     wrapped_optim *w = NULL;
     for (int i = 0; i < c->n_optims; i++)
@@ -312,34 +365,18 @@ dt_status dt_step_optimizer(dt_trial_ctx *c, dt_optimizer *o, const dt_step_opts
         return dt_error(DT_ERR_STATE, "step_optimizer: the optimiser is not wrapped; hint: "
                                       "register it with dt_wrap_optimizer in init");
     if (!dt__trial_at_boundary(c)) return DT_OK; /* still aggregating gradients */
-    int64_t n;
-    float *g = dt_module_flat_grads(w->model, &n);
-    if (c->size > 1) {
-        /* data parallelism: every slot steps with the average of all slots' gradients (one
-         * call over the flat buffer; the reduction order is fixed, so every rank gets the
-         * same bits) */
-        dt_status st = dt_comm_allreduce(c->comm, g, n, DT_COMM_DTYPE_F32, DT_REDUCE_OP_AVG);
-        if (st != DT_OK) return st;
-    }
-    if (c->scaler) {
-        /* fp16: skip the step when the scaled gradients overflowed, else unscale first */
-        bool overflow = dt_grads_have_inf_or_nan(g, n), skip = false;
-        dt_status st = dt_loss_scaler_update(c->scaler, overflow, &skip);
-        if (st != DT_OK) return st;
-        if (skip) {
-            c->skipped_steps++;
-            dt_log(DT_LOG_INFO, "fp16 overflow at batch %lld: step skipped, loss scale now %g",
-                   (long long)c->batches_trained, (double)dt_loss_scaler_scale(c->scaler));
-            if (!opts || !opts->keep_grads) dt_module_zero_grad(w->model);
-            return DT_OK;
-        }
-        dt_loss_scaler_unscale(g, n, dt_loss_scaler_scale(c->scaler));
-    }
-    if (opts && opts->clip_grads) opts->clip_grads(g, n, opts->clip_user);
-    /* the gradients are zeroed in the step's own pass over them, unless kept */
-    dt_status st = opts && opts->keep_grads ? dt_optim_step_module(o, w->model)
-                                            : dt_optim_step_module_zero_grad(o, w->model);
+    trial_step s = {c, w, opts};
+    bool skipped = false;
+    dt_status st = dt_boundary_step(opts && opts->clip_grads ? &clip_ops : &plain_ops, &s,
+                                    c->scaler, &skipped);
     if (st != DT_OK) return st;
+    if (skipped) {
+        /* fp16: the scaled gradients overflowed */
+        c->skipped_steps++;
+        dt_log(DT_LOG_INFO, "fp16 overflow at batch %lld: step skipped, loss scale now %g",
+               (long long)c->batches_trained, (double)dt_loss_scaler_scale(c->scaler));
+        return DT_OK;
+    }
     if (w == &c->optims[0]) {
         c->optimizer_steps++;
         dt__trial_step_scheds(c, DT_LR_STEP_EVERY_OPTIMIZER_STEP);
