@@ -141,10 +141,7 @@ dt_engine *dt_engine_init_opts(dt_module *model, const json_t *config, const dt_
     if (st == DT_OK && e->cfg.bf16) st = dt_ctx_set_autocast(e->ctx, DT_DTYPE_BF16);
     if (st == DT_OK) st = dt__zero_setup(e);
     if (st != DT_OK) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", dt_last_error());
-        dt_engine_free(e);
-        dt_error(st, "%s", msg);
+        DT_KEEP_ERROR(dt_engine_free(e));
         return NULL;
     }
     dt_engine_reset_timers(e);
