@@ -1,6 +1,6 @@
 # dtrain — the two commands of the README:
 #   make run   installs missing Debian packages, builds, runs the main job
-#   make test  installs, builds (release and ASan+UBSan), runs every test through ctest
+#   make test  installs (test readers too), builds (release, ASan+UBSan, x86-64-v3), runs every test
 JOBS ?= 2
 # What building and running dtrain needs (no Python: `make run` never uses it)
 DEB_PACKAGES := build-essential cmake pkg-config libopenblas-openmp-dev libopenmpi-dev \
