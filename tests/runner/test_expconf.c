@@ -575,6 +575,42 @@ static void test_enums(void) {
     dt_expconf_free(c);
 }
 
+/* checkpoint_storage.storage_path stays inside host_path (dt_path_within, on the strings) */
+static void test_storage_path(void) {
+    /* relative and climbing out: refused, naming the field, its position and what is allowed */
+    const char *e = cerr(
+        BASE "checkpoint_storage: {host_path: /data/ckpts, storage_path: ../../../etc/cron.d}\n",
+        0);
+    CHECK_HAS(e, "config.yaml:5:60: checkpoint_storage.storage_path \"../../../etc/cron.d\" climbs "
+                 "out of host_path \"/data/ckpts\" with \"..\"; hint: storage_path names a "
+                 "directory inside host_path");
+    e = cerr(BASE "checkpoint_storage: {host_path: /data/ckpts, storage_path: a/../../x}\n", 0);
+    CHECK_HAS(e, "storage_path \"a/../../x\" climbs out of host_path \"/data/ckpts\"");
+    e = cerr(BASE "checkpoint_storage: {storage_path: ../x}\n", 0);
+    CHECK_HAS(e, "storage_path \"../x\" climbs out of the checkpoint directory");
+    /* absolute: inside host_path only; the root "/" holds every absolute path */
+    e = cerr(BASE "checkpoint_storage: {host_path: /data/ckpts, storage_path: /data/ckpts/../x}\n",
+             0);
+    CHECK_HAS(e, "is absolute but not under host_path \"/data/ckpts\"; hint: make it relative");
+    e = cerr(BASE "checkpoint_storage: {storage_path: /srv/x}\n", 0);
+    CHECK_HAS(e, "storage_path \"/srv/x\" is absolute but no host_path is given");
+    e = cerr(BASE "checkpoint_storage: {host_path: ckpts, storage_path: /srv/x}\n", 0);
+    CHECK_HAS(e, "host_path \"ckpts\" is relative, so it cannot be checked");
+    const char *ok[] = {"{host_path: /, storage_path: /srv/x}",
+                        "{host_path: /, storage_path: srv/x}",
+                        "{host_path: /data/ckpts, storage_path: a/../b}",
+                        "{host_path: /data/ckpts/, storage_path: /data/ckpts}",
+                        "{host_path: ckpts, storage_path: exp/1}",
+                        "{storage_path: exp/1}"};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        char text[256];
+        snprintf(text, sizeof text, BASE "checkpoint_storage: %s\n", ok[i]);
+        dt_expconf *c = cload(text, 0);
+        CHECK_MSG(c != NULL, "%s refused", ok[i]);
+        dt_expconf_free(c);
+    }
+}
+
 static void test_unknown_keys(void) {
     dt_expconf *c = cload(BASE "min_validaton_period: {batches: 5}\n"
                                "optimisations: {}\n"
@@ -966,6 +1002,7 @@ int main(void) {
     TEST_RUN(test_type_errors);
     TEST_RUN(test_required);
     TEST_RUN(test_enums);
+    TEST_RUN(test_storage_path);
     TEST_RUN(test_unknown_keys);
     TEST_RUN(test_profiling);
     TEST_RUN(test_entrypoint);
