@@ -37,16 +37,21 @@ static bool lex_bad(const char *root, const char *rel) {
 }
 
 static void test_relative(void) {
-    CHECK(lex_ok("/data/ckpts", "exp1", "/data/ckpts/exp1"));
-    CHECK(lex_ok("/data/ckpts/", "exp1/", "/data/ckpts/exp1"));
-    CHECK(lex_ok("/data//ckpts/.", "./a//b/./c", "/data/ckpts/a/b/c"));
-    CHECK(lex_ok("/data/ckpts", "a/../b", "/data/ckpts/b"));
-    CHECK(lex_ok("/data/ckpts", "a/..", "/data/ckpts"));
-    CHECK(lex_ok("/data/ckpts", ".", "/data/ckpts"));
-    CHECK(lex_ok("ckpts", "a", "ckpts/a"));
-    CHECK(lex_ok(".", "a/b", "./a/b"));
-    CHECK(lex_ok("../up", "a", "../up/a")); /* the root's own ".." is the caller's choice */
-    CHECK(lex_ok("/data/ckpts", "..a/b..", "/data/ckpts/..a/b.."));
+    static const char *const inside[][3] = {
+        {"/data/ckpts", "exp1", "/data/ckpts/exp1"},
+        {"/data/ckpts/", "exp1/", "/data/ckpts/exp1"},
+        {"/data//ckpts/.", "./a//b/./c", "/data/ckpts/a/b/c"},
+        {"/data/ckpts", "a/../b", "/data/ckpts/b"},
+        {"/data/ckpts", "a/..", "/data/ckpts"},
+        {"/data/ckpts", ".", "/data/ckpts"},
+        {"ckpts", "a", "ckpts/a"},
+        {".", "a/b", "./a/b"},
+        {"../up", "a", "../up/a"}, /* the root's own ".." is the caller's choice */
+        {"/data/ckpts", "..a/b..", "/data/ckpts/..a/b.."},
+    };
+    for (size_t i = 0; i < sizeof inside / sizeof *inside; i++)
+        CHECK(lex_ok(inside[i][0], inside[i][1], inside[i][2]));
+
     /* climbing out */
     CHECK(lex_bad("/data/ckpts", "../../../etc/cron.d"));
     CHECK(msg_has("\"../../../etc/cron.d\" climbs out of \"/data/ckpts\": its component 1 "
@@ -72,12 +77,12 @@ static void test_absolute(void) {
     CHECK(lex_bad("ckpts", "/ckpts/x"));
     CHECK(msg_has("is absolute but the directory it must stay in, \"ckpts\", is relative"));
     /* the root "/" contains every absolute path */
-    CHECK(lex_ok("/", "/srv/x", "/srv/x"));
-    CHECK(lex_ok("/", "srv/x", "/srv/x"));
-    CHECK(lex_ok("//", "/srv/../srv/x", "/srv/x"));
-    CHECK(lex_ok("/", "/", "/"));
-    CHECK(lex_ok("/", "/..", "/"));
-    CHECK(lex_ok("/", ".", "/"));
+    static const char *const under_slash[][3] = {
+        {"/", "/srv/x", "/srv/x"}, {"/", "srv/x", "/srv/x"}, {"//", "/srv/../srv/x", "/srv/x"},
+        {"/", "/", "/"},           {"/", "/..", "/"},        {"/", ".", "/"},
+    };
+    for (size_t i = 0; i < sizeof under_slash / sizeof *under_slash; i++)
+        CHECK(lex_ok(under_slash[i][0], under_slash[i][1], under_slash[i][2]));
 }
 
 static void test_empty_and_long(void) {
@@ -112,29 +117,20 @@ static void test_empty_and_long(void) {
     free(rel);
 }
 
-static const char *in_dir(const char *name) {
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-    return buf[k];
-}
-
-/* symbolic links below the root: refused in every position, followed nowhere */
+/* symbolic links below the root: refused in every position, followed nowhere (in g_dir, the
+ * working directory) */
 static void test_symlinks(void) {
-    mkdir(in_dir("root"), 0755);
-    mkdir(in_dir("root/sub"), 0755);
-    mkdir(in_dir("outside"), 0755);
-    FILE *f = fopen(in_dir("root/sub/file"), "w");
+    mkdir("root", 0755);
+    mkdir("root/sub", 0755);
+    mkdir("outside", 0755);
+    FILE *f = fopen("root/sub/file", "w");
     if (f) fclose(f);
-    f = fopen(in_dir("outside/hostname"), "w");
+    f = fopen("outside/hostname", "w");
     if (f) fclose(f);
-    CHECK(symlink(in_dir("outside"), in_dir("root/ext")) == 0);
-    CHECK(symlink("sub/file", in_dir("root/sub/link")) == 0);
-    CHECK(symlink("sub", in_dir("root/inner")) == 0); /* a link inside the root: refused too */
-    const char *root = in_dir("root");
-    char want[600];
-    snprintf(want, sizeof want, "%s/sub/file", root);
+    CHECK(symlink("../outside", "root/ext") == 0);
+    CHECK(symlink("sub/file", "root/sub/link") == 0);
+    CHECK(symlink("sub", "root/inner") == 0); /* a link inside the root: refused too */
+    const char *root = "root", *want = "root/sub/file";
     CHECK(dt_path_within(root, "sub/file", DT_PATH_NOFOLLOW, out, sizeof out) == DT_OK &&
           !strcmp(out, want));
     /* not there yet: nothing below a missing component can be a link */
@@ -163,13 +159,12 @@ static void test_symlinks(void) {
     CHECK(dt_path_within(root, "sub/file/x", DT_PATH_NOFOLLOW, out, sizeof out) == DT_ERR_INVALID &&
           msg_has("sub/file is not a directory (component 2)"));
     /* the root itself may be a link (the operator's choice); what is under it is checked */
-    CHECK(symlink(root, in_dir("rootlink")) == 0);
-    CHECK(dt_path_within(in_dir("rootlink"), "sub/file", DT_PATH_NOFOLLOW, out, sizeof out) ==
-          DT_OK);
-    CHECK(dt_path_within(in_dir("rootlink"), "ext/hostname", DT_PATH_NOFOLLOW, out, sizeof out) ==
+    CHECK(symlink("root", "rootlink") == 0);
+    CHECK(dt_path_within("rootlink", "sub/file", DT_PATH_NOFOLLOW, out, sizeof out) == DT_OK);
+    CHECK(dt_path_within("rootlink", "ext/hostname", DT_PATH_NOFOLLOW, out, sizeof out) ==
           DT_ERR_INVALID);
     /* a missing root: nothing under it exists */
-    CHECK(dt_path_within(in_dir("nothere"), "a/b", DT_PATH_NOFOLLOW, out, sizeof out) == DT_OK);
+    CHECK(dt_path_within("nothere", "a/b", DT_PATH_NOFOLLOW, out, sizeof out) == DT_OK);
     /* the root "/" with the file system checked */
     CHECK(dt_path_within("/", g_dir + 1, DT_PATH_NOFOLLOW, out, sizeof out) == DT_OK &&
           !strcmp(out, g_dir));
@@ -177,7 +172,7 @@ static void test_symlinks(void) {
 
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "/tmp/dt_test_path_%ld", (long)getpid());
-    if (mkdir(g_dir, 0755) != 0) {
+    if (mkdir(g_dir, 0755) != 0 || chdir(g_dir) != 0) {
         perror(g_dir);
         return 1;
     }
@@ -185,8 +180,10 @@ int main(void) {
     TEST_RUN(test_absolute);
     TEST_RUN(test_empty_and_long);
     TEST_RUN(test_symlinks);
+    if (chdir("/") != 0) perror("/");
     char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir); /* the links are removed, not followed */
+    int rc = system(cmd);
+    if (rc != 0) fprintf(stderr, "%s: not removed (%d)\n", g_dir, rc);
     TEST_END();
 }
