@@ -13,7 +13,7 @@ cd "$SRC" || exit 2
 LAYERS=(base tensor nn optim dist data engine trial runner master web cli)
 # Public header -> layer. A new header must be added here (the check fails until it is).
 declare -A HEADER=(
-  [base.h]=base [yaml.h]=base [confcheck.h]=base [durable.h]=base
+  [base.h]=base [yaml.h]=base [confcheck.h]=base [durable.h]=base [path.h]=base
   [tensor.h]=tensor [nn.h]=nn [optim.h]=optim [dist.h]=dist [data.h]=data
   [engine.h]=engine [pipe.h]=engine
   [trial.h]=trial [trialio.h]=trial [core.h]=trial [dtrain.h]=trial

@@ -22,6 +22,7 @@
 #include "engine/engine_impl.h"
 #include "base/base_impl.h"
 #include "dtrain/durable.h"
+#include "dtrain/path.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -87,15 +88,30 @@ static dt_status agree(dt_engine *e, dt_status local, const char *what) {
     return dt_comm_agree(e->comm, local, what);
 }
 
+static bool one_component(const char *tag) {
+    return *tag && !strchr(tag, '/') && strcmp(tag, ".") && strcmp(tag, "..");
+}
+
+static dt_status not_one_component(const char *tag) {
+    return dt_error(DT_ERR_INVALID,
+                    "checkpoint tag '%s' is not one path component; hint: a tag names a "
+                    "directory directly under the checkpoint directory (no '/', not '.' or '..')",
+                    tag);
+}
+
 dt_status dt__ckpt_tag(const char *tag, int64_t steps, char *buf, size_t n, const char **out) {
     if (!tag) {
         snprintf(buf, n, "global_step%lld", (long long)steps);
         tag = buf;
     }
     *out = tag;
-    if (!*tag || strchr(tag, '/') || !strcmp(tag, ".") || !strcmp(tag, ".."))
-        return dt_error(DT_ERR_INVALID, "checkpoint tag '%s' is not one path component", tag);
-    return DT_OK;
+    return one_component(tag) ? DT_OK : not_one_component(tag);
+}
+
+dt_status dt__ckpt_tag_dir(const char *dir, const char *tag, char *out, size_t cap) {
+    if (!one_component(tag)) return not_one_component(tag);
+    dt_status st = dt_path_within(dir, tag, DT_PATH_NOFOLLOW, out, cap);
+    return st == DT_OK ? st : dt_error(st, "checkpoint tag '%s': %s", tag, dt_last_error());
 }
 
 dt_status dt__ckpt_write_latest(const char *dir, const char *tag) {
@@ -181,8 +197,7 @@ dt_status dt_engine_save_checkpoint(dt_engine *e, const char *dir, const char *t
     char tagbuf[64];
     dt_status local = dt__ckpt_tag(tag, e->global_steps, tagbuf, sizeof tagbuf, &tag);
     char tdir[4096];
-    if (local == DT_OK && snprintf(tdir, sizeof tdir, "%s/%s", dir, tag) >= (int)sizeof tdir)
-        local = dt_error(DT_ERR_INVALID, "checkpoint path too long");
+    if (local == DT_OK) local = dt__ckpt_tag_dir(dir, tag, tdir, sizeof tdir);
     if (local == DT_OK) local = mkdirs(tdir);
     dt_status st = agree(e, local, "save_checkpoint");
     if (st != DT_OK) return st;
@@ -295,6 +310,12 @@ dt_status dt__ckpt_read_latest(const char *dir, char *tag, size_t n) {
     tag[k] = 0;
     while (k > 0 && (tag[k - 1] == '\n' || tag[k - 1] == ' ')) tag[--k] = 0;
     if (!k) return dt_error(DT_ERR_FORMAT, "%s is empty", path);
+    if (!one_component(tag))
+        return dt_error(DT_ERR_FORMAT,
+                        "%s names '%s', which is not a tag (one path component under %s): the "
+                        "file was modified; hint: write the tag of a checkpoint in it, or pass "
+                        "the tag explicitly",
+                        path, tag, dir);
     return DT_OK;
 }
 
@@ -320,7 +341,7 @@ static dt_status check_plan(dt_engine *e, const char *dir, const char *tag,
         if ((st = dt__ckpt_read_latest(dir, tagbuf, sizeof tagbuf)) != DT_OK) return st;
         tag = tagbuf;
     }
-    snprintf(p->tdir, sizeof p->tdir, "%s/%s", dir, tag);
+    if ((st = dt__ckpt_tag_dir(dir, tag, p->tdir, sizeof p->tdir)) != DT_OK) return st;
     char path[4300];
     snprintf(path, sizeof path, "%s/engine_state.json", p->tdir);
     json_error_t jerr;
@@ -366,6 +387,16 @@ static dt_status check_plan(dt_engine *e, const char *dir, const char *tag,
     p->shards = json_object_get(p->state, "shards");
     p->n_shards = (int)json_array_size(p->shards);
     if (p->n_shards < 1) return dt_error(DT_ERR_FORMAT, "%s: no optimizer shards listed", p->tdir);
+    /* every shard's file is one the checkpoint holds: no "..", no absolute name, no link */
+    for (int s = 0; s < p->n_shards; s++) {
+        const char *f = json_string_value(json_object_get(json_array_get(p->shards, s), "file"));
+        if (!f || dt_path_within(p->tdir, f, DT_PATH_NOFOLLOW, path, sizeof path) != DT_OK)
+            return dt_error(DT_ERR_FORMAT,
+                            "%s/engine_state.json: shard %d names %s%s%s, not a file inside the "
+                            "checkpoint%s%s%s: the file was modified",
+                            p->tdir, s, f ? "'" : "no file", f ? f : "", f ? "'" : "",
+                            f ? " (" : "", f ? dt_last_error() : "", f ? ")" : "");
+    }
     /* verify the shards this rank will read */
     int64_t my_lo = e->stage == 0 ? 0 : e->lo, my_len = e->stage == 0 ? e->n : e->block;
     for (int s = 0; s < p->n_shards; s++) {

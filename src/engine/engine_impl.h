@@ -102,8 +102,11 @@ dt_status dt__engine_boundary(dt_engine *e, int64_t micro_batches);
 /* *out = tag, or "global_step<steps>" formatted into buf[0 .. n) when tag is NULL.
  * DT_ERR_INVALID (message set, *out still set) when it is not one path component. */
 dt_status dt__ckpt_tag(const char *tag, int64_t steps, char *buf, size_t n, const char **out);
+/* out[0 .. cap) = DIR/TAG, the tag checked as above and the directory with dt_path_within (no
+ * symbolic link: a tag's directory is the checkpoint's own). DT_ERR_INVALID with the message. */
+dt_status dt__ckpt_tag_dir(const char *dir, const char *tag, char *out, size_t cap);
 /* The tag stored in DIR/latest, trailing newlines and spaces cut. DT_ERR_IO (no file, with a
- * hint to pass the tag) or DT_ERR_FORMAT (empty). */
+ * hint to pass the tag) or DT_ERR_FORMAT (empty, or not one path component). */
 dt_status dt__ckpt_read_latest(const char *dir, char *tag, size_t n);
 /* DIR/latest = tag, durably (dt_file_write_atomic). */
 dt_status dt__ckpt_write_latest(const char *dir, const char *tag);

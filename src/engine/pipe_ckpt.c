@@ -119,10 +119,10 @@ static int n_layers_of(const dt_pipe_engine *p, int64_t *parts_out) {
 dt_status dt_pipe_save_checkpoint(dt_pipe_engine *p, const char *dir, const char *tag,
                                   const json_t *client_state) {
     if (!p || !dir) return dt_error(DT_ERR_INVALID, "dt_pipe_save_checkpoint: NULL argument");
-    char tagbuf[64], tdir[4096], sdir[4200];
+    char tagbuf[64], tdir[4096] = "", sdir[4200];
     dt_status local =
         dt__ckpt_tag(tag, dt_engine_global_steps(p->eng), tagbuf, sizeof tagbuf, &tag);
-    snprintf(tdir, sizeof tdir, "%s/%s", dir, tag);
+    if (local == DT_OK) local = dt__ckpt_tag_dir(dir, tag, tdir, sizeof tdir);
     snprintf(sdir, sizeof sdir, "%s/stage_%d", tdir, p->stage);
     int64_t *parts = calloc((size_t)p->S + 1, sizeof *parts);
     int n_layers = parts ? n_layers_of(p, parts) : -1;
@@ -191,6 +191,7 @@ dt_status dt_pipe_load_checkpoint(dt_pipe_engine *p, const char *dir, const char
         local = dt__ckpt_read_latest(dir, tagbuf, sizeof tagbuf);
         tag = tagbuf;
     }
+    if (local == DT_OK) local = dt__ckpt_tag_dir(dir, tag, path, sizeof path); /* contained */
     int64_t *parts = calloc((size_t)p->S + 1, sizeof *parts);
     int n_layers = parts ? n_layers_of(p, parts) : -1;
     json_t *j = NULL;

@@ -15,6 +15,7 @@
  */
 #include "dtrain/config.h"
 #include "dtrain/confcheck.h"
+#include "dtrain/path.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -404,6 +405,46 @@ static dt_status parse_searcher(vctx *v, const dt_conf_sec *root, unsigned flags
     return DT_OK;
 }
 
+/* storage_path must name a directory inside host_path: checked on the string alone (dt_path_within,
+ * lexically), since neither need exist yet; whoever creates or opens the directory checks the
+ * file system then. Without host_path the runner's default root applies and storage_path must be
+ * relative. DT_ERR_CONFIG at storage_path. */
+static dt_status check_storage_path(const dt_conf_sec *obj, const dt_ckpt_storage_conf *cs) {
+    const char *sp = cs->storage_path, *hp = cs->host_path;
+    if (!sp) return DT_OK;
+    if (!hp && sp[0] == '/')
+        return dt_conf_error(obj, "storage_path",
+                             "checkpoint_storage.storage_path \"%s\" is absolute but no host_path "
+                             "is given; hint: give host_path, or make storage_path relative (it is "
+                             "then under the default checkpoint directory)",
+                             sp);
+    size_t cap = (hp ? strlen(hp) : 1) + strlen(sp) + 2; /* the resolved path always fits */
+    char *out = malloc(cap);
+    if (!out) return dt_error(DT_ERR_OOM, "out of memory");
+    dt_status st = dt_path_within(hp ? hp : ".", sp, DT_PATH_LEXICAL, out, cap);
+    free(out);
+    if (st == DT_OK) return DT_OK;
+    if (st == DT_ERR_OOM) return st;
+    if (hp && sp[0] == '/' && hp[0] == '/')
+        return dt_conf_error(obj, "storage_path",
+                             "checkpoint_storage.storage_path \"%s\" is absolute but not under "
+                             "host_path \"%s\"; hint: make it relative to host_path, or an "
+                             "absolute path inside it",
+                             sp, hp);
+    if (hp && sp[0] == '/')
+        return dt_conf_error(obj, "storage_path",
+                             "checkpoint_storage.storage_path \"%s\" is absolute but host_path "
+                             "\"%s\" is relative, so it cannot be checked; hint: make "
+                             "storage_path relative to host_path",
+                             sp, hp);
+    return dt_conf_error(obj, "storage_path",
+                         "checkpoint_storage.storage_path \"%s\" climbs out of %s%s%s with "
+                         "\"..\"; hint: storage_path names a directory inside host_path (\"..\" "
+                         "may not leave it)",
+                         sp, hp ? "host_path \"" : "the checkpoint directory", hp ? hp : "",
+                         hp ? "\"" : "");
+}
+
 static dt_status parse_storage(vctx *v, const dt_conf_sec *root) {
     static const char *const known[] = {"type",
                                         "host_path",
@@ -431,16 +472,7 @@ static dt_status parse_storage(vctx *v, const dt_conf_sec *root) {
         TRY(dt_conf_enum(&obj, "type", types, NULL, &ti));
         TRY(get_str(&obj, "host_path", false, true, NULL, &cs->host_path));
         TRY(get_str(&obj, "storage_path", false, true, NULL, &cs->storage_path));
-        if (cs->storage_path && cs->storage_path[0] == '/' && cs->host_path) {
-            size_t hl = strlen(cs->host_path);
-            while (hl > 1 && cs->host_path[hl - 1] == '/') hl--;
-            if (strncmp(cs->storage_path, cs->host_path, hl) ||
-                (cs->storage_path[hl] != '/' && cs->storage_path[hl] != 0))
-                return dt_conf_error(&obj, "storage_path",
-                                     "checkpoint_storage.storage_path \"%s\" is absolute but not "
-                                     "under host_path \"%s\"; hint: make it relative to host_path",
-                                     cs->storage_path, cs->host_path);
-        }
+        TRY(check_storage_path(&obj, cs));
         TRY(dt_conf_int(&obj, "save_trial_best", 0, INT64_MAX, &cs->save_trial_best));
         TRY(dt_conf_int(&obj, "save_trial_latest", 0, INT64_MAX, &cs->save_trial_latest));
         TRY(dt_conf_int(&obj, "save_experiment_best", 0, INT64_MAX, &cs->save_experiment_best));

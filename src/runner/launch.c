@@ -7,6 +7,7 @@
  * an experiment runner builds the library once and prepares and runs each trial itself. */
 #define _GNU_SOURCE
 #include "dtrain/runner.h"
+#include "dtrain/path.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -124,12 +125,15 @@ static bool read_latest(const char *dir, char *out, size_t n) {
 static dt_status place_checkpoints(const dt_expconf *cfg, const dt_launch_opts *o,
                                    dt_prepared_trial *t) {
     char ck[PATH_MAX];
+    const char *root =
+        cfg->checkpoint_storage.host_path ? cfg->checkpoint_storage.host_path : "checkpoints";
     if (o->checkpoint_dir)
         snprintf(ck, sizeof ck, "%s", o->checkpoint_dir);
-    else if (cfg->checkpoint_storage.host_path)
-        snprintf(ck, sizeof ck, "%s/%s", cfg->checkpoint_storage.host_path, cfg->name);
-    else
-        snprintf(ck, sizeof ck, "checkpoints/%s", cfg->name);
+    else if (dt_path_within(root, cfg->name, DT_PATH_LEXICAL, ck, sizeof ck) != DT_OK)
+        return dt_error(DT_ERR_CONFIG,
+                        "name: the experiment's checkpoints go to <host_path>/<name>, and %s; "
+                        "hint: choose a name that stays inside it, or pass --checkpoint-dir",
+                        dt_last_error());
     if (!(t->checkpoint_dir = strdup(ck))) return dt_error(DT_ERR_OOM, "out of memory");
     if (!o->resume) return DT_OK;
     char resume[PATH_MAX + 512];
@@ -140,7 +144,11 @@ static dt_status place_checkpoints(const dt_expconf *cfg, const dt_launch_opts *
                             "--resume latest: no checkpoint in %s (no 'latest' file); hint: train "
                             "without --resume first, or pass a checkpoint directory",
                             ck);
-        snprintf(resume, sizeof resume, "%s/%s", ck, name);
+        if (dt_path_within(ck, name, DT_PATH_NOFOLLOW, resume, sizeof resume) != DT_OK)
+            return dt_error(DT_ERR_FORMAT,
+                            "--resume latest: %s/latest names no checkpoint inside %s (%s); "
+                            "hint: write a checkpoint's name in it, or pass the checkpoint's path",
+                            ck, ck, dt_last_error());
     } else {
         snprintf(resume, sizeof resume, "%s", o->resume);
     }

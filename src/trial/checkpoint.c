@@ -15,7 +15,10 @@
  * writes and fsyncs are base's durable-file pieces (durable.c), which tests can make fail.
  *
  * Reading. dt_ckpt_open parses metadata.json, checks format_version, and verifies every listed
- * file's size and crc32c, naming the file and the difference when something is off.
+ * file's size and crc32c, naming the file and the difference when something is off. A listed
+ * name must be a plain relative path (no "." / ".." / empty components) and, checked with
+ * dt_path_within (dtrain/path.h), have no symbolic link in any component: a file reached through
+ * a link could lie outside the checkpoint.
  *
  * Removal. dt_ckpt_remove renames a checkpoint to a temporary name first (so a half-deleted
  * directory never looks like a checkpoint) and deletes it without following symlinks
@@ -24,6 +27,7 @@
 #define _GNU_SOURCE /* renameat2, strverscmp, fdopendir */
 #include "dtrain/trialio.h"
 #include "dtrain/durable.h"
+#include "dtrain/path.h"
 #include "base/base_impl.h"
 
 #include <dirent.h>
@@ -537,14 +541,26 @@ static dt_status verify_file(dt_ckpt *ck, int i, const char *rel, const json_t *
                         mp, rel);
     if (!valid_relname(rel) || !strcmp(rel, CK_META))
         return dt_error(DT_ERR_FORMAT,
-                        "%s/metadata.json: lists an unsafe file name \"%s\": the "
+                        "%s/metadata.json: lists an unsafe file name \"%s\" (absolute, "
+                        "with \".\", \"..\" or empty components, or metadata.json): the "
                         "metadata is corrupted",
                         mp, rel);
     int64_t want_size = json_integer_value(js);
     uint32_t want_crc = (uint32_t)json_integer_value(jc);
+    size_t cap = strlen(ck->dir) + strlen(rel) + 2;
     ck->names[i] = str_dup(rel);
-    ck->paths[i] = path_join(ck->dir, rel);
+    ck->paths[i] = malloc(cap);
     if (!ck->names[i] || !ck->paths[i]) return dt_error(DT_ERR_OOM, "%s: file list", mp);
+    /* every component of the name, not only the last, must be a real directory or file of the
+     * checkpoint: a symbolic link anywhere would let a listed file lie outside it */
+    dt_status st = dt_path_within(ck->dir, rel, DT_PATH_NOFOLLOW, ck->paths[i], cap);
+    if (st == DT_ERR_OOM || st == DT_ERR_IO) return st;
+    if (st != DT_OK)
+        return dt_error(DT_ERR_FORMAT,
+                        "%s/metadata.json: lists \"%s\", which is not a file inside the "
+                        "checkpoint (%s): the checkpoint was modified; a checkpoint holds only "
+                        "regular files and directories",
+                        mp, rel, dt_last_error());
     const char *p = ck->paths[i];
     struct stat sb;
     if (lstat(p, &sb) != 0) {
@@ -568,7 +584,7 @@ static dt_status verify_file(dt_ckpt *ck, int i, const char *rel, const json_t *
                             : "the file was changed after the checkpoint was written");
     int64_t size = 0;
     uint32_t crc = 0;
-    dt_status st = file_crc(p, buf, false, &size, &crc);
+    st = file_crc(p, buf, false, &size, &crc);
     if (st != DT_OK) return st;
     if (size != want_size)
         return dt_error(DT_ERR_FORMAT,

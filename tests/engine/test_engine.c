@@ -318,6 +318,36 @@ static void test_checkpoint_errors(void) {
     dt_engine_free(e2);
     dt_module_free(other);
     dt_ctx_free(c2);
+    /* tags and shard names stay inside the checkpoint directory (dt_path_within) */
+    CHECK(dt_engine_load_checkpoint(e, dir, "../ck", &o, NULL) == DT_ERR_INVALID &&
+          err_has("checkpoint tag '../ck' is not one path component"));
+    char link[600];
+    snprintf(link, sizeof link, "%s/alias", dir);
+    snprintf(path, sizeof path, "%s/global_step2", dir);
+    CHECK(symlink(path, link) == 0);
+    CHECK(dt_engine_load_checkpoint(e, dir, "alias", &o, NULL) == DT_ERR_INVALID &&
+          err_has("checkpoint tag 'alias'") && err_has("is a symbolic link"));
+    CHECK(dt_engine_save_checkpoint(e, dir, "alias", NULL) == DT_ERR_INVALID);
+    CHECK_MSG(dt_engine_save_checkpoint(e, dir, "t3", NULL) == DT_OK, "%s", dt_last_error());
+    snprintf(path, sizeof path, "%s/latest", dir);
+    f = fopen(path, "w");
+    if (f) {
+        fputs("../../etc\n", f);
+        fclose(f);
+    }
+    CHECK(dt_engine_load_checkpoint(e, dir, NULL, &o, NULL) == DT_ERR_FORMAT &&
+          err_has("names '../../etc', which is not a tag"));
+    snprintf(path, sizeof path, "%s/t3/engine_state.json", dir);
+    json_t *st = json_load_file(path, 0, NULL);
+    json_t *sh = json_array_get(json_object_get(st, "shards"), 0);
+    json_object_set_new(sh, "file", json_string("../global_step2/optim_shard_0_of_1.safetensors"));
+    CHECK(st && json_dump_file(st, path, 0) == 0);
+    json_decref(st);
+    memcpy(keep, p, (size_t)n * sizeof *keep);
+    CHECK(dt_engine_load_checkpoint(e, dir, "t3", NULL, NULL) == DT_ERR_FORMAT &&
+          err_has("engine_state.json: shard 0 names '../global_step2/") &&
+          err_has("climbs out of"));
+    CHECK(memcmp(keep, p, (size_t)n * sizeof *keep) == 0);
     free(keep);
     dt_engine_free(e);
     free_model(m);

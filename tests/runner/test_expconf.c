@@ -575,6 +575,46 @@ static void test_enums(void) {
     dt_expconf_free(c);
 }
 
+/* checkpoint_storage.storage_path stays inside host_path (dt_path_within, on the strings) */
+static void test_storage_path(void) {
+    /* refused, naming the field, its position and what is allowed: relative and climbing out,
+     * absolute outside host_path, absolute without host_path or under a relative one */
+    static const char *const bad[][2] = {
+        {"{host_path: /data/ckpts, storage_path: ../../../etc/cron.d}",
+         "config.yaml:5:60: checkpoint_storage.storage_path \"../../../etc/cron.d\" climbs out of "
+         "host_path \"/data/ckpts\" with \"..\"; hint: storage_path names a directory inside "
+         "host_path"},
+        {"{host_path: /data/ckpts, storage_path: a/../../x}",
+         "storage_path \"a/../../x\" climbs out of host_path \"/data/ckpts\""},
+        {"{storage_path: ../x}", "storage_path \"../x\" climbs out of the checkpoint directory"},
+        {"{host_path: /data/ckpts, storage_path: /data/ckpts/../x}",
+         "is absolute but not under host_path \"/data/ckpts\"; hint: make it relative"},
+        {"{storage_path: /srv/x}", "storage_path \"/srv/x\" is absolute but no host_path is given"},
+        {"{host_path: ckpts, storage_path: /srv/x}",
+         "host_path \"ckpts\" is relative, so it cannot be checked"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char text[256];
+        snprintf(text, sizeof text, BASE "checkpoint_storage: %s\n", bad[i][0]);
+        const char *e = cerr(text, 0);
+        CHECK_HAS(e, bad[i][1]);
+    }
+    /* the root "/" holds every absolute path */
+    const char *ok[] = {"{host_path: /, storage_path: /srv/x}",
+                        "{host_path: /, storage_path: srv/x}",
+                        "{host_path: /data/ckpts, storage_path: a/../b}",
+                        "{host_path: /data/ckpts/, storage_path: /data/ckpts}",
+                        "{host_path: ckpts, storage_path: exp/1}",
+                        "{storage_path: exp/1}"};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        char text[256];
+        snprintf(text, sizeof text, BASE "checkpoint_storage: %s\n", ok[i]);
+        dt_expconf *c = cload(text, 0);
+        CHECK_MSG(c != NULL, "%s refused", ok[i]);
+        dt_expconf_free(c);
+    }
+}
+
 static void test_unknown_keys(void) {
     dt_expconf *c = cload(BASE "min_validaton_period: {batches: 5}\n"
                                "optimisations: {}\n"
@@ -966,6 +1006,7 @@ int main(void) {
     TEST_RUN(test_type_errors);
     TEST_RUN(test_required);
     TEST_RUN(test_enums);
+    TEST_RUN(test_storage_path);
     TEST_RUN(test_unknown_keys);
     TEST_RUN(test_profiling);
     TEST_RUN(test_entrypoint);

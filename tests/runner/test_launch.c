@@ -142,6 +142,15 @@ static void test_prepare_options(void) {
     }
     dt_prepared_trial_free(t);
     dt_expconf_free(c);
+    /* the experiment name stays inside host_path (dt_path_within) */
+    c = load_toy("name:", "name: ../../etc/cron.d\ncheckpoint_storage: {host_path: /srv/ck}\n");
+    if (!c) return;
+    t = NULL;
+    o = (dt_launch_opts){0};
+    CHECK(dt_trial_prepare(c, &o, &t) == DT_ERR_CONFIG && !t);
+    CHECK_MSG(strstr(dt_last_error(), "\"../../etc/cron.d\" climbs out of \"/srv/ck\""), "%s",
+              dt_last_error());
+    dt_expconf_free(c);
 }
 
 static void test_prepare_resume_latest(void) {

@@ -1,9 +1,10 @@
 /* Tests for src/trial/checkpoint.c: a round trip (tensors, JSON, bytes, a save hook's own
  * files, extra metadata), overwrite rules, every kind of corruption refused with a message
  * naming the file (flipped byte, truncation, growth, deleted file, deleted / broken / future
- * metadata.json, unsafe names), failures while writing (RLIMIT_FSIZE, a symlink, reserved
- * names, a checkpoint appearing meanwhile, a crash) that leave no temporary directory and an
- * existing checkpoint untouched, an unwritable parent, removal and listing. */
+ * metadata.json, unsafe names, a listed file under a symlinked directory), failures while writing
+ * (RLIMIT_FSIZE, a symlink, reserved names, a checkpoint appearing meanwhile, a crash) that leave
+ * no temporary directory and an existing checkpoint untouched, an unwritable parent, removal and
+ * listing. */
 #include "dtrain/trialio.h"
 #include "test.h"
 
@@ -343,6 +344,11 @@ static void test_corruption(void) {
                      json_pack("{s:{s:i,s:i}}", "../../etc/passwd", "size", 1, "crc32c", 0));
     expect_format_error(p, "unsafe file name \"../../etc/passwd\"", NULL);
 
+    p = fresh("corrupt/absolute");
+    rewrite_metadata(p, "files",
+                     json_pack("{s:{s:i,s:i}}", "/etc/hostname", "size", 1, "crc32c", 0));
+    expect_format_error(p, "unsafe file name \"/etc/hostname\" (absolute", NULL);
+
     p = fresh("corrupt/entry");
     rewrite_metadata(p, "files",
                      json_pack("{s:{s:s,s:i}}", "model.bin", "size", "3000", "crc32c", 0));
@@ -360,6 +366,44 @@ static void test_corruption(void) {
     write_text(P("corrupt/afile"), "x");
     CHECK(dt_ckpt_open(P("corrupt/afile")) == NULL && dt_last_status() == DT_ERR_IO);
     CHECK(dt_ckpt_open(NULL) == NULL && dt_last_status() == DT_ERR_INVALID);
+}
+
+/* A listed file reached through a symbolic link to a directory outside the checkpoint, with
+ * the right size and crc32c: refused, naming the file and the link (every component of a
+ * listed name is checked, not only the last). */
+static void test_symlinked_component(void) {
+    const char *p = fresh("corrupt/symdir");
+    CHECK(mkdir(P("corrupt/outside"), 0755) == 0 || errno == EEXIST);
+    const char *text = "secret-host\n";
+    write_text(P("corrupt/outside/hostname"), text);
+    char link[600];
+    snprintf(link, sizeof link, "%s/ext", p);
+    CHECK(symlink(P("corrupt/outside"), link) == 0);
+    char mp[600];
+    snprintf(mp, sizeof mp, "%s/metadata.json", p);
+    json_t *m = json_load_file(mp, 0, NULL);
+    json_object_set_new(json_object_get(m, "files"), "ext/hostname",
+                        json_pack("{s:I,s:I}", "size", (json_int_t)strlen(text), "crc32c",
+                                  (json_int_t)dt_crc32c(0, text, strlen(text))));
+    CHECK(json_dump_file(m, mp, JSON_INDENT(2)) == 0);
+    json_decref(m);
+    expect_format_error(p,
+                        "metadata.json: lists \"ext/hostname\", which is not a file inside the "
+                        "checkpoint",
+                        "ext is a symbolic link (component 1)");
+    CHECK(msg_has("the checkpoint was modified"));
+    /* a link to a directory inside the checkpoint is refused too: names are never followed */
+    CHECK(unlink(link) == 0 && symlink(".", link) == 0);
+    expect_format_error(p, "\"ext/hostname\", which is not a file inside", "symbolic link");
+    /* the same file as a real directory verifies */
+    CHECK(unlink(link) == 0 && mkdir(link, 0755) == 0);
+    snprintf(link, sizeof link, "%s/ext/hostname", p);
+    write_text(link, text);
+    dt_ckpt *ck = dt_ckpt_open(p);
+    CHECK_MSG(ck != NULL, "%s", dt_last_error());
+    const char *fp = ck ? dt_ckpt_path(ck, "ext/hostname") : NULL;
+    CHECK(fp && !strcmp(fp, link));
+    dt_ckpt_close(ck);
 }
 
 /* Failures while a checkpoint is written leave nothing behind and the old one untouched. */
@@ -559,6 +603,7 @@ int main(void) {
     TEST_RUN(test_roundtrip);
     TEST_RUN(test_overwrite);
     TEST_RUN(test_corruption);
+    TEST_RUN(test_symlinked_component);
     TEST_RUN(test_write_failures);
     TEST_RUN(test_unwritable_parent);
     TEST_RUN(test_remove_and_list);
