@@ -231,7 +231,8 @@ typedef enum dt_amp {
 DT_API dt_status dt_trial_use_amp(dt_trial_ctx *c, dt_amp mode);
 
 /* Hyperparameters (const values in local mode). Missing or wrongly typed → `dflt`, with a
- * warning for the wrong type. */
+ * warning for the wrong type. A name is the config's: "optimizer.lr" reads lr in the group
+ * optimizer (or a key written "optimizer.lr"). */
 DT_API const json_t *dt_hparams(const dt_trial_ctx *c);
 DT_API const json_t *dt_hparam_json(const dt_trial_ctx *c, const char *name);
 DT_API int64_t dt_hparam_int(const dt_trial_ctx *c, const char *name, int64_t dflt);

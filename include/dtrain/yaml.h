@@ -28,10 +28,18 @@ extern "C" {
  *   .inf, -.inf, .nan (any case form)   → the strings ".inf", "-.inf", ".nan": jansson cannot
  *                                          hold non-finite reals; dt_json_number() reads them
  *   anything else, and every quoted or block (| >) scalar → json string
- * Explicit tags !!str !!int !!float !!bool !!null !!map !!seq are honoured; others are refused.
- * Anchors and aliases are supported (an alias is a deep copy of the anchored node, whose children
- * keep their positions at the anchor), as is the merge key `<<: *base`. Duplicate keys, complex
- * (non-scalar) keys, recursive aliases and more than one document are errors. */
+ * Explicit tags !!str !!int !!float !!bool !!null !!map !!seq are honoured; others are refused,
+ * wherever they sit (values, items, the document's root); a key, always a string, takes only
+ * !!str (or the non-specific '!'). Anchors and aliases are supported (an alias is a deep copy of
+ * the anchored node, whose children keep their positions at the anchor), as is the merge key
+ * `<<: *base`. Duplicate keys, complex (non-scalar) keys, recursive aliases and more than one
+ * document are errors, as are nesting deeper than 512 (counting what aliases expand to) and
+ * aliases that would copy more than DT_YAML_MAX_ALIAS_NODES nodes in all: an alias's size is
+ * measured before it is copied, so an alias bomb is refused having built at most that many. */
+
+/* Nodes the aliases of one document may copy in all (65536: a config's shared blocks copied a
+ * few hundred times over; a "billion laughs" document is refused at the alias that passes it). */
+#define DT_YAML_MAX_ALIAS_NODES 65536
 
 typedef struct dt_yaml_doc dt_yaml_doc;
 

@@ -11,8 +11,12 @@
  * the doc (merge sources are parked in `keep` rather than freed), and no address is reused.
  *
  * Aliases become deep copies of the anchored node (the copies' children inherit the anchor's
- * positions; the copy itself is placed at the alias). The total node count is capped so a
- * "billion laughs" document fails cleanly instead of exhausting memory.
+ * positions; the copy itself is placed at the alias); a merge key moves the values of its
+ * (parked) sources into the mapping. Before an alias copies anything, the size and depth of what it
+ * would copy are measured: the nodes copied in all are capped at DT_YAML_MAX_ALIAS_NODES and a copy
+ * may not nest past MAX_DEPTH, so a "billion laughs" document is refused at the first alias past
+ * the cap, having built at most the cap's worth of nodes. The total node count is capped too
+ * (MAX_NODES), for large documents without aliases.
  */
 #include "dtrain/yaml.h"
 #include "base/base_impl.h"
@@ -365,6 +369,7 @@ typedef struct builder {
     anchor_ent *anchors;
     int n_anchors, cap_anchors;
     int64_t n_nodes;
+    int64_t n_copied; /* nodes copied by aliases (≤ DT_YAML_MAX_ALIAS_NODES) */
     bool have_root;
     bool failed;
 } builder;
@@ -400,6 +405,51 @@ static bool oom(builder *b, dt_yaml_pos pos) {
              pos.col);
     b->failed = true;
     return false;
+}
+
+/* Nodes in the tree under `n` (itself included) into *size, counting no further than `limit` + 1,
+ * and its container nesting into *depth (0 for a scalar, 1 for a flat list). Recursion is bounded:
+ * every tree the builder holds nests at most MAX_DEPTH deep. */
+static void tree_measure(const json_t *n, int64_t limit, int64_t *size, int *depth) {
+    ++*size;
+    int below = 0;
+    if (json_is_object(n)) {
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)n, k, v) {
+            if (*size > limit) break;
+            int d = 0;
+            tree_measure(v, limit, size, &d);
+            if (d > below) below = d;
+        }
+    } else if (json_is_array(n)) {
+        for (size_t i = 0; i < json_array_size(n) && *size <= limit; i++) {
+            int d = 0;
+            tree_measure(json_array_get(n, i), limit, size, &d);
+            if (d > below) below = d;
+        }
+    }
+    *depth = json_is_object(n) || json_is_array(n) ? below + 1 : 0;
+}
+
+/* Reserve the copy of `src` for the alias `*name` at `pos` against the document's budget, before
+ * anything is copied. False (error set) if it would take the nodes copied by aliases past
+ * DT_YAML_MAX_ALIAS_NODES, or nest past MAX_DEPTH. */
+static bool reserve_copy(builder *b, const json_t *src, const char *name, dt_yaml_pos pos) {
+    int64_t left = DT_YAML_MAX_ALIAS_NODES - b->n_copied, size = 0;
+    int depth = 0;
+    tree_measure(src, left, &size, &depth);
+    if (size > left)
+        return fail(b, pos,
+                    "document too large: the alias *%s here would copy more than the %lld nodes "
+                    "left of the %d that aliases may copy in a document (a cap against alias "
+                    "bombs); hint: anchor smaller blocks, or write the repeated ones out",
+                    name, (long long)left, DT_YAML_MAX_ALIAS_NODES);
+    if (b->depth + depth > MAX_DEPTH)
+        return fail(b, pos, "nesting deeper than %d: the alias *%s here nests %d levels under %d",
+                    MAX_DEPTH, name, depth, b->depth);
+    b->n_copied += size;
+    return true;
 }
 
 /* Deep copy of `src` with the positions of its children copied too. */
@@ -524,10 +574,10 @@ static bool apply_merges(builder *b, frame *f) {
             if (json_object_get(f->node, k)) continue; /* explicit keys and earlier merges win */
             const child_ent *e = child_find(b->doc, src, k, 0);
             dt_yaml_pos at = e ? e->val : f->pos, kat = e ? e->key_pos : at;
-            json_t *c = copy_with_pos(b, v, at); /* may move the table: e is stale now */
-            if (!c) return b->failed ? false : oom(b, at);
-            if (json_object_set_new(f->node, k, c) || !child_put(b->doc, f->node, k, 0, at, kat) ||
-                !node_put(b->doc, c, at))
+            /* the value moves rather than copies (it keeps its positions): a merge source is
+             * parked, never in the tree, and merged into this one mapping only (an alias in a
+             * merge is a copy of its own), so no node ends up in two places */
+            if (json_object_set(f->node, k, v) || !child_put(b->doc, f->node, k, 0, at, kat))
                 return oom(b, at);
         }
     }
@@ -540,6 +590,14 @@ static const char *short_tag(const char *tag) {
     static const char prefix[] = "tag:yaml.org,2002:";
     if (tag && !strncmp(tag, prefix, sizeof prefix - 1)) return tag + sizeof prefix - 1;
     return NULL;
+}
+
+/* A tag as a message shows it: "!!int" for the core schema's, else as resolved. */
+static const char *tag_text(const char *tag, char *buf, size_t n) {
+    const char *st = short_tag(tag);
+    if (!st) return tag;
+    snprintf(buf, n, "!!%s", st);
+    return buf;
 }
 
 static json_t *resolve_scalar(builder *b, const yaml_event_t *ev, dt_yaml_pos pos) {
@@ -557,8 +615,9 @@ static json_t *resolve_scalar(builder *b, const yaml_event_t *ev, dt_yaml_pos po
         kind = short_tag(tag);
         if (!kind || (strcmp(kind, "str") && strcmp(kind, "int") && strcmp(kind, "float") &&
                       strcmp(kind, "bool") && strcmp(kind, "null"))) {
+            char t[96];
             fail(b, pos, "unsupported tag '%s' (supported: !!str !!int !!float !!bool !!null)",
-                 tag);
+                 tag_text(tag, t, sizeof t));
             return NULL;
         }
     }
@@ -617,10 +676,19 @@ static bool register_anchor(builder *b, const char *name, json_t *node, dt_yaml_
     return true;
 }
 
-/* The open mapping expects a key: take this scalar as the key. */
+/* The open mapping expects a key: take this scalar as the key. A key is a string, so the only
+ * tags it may carry are !!str and the non-specific '!'. */
 static bool take_key(builder *b, frame *f, const yaml_event_t *ev, dt_yaml_pos pos) {
     const char *s = (const char *)ev->data.scalar.value;
     if (strlen(s) != ev->data.scalar.length) return fail(b, pos, "a key contains a NUL byte");
+    const char *tag = (const char *)ev->data.scalar.tag, *st = short_tag(tag);
+    if (tag && strcmp(tag, "!") && !(st && !strcmp(st, "str"))) {
+        char t[96];
+        return fail(b, pos,
+                    "unsupported tag '%s' on the key '%s' (a key is a string: only !!str is "
+                    "allowed there)",
+                    tag_text(tag, t, sizeof t), s);
+    }
     if (ev->data.scalar.anchor) return fail(b, pos, "anchors on keys are not supported");
     f->key = strdup(s);
     if (!f->key) return oom(b, pos);
@@ -667,6 +735,7 @@ static bool on_event(builder *b, const yaml_event_t *ev, int *docs) {
         if (i < 0) return fail(b, pos, "unknown alias *%s (no '&%s' before it)", name, name);
         if (b->anchors[i].open)
             return fail(b, pos, "recursive alias *%s (it refers to a node that contains it)", name);
+        if (!reserve_copy(b, b->anchors[i].node, name, pos)) return false;
         json_t *c = copy_with_pos(b, b->anchors[i].node, pos);
         if (!c) return b->failed ? false : oom(b, pos);
         return add_node(b, c, pos);
@@ -681,8 +750,9 @@ static bool on_event(builder *b, const yaml_event_t *ev, int *docs) {
         const char *tag =
             (const char *)(is_map ? ev->data.mapping_start.tag : ev->data.sequence_start.tag);
         const char *st = short_tag(tag);
+        char t[96];
         if (tag && strcmp(tag, "!") && !(st && !strcmp(st, is_map ? "map" : "seq")))
-            return fail(b, pos, "unsupported tag '%s' on a %s", tag,
+            return fail(b, pos, "unsupported tag '%s' on a %s", tag_text(tag, t, sizeof t),
                         is_map ? "mapping" : "sequence");
         if (!count_node(b, pos)) return false;
         json_t *n = is_map ? json_object() : json_array();

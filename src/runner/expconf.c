@@ -214,15 +214,109 @@ fail:
     return st;
 }
 
+/* Names given by the hyperparameters' keys: a hyperparameter's full name ('optimizer.lr'), or a
+ * group's (a nested mapping, or the part of a key before a '.'). Each key's name must be its
+ * own: a hyperparameter's name is given once and is no group's, so `{a.b: 1, a: {b: 2}}` (two
+ * hyperparameters named a.b) and `{a.b: 1, a: {b: {c: 2}}}` are refused. */
+typedef struct hp_key {
+    const json_t *grp; /* the mapping holding the key */
+    const char *key;   /* borrowed from the tree */
+    char *in;          /* the name of the group the key is in ("" at the top), owned */
+    bool is_group;
+} hp_key;
+
+typedef struct hp_names {
+    json_t *seen; /* name → index into keys of its first key */
+    hp_key *keys;
+    size_t n;
+} hp_names;
+
+/* "prefix.key" (or "key" at the top), malloc'd; NULL when out of memory. */
+static char *hp_join(const char *prefix, const char *key) {
+    size_t n = strlen(prefix) + strlen(key) + 2;
+    char *name = malloc(n);
+    if (name) snprintf(name, n, "%s%s%s", prefix, *prefix ? "." : "", key);
+    return name;
+}
+
+/* "the key 'b' under 'a' (t.yaml:3:5)" into buf, for key `key` of `grp` in the group `in`. */
+static const char *hp_key_desc(const vctx *v, const json_t *grp, const char *key, const char *in,
+                               char *buf, size_t n) {
+    char w[512] = "";
+    dt_yaml_pos pos = dt_yaml_key_pos(v->conf.doc, grp, key);
+    if (v->conf.doc && pos.line > 0) {
+        char at[480];
+        snprintf(w, sizeof w, " (%s)", dt_yaml_where(v->conf.doc, pos, at, sizeof at));
+    }
+    snprintf(buf, n, "the key '%s'%s%s%s%s", key, *in ? " under '" : "", in, *in ? "'" : "", w);
+    return buf;
+}
+
+/* Record that key `key` of `grp` (in the group named `in`) gives `name`. DT_ERR_CONFIG naming
+ * both keys if the name is already given and either is a hyperparameter's. */
+static dt_status hp_name_add(vctx *v, hp_names *t, const char *name, const json_t *grp,
+                             const char *key, const char *in, bool is_group) {
+    json_t *i = json_object_get(t->seen, name);
+    if (i) {
+        const hp_key *first = &t->keys[json_integer_value(i)];
+        if (first->is_group && is_group) return DT_OK; /* a group may be filled from several keys */
+        char a[700], b[700];
+        hp_key_desc(v, first->grp, first->key, first->in, a, sizeof a);
+        hp_key_desc(v, grp, key, in, b, sizeof b);
+        const char *hint = "hint: rename one of them (a '.' in a key nests the name as a group "
+                           "does)";
+        if (!first->is_group && !is_group)
+            return dt_conf_error_at(&v->conf, dt_yaml_key_pos(v->conf.doc, grp, key),
+                                    "hyperparameters.%s is defined twice: by %s and by %s; %s",
+                                    name, a, b, hint);
+        return dt_conf_error_at(&v->conf, dt_yaml_key_pos(v->conf.doc, grp, key),
+                                "hyperparameters.%s names both a hyperparameter, by %s, and a "
+                                "group of them, by %s; %s",
+                                name, first->is_group ? b : a, first->is_group ? a : b, hint);
+    }
+    hp_key *nk = realloc(t->keys, (t->n + 1) * sizeof *nk);
+    if (!nk) return dt_error(DT_ERR_OOM, "out of memory");
+    t->keys = nk;
+    char *own = strdup(in);
+    if (!own || json_object_set_new(t->seen, name, json_integer((json_int_t)t->n))) {
+        free(own);
+        return dt_error(DT_ERR_OOM, "out of memory");
+    }
+    t->keys[t->n++] = (hp_key){grp, key, own, is_group};
+    return DT_OK;
+}
+
+/* Check the names the members of `grp` (named `prefix`) give, as parse_hparams reads them. */
+static dt_status hp_check_names(vctx *v, hp_names *t, const json_t *grp, const char *prefix) {
+    const char *k;
+    json_t *x;
+    json_object_foreach((json_t *)grp, k, x) {
+        char *name = hp_join(prefix, k);
+        if (!name) return dt_error(DT_ERR_OOM, "out of memory");
+        size_t plen = strlen(prefix) + (*prefix ? 1 : 0);
+        bool group = json_is_object(x) && !json_object_get(x, "type") && json_object_size(x) > 0;
+        dt_status st = DT_OK;
+        /* the groups a '.' in the key opens: "b.c.d" under "a" → a.b, a.b.c */
+        for (const char *dot = strchr(k, '.'); !st && dot; dot = strchr(dot + 1, '.')) {
+            name[plen + (size_t)(dot - k)] = 0;
+            st = hp_name_add(v, t, name, grp, k, prefix, true);
+            name[plen + (size_t)(dot - k)] = '.';
+        }
+        if (!st) st = hp_name_add(v, t, name, grp, k, prefix, group);
+        if (!st && group) st = hp_check_names(v, t, x, name);
+        free(name);
+        if (st) return st;
+    }
+    return DT_OK;
+}
+
 /* Every member of `grp` (the hyperparameters mapping or a nested group). */
 static dt_status parse_hparams(vctx *v, const dt_conf_sec *grp, const char *prefix) {
     const char *k;
     json_t *x;
     json_object_foreach((json_t *)grp->obj, k, x) {
-        size_t nlen = strlen(prefix) + strlen(k) + 2;
-        char *name = malloc(nlen);
+        char *name = hp_join(prefix, k);
         if (!name) return dt_error(DT_ERR_OOM, "out of memory");
-        snprintf(name, nlen, "%s%s%s", prefix, *prefix ? "." : "", k);
         dt_conf_sec sub = {.conf = &v->conf, .obj = x};
         dt_conf_path(grp, k, sub.path, sizeof sub.path);
         dt_status st;
@@ -658,7 +752,16 @@ static dt_status validate(vctx *v, unsigned flags) {
     TRY(get_str(&top, "description", false, false, NULL, &c->description));
 
     TRY(dt_conf_section(&top, "hyperparameters", 0, NULL, &obj));
-    if (obj.obj) TRY(parse_hparams(v, &obj, ""));
+    if (obj.obj) {
+        hp_names names = {.seen = json_object()};
+        dt_status st = names.seen ? hp_check_names(v, &names, obj.obj, "")
+                                  : dt_error(DT_ERR_OOM, "out of memory");
+        for (size_t i = 0; i < names.n; i++) free(names.keys[i].in);
+        free(names.keys);
+        json_decref(names.seen);
+        TRY(st);
+        TRY(parse_hparams(v, &obj, ""));
+    }
 
     TRY(parse_searcher(v, &top, flags));
     TRY(get_length(&top, "min_validation_period", true, &c->min_validation_period));

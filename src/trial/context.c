@@ -107,7 +107,9 @@ void dt_trial_ctx_free(dt_trial_ctx *c) {
     free(c);
 }
 
-dt_ctx *dt_trial_runtime(dt_trial_ctx *c) { return c->rt; }
+dt_ctx *dt_trial_runtime(dt_trial_ctx *c) {
+    return c->rt;
+}
 
 /* ---- wrapping ---- */
 
@@ -117,7 +119,8 @@ dt_module *dt_wrap_model(dt_trial_ctx *c, dt_module *m) {
         dt_error(DT_ERR_STATE, "wrap_model: at most %d models per trial", DT_TRIAL_MAX_MODELS);
         return NULL;
     }
-    if (!dt_module_ctx(m) && dt_module_build(m, c->rt, c->seed ^ (0x9E37u * (uint64_t)(c->n_models + 1))) != DT_OK)
+    if (!dt_module_ctx(m) &&
+        dt_module_build(m, c->rt, c->seed ^ (0x9E37u * (uint64_t)(c->n_models + 1))) != DT_OK)
         return NULL;
     if (dt_module_ctx(m) != c->rt) {
         dt_error(DT_ERR_STATE, "wrap_model: the model was built on another context; hint: build "
@@ -140,8 +143,9 @@ dt_optimizer *dt_wrap_optimizer(dt_trial_ctx *c, dt_optimizer *o, dt_module *mod
     int64_t n;
     dt_module_flat_params(model, &n);
     if (dt_optim_numel(o) != n) {
-        dt_error(DT_ERR_STATE, "wrap_optimizer: the optimiser covers %lld elements but the model "
-                               "has %lld; hint: create it with dt_optim_new_for_module(cfg, model)",
+        dt_error(DT_ERR_STATE,
+                 "wrap_optimizer: the optimiser covers %lld elements but the model "
+                 "has %lld; hint: create it with dt_optim_new_for_module(cfg, model)",
                  (long long)dt_optim_numel(o), (long long)n);
         return NULL;
     }
@@ -157,8 +161,9 @@ dt_lr_schedule *dt_wrap_lr_scheduler(dt_trial_ctx *c, dt_lr_schedule *s, dt_lr_s
                                      int frequency) {
     if (!s) return NULL;
     if (frequency < 1 || mode < DT_LR_STEP_EVERY_EPOCH || mode > DT_LR_MANUAL_STEP) {
-        dt_error(DT_ERR_CONFIG, "wrap_lr_scheduler: frequency must be >= 1 (got %d) and the step "
-                                "mode one of every epoch / batch / optimizer step / manual",
+        dt_error(DT_ERR_CONFIG,
+                 "wrap_lr_scheduler: frequency must be >= 1 (got %d) and the step "
+                 "mode one of every epoch / batch / optimizer step / manual",
                  frequency);
         return NULL;
     }
@@ -197,7 +202,9 @@ struct dt_fn_reducer {
     int64_t n, cap;
 };
 
-static void fn_reset(void *self) { ((dt_fn_reducer *)self)->n = 0; }
+static void fn_reset(void *self) {
+    ((dt_fn_reducer *)self)->n = 0;
+}
 
 static void fn_reducer_free(dt_fn_reducer *r) {
     free(r->values);
@@ -222,7 +229,8 @@ dt_fn_reducer *dt_wrap_reducer_fn(dt_trial_ctx *c, dt_reduce_fn fn, void *user, 
         return NULL;
     }
     if (c->n_fn_reducers == DT_TRIAL_MAX_REDUCERS) {
-        dt_error(DT_ERR_STATE, "wrap_reducer_fn: at most %d function reducers", DT_TRIAL_MAX_REDUCERS);
+        dt_error(DT_ERR_STATE, "wrap_reducer_fn: at most %d function reducers",
+                 DT_TRIAL_MAX_REDUCERS);
         return NULL;
     }
     dt_fn_reducer *r = calloc(1, sizeof *r);
@@ -233,7 +241,9 @@ dt_fn_reducer *dt_wrap_reducer_fn(dt_trial_ctx *c, dt_reduce_fn fn, void *user, 
     snprintf(r->name, sizeof r->name, "%s", name);
     r->fn = fn;
     r->user = user;
-    dt_metric_reducer mr = {.self = r, .reset = fn_reset, .per_slot_reduce = fn_per_slot,
+    dt_metric_reducer mr = {.self = r,
+                            .reset = fn_reset,
+                            .per_slot_reduce = fn_per_slot,
                             .cross_slot_reduce = fn_cross_slot};
     if (dt_wrap_reducer(c, &mr, name, for_training) != DT_OK) {
         free(r);
@@ -261,8 +271,10 @@ dt_status dt_trial_use_amp(dt_trial_ctx *c, dt_amp mode) {
     if (c->in_fit && c->batches_trained > 0)
         return dt_error(DT_ERR_STATE, "use_amp must be called in init, before training starts");
     if (mode != DT_AMP_NONE && mode != DT_AMP_BF16 && mode != DT_AMP_FP16)
-        return dt_error(DT_ERR_CONFIG, "use_amp: unknown mode %d (DT_AMP_NONE, DT_AMP_BF16 or "
-                                       "DT_AMP_FP16)", (int)mode);
+        return dt_error(DT_ERR_CONFIG,
+                        "use_amp: unknown mode %d (DT_AMP_NONE, DT_AMP_BF16 or "
+                        "DT_AMP_FP16)",
+                        (int)mode);
     dt_loss_scaler_free(c->scaler);
     c->scaler = NULL;
     if (mode == DT_AMP_FP16) {
@@ -285,11 +297,13 @@ dt_status dt_trial_backward(dt_trial_ctx *c, dt_tensor *loss) {
         return dt_error(DT_ERR_INVALID, "backward: the loss is NULL (an earlier op failed: %s)",
                         dt_last_error());
     if (!isfinite(dt_item(loss)))
-        return dt_error(DT_ERR_INVALID, "backward: the loss is %g at batch %lld; hint: lower the "
-                                        "learning rate or check the inputs",
+        return dt_error(DT_ERR_INVALID,
+                        "backward: the loss is %g at batch %lld; hint: lower the "
+                        "learning rate or check the inputs",
                         dt_item(loss), (long long)c->batches_trained);
     float scale = c->scaler ? dt_loss_scaler_scale(c->scaler) : 1.f;
-    if (c->average_aggregated && c->aggregation_frequency > 1) scale /= (float)c->aggregation_frequency;
+    if (c->average_aggregated && c->aggregation_frequency > 1)
+        scale /= (float)c->aggregation_frequency;
     if (scale == 1.f) return dt_backward(loss);
     dt_tensor *g = dt_scalar(c->rt, scale);
     if (!g) return dt_last_status();
@@ -390,9 +404,21 @@ const json_t *dt_hparams(const dt_trial_ctx *c) {
     return json_object_get(c->config, "hyperparameters");
 }
 
+/* The member of `obj` named `name` as the experiment config names hyperparameters: the key as
+ * written, else a '.' steps into a nested group ("optimizer.lr" is optimizer → lr; each '.'
+ * tried from the left). The config refuses names that could resolve two ways. NULL if none. */
+static const json_t *hparam_find(const json_t *obj, const char *name) {
+    const json_t *h = json_object_get(obj, name);
+    for (const char *dot = strchr(name, '.'); !h && dot; dot = strchr(dot + 1, '.')) {
+        const json_t *g = json_object_getn(obj, name, (size_t)(dot - name));
+        if (json_is_object(g)) h = hparam_find(g, dot + 1);
+    }
+    return h;
+}
+
 /* A hyperparameter's value: a plain value, or {type: const, val: X}. */
 const json_t *dt_hparam_json(const dt_trial_ctx *c, const char *name) {
-    const json_t *h = json_object_get(dt_hparams(c), name);
+    const json_t *h = hparam_find(dt_hparams(c), name);
     if (json_is_object(h) && json_object_get(h, "val")) return json_object_get(h, "val");
     return h;
 }
@@ -402,7 +428,9 @@ int64_t dt_hparam_int(const dt_trial_ctx *c, const char *name, int64_t dflt) {
     if (json_is_integer(v)) return json_integer_value(v);
     if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)))
         return (int64_t)json_real_value(v);
-    if (v) dt_log(DT_LOG_WARN, "hyperparameter %s is not an integer; using %lld", name, (long long)dflt);
+    if (v)
+        dt_log(DT_LOG_WARN, "hyperparameter %s is not an integer; using %lld", name,
+               (long long)dflt);
     return dflt;
 }
 
@@ -423,7 +451,9 @@ const char *dt_hparam_str(const dt_trial_ctx *c, const char *name, const char *d
 bool dt_hparam_bool(const dt_trial_ctx *c, const char *name, bool dflt) {
     const json_t *v = dt_hparam_json(c, name);
     if (json_is_boolean(v)) return json_is_true(v);
-    if (v) dt_log(DT_LOG_WARN, "hyperparameter %s is not a boolean; using %s", name, dflt ? "true" : "false");
+    if (v)
+        dt_log(DT_LOG_WARN, "hyperparameter %s is not a boolean; using %s", name,
+               dflt ? "true" : "false");
     return dflt;
 }
 
@@ -437,13 +467,16 @@ int64_t dt_trial_per_slot_batch_size(const dt_trial_ctx *c) {
     if (dt__ds_engine_count(c) > 0) {
         /* micro-batches of one global batch on one slot */
         const dt_engine *e = dt_trial_engine(c, 0);
-        return dt_engine_train_micro_batch_size_per_gpu(e) * dt_engine_gradient_accumulation_steps(e);
+        return dt_engine_train_micro_batch_size_per_gpu(e) *
+               dt_engine_gradient_accumulation_steps(e);
     }
     int64_t g = dt_trial_global_batch_size(c);
     return c->size > 0 ? g / c->size : g;
 }
 
-int64_t dt_trial_current_train_batch(const dt_trial_ctx *c) { return c->batches_trained; }
+int64_t dt_trial_current_train_batch(const dt_trial_ctx *c) {
+    return c->batches_trained;
+}
 
 bool dt_trial_is_epoch_start(const dt_trial_ctx *c) {
     return c->batches_per_epoch > 0 && c->batches_trained % c->batches_per_epoch == 0;
@@ -453,18 +486,42 @@ bool dt_trial_is_epoch_end(const dt_trial_ctx *c) {
     return c->batches_per_epoch > 0 && (c->batches_trained + 1) % c->batches_per_epoch == 0;
 }
 
-const json_t *dt_trial_experiment_config(const dt_trial_ctx *c) { return c->config; }
-const json_t *dt_trial_data_config(const dt_trial_ctx *c) { return json_object_get(c->config, "data"); }
-int64_t dt_trial_id(const dt_trial_ctx *c) { return c->trial_id; }
-int64_t dt_trial_experiment_id(const dt_trial_ctx *c) { return c->experiment_id; }
-uint64_t dt_trial_seed(const dt_trial_ctx *c) { return c->seed; }
-int dt_trial_rank(const dt_trial_ctx *c) { return c->rank; }
-int dt_trial_size(const dt_trial_ctx *c) { return c->size; }
-dt_dist_ctx *dt_trial_distributed(dt_trial_ctx *c) { return c->dist; }
-void dt_trial_set_stop_requested(dt_trial_ctx *c, bool stop) { c->stop_requested = stop; }
-bool dt_trial_get_stop_requested(const dt_trial_ctx *c) { return c->stop_requested; }
-void dt_trial_disable_dataset_reproducibility_checks(dt_trial_ctx *c) { c->repro_disabled = true; }
-const char *dt_trial_tensorboard_path(const dt_trial_ctx *c) { return c->tb_path[0] ? c->tb_path : NULL; }
+const json_t *dt_trial_experiment_config(const dt_trial_ctx *c) {
+    return c->config;
+}
+const json_t *dt_trial_data_config(const dt_trial_ctx *c) {
+    return json_object_get(c->config, "data");
+}
+int64_t dt_trial_id(const dt_trial_ctx *c) {
+    return c->trial_id;
+}
+int64_t dt_trial_experiment_id(const dt_trial_ctx *c) {
+    return c->experiment_id;
+}
+uint64_t dt_trial_seed(const dt_trial_ctx *c) {
+    return c->seed;
+}
+int dt_trial_rank(const dt_trial_ctx *c) {
+    return c->rank;
+}
+int dt_trial_size(const dt_trial_ctx *c) {
+    return c->size;
+}
+dt_dist_ctx *dt_trial_distributed(dt_trial_ctx *c) {
+    return c->dist;
+}
+void dt_trial_set_stop_requested(dt_trial_ctx *c, bool stop) {
+    c->stop_requested = stop;
+}
+bool dt_trial_get_stop_requested(const dt_trial_ctx *c) {
+    return c->stop_requested;
+}
+void dt_trial_disable_dataset_reproducibility_checks(dt_trial_ctx *c) {
+    c->repro_disabled = true;
+}
+const char *dt_trial_tensorboard_path(const dt_trial_ctx *c) {
+    return c->tb_path[0] ? c->tb_path : NULL;
+}
 dt_tensor *dt_to_device(dt_trial_ctx *c, dt_tensor *t) {
     (void)c;
     return t;
@@ -488,13 +545,17 @@ static dt_status fn_cross_slot(void *self, int n, void *const *parts, const size
     return DT_OK;
 }
 
-dt_tb_writer *dt_trial_tensorboard_writer(dt_trial_ctx *c) { return c->tb; }
+dt_tb_writer *dt_trial_tensorboard_writer(dt_trial_ctx *c) {
+    return c->tb;
+}
 
 dt_status dt_trial_set_profiler(dt_trial_ctx *c, bool enabled, int64_t begin_batch,
                                 int64_t end_batch) {
     if (enabled && (begin_batch < 0 || end_batch < begin_batch))
-        return dt_error(DT_ERR_INVALID, "set_profiler: need 0 <= begin_batch <= end_batch, got "
-                                        "%lld..%lld", (long long)begin_batch, (long long)end_batch);
+        return dt_error(DT_ERR_INVALID,
+                        "set_profiler: need 0 <= begin_batch <= end_batch, got "
+                        "%lld..%lld",
+                        (long long)begin_batch, (long long)end_batch);
     c->profile = enabled;
     c->profile_begin = begin_batch;
     c->profile_end = end_batch;

@@ -3,6 +3,7 @@
  * unknown-key suggestions, positions in messages), hyperparameters, lengths and their
  * conversion to batches, environment variables and defaults. */
 #include "dtrain/config.h"
+#include "dtrain/trial.h"
 #include "test.h"
 
 #include <math.h>
@@ -855,6 +856,72 @@ static void test_hyperparameters(void) {
     dt_expconf_free(c);
 }
 
+/* Every hyperparameter name is given by one key: a '.' in a key names like nesting does, so a
+ * dotted key and a nested group must not both give a name; and the trial reads each by the name
+ * the config gives it. */
+static void test_hparam_names(void) {
+    /* the input: two hyperparameters both named a.b */
+    const char *e = cerr(BASE "hyperparameters: {a.b: 1, a: {b: 2}}\n", 0);
+    CHECK_HAS(e, "config.yaml:5:31: hyperparameters.a.b is defined twice: by the key 'a.b' "
+                 "(config.yaml:5:19) and by the key 'b' under 'a' (config.yaml:5:31); hint: ");
+    /* either order, block style, and deeper in a group */
+    e = cerr(BASE "hyperparameters:\n  a:\n    b: {type: int, minval: 1, maxval: 2}\n"
+                  "  a.b: {type: const, val: 3}\n",
+             0);
+    CHECK_HAS(e, "config.yaml:8:3: hyperparameters.a.b is defined twice: by the key 'b' under "
+                 "'a' (config.yaml:7:5) and by the key 'a.b' (config.yaml:8:3)");
+    e = cerr(BASE "hyperparameters:\n  m:\n    x.y: 1\n    x: {y: 2}\n", 0);
+    CHECK_HAS(e, "hyperparameters.m.x.y is defined twice: by the key 'x.y' under 'm' "
+                 "(config.yaml:7:5) and by the key 'y' under 'm.x' (config.yaml:8:9)");
+    e = cerr(BASE "hyperparameters: {a.b.c: 1, a: {b.c: 2}}\n", 0);
+    CHECK_HAS(e, "hyperparameters.a.b.c is defined twice");
+    /* a name given both to a hyperparameter and to a group of them */
+    e = cerr(BASE "hyperparameters: {a.b: 1, a: {b: {c: 2}}}\n", 0);
+    CHECK_HAS(e, "hyperparameters.a.b names both a hyperparameter, by the key 'a.b' "
+                 "(config.yaml:5:19), and a group of them, by the key 'b' under 'a' "
+                 "(config.yaml:5:31)");
+    e = cerr(BASE "hyperparameters: {a: 1, a.b: 2}\n", 0);
+    CHECK_HAS(e, "hyperparameters.a names both a hyperparameter, by the key 'a' "
+                 "(config.yaml:5:19), and a group of them, by the key 'a.b' (config.yaml:5:25)");
+    /* from JSON: no positions, the keys still named */
+    json_t *j = json_pack("{s:s, s:{s:s, s:{s:i}}, s:{s:i, s:{s:i}}}", "entrypoint", "m:T",
+                          "searcher", "metric", "loss", "max_length", "batches", 10,
+                          "hyperparameters", "a.b", 1, "a", "b", 2);
+    dt_expconf *c = NULL;
+    CHECK(dt_expconf_from_json(j, 0, &c) == DT_ERR_CONFIG && c == NULL);
+    CHECK_HAS(dt_last_error(), "hyperparameters.a.b is defined twice: by the key 'a.b' and by "
+                               "the key 'b' under 'a'; hint: ");
+    json_decref(j);
+
+    /* distinct names load, however they are written: a group filled from several keys */
+    c = cload(BASE "hyperparameters:\n  opt.lr: 0.1\n  opt: {wd: 0.01, sched: {warm.up: 5}}\n"
+                   "  opt.sched.kind: cos\n  a.b.c: {type: const, val: 7}\n  x: 3\n",
+              0);
+    if (!c) return;
+    static const char *const names[] = {"opt.lr",         "opt.wd", "opt.sched.warm.up",
+                                        "opt.sched.kind", "a.b.c",  "x"};
+    CHECK(c->n_hparams == 6);
+    json_t *values = NULL, *cfg = json_object();
+    CHECK(dt_expconf_hparam_values(c, &values) == DT_OK && values);
+    json_object_set_new(cfg, "hyperparameters", values);
+    dt_trial_ctx *t = dt_trial_ctx_new(cfg, 1);
+    /* the trial reads each by the name the config gives it, to the same value */
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        const dt_hparam *h = dt_expconf_hparam(c, names[i]);
+        const json_t *got = t ? dt_hparam_json(t, names[i]) : NULL;
+        CHECK_MSG(h && got && json_equal(h->val, (json_t *)got), "%s", names[i]);
+    }
+    if (t) {
+        CHECK(dt_hparam_double(t, "opt.lr", 0) == 0.1);
+        CHECK(dt_hparam_int(t, "opt.sched.warm.up", 0) == 5);
+        CHECK(json_is_object(dt_hparam_json(t, "opt.sched")));
+        CHECK(dt_hparam_int(t, "opt.nope", -1) == -1 && dt_hparam_int(t, "x.y", -1) == -1);
+    }
+    dt_trial_ctx_free(t);
+    json_decref(cfg);
+    dt_expconf_free(c);
+}
+
 static void test_lengths(void) {
     struct {
         const char *s;
@@ -1011,6 +1078,7 @@ int main(void) {
     TEST_RUN(test_profiling);
     TEST_RUN(test_entrypoint);
     TEST_RUN(test_hyperparameters);
+    TEST_RUN(test_hparam_names);
     TEST_RUN(test_lengths);
     TEST_RUN(test_environment);
     TEST_RUN(test_from_json_and_file);
