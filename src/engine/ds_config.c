@@ -974,10 +974,14 @@ static dt_status parse_top(const sec *root, dt_ds_config *out) {
     const json_t *mb = dt_conf_get(root, "memory_budget");
     if (mb && json_is_string(mb)) {
         int64_t b = dt_parse_bytes(json_string_value(mb));
-        if (b < 0)
-            return dt_conf_expected(
-                root, "memory_budget", "a byte count",
-                "write bytes as a number, or a string such as \"512M\" or \"2GiB\"");
+        if (b < 0) {
+            char hint[1280];
+            snprintf(hint, sizeof hint,
+                     "%s; write bytes as a number, or a string such as \"512M\" or \"2GiB\"",
+                     dt_last_error());
+            return dt_conf_expected(root, "memory_budget",
+                                    "a byte count (whole bytes, 0 to 9223372036854775807)", hint);
+        }
         out->memory_budget_bytes = b;
     } else if (mb) {
         if (!json_is_number(mb))

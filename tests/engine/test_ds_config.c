@@ -902,6 +902,23 @@ static void test_batch_overflow(void) {
     CHECK(strstr(dt_last_error(), "train_micro_batch_size_per_gpu 3074457345618258602 (inferred)"));
 }
 
+/* memory_budget strings: whole bytes in [0, 2^63 - 1]; a tiny budget is an error, not "none". */
+static void test_memory_budget_range(void) {
+    static const char *const bad[] = {"1e300", "nan",    "inf",
+                                      "0.1",   "1e-400", "9223372036854775808"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char text[128];
+        snprintf(text, sizeof text, B "\"memory_budget\": \"%s\"}", bad[i]);
+        EXPECT_ERROR(text, "memory_budget must be a byte count", "9223372036854775807", "hint:");
+    }
+    EXPECT_ERROR(B "\"memory_budget\": \"0.1\"}", "not a whole number of bytes");
+    EXPECT_ERROR(B "\"memory_budget\": \"1e300\"}", "over the largest size");
+    dt_ds_config c;
+    CHECK(parse_text(B "\"memory_budget\": \"0\"}", 1, &c) == DT_OK && c.memory_budget_bytes == 0);
+    CHECK(parse_text(B "\"memory_budget\": \"0.5K\"}", 1, &c) == DT_OK &&
+          c.memory_budget_bytes == 512);
+}
+
 int main(void) {
     g_src = getenv("DT_SOURCE_DIR");
     if (!g_src) {
@@ -917,6 +934,7 @@ int main(void) {
     TEST_RUN(test_values);
     TEST_RUN(test_errors);
     TEST_RUN(test_batch_overflow);
+    TEST_RUN(test_memory_budget_range);
     TEST_RUN(test_merge);
     TEST_RUN(test_load);
     TEST_RUN(test_unknown_keys);
