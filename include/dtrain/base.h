@@ -184,7 +184,9 @@ typedef enum dt_cpu_isa {
 DT_API dt_cpu_isa dt_cpu_isa_level(void);
 DT_API const char *dt_cpu_isa_name(dt_cpu_isa isa);
 
-/* Parse "1024", "64K", "512M", "2G" (binary units). Returns -1 on a bad string. */
+/* Parse a byte count: "1024", "64K", "512M", "1.5GiB", "2T" (binary units). It must come to a
+ * whole number of bytes in [0, INT64_MAX]: NaN, inf, negative, fractional ("0.1") and too large
+ * values are refused, never rounded. Returns -1 with DT_ERR_INVALID and the reason. */
 DT_API int64_t dt_parse_bytes(const char *s);
 /* Edit distance (optimal string alignment: insertions, deletions, substitutions, adjacent
  * transpositions), case-sensitive — used for "did you mean" suggestions. Strings longer than

@@ -48,9 +48,10 @@ dt_device *dt_device_new(const char *name, int64_t budget_bytes) {
             int64_t b = dt_parse_bytes(env);
             if (b < 0) {
                 dt_error(DT_ERR_CONFIG,
-                         "DT_DEVICE_MEMORY=%s is not a size; hint: use bytes or a K/M/G suffix, "
-                         "e.g. DT_DEVICE_MEMORY=8G",
-                         env);
+                         "DT_DEVICE_MEMORY=%s is not a size: %s; hint: use a whole number of "
+                         "bytes from 0 (no budget) to %lld, or a K/M/G/T suffix, e.g. "
+                         "DT_DEVICE_MEMORY=8G",
+                         env, dt_last_error(), (long long)INT64_MAX);
                 free(d);
                 return NULL;
             }

@@ -1,7 +1,10 @@
 /* status.c — thread-local error state and log output. */
 #include "dtrain/base.h"
 
+#include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,40 +89,85 @@ void dt_log(dt_log_level lvl, const char *fmt, ...) {
     fprintf(stderr, "dtrain: %s: %s\n", names[lvl], buf);
 }
 
+/* A size is a number, then an optional binary unit (K, M, G or T, any case, optionally followed
+ * by "i" and then "B"). The number is digits, read exactly, or a decimal with a fraction or an
+ * exponent, read as a double; either way the result must be a whole number of bytes in
+ * [0, INT64_MAX]. So "0.1" (a tenth of a byte) is refused rather than rounded down to 0, which
+ * callers read as "no budget". On a refusal returns -1 with DT_ERR_INVALID and the reason (the
+ * caller names the field). */
 int64_t dt_parse_bytes(const char *s) {
-    if (!s || !*s) return -1;
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || v < 0) return -1;
-    double mul = 1;
+    if (!s || !*s) {
+        dt_error(DT_ERR_INVALID, "the size is empty");
+        return -1;
+    }
+    /* the number: no sign, space, hex, inf or nan, which strtod would also take */
+    size_t span = strspn(s, "0123456789.eE+-");
+    char *end = (char *)s;
+    double v = 0;
+    if ((*s >= '0' && *s <= '9') || *s == '.') {
+        errno = 0;
+        v = strtod(s, &end);
+    }
+    if (end == s || (size_t)(end - s) > span) {
+        if (*s == '-')
+            dt_error(DT_ERR_INVALID, "\"%s\" is negative: a size is 0 bytes or more", s);
+        else
+            dt_error(DT_ERR_INVALID, "\"%s\" is not a number of bytes", s);
+        return -1;
+    }
+    bool underflow = errno == ERANGE && v < 1;
+    const char *num_end = end;
+    int shift = 0;
     switch (*end) {
-    case 0:
-        break;
     case 'k':
     case 'K':
-        mul = 1024.0;
-        end++;
+        shift = 10;
         break;
     case 'm':
     case 'M':
-        mul = 1024.0 * 1024;
-        end++;
+        shift = 20;
         break;
     case 'g':
     case 'G':
-        mul = 1024.0 * 1024 * 1024;
-        end++;
+        shift = 30;
         break;
     case 't':
     case 'T':
-        mul = 1024.0 * 1024 * 1024 * 1024;
-        end++;
+        shift = 40;
         break;
-    default:
+    }
+    if (shift) {
+        end++;
+        if (*end == 'i' || *end == 'I') end++;
+        if (*end == 'b' || *end == 'B') end++;
+    }
+    if (*end) {
+        dt_error(DT_ERR_INVALID,
+                 "\"%s\" has an unknown unit \"%s\" (the units are K, M, G and T, as in 512M or "
+                 "2GiB)",
+                 s, num_end);
         return -1;
     }
-    if (*end == 'i' || *end == 'I') end++;
-    if (*end == 'b' || *end == 'B') end++;
-    if (*end) return -1;
-    return (int64_t)(v * mul);
+    if (strspn(s, "0123456789") == (size_t)(num_end - s)) { /* plain digits: exact */
+        int64_t x = 0;
+        bool big = false;
+        for (const char *p = s; p < num_end && !big; p++)
+            big = __builtin_mul_overflow(x, 10, &x) || __builtin_add_overflow(x, *p - '0', &x);
+        if (!big && x <= INT64_MAX >> shift) return x << shift;
+    } else {
+        double b = v * (double)(1LL << shift); /* exact: a power of two */
+        if (b < 0x1p63) {                      /* 2^63; also false for inf */
+            int64_t x = (int64_t)b;
+            if ((double)x == b && !underflow) return x;
+            if (b < 1)
+                dt_error(DT_ERR_INVALID,
+                         "\"%s\" is less than one byte: not a whole number of bytes", s);
+            else
+                dt_error(DT_ERR_INVALID, "\"%s\" is %.2f bytes: not a whole number of bytes", s, b);
+            return -1;
+        }
+    }
+    dt_error(DT_ERR_INVALID, "\"%s\" is over the largest size, %lld bytes", s,
+             (long long)INT64_MAX);
+    return -1;
 }

@@ -361,38 +361,71 @@ static dt_status collect_unknowns(dt_conf *c, const json_t *j) {
 
 /* ---- batch arithmetic -------------------------------------------------------------------- */
 
+static const char k_batch3[] =
+    "train_micro_batch_size_per_gpu * gradient_accumulation_steps * world size";
+
+/* A product of batch settings past 64 bits: `names` spells the factors, v[0..n) are their
+ * values. Always DT_ERR_CONFIG. */
+static dt_status batch_overflow(const char *names, int n, const int64_t *v) {
+    char vals[96];
+    if (n == 3)
+        snprintf(vals, sizeof vals, "%lld * %lld * %lld", (long long)v[0], (long long)v[1],
+                 (long long)v[2]);
+    else
+        snprintf(vals, sizeof vals, "%lld * %lld", (long long)v[0], (long long)v[1]);
+    return errf("%s (%s) does not fit in 64 bits (the product must be at most %lld); hint: use "
+                "smaller batch settings: train_batch_size, the global batch, is "
+                "train_micro_batch_size_per_gpu * gradient_accumulation_steps * world size",
+                names, vals, (long long)INT64_MAX);
+}
+
+/* "(e.g. 8 or 12)": the multiples of unit (>= 1) nearest t, leaving out one past 64 bits. */
+static void multiples_near(int64_t t, int64_t unit, char *buf, size_t n) {
+    int64_t lo = t / unit * unit, hi;
+    if (lo == 0)
+        snprintf(buf, n, "(e.g. %lld)", (long long)unit);
+    else if (__builtin_add_overflow(lo, unit, &hi))
+        snprintf(buf, n, "(e.g. %lld)", (long long)lo);
+    else
+        snprintf(buf, n, "(e.g. %lld or %lld)", (long long)lo, (long long)hi);
+}
+
+/* The error for batch settings that do not multiply out; m * g * w must fit in 64 bits (the
+ * caller checked). A hint's unit past 64 bits is reported as such. Always DT_ERR_CONFIG. */
 static dt_status batch_mismatch(int64_t t, int64_t m, int64_t g, int w, bool ht, bool hm, bool hg) {
-    int64_t per = m * g; /* micro * gas: overflow was checked by the caller's inputs */
     const char *inf_m = hm ? "" : " (inferred)", *inf_g = hg ? "" : " (inferred)";
     const char *inf_t = ht ? "" : " (inferred)";
-    char hint[512];
+    char hint[512], eg[64];
+    int64_t unit;
     if (ht && hm && hg) {
         snprintf(hint, sizeof hint,
                  "change one of them: with these micro-batch and accumulation settings "
                  "train_batch_size must be %lld, or drop one of the three keys and let it be "
                  "inferred",
-                 (long long)(per * w));
+                 (long long)(m * g * w));
     } else if (ht && hm) {
-        int64_t unit = m * w;
+        if (__builtin_mul_overflow(m, (int64_t)w, &unit))
+            return batch_overflow("train_micro_batch_size_per_gpu * world size", 2,
+                                  (int64_t[]){m, w});
+        multiples_near(t, unit, eg, sizeof eg);
         snprintf(hint, sizeof hint,
                  "train_batch_size must be a multiple of train_micro_batch_size_per_gpu * world "
-                 "size = %lld (e.g. %lld or %lld); change train_batch_size or "
-                 "train_micro_batch_size_per_gpu",
-                 (long long)unit, (long long)(t / unit > 0 ? t / unit * unit : unit),
-                 (long long)((t / unit + 1) * unit));
+                 "size = %lld %s; change train_batch_size or train_micro_batch_size_per_gpu",
+                 (long long)unit, eg);
     } else if (ht && hg) {
-        int64_t unit = g * (int64_t)w;
+        if (__builtin_mul_overflow(g, (int64_t)w, &unit))
+            return batch_overflow("gradient_accumulation_steps * world size", 2, (int64_t[]){g, w});
+        multiples_near(t, unit, eg, sizeof eg);
         snprintf(hint, sizeof hint,
                  "train_batch_size must be a multiple of gradient_accumulation_steps * world "
-                 "size = %lld (e.g. %lld or %lld); change train_batch_size or "
-                 "gradient_accumulation_steps",
-                 (long long)unit, (long long)(t / unit > 0 ? t / unit * unit : unit),
-                 (long long)((t / unit + 1) * unit));
+                 "size = %lld %s; change train_batch_size or gradient_accumulation_steps",
+                 (long long)unit, eg);
     } else {
+        multiples_near(t, w, eg, sizeof eg);
         snprintf(hint, sizeof hint,
-                 "train_batch_size must be a multiple of the world size %d (e.g. %lld or %lld); "
-                 "change train_batch_size, or set train_micro_batch_size_per_gpu instead",
-                 w, (long long)(t / w > 0 ? t / w * w : w), (long long)((t / w + 1) * w));
+                 "train_batch_size must be a multiple of the world size %d %s; change "
+                 "train_batch_size, or set train_micro_batch_size_per_gpu instead",
+                 w, eg);
     }
     return errf("batch sizes do not multiply out: train_batch_size %lld%s != "
                 "train_micro_batch_size_per_gpu %lld%s * gradient_accumulation_steps %lld%s * "
@@ -414,18 +447,15 @@ static dt_status parse_batch(const sec *root, int w, const char *near_miss, dt_d
         m = t / w / g;
     } else if (hm && hg) {
         if (__builtin_mul_overflow(m, g, &t) || __builtin_mul_overflow(t, (int64_t)w, &t))
-            return errf("train_micro_batch_size_per_gpu %lld * gradient_accumulation_steps %lld "
-                        "* world size %d overflows; hint: use smaller batch settings",
-                        (long long)m, (long long)g, w);
+            return batch_overflow(k_batch3, 3, (int64_t[]){m, g, w});
     } else if (ht) {
         g = 1;
         m = t / w;
     } else if (hm) {
         g = 1;
         if (__builtin_mul_overflow(m, (int64_t)w, &t))
-            return errf("train_micro_batch_size_per_gpu %lld * world size %d overflows; hint: "
-                        "use a smaller micro-batch",
-                        (long long)m, w);
+            return batch_overflow("train_micro_batch_size_per_gpu * world size", 2,
+                                  (int64_t[]){m, w});
     } else {
         return errf("neither train_batch_size nor train_micro_batch_size_per_gpu is set%s%s%s; "
                     "hint: set train_batch_size (the global batch) or "
@@ -434,9 +464,9 @@ static dt_status parse_batch(const sec *root, int w, const char *near_miss, dt_d
                     near_miss ? "' a misspelling?)" : "");
     }
     int64_t prod;
-    if (m < 1 || g < 1 || __builtin_mul_overflow(m, g, &prod) ||
-        __builtin_mul_overflow(prod, (int64_t)w, &prod) || prod != t)
-        return batch_mismatch(t, m, g, w, ht, hm, hg);
+    if (__builtin_mul_overflow(m, g, &prod) || __builtin_mul_overflow(prod, (int64_t)w, &prod))
+        return batch_overflow(k_batch3, 3, (int64_t[]){m, g, w});
+    if (m < 1 || g < 1 || prod != t) return batch_mismatch(t, m, g, w, ht, hm, hg);
     out->train_batch_size = t;
     out->train_micro_batch_size_per_gpu = m;
     out->gradient_accumulation_steps = g;
@@ -944,10 +974,14 @@ static dt_status parse_top(const sec *root, dt_ds_config *out) {
     const json_t *mb = dt_conf_get(root, "memory_budget");
     if (mb && json_is_string(mb)) {
         int64_t b = dt_parse_bytes(json_string_value(mb));
-        if (b < 0)
-            return dt_conf_expected(
-                root, "memory_budget", "a byte count",
-                "write bytes as a number, or a string such as \"512M\" or \"2GiB\"");
+        if (b < 0) {
+            char hint[1280];
+            snprintf(hint, sizeof hint,
+                     "%s; write bytes as a number, or a string such as \"512M\" or \"2GiB\"",
+                     dt_last_error());
+            return dt_conf_expected(root, "memory_budget",
+                                    "a byte count (whole bytes, 0 to 9223372036854775807)", hint);
+        }
         out->memory_budget_bytes = b;
     } else if (mb) {
         if (!json_is_number(mb))

@@ -135,8 +135,11 @@ static dt_status parse_entry(const char *path, const char *name, json_t *v, st_e
         return dt_error(DT_ERR_FORMAT, "%s: tensor '%s' has %zu dims, dtrain supports up to %d",
                         path, name, nd, DT_MAX_DIMS);
     e->ndim = (int)nd;
-    uint64_t bytes = dt_dtype_size(e->dtype);
-    bool ovf = false;
+    /* bytes: the tensor's size; span: the same over the non-zero dims only, which must fit in
+     * int64 too (strides and element counts multiply them, whatever a 0 dim makes the size) */
+    uint64_t bytes = dt_dtype_size(e->dtype), span = bytes;
+    bool ovf = false, span_ovf = false;
+    size_t zero_dim = 0;
     for (size_t i = 0; i < nd; i++) {
         uint64_t d;
         if (!get_u64(json_array_get(sh, i), &d) || d > (uint64_t)INT64_MAX)
@@ -145,6 +148,10 @@ static dt_status parse_entry(const char *path, const char *name, json_t *v, st_e
                             i);
         e->shape[i] = (int64_t)d;
         ovf |= __builtin_mul_overflow(bytes, d, &bytes);
+        if (d == 0)
+            zero_dim = i;
+        else
+            span_ovf |= __builtin_mul_overflow(span, d, &span) || span > (uint64_t)INT64_MAX;
     }
     if (json_array_size(of) != 2 || !get_u64(json_array_get(of, 0), &e->begin) ||
         !get_u64(json_array_get(of, 1), &e->end))
@@ -164,6 +171,19 @@ static dt_status parse_entry(const char *path, const char *name, json_t *v, st_e
                         (unsigned long long)(ovf ? UINT64_MAX : bytes),
                         (unsigned long long)e->begin, (unsigned long long)e->end,
                         (unsigned long long)(e->end - e->begin));
+    if (span_ovf) {
+        char shape[160];
+        size_t k = 0;
+        for (size_t i = 0; i < nd && k < sizeof shape; i++)
+            k += (size_t)snprintf(shape + k, sizeof shape - k, "%s%lld", i ? ", " : "",
+                                  (long long)e->shape[i]);
+        return dt_error(DT_ERR_FORMAT,
+                        "%s: tensor '%s': the non-zero dims of shape [%s] multiply past %lld "
+                        "bytes (as %s); shape[%zu] is 0, but strides are products of the other "
+                        "dims and each must fit in 64 bits; hint: the file is damaged",
+                        path, name, shape, (long long)INT64_MAX, st_dtype_names[e->dtype],
+                        zero_dim);
+    }
     return DT_OK;
 }
 
@@ -259,6 +279,12 @@ static dt_status parse_header(dt_safetensors *f, const char *hdr, size_t len) {
     json_object_foreach(root, k, v) {
         if (!strcmp(k, ST_META_KEY)) {
             st = parse_metadata(f, v);
+        } else if (!*k) {
+            st = dt_error(DT_ERR_FORMAT,
+                          "%s: a tensor has the empty name \"\"; a tensor name is 1 or more "
+                          "bytes (dtrain never writes an empty one); hint: the file is damaged "
+                          "or was written by another tool: rename the tensor",
+                          f->path);
         } else {
             st_entry *e = &f->e[f->n];
             st = parse_entry(f->path, k, v, e);

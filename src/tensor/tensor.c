@@ -182,12 +182,22 @@ void dt__set_contiguous_strides(dt_tensor *t) {
     }
 }
 
-static dt_status check_shape(int ndim, const int64_t *shape) {
+/* The dims are >= 0 and the non-zero ones come to at most INT64_MAX bytes of `dtype`, so the
+ * strides, the element count and the byte size computed from them cannot overflow (a 0 dim
+ * makes the tensor empty but not its strides small). */
+static dt_status check_shape(dt_dtype dtype, int ndim, const int64_t *shape) {
     if (ndim < 0 || ndim > DT_MAX_DIMS)
         return dt_error(DT_ERR_INVALID, "a tensor has 0 to %d dims, not %d", DT_MAX_DIMS, ndim);
-    for (int i = 0; i < ndim; i++)
+    int64_t span = dtype < DT_DTYPE_COUNT ? (int64_t)dt_dtype_size(dtype) : 1;
+    for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0)
             return dt_error(DT_ERR_INVALID, "negative size %lld in dim %d", (long long)shape[i], i);
+        if (shape[i] && __builtin_mul_overflow(span, shape[i], &span))
+            return dt_error(DT_ERR_INVALID,
+                            "the non-zero dims of a tensor come to more than %lld bytes (dim %d "
+                            "is %lld)",
+                            (long long)INT64_MAX, i, (long long)shape[i]);
+    }
     return DT_OK;
 }
 
@@ -201,7 +211,7 @@ static void init_header(dt_tensor *t, dt_ctx *ctx, dt_dtype dtype, int ndim, con
 
 static dt_tensor *arena_tensor(dt_ctx *ctx, dt_dtype dtype, int ndim, const int64_t *shape,
                                bool zero) {
-    if (check_shape(ndim, shape) != DT_OK) return NULL;
+    if (check_shape(dtype, ndim, shape) != DT_OK) return NULL;
     if (dtype >= DT_DTYPE_COUNT) {
         dt_error(DT_ERR_INVALID, "unknown dtype %d", (int)dtype);
         return NULL;
@@ -228,7 +238,7 @@ dt_tensor *dt__empty_like(const dt_tensor *x) {
 
 dt_tensor *dt_tensor_new_heap(dt_ctx *ctx, dt_dtype dtype, int ndim, const int64_t *shape,
                               dt_mem_category cat) {
-    if (check_shape(ndim, shape) != DT_OK) return NULL;
+    if (check_shape(dtype, ndim, shape) != DT_OK) return NULL;
     dt_tensor *t = calloc(1, sizeof *t);
     if (!t) {
         dt_error(DT_ERR_OOM, "tensor header");
@@ -252,7 +262,7 @@ void dt_tensor_free(dt_tensor *t) {
 }
 
 dt_tensor *dt_tensor_wrap(dt_ctx *ctx, dt_dtype dtype, int ndim, const int64_t *shape, void *data) {
-    if (check_shape(ndim, shape) != DT_OK) return NULL;
+    if (check_shape(dtype, ndim, shape) != DT_OK) return NULL;
     dt_tensor *t = dt_arena_alloc(ctx->arena, sizeof *t);
     if (!t) return NULL;
     init_header(t, ctx, dtype, ndim, shape);

@@ -39,6 +39,64 @@ static void test_errors(void) {
     CHECK(dt_parse_bytes("12x") == -1);
 }
 
+/* dt_parse_bytes is strict: a size is a whole number of bytes in [0, INT64_MAX], and a refusal
+ * says why (so a tiny budget never silently becomes "no budget"). */
+static void expect_bad_size(const char *s, const char *why) {
+    dt_clear_error();
+    int64_t v = dt_parse_bytes(s);
+    CHECK_MSG(v == -1 && strstr(dt_last_error(), why) != NULL, "\"%s\": %lld, want -1 (%s): %s", s,
+              (long long)v, why, dt_last_error());
+}
+
+static void test_parse_bytes(void) {
+    CHECK(dt_parse_bytes("0") == 0);
+    CHECK(dt_parse_bytes("1") == 1);
+    CHECK(dt_parse_bytes("0.5K") == 512);
+    CHECK(dt_parse_bytes("2GiB") == 2LL << 30);
+    CHECK(dt_parse_bytes("3tb") == 3LL << 40);
+    CHECK(dt_parse_bytes("1e3") == 1000);
+    CHECK(dt_parse_bytes("9223372036854775807") == INT64_MAX);
+    CHECK(dt_parse_bytes("8388607T") == INT64_MAX - ((1LL << 40) - 1));
+    expect_bad_size("1e300", "over the largest size");
+    expect_bad_size("1e999", "over the largest size");
+    expect_bad_size("9223372036854775808", "over the largest size");
+    expect_bad_size("99999999999999999999999", "over the largest size");
+    expect_bad_size("8388608T", "over the largest size");
+    expect_bad_size("9.3e18", "over the largest size");
+    CHECK(dt_parse_bytes("8.5e18") == 8500000000000000000LL);
+    expect_bad_size("0.1", "not a whole number of bytes");
+    expect_bad_size("1e-400", "not a whole number of bytes");
+    expect_bad_size("0.3K", "not a whole number of bytes");
+    expect_bad_size("nan", "not a number");
+    expect_bad_size("inf", "not a number");
+    expect_bad_size("0x10", "not a number");
+    expect_bad_size(" 1", "not a number");
+    expect_bad_size("-1", "negative");
+    expect_bad_size("-0.5K", "negative");
+    expect_bad_size("", "empty");
+    expect_bad_size("12x", "unknown unit");
+    expect_bad_size("1KK", "unknown unit");
+    expect_bad_size("5B", "unknown unit");
+    /* the device budget from the environment names the variable and the valid form */
+    static const char *const bad_env[] = {"0.1", "1e300", "nan", "-4K"};
+    for (size_t i = 0; i < sizeof bad_env / sizeof *bad_env; i++) {
+        setenv("DT_DEVICE_MEMORY", bad_env[i], 1);
+        dt_device *d = dt_device_new("cpu", -1);
+        CHECK_MSG(d == NULL && dt_last_status() == DT_ERR_CONFIG &&
+                      strstr(dt_last_error(), "DT_DEVICE_MEMORY") &&
+                      strstr(dt_last_error(), "9223372036854775807"),
+                  "DT_DEVICE_MEMORY=%s: %s", bad_env[i], dt_last_error());
+        dt_device_free(d);
+    }
+    setenv("DT_DEVICE_MEMORY", "1M", 1);
+    dt_device *d = dt_device_new("cpu", -1);
+    dt_mem_stats ms;
+    if (d) dt_device_stats(d, &ms);
+    CHECK(d != NULL && ms.budget == 1 << 20);
+    dt_device_free(d);
+    unsetenv("DT_DEVICE_MEMORY");
+}
+
 static void test_memory(void) {
     dt_device *d = dt_device_new("cpu", 1 << 20);
     void *a = dt_mem_alloc(d, DT_MEM_PARAMS, 1000);
@@ -183,6 +241,7 @@ static void test_mkdir_p(void) {
 
 int main(void) {
     TEST_RUN(test_errors);
+    TEST_RUN(test_parse_bytes);
     TEST_RUN(test_memory);
     TEST_RUN(test_arena);
     TEST_RUN(test_rng);

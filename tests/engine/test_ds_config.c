@@ -858,6 +858,67 @@ static void test_unknown_keys(void) {
     CHECK(st == DT_OK && count(log, "warning") == 1 && strstr(log, "200 unknown keys") != NULL);
 }
 
+/* Batch products past 64 bits: a clear error with the numbers as given, never a wrapped one. */
+static void expect_batch_error(const char *text, int ws, const char *want) {
+    const char *subs[] = {want, "hint:", NULL};
+    expect_error_v(text, ws, DT_ERR_CONFIG, subs);
+    const char *m = dt_last_error();
+    for (const char *p = strchr(m, '-'); p; p = strchr(p + 1, '-'))
+        CHECK_MSG(!(p[1] >= '0' && p[1] <= '9'), "%s: a negative number in: %s", text, m);
+}
+
+static void test_batch_overflow(void) {
+    const char *m3 = "train_micro_batch_size_per_gpu * gradient_accumulation_steps * world size";
+    char want[256];
+    snprintf(want, sizeof want, "%s (4294967296 * 4294967296 * 1) does not fit in 64 bits", m3);
+    expect_batch_error("{\"train_batch_size\": 1, \"train_micro_batch_size_per_gpu\": 4294967296, "
+                       "\"gradient_accumulation_steps\": 4294967296}",
+                       1, want);
+    CHECK(strstr(dt_last_error(), "at most 9223372036854775807") != NULL);
+    expect_batch_error("{\"train_micro_batch_size_per_gpu\": 4294967296, "
+                       "\"gradient_accumulation_steps\": 4294967296}",
+                       1, want);
+    snprintf(want, sizeof want, "%s (1073741824 * 4294967296 * 2) does not fit in 64 bits", m3);
+    expect_batch_error("{\"train_batch_size\": 8, \"train_micro_batch_size_per_gpu\": 1073741824, "
+                       "\"gradient_accumulation_steps\": 4294967296}",
+                       2, want);
+    expect_batch_error("{\"train_micro_batch_size_per_gpu\": 4611686018427387904}", 2,
+                       "train_micro_batch_size_per_gpu * world size (4611686018427387904 * 2) does "
+                       "not fit in 64 bits");
+    /* the inferred setting is 0 and the unit the hint would name is past 64 bits */
+    expect_batch_error(
+        "{\"train_batch_size\": 1, \"train_micro_batch_size_per_gpu\": 9223372036854775807}", 2,
+        "train_micro_batch_size_per_gpu * world size (9223372036854775807 * 2) does not fit");
+    expect_batch_error(
+        "{\"train_batch_size\": 1, \"gradient_accumulation_steps\": 9223372036854775807}", 2,
+        "gradient_accumulation_steps * world size (9223372036854775807 * 2) does not fit");
+    /* the next multiple above train_batch_size would not fit: only the one below is offered */
+    expect_batch_error(
+        "{\"train_batch_size\": 9223372036854775807, \"train_micro_batch_size_per_gpu\": 2}", 1,
+        "gradient_accumulation_steps 4611686018427387903 (inferred)");
+    CHECK(strstr(dt_last_error(), "(e.g. 9223372036854775806)") != NULL);
+    expect_batch_error("{\"train_batch_size\": 9223372036854775807}", 3,
+                       "multiple of the world size 3 (e.g. 9223372036854775806)");
+    CHECK(strstr(dt_last_error(), "train_micro_batch_size_per_gpu 3074457345618258602 (inferred)"));
+}
+
+/* memory_budget strings: whole bytes in [0, 2^63 - 1]; a tiny budget is an error, not "none". */
+static void test_memory_budget_range(void) {
+    static const char *const bad[] = {"1e300", "nan",    "inf",
+                                      "0.1",   "1e-400", "9223372036854775808"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char text[128];
+        snprintf(text, sizeof text, B "\"memory_budget\": \"%s\"}", bad[i]);
+        EXPECT_ERROR(text, "memory_budget must be a byte count", "9223372036854775807", "hint:");
+    }
+    EXPECT_ERROR(B "\"memory_budget\": \"0.1\"}", "not a whole number of bytes");
+    EXPECT_ERROR(B "\"memory_budget\": \"1e300\"}", "over the largest size");
+    dt_ds_config c;
+    CHECK(parse_text(B "\"memory_budget\": \"0\"}", 1, &c) == DT_OK && c.memory_budget_bytes == 0);
+    CHECK(parse_text(B "\"memory_budget\": \"0.5K\"}", 1, &c) == DT_OK &&
+          c.memory_budget_bytes == 512);
+}
+
 int main(void) {
     g_src = getenv("DT_SOURCE_DIR");
     if (!g_src) {
@@ -872,6 +933,8 @@ int main(void) {
     TEST_RUN(test_defaults);
     TEST_RUN(test_values);
     TEST_RUN(test_errors);
+    TEST_RUN(test_batch_overflow);
+    TEST_RUN(test_memory_budget_range);
     TEST_RUN(test_merge);
     TEST_RUN(test_load);
     TEST_RUN(test_unknown_keys);

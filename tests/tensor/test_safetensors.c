@@ -266,6 +266,34 @@ static void test_corrupted(void) {
                4);
     expect_refused(p, DT_ERR_FORMAT, "7 dims");
     expect_refused(g_dir, DT_ERR_IO, "not a regular file");
+    /* a zero dim makes the byte count 0, but the other dims must still multiply within 64
+     * bits (strides and element counts are products of them) */
+    write_json(p,
+               "{\"a\":{\"dtype\":\"F32\",\"shape\":[0,4294967296,4294967296],"
+               "\"data_offsets\":[0,0]}}",
+               0);
+    dt_ctx *ctx = dt_ctx_new(NULL, 1);
+    r = dt_safetensors_open(p);
+    CHECK_MSG(r == NULL && dt_last_status() == DT_ERR_FORMAT &&
+                  msg_has("'a': the non-zero dims of shape [0, 4294967296, 4294967296]") &&
+                  msg_has("9223372036854775807 bytes"),
+              "%s", dt_last_error());
+    if (r) CHECK(dt_safetensors_get(r, ctx, "a") == NULL); /* where the strides overflowed */
+    dt_safetensors_close(r);
+    write_json(p,
+               "{\"a\":{\"dtype\":\"I64\",\"shape\":[4294967296,0,1073741824],"
+               "\"data_offsets\":[0,0]}}",
+               0);
+    expect_refused(p, DT_ERR_FORMAT, "multiply past 9223372036854775807 bytes");
+    /* the constructors dt_safetensors_get goes through refuse such a shape too */
+    CHECK(dt_tensor_new(ctx, DT_DTYPE_F32, 3, (int64_t[]){0, 4294967296, 4294967296}) == NULL);
+    CHECK(dt_last_status() == DT_ERR_INVALID && msg_has("more than 9223372036854775807 bytes"));
+    CHECK(dt_tensor_new(ctx, DT_DTYPE_I64, 1, (int64_t[]){(int64_t)1 << 61}) == NULL);
+    CHECK(dt_tensor_new(ctx, DT_DTYPE_F32, 2, (int64_t[]){0, (int64_t)1 << 60}) != NULL);
+    dt_ctx_free(ctx);
+    /* the writer refuses the empty name; so does the reader */
+    write_json(p, "{\"\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4);
+    expect_refused(p, DT_ERR_FORMAT, "empty name");
     /* an empty tensor anywhere in the covered range is fine, metadata may be empty */
     write_json(p,
                "{\"__metadata__\":{},\"e\":{\"dtype\":\"I64\",\"shape\":[0],"
