@@ -29,7 +29,7 @@ define apt_install
 	fi
 endef
 
-.PHONY: all deps test-deps build build-asan build-avx2 run test bench install clean format
+.PHONY: all deps test-deps build build-asan build-avx2 run test bench install clean format fuzz
 
 all: build
 
@@ -66,6 +66,39 @@ test: test-deps build build-asan build-avx2
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j 1
 	cd build-avx2 && DTRAIN_ISA=avx2 DNNL_MAX_CPU_ISA=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 ctest --output-on-failure -j 1
 
+# Fuzzing (docs/fuzzing.md): each harness of tests/fuzz/ built with clang and libFuzzer under
+# ASan+UBSan, run FUZZ_SECONDS from a scratch copy of its committed corpus (new inputs stay in
+# build-fuzz/corpus/, findings in build-fuzz/findings/), then one line per target: executions,
+# coverage (cov: edges, ft: features) and the corpus size. Clang is needed only here.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := yaml config ds_config safetensors checkpoint
+FUZZ_DEB_PACKAGES := clang libclang-rt-dev libomp-dev
+fuzz: deps
+	$(call apt_install,$(FUZZ_DEB_PACKAGES))
+	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
+	  -DCMAKE_C_FLAGS_DEBUG="-O1 -g" -DDT_SANITIZE=ON -DDT_FUZZ=ON
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_all
+	@mkdir -p build-fuzz/findings build-fuzz/logs; found=""; \
+	for t in $(FUZZ_TARGETS); do \
+	  rm -rf build-fuzz/corpus/$$t && mkdir -p build-fuzz/corpus && \
+	  cp -r tests/fuzz/corpus/$$t build-fuzz/corpus/$$t || exit 1; \
+	  echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
+	  ASAN_OPTIONS=detect_leaks=1 OMP_NUM_THREADS=1 ./build-fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) \
+	    -print_final_stats=1 -artifact_prefix=build-fuzz/findings/$$t- build-fuzz/corpus/$$t \
+	    > build-fuzz/logs/$$t.log 2>&1 || found="$$found $$t"; \
+	done; \
+	for t in $(FUZZ_TARGETS); do \
+	  runs=$$(sed -n 's/^stat::number_of_executed_units: *//p' build-fuzz/logs/$$t.log); \
+	  last=$$(grep -E '^#[0-9]+' build-fuzz/logs/$$t.log | tail -1); \
+	  cov=$$(echo "$$last" | sed -n 's/.*cov: \([0-9]*\).*/\1/p'); \
+	  ft=$$(echo "$$last" | sed -n 's/.*ft: \([0-9]*\).*/\1/p'); \
+	  corp=$$(echo "$$last" | sed -n 's/.*corp: \([0-9]*\).*/\1/p'); \
+	  printf '%-12s %10s execs  cov %5s  ft %6s  corpus %5s\n' $$t "$$runs" "$$cov" "$$ft" "$$corp"; \
+	done; \
+	if [ -n "$$found" ]; then \
+	  echo "FINDINGS in:$$found (logs in build-fuzz/logs/, inputs in build-fuzz/findings/)"; exit 1; \
+	fi
+
 # The binary, libdtrain.so (versioned soname), the headers, dtrain.pc and the CMake package.
 PREFIX ?= /usr/local
 install: build
@@ -80,4 +113,4 @@ format:
 	clang-format -i include/dtrain/*.h src/*/*.c src/*/*.h src/*/*/*.c tests/*/*.c
 
 clean:
-	rm -rf build build-asan build-avx2
+	rm -rf build build-asan build-avx2 build-fuzz

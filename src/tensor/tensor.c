@@ -397,6 +397,7 @@ void dt_bf16_to_f32(const uint16_t *src, float *dst, int64_t n) {
         bf16_to_f32_seq(src + i, dst + i, n - i < CVT_CHUNK ? n - i : CVT_CHUNK);
 }
 
+#ifdef __FLT16_MAX__ /* the compiler has _Float16 (GCC; clang from 15 on x86-64) */
 void dt_f32_to_f16(const float *src, uint16_t *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         _Float16 h = (_Float16)src[i];
@@ -411,6 +412,38 @@ void dt_f16_to_f32(const uint16_t *src, float *dst, int64_t n) {
         dst[i] = (float)h;
     }
 }
+#else /* the same bits by hand (checked against _Float16 over every f32 and every f16) */
+void dt_f32_to_f16(const float *src, uint16_t *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t x, ax;
+        memcpy(&x, &src[i], 4);
+        uint16_t sign = (uint16_t)(x >> 16 & 0x8000);
+        ax = x & 0x7fffffff;
+        if (ax > 0x7f800000) /* NaN: keep the top payload bits, quiet */
+            dst[i] = sign | 0x7e00 | (uint16_t)(ax >> 13 & 0x3ff);
+        else if (ax >= 0x477ff000) /* rounds to infinity (65520 and up) */
+            dst[i] = sign | 0x7c00;
+        else if (ax < 0x38800000) /* a subnormal half: round to nearest even in units of 2^-24 */
+            dst[i] = sign | (uint16_t)nearbyintf(fabsf(src[i]) * 0x1p24f);
+        else /* rebias the exponent, round the mantissa to nearest even */
+            dst[i] = sign | (uint16_t)((ax - 0x38000000 + 0xfff + (ax >> 13 & 1)) >> 13);
+    }
+}
+
+void dt_f16_to_f32(const uint16_t *src, float *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t h = src[i], sign = (h & 0x8000) << 16, e = h >> 10 & 0x1f, m = h & 0x3ff;
+        if (e == 0) { /* zero or subnormal: m units of 2^-24, exact in f32 */
+            dst[i] = (sign ? -1.0f : 1.0f) * (float)m * 0x1p-24f;
+            continue;
+        }
+        uint32_t x = sign | (e < 31 ? (e + 112) << 23 | m << 13 /* rebias the exponent */
+                             : m    ? 0x7fc00000 | m << 13
+                                    : 0x7f800000); /* NaN, inf */
+        memcpy(&dst[i], &x, 4);
+    }
+}
+#endif
 
 static double load_as_double(const void *base, dt_dtype t, int64_t i) {
     switch (t) {
