@@ -2,11 +2,16 @@
  *  - with it, ZeRO stages 0, 1, 2, 3 and cpu offload give bit-identical weights after 20 steps
  *    with gradient_accumulation_steps 1, 2 and 3, with clipping active and without, on a small
  *    CNN and a small GPT;
+ *  - the plain trial API's data parallelism with optimizations.deterministic and an
+ *    aggregation_frequency of 2 and 3 gives the engine's bits (stage 0 and stage 2, same
+ *    optimiser, no clipping);
  *  - without it, the difference stage 2 vs stage 0 with accumulation is printed (measured, not
  *    asserted: it is what the mode removes; test_zero.c keeps today's tolerances). */
 #define _GNU_SOURCE
 #include "dtrain/engine.h"
+#include "dtrain/trial.h"
 #include "mpi_test.h"
+#include "trial/trial_impl.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -84,12 +89,9 @@ static dt_tensor *loss_of(dt_engine *e, bool is_gpt, int64_t s, int64_t first, i
     return dt_cross_entropy(logits, yt, -100);
 }
 
-/* `steps` global steps of one config on a fresh model: the final weights (NULL on failure);
- * *clipped: some step's gradient norm was above `clip` (so clipping scaled it). */
-static float *run(const char *zero, int gas, double clip, bool det, bool is_gpt, int64_t *n,
-                  bool *clipped) {
-    char cfg[1024];
-    snprintf(cfg, sizeof cfg,
+/* The engine's config of run() as text. */
+static void config_text(char *cfg, size_t size, const char *zero, int gas, double clip, bool det) {
+    snprintf(cfg, size,
              "{\"train_batch_size\": %d, \"gradient_accumulation_steps\": %d,"
              " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01,"
              " \"weight_decay\": 0.01}}, \"gradient_clipping\": %g,"
@@ -97,6 +99,14 @@ static float *run(const char *zero, int gas, double clip, bool det, bool is_gpt,
              " \"warmup_max_lr\": 0.01}},"
              " \"zero_optimization\": %s, \"deterministic\": %s, \"steps_per_print\": 1000000}",
              GLOBAL, gas, clip, zero, det ? "true" : "false");
+}
+
+/* `steps` global steps of one config on a fresh model: the final weights (NULL on failure);
+ * *clipped: some step's gradient norm was above `clip` (so clipping scaled it). */
+static float *run(const char *zero, int gas, double clip, bool det, bool is_gpt, int64_t *n,
+                  bool *clipped) {
+    char cfg[1024];
+    config_text(cfg, sizeof cfg, zero, gas, clip, det);
     json_t *j = dt_ds_config_load(cfg);
     dt_module *m = is_gpt ? gpt() : cnn();
     dt_engine_opts o = {.comm = g_world};
@@ -180,6 +190,116 @@ static void test_gpt_stages_bit_identical(void) {
     check_model(true);
 }
 
+/* The plain trial: the same model, data, optimiser (the engine config's, constant lr) and
+ * split of each global batch over slots and batches, through dt_trial_backward and
+ * dt_step_optimizer with optimizations {aggregation_frequency: agg, deterministic: det}. */
+static float *run_trial(int agg, bool det, int64_t *n) {
+    char js[160], cfg[1024];
+    snprintf(js, sizeof js,
+             "{\"optimizations\": {\"aggregation_frequency\": %d, "
+             "\"deterministic\": %s}}",
+             agg, det ? "true" : "false");
+    json_t *tc = json_loads(js, 0, NULL);
+    dt_trial_ctx *c = dt_trial_ctx_new(tc, 1);
+    json_decref(tc);
+    config_text(cfg, sizeof cfg, "{\"stage\": 0}", agg, 0, det);
+    json_t *j = dt_ds_config_load(cfg);
+    dt_ds_config ds;
+    CHECK(c && j && dt_ds_config_parse(j, dt_comm_size(g_world), &ds) == DT_OK);
+    json_decref(j);
+    if (!c) return NULL;
+    /* the engine's model, built on the trial's runtime with the same seed */
+    dt_module *m = dt_model_gpt(&GPT);
+    if (m && dt_module_build(m, dt_trial_runtime(c), 5) == DT_OK) m = dt_wrap_model(c, m);
+    dt_optimizer *o = m ? dt_wrap_optimizer(c, dt_optim_new_for_module(&ds.optimizer, m), m) : NULL;
+    CHECK_MSG(o != NULL, "trial: %s", dt_last_error());
+    int W = dt_comm_size(g_world), r = dt_comm_rank(g_world);
+    int64_t mb = ds.train_micro_batch_size_per_gpu;
+    bool ok = o != NULL;
+    for (int64_t s = 0; s < STEPS && ok; s++)
+        for (int64_t k = 0; k < agg && ok; k++) {
+            c->batches_trained = s * agg + k;
+            int64_t T = GPT.seq, first = (k * W + r) * mb;
+            int64_t *in = malloc((size_t)(mb * T) * sizeof *in),
+                    *y = malloc((size_t)(mb * T) * sizeof *y);
+            for (int64_t b = 0; b < mb; b++) {
+                int64_t id = s * GLOBAL + first + b;
+                for (int64_t t = 0; t < T; t++) {
+                    in[b * T + t] = (id * 5 + t * t) % GPT.vocab;
+                    y[b * T + t] = (id * 5 + (t + 1) * (t + 1)) % GPT.vocab;
+                }
+            }
+            dt_ctx *rt = dt_trial_runtime(c);
+            dt_tensor *xt = dt_tensor_from_i64(rt, 2, (int64_t[]){mb, T}, in);
+            dt_tensor *yt = dt_tensor_from_i64(rt, 1, (int64_t[]){mb * T}, y);
+            free(in);
+            free(y);
+            dt_tensor *logits =
+                dt_reshape(dt_module_forward(m, xt), 2, (int64_t[]){mb * T, GPT.vocab});
+            ok = dt_trial_backward(c, dt_cross_entropy(logits, yt, -100)) == DT_OK &&
+                 dt_step_optimizer(c, o, NULL) == DT_OK;
+            dt_ctx_reset(rt);
+        }
+    CHECK_MSG(ok, "trial agg %d: %s", agg, dt_last_error());
+    float *p = dt_module_flat_params(m, n), *w = malloc((size_t)*n * sizeof *w);
+    memcpy(w, p, (size_t)*n * sizeof *w);
+    dt_trial_ctx_free(c);
+    return w;
+}
+
+/* The engine without its LR schedule (the trial's optimiser keeps a constant lr). */
+static float *run_engine_const_lr(const char *zero, int gas, int64_t *n) {
+    char cfg[1024];
+    config_text(cfg, sizeof cfg, zero, gas, 0, true);
+    json_t *j = dt_ds_config_load(cfg);
+    json_object_del(j, "scheduler");
+    dt_module *m = gpt();
+    dt_engine_opts o = {.comm = g_world};
+    dt_engine *e = dt_engine_init_opts(m, j, &o);
+    json_decref(j);
+    CHECK_MSG(e != NULL, "engine: %s", dt_last_error());
+    float *w = NULL;
+    if (e) {
+        int W = dt_comm_size(g_world), r = dt_comm_rank(g_world);
+        int64_t mb = dt_engine_train_micro_batch_size_per_gpu(e);
+        bool ok = true;
+        for (int64_t s = 0; s < STEPS && ok; s++)
+            for (int64_t k = 0; k < gas && ok; k++)
+                ok = dt_engine_backward(e, loss_of(e, true, s, (k * W + r) * mb, mb)) == DT_OK &&
+                     dt_engine_step(e) == DT_OK;
+        CHECK(ok);
+        dt_engine_free(e);
+        float *p = dt_module_flat_params(m, n);
+        w = malloc((size_t)*n * sizeof *w);
+        memcpy(w, p, (size_t)*n * sizeof *w);
+    }
+    free_model(m);
+    return w;
+}
+
+static void test_plain_trial_same_order(void) {
+    for (int agg = 2; agg <= 3; agg++) {
+        int64_t n = 0, k = 0, k2 = 0;
+        float *t = run_trial(agg, true, &n);
+        float *e0 = run_engine_const_lr("{\"stage\": 0}", agg, &k);
+        float *e2 = run_engine_const_lr("{\"stage\": 2, \"reduce_bucket_size\": 500}", agg, &k2);
+        if (t && e0 && e2) {
+            CHECK_MSG(n == k && !memcmp(t, e0, (size_t)n * sizeof *t),
+                      "trial agg %d vs engine stage 0: max rel %.3g", agg, max_rel(t, e0, n));
+            CHECK_MSG(n == k2 && !memcmp(t, e2, (size_t)n * sizeof *t),
+                      "trial agg %d vs engine stage 2: max rel %.3g", agg, max_rel(t, e2, n));
+        }
+        float *plain = run_trial(agg, false, &n);
+        if (plain && e2 && mt_rank == 0)
+            fprintf(stderr, "  without the mode, trial agg %d vs engine stage 2: max rel %.3g\n",
+                    agg, max_rel(plain, e2, n));
+        free(plain);
+        free(t);
+        free(e0);
+        free(e2);
+    }
+}
+
 /* What the mode removes: without it, stage 2 accumulates in another order than stage 0. */
 static void test_measure_without(void) {
     for (int gp = 0; gp < 2; gp++)
@@ -206,6 +326,7 @@ int main(void) {
     MT_RUN(test_measure_without);
     MT_RUN(test_cnn_stages_bit_identical);
     MT_RUN(test_gpt_stages_bit_identical);
+    MT_RUN(test_plain_trial_same_order);
     int rc = mt_end(g_world);
     dt_comm_finalize(g_world);
     return rc;
