@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "dtrain/engine.h"
 #include "dtrain/trial.h"
+#include "mpi_models.h"
 #include "mpi_test.h"
 #include "trial/trial_impl.h"
 
@@ -27,7 +28,7 @@
 
 static dt_comm *g_world;
 
-static const dt_gpt_config GPT = {.vocab = 32, .seq = 8, .d_model = 16, .n_head = 2, .n_layer = 2};
+#define GPT MT_GPT
 
 /* conv3x3(1->4) ReLU maxpool2, conv3x3(4->8) ReLU maxpool2, flatten, linear 32->16 ReLU,
  * linear 16->4 on (N, 1, 8, 8): dt_model_cnn's shape, small enough for 84 runs of 20 steps. */
@@ -42,16 +43,7 @@ static dt_module *cnn(void) {
 }
 
 static dt_module *gpt(void) {
-    dt_ctx *c = dt_ctx_new(NULL, 1);
-    dt_module *m = dt_model_gpt(&GPT);
-    dt_module_build(m, c, 5);
-    return m;
-}
-
-static void free_model(dt_module *m) {
-    dt_ctx *c = dt_module_ctx(m);
-    dt_module_free(m);
-    dt_ctx_free(c);
+    return mt_gpt(5);
 }
 
 /* Loss of samples [first, first+count) of global step s. */
@@ -136,7 +128,7 @@ static float *run(const char *zero, int gas, double clip, bool det, bool is_gpt,
             w = NULL;
         }
     }
-    free_model(m);
+    mt_free_model(m);
     return w;
 }
 
@@ -273,7 +265,7 @@ static float *run_engine_const_lr(const char *zero, int gas, int64_t *n) {
         w = malloc((size_t)*n * sizeof *w);
         memcpy(w, p, (size_t)*n * sizeof *w);
     }
-    free_model(m);
+    mt_free_model(m);
     return w;
 }
 
@@ -317,12 +309,7 @@ static void test_measure_without(void) {
 }
 
 int main(void) {
-    if (dt_comm_init(&g_world) != DT_OK) {
-        fprintf(stderr, "dt_comm_init: %s\n", dt_last_error());
-        return 1;
-    }
-    mt_rank = dt_comm_rank(g_world);
-    dt_log_set_level(DT_LOG_WARN);
+    if (!mt_begin(&g_world)) return 1;
     MT_RUN(test_measure_without);
     MT_RUN(test_cnn_stages_bit_identical);
     MT_RUN(test_gpt_stages_bit_identical);
