@@ -99,6 +99,10 @@ typedef struct dt_ds_config {
     bool wall_clock_breakdown; /* default false */
     dt_flops_profiler_config flops_profiler;
     int64_t memory_budget_bytes; /* "memory_budget" (dtrain's own key; 0 = none) */
+    /* "deterministic" (dtrain's own key; default false): every ZeRO stage sums the gradients
+     * in one order (each micro-batch reduced, the reduced sums accumulated) and the clipping
+     * norm in one partition-independent order, so the stage changes memory, not bits */
+    bool deterministic;
 } dt_ds_config;
 
 /* Read a DeepSpeed config: `src` is a file path, or JSON text when its first non-blank

@@ -174,7 +174,8 @@ static const char *const k_top[] = {"train_batch_size", "train_micro_batch_size_
     "gradient_accumulation_steps", "optimizer", "scheduler", "gradient_clipping",
     "prescale_gradients", "gradient_predivide_factor", "fp16", "bf16", "bfloat16",
     "zero_optimization", "activation_checkpointing", "steps_per_print", "wall_clock_breakdown",
-    "flops_profiler", "memory_budget", "communication_data_type", "gradient_allreduce_op", NULL};
+    "flops_profiler", "memory_budget", "communication_data_type", "gradient_allreduce_op",
+    "deterministic", NULL};
 /* Top-level keys DeepSpeed knows and dtrain accepts without using them. */
 static const char *const k_top_ignored[] = {"zero_allow_untested_optimizer",
     "zero_force_ds_cpu_optimizer", "allgather_size", "managed_gradient_accumulation", "dump_state",
@@ -965,11 +966,13 @@ static dt_status parse_top(const sec *root, dt_ds_config *out) {
     out->steps_per_print = 0; /* DeepSpeed's default is None: no progress lines */
     out->wall_clock_breakdown = false;
     out->memory_budget_bytes = 0;
+    out->deterministic = false;
     TRY(dt_conf_real(root, "gradient_clipping", 0, false, &out->gradient_clipping));
     TRY(dt_conf_bool(root, "prescale_gradients", &out->prescale_gradients));
     TRY(dt_conf_real(root, "gradient_predivide_factor", 0, true, &out->gradient_predivide_factor));
     TRY(dt_conf_int(root, "steps_per_print", 1, INT64_MAX, &out->steps_per_print));
     TRY(dt_conf_bool(root, "wall_clock_breakdown", &out->wall_clock_breakdown));
+    TRY(dt_conf_bool(root, "deterministic", &out->deterministic));
 
     const json_t *mb = dt_conf_get(root, "memory_budget");
     if (mb && json_is_string(mb)) {

@@ -60,6 +60,11 @@ struct dt_engine {
     float *master; /* stage >= 1: fp32 master shard (block), OPTIM (host with cpu offload) */
     float *gacc;   /* stage >= 2: accumulated gradient shard (block), GRADS (or host) */
     float *pshard; /* stage 3: parameter shard (block), PARAMS (or host) */
+    /* "deterministic" at stage 0-1 with gradient accumulation: the micro-batches' reduced
+     * gradients, accumulated (GRADS), flat coordinates [dacc_lo, dacc_lo + dacc_n): the whole
+     * buffer (stage 0, pipeline stages) or the owned block (stage 1). Made at first use. */
+    float *dacc;
+    int64_t dacc_lo, dacc_n;
     dt_swap *nv_master, *nv_m, *nv_v; /* nvme optimizer offload: master and the moments */
     dt_swap *nv_param;                /* nvme parameter offload (stage 3) */
     float *nv_bufs[8];                /* streaming buffers (double-buffered chunks) */
@@ -138,8 +143,13 @@ dt_status dt__zero_update(dt_engine *e, float *g, int64_t gn);
 dt_status dt__zero_publish(dt_engine *e);
 /* Zero the gradients after a boundary (or a skipped step). */
 void dt__zero_clear_grads(dt_engine *e);
-/* Deterministic sum of squares over all ranks of g (this rank's gradient of length gn). */
+/* Deterministic sum of squares over all ranks of g (this rank's gradient of length gn). With
+ * "deterministic" the additions do not depend on the ZeRO stage or the world size either. */
 dt_status dt__zero_global_sumsq(dt_engine *e, const float *g, int64_t gn, double *out);
+/* Where the gradient at `grad` (a pointer into the gradient window, e.g. a tied module's) is
+ * accumulated when the boundary comes: `grad` itself, or its place in the deterministic
+ * accumulator. */
+float *dt__zero_accumulated(dt_engine *e, float *grad);
 /* Stage 3: gather every parameter into the window (checkpoints, engine free); release. */
 dt_status dt__zero_gather_all(dt_engine *e);
 void dt__zero_release_all(dt_engine *e);

@@ -474,9 +474,11 @@ static dt_status exec(run *r, const dt_pipe_instr *in, dt_pipe_data_fn data, voi
             if (!train || dt_comm_size(p->tied[k].owners) == 1) continue;
             dt_module *tm = p->tied[k].m;
             for (int i = 0; i < tm->n_params && st == DT_OK; i++) {
+                /* where the micro-batches' gradients are accumulated ("deterministic" sums
+                 * each one over the data-parallel group first) */
                 dt_tensor *g = tm->params[i].t->grad;
-                st = dt_comm_allreduce(p->tied[k].owners, g->data, dt_numel(g), DT_COMM_DTYPE_F32,
-                                       DT_REDUCE_OP_SUM);
+                st = dt_comm_allreduce(p->tied[k].owners, dt__zero_accumulated(p->eng, g->data),
+                                       dt_numel(g), DT_COMM_DTYPE_F32, DT_REDUCE_OP_SUM);
             }
         }
         break;

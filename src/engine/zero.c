@@ -14,6 +14,16 @@
  *            the flat window before its forward and its backward and released after, except
  *            modules below the persistence threshold, which stay gathered.
  *
+ * "deterministic" (dtrain's key): every stage sums the gradients in stage 2/3's order. Stages 2
+ * and 3 reduce each micro-batch's gradients and add the reduced sums to the rank's block in
+ * micro-batch order; stages 0 and 1 accumulate locally and reduce once at the boundary, which
+ * rounds differently with gradient accumulation. In the mode, stages 0-1 reduce each micro-
+ * batch as its backward ends (allreduce at stage 0 and on pipeline stages, whose tied modules
+ * need their whole ranges; reduce-scatter at stage 1), add the result to an accumulator and
+ * zero the window. The collectives add the ranks in rank order whatever the call (comm_mpi.c),
+ * so each element gets the same bits at every stage. The gradient norm is summed over a fixed
+ * tree of the flat coordinates (det_sumsq) instead of per rank.
+ *
  * The flat window (params, grads) is one anonymous mapping per buffer at fixed addresses, so
  * tensors and views made in the forward stay valid across a release and a re-gather; a
  * release zeroes the range and returns its whole pages to the system (MADV_DONTNEED), and the
@@ -420,7 +430,73 @@ static void hook_post(dt_module *m, void *user) {
     if (g->old_post) g->old_post(m, g->old_user);
 }
 
+/* The mode's accumulator is in use: stage 0-1 with more than one micro-batch per step (with
+ * one, the boundary's single reduction is already stage 2/3's order). */
+static bool det_accumulates(const dt_engine *e) {
+    return e->cfg.deterministic && e->stage <= 1 && e->cfg.gradient_accumulation_steps > 1;
+}
+
+/* Stage 0-1 gradients over the data-parallel group, with DeepSpeed's scaling: the whole buffer
+ * (allreduce; `whole`) or this rank's block (reduce-scatter). *g, *gn: the reduced range. */
+static dt_status reduce_window(dt_engine *e, bool whole, float **g, int64_t *gn) {
+    dt_status st = DT_OK;
+    if (whole) {
+        if (e->W > 1) {
+            prescale(e, e->grads, e->n);
+            st = dt_comm_allreduce(e->comm, e->grads, e->n, DT_COMM_DTYPE_F32, DT_REDUCE_OP_SUM);
+            if (st == DT_OK) postscale(e, e->grads, e->n);
+        }
+        *g = e->grads;
+        *gn = e->n;
+    } else {
+        prescale(e, e->grads, e->npad);
+        st =
+            dt_comm_reduce_scatter(e->comm, e->grads, e->grads + e->lo, e->block, DT_REDUCE_OP_SUM);
+        if (st == DT_OK) postscale(e, e->grads + e->lo, e->block);
+        *g = e->grads + e->lo;
+        *gn = e->block;
+    }
+    return st;
+}
+
+/* The mode at stage 0-1: this micro-batch's gradients reduced, added to the accumulator, the
+ * window zeroed for the next micro-batch. DT_ERR_OOM (the accumulator) or the collective's
+ * error. */
+static dt_status det_reduce_micro(dt_engine *e) {
+    double t0 = dt_now_sec();
+    bool whole = e->stage == 0 || e->pipe_stage;
+    if (!e->dacc) {
+        e->dacc_lo = whole ? 0 : e->lo;
+        e->dacc_n = whole ? e->npad : e->block;
+        e->dacc = dt_mem_alloc(e->dev, DT_MEM_GRADS, (size_t)e->dacc_n * sizeof(float));
+        if (!e->dacc)
+            return dt_error(DT_ERR_OOM,
+                            "engine: no memory for the deterministic mode's gradient "
+                            "accumulator (%lld floats): %s; hint: raise the budget, use ZeRO "
+                            "stage 2, or turn \"deterministic\" off",
+                            (long long)e->dacc_n, dt_last_error());
+        memset(e->dacc, 0, (size_t)e->dacc_n * sizeof(float));
+    }
+    float *r;
+    int64_t len;
+    dt_status st = reduce_window(e, whole, &r, &len);
+    if (st == DT_OK) {
+        float *acc = e->dacc + (r - e->grads) - e->dacc_lo;
+#pragma omp parallel for schedule(static) if (len > 65536)
+        for (int64_t i = 0; i < len; i++) acc[i] += r[i];
+    }
+    dt__zero_f32(e->grads, e->npad);
+    e->t.reduce_s += dt_now_sec() - t0;
+    return st;
+}
+
+float *dt__zero_accumulated(dt_engine *e, float *grad) {
+    if (!e->dacc || grad < e->grads || grad >= e->grads + e->npad) return grad;
+    return e->dacc + (grad - e->grads) - e->dacc_lo;
+}
+
 dt_status dt__zero_after_backward(dt_engine *e) {
+    if (det_accumulates(e)) return det_reduce_micro(e);
     if (e->stage < 2) return DT_OK;
     /* groups the backward did not reach (unused in the forward): their gradients are zero or
      * whatever the user added; reduce them too so every rank runs the same collectives */
@@ -449,30 +525,138 @@ dt_status dt__zero_after_backward(dt_engine *e) {
 dt_status dt__zero_reduce(dt_engine *e, float **g, int64_t *gn) {
     double t0 = dt_now_sec();
     dt_status st = DT_OK;
-    if (e->stage == 0) {
-        if (e->W > 1) {
-            prescale(e, e->grads, e->n);
-            st = dt_comm_allreduce(e->comm, e->grads, e->n, DT_COMM_DTYPE_F32, DT_REDUCE_OP_SUM);
-            if (st == DT_OK) postscale(e, e->grads, e->n);
-        }
-        *g = e->grads;
-        *gn = e->n;
-    } else if (e->stage == 1) {
-        prescale(e, e->grads, e->npad);
-        st =
-            dt_comm_reduce_scatter(e->comm, e->grads, e->grads + e->lo, e->block, DT_REDUCE_OP_SUM);
-        if (st == DT_OK) postscale(e, e->grads + e->lo, e->block);
-        *g = e->grads + e->lo;
-        *gn = e->block;
-    } else {
+    if (e->stage >= 2) {
         *g = e->gacc;
         *gn = e->block;
+    } else if (det_accumulates(e) && e->dacc) {
+        /* reduced micro-batch by micro-batch already */
+        *g = e->dacc + (e->stage == 0 ? 0 : e->lo - e->dacc_lo);
+        *gn = e->stage == 0 ? e->n : e->block;
+    } else {
+        st = reduce_window(e, e->stage == 0, g, gn);
     }
     e->t.reduce_s += dt_now_sec() - t0;
     return st;
 }
 
+/* ---- the mode's gradient norm: one tree of additions for every partitioning ----
+ * Leaves are 16 consecutive elements of the flat buffer (elements past n and in norm_skip
+ * ranges count as zero), their squares added in order (a float's square is exact in double).
+ * Nodes add their two children, up a binary tree over 2^T leaves whose shape depends on n
+ * only. Blocks start at multiples of 16, so each rank computes the largest whole subtrees of
+ * its leaf range; the subtrees' roots of every rank are gathered and combined in the same tree
+ * on every rank: the same additions at every stage and world size. */
+
+#define DET_LEAF 16
+#define DET_PAR 12        /* subtrees of 2^12 leaves are the parallel unit */
+#define DET_MAX_NODES 128 /* a leaf range splits into at most 2 * 62 whole subtrees */
+
+typedef struct det_norm {
+    const dt_engine *e;
+    const float *g;
+    int64_t base, L; /* g[0] is flat element base; L leaves hold elements [0, n) */
+} det_norm;
+
+typedef struct det_node {
+    double v;
+    int64_t level, index; /* leaves [index << level, (index + 1) << level); level -1: unused */
+} det_node;
+
+static bool det_skipped(const dt_engine *e, int64_t j) {
+    for (int k = 0; k < e->n_norm_skip; k++)
+        if (j >= e->norm_skip[k][0] && j < e->norm_skip[k][1]) return true;
+    return false;
+}
+
+static double det_leaf(const det_norm *d, int64_t i) {
+    int64_t a = i * DET_LEAF, b = min64(a + DET_LEAF, d->e->n);
+    double s = 0;
+    for (int64_t j = a; j < b; j++) {
+        if (d->e->n_norm_skip && det_skipped(d->e, j)) continue;
+        double x = d->g[j - d->base];
+        s += x * x;
+    }
+    return s;
+}
+
+static double det_subtree(const det_norm *d, int64_t level, int64_t index) {
+    if ((index << level) >= d->L) return 0; /* all zeros: what the additions would give */
+    if (level == 0) return det_leaf(d, index);
+    int64_t k = level > DET_PAR ? (int64_t)1 << (level - DET_PAR) : 0;
+    double *v = k ? malloc((size_t)k * sizeof *v) : NULL;
+    if (!v) /* small, or no memory for the parallel split: the same additions in recursion */
+        return det_subtree(d, level - 1, 2 * index) + det_subtree(d, level - 1, 2 * index + 1);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t j = 0; j < k; j++)
+        v[j] = det_subtree(d, DET_PAR, (index << (level - DET_PAR)) + j);
+    for (int64_t w = k; w > 1; w /= 2)
+        for (int64_t j = 0; j < w / 2; j++) v[j] = v[2 * j] + v[2 * j + 1];
+    double r = v[0];
+    free(v);
+    return r;
+}
+
+/* Combine the subtree roots `nodes` (in leaf order, tiling [0, 2^T)) into the root. */
+static dt_status det_combine(det_node *nodes, int count, int64_t T, double *out) {
+    int k = 0; /* nodes[0..k) is the stack */
+    for (int i = 0; i < count; i++) {
+        if (nodes[i].level < 0) continue;
+        nodes[k++] = nodes[i];
+        while (k >= 2 && nodes[k - 2].level == nodes[k - 1].level && nodes[k - 2].index % 2 == 0 &&
+               nodes[k - 1].index == nodes[k - 2].index + 1) {
+            nodes[k - 2].v += nodes[k - 1].v;
+            nodes[k - 2].level++;
+            nodes[k - 2].index /= 2;
+            k--;
+        }
+    }
+    if (k != 1 || nodes[0].level != T)
+        return dt_error(DT_ERR_STATE,
+                        "engine: gradient norm: the ranks' subtrees do not "
+                        "tile the tree (%d left)",
+                        k);
+    *out = nodes[0].v;
+    return DT_OK;
+}
+
+static dt_status det_sumsq(dt_engine *e, const float *g, double *out) {
+    det_norm d = {e, g, e->stage == 0 ? 0 : e->lo, (e->n + DET_LEAF - 1) / DET_LEAF};
+    int64_t T = 0;
+    while (((int64_t)1 << T) < d.L) T++;
+    int64_t top = (int64_t)1 << T, la = 0, lb = top;
+    bool split = e->stage >= 1 && e->W > 1;
+    if (split) {
+        la = min64(e->lo / DET_LEAF, top);
+        lb = e->rank == e->W - 1 ? top : min64((e->lo + e->block) / DET_LEAF, top);
+    }
+    det_node mine[DET_MAX_NODES];
+    int cnt = 0;
+    for (int64_t i = la; i < lb; cnt++) { /* the largest whole subtrees, left to right */
+        int64_t l = 0;
+        while (l < T && i % ((int64_t)2 << l) == 0 && i + ((int64_t)2 << l) <= lb) l++;
+        mine[cnt] = (det_node){det_subtree(&d, l, i >> l), l, i >> l};
+        i += (int64_t)1 << l;
+    }
+    for (int c = cnt; c < DET_MAX_NODES; c++) mine[c] = (det_node){0, -1, 0};
+    if (!split) return det_combine(mine, cnt, T, out);
+    det_node *all = malloc((size_t)e->W * sizeof mine);
+    if (!all) return dt_error(DT_ERR_OOM, "engine: gradient norm: out of memory");
+    dt_status st = dt_comm_allgather(e->comm, mine, all, sizeof mine);
+    if (st == DT_OK) st = det_combine(all, e->W * DET_MAX_NODES, T, out);
+    free(all);
+    return st;
+}
+
 dt_status dt__zero_global_sumsq(dt_engine *e, const float *g, int64_t gn, double *out) {
+    if (e->cfg.deterministic) { /* g holds [0, n) (stage 0) or the block (stage >= 1) */
+        double s = 0;
+        dt_status st = det_sumsq(e, g, &s);
+        /* pipeline: the stages' sums, added in stage order on every stage */
+        if (st == DT_OK && e->mp_comm && dt_comm_size(e->mp_comm) > 1)
+            st = dt_comm_allreduce(e->mp_comm, &s, 1, DT_COMM_DTYPE_F64, DT_REDUCE_OP_SUM);
+        *out = s;
+        return st;
+    }
     /* fixed chunks of 4096 summed in order: the result does not depend on the thread count */
     const int64_t CH = 4096;
     int64_t nch = (gn + CH - 1) / CH;
@@ -611,6 +795,7 @@ void dt__zero_clear_grads(dt_engine *e) {
         dt__zero_f32(e->grads, e->npad);
     else
         dt__zero_f32(e->gacc, e->block);
+    if (e->dacc) dt__zero_f32(e->dacc, e->dacc_n);
 }
 
 /* ---- state visiting (checkpoints) ---------------------------------------------------------- */
@@ -819,6 +1004,7 @@ void dt__zero_teardown(dt_engine *e) {
     size_t bb = (size_t)e->block * sizeof(float);
     if (e->master) dt_mem_free(odev, DT_MEM_OPTIM, e->master, bb);
     if (e->gacc) dt_mem_free(odev, DT_MEM_GRADS, e->gacc, bb);
+    if (e->dacc) dt_mem_free(e->dev, DT_MEM_GRADS, e->dacc, (size_t)e->dacc_n * sizeof(float));
     if (e->pshard)
         dt_mem_free(z->offload_param == DT_OFFLOAD_CPU ? e->host : e->dev, DT_MEM_PARAMS, e->pshard,
                     bb);

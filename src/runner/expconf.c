@@ -777,7 +777,7 @@ static dt_status validate(vctx *v, unsigned flags) {
     TRY(parse_storage(v, &top));
 
     static const char *const opt_known[] = {"aggregation_frequency", "average_aggregated_gradients",
-                                            "average_training_metrics", NULL};
+                                            "average_training_metrics", "deterministic", NULL};
     static const char *const opt_accepted[] = {"gradient_compression",
                                                "mixed_precision",
                                                "tensor_fusion_threshold",
@@ -792,6 +792,8 @@ static dt_status validate(vctx *v, unsigned flags) {
     TRY(dt_conf_int(&obj, "aggregation_frequency", 1, INT64_MAX, &c->aggregation_frequency));
     TRY(dt_conf_bool(&obj, "average_aggregated_gradients", &c->average_aggregated_gradients));
     TRY(dt_conf_bool(&obj, "average_training_metrics", &c->average_training_metrics));
+    bool deterministic = false; /* checked here, read by the trial context */
+    TRY(dt_conf_bool(&obj, "deterministic", &deterministic));
 
     /* profiling: the fit loop's per-batch timings (profiler lines) for a range of batches */
     static const char *const prof_known[] = {"enabled", "begin_on_batch", "end_after_batch",

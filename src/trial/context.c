@@ -87,6 +87,8 @@ dt_trial_ctx *dt_trial_ctx_new(const json_t *config, uint64_t seed) {
     const json_t *avg = json_object_get(json_object_get(c->config, "optimizations"),
                                         "average_aggregated_gradients");
     c->average_aggregated = avg ? json_is_true(avg) : true;
+    c->deterministic =
+        json_is_true(json_object_get(json_object_get(c->config, "optimizations"), "deterministic"));
     c->trial_id = 1;
     c->experiment_id = 1;
     return c;
@@ -96,7 +98,12 @@ void dt_trial_ctx_free(dt_trial_ctx *c) {
     if (!c) return;
     dt__ds_free(c); /* engines first: they hold on to their models */
     for (int i = 0; i < c->n_scheds; i++) dt_sched_free(c->scheds[i].sched);
-    for (int i = 0; i < c->n_optims; i++) dt_optim_free(c->optims[i].opt);
+    for (int i = 0; i < c->n_optims; i++) {
+        dt_optim_free(c->optims[i].opt);
+        if (c->optims[i].acc)
+            dt_mem_free(dt_ctx_device(c->rt), DT_MEM_GRADS, c->optims[i].acc,
+                        (size_t)c->optims[i].acc_n * sizeof(float));
+    }
     for (int i = 0; i < c->n_models; i++) dt_module_free(c->models[i]);
     dt_loss_scaler_free(c->scaler);
     for (int i = 0; i < c->n_fn_reducers; i++) fn_reducer_free(c->fn_reducers[i]);
@@ -153,7 +160,7 @@ dt_optimizer *dt_wrap_optimizer(dt_trial_ctx *c, dt_optimizer *o, dt_module *mod
         dt_error(DT_ERR_STATE, "wrap_optimizer: at most %d optimisers", DT_TRIAL_MAX_OPTIMS);
         return NULL;
     }
-    c->optims[c->n_optims++] = (wrapped_optim){o, model};
+    c->optims[c->n_optims++] = (wrapped_optim){o, model, NULL, 0};
     return o;
 }
 
@@ -325,14 +332,60 @@ typedef struct trial_step {
     const dt_step_opts *opts;
 } trial_step;
 
-static dt_status trial_reduce(void *self, float **g, int64_t *n) {
-    trial_step *s = self;
-    *g = dt_module_flat_grads(s->w->model, n);
-    if (s->c->size == 1) return DT_OK;
+/* optimizations.deterministic with aggregation: the engine's "deterministic" order. Each
+ * batch's gradients are averaged over the slots as the batch ends and the averages are added
+ * up, instead of adding up locally and averaging once per window. */
+static bool det_aggregates(const dt_trial_ctx *c) {
+    return c->deterministic && c->aggregation_frequency > 1;
+}
+
+static dt_status average_slots(dt_trial_ctx *c, float *g, int64_t n) {
+    if (c->size == 1) return DT_OK;
     /* data parallelism: every slot steps with the average of all slots' gradients (one call
      * over the flat buffer; the reduction order is fixed, so every rank gets the same bits,
      * and the overflow check needs no agreement) */
-    return dt_comm_allreduce(s->c->comm, *g, *n, DT_COMM_DTYPE_F32, DT_REDUCE_OP_AVG);
+    return dt_comm_allreduce(c->comm, g, n, DT_COMM_DTYPE_F32, DT_REDUCE_OP_AVG);
+}
+
+/* A batch inside the window (deterministic): its average added to the window's, the model's
+ * gradients zeroed for the next batch. DT_ERR_OOM or the collective's error. */
+static dt_status det_accumulate(dt_trial_ctx *c, wrapped_optim *w) {
+    int64_t n;
+    float *g = dt_module_flat_grads(w->model, &n);
+    if (!w->acc) {
+        w->acc = dt_mem_alloc(dt_ctx_device(c->rt), DT_MEM_GRADS, (size_t)n * sizeof(float));
+        if (!w->acc)
+            return dt_error(DT_ERR_OOM,
+                            "step_optimizer: no memory for the deterministic aggregation's "
+                            "gradients (%lld floats): %s; hint: turn optimizations.deterministic "
+                            "off",
+                            (long long)n, dt_last_error());
+        w->acc_n = n;
+        memset(w->acc, 0, (size_t)n * sizeof(float));
+    }
+    dt_status st = average_slots(c, g, n);
+    if (st != DT_OK) return st;
+    float *acc = w->acc;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; i++) acc[i] += g[i];
+    dt_module_zero_grad(w->model);
+    return DT_OK;
+}
+
+static dt_status trial_reduce(void *self, float **g, int64_t *n) {
+    trial_step *s = self;
+    *g = dt_module_flat_grads(s->w->model, n);
+    dt_status st = average_slots(s->c, *g, *n);
+    float *acc = s->w->acc, *out = *g;
+    if (st != DT_OK || !acc || !det_aggregates(s->c)) return st;
+    /* deterministic: the window's earlier averages plus this batch's, in the same addition */
+    const int64_t len = *n;
+#pragma omp parallel for schedule(static) if (len > 65536)
+    for (int64_t i = 0; i < len; i++) {
+        out[i] = acc[i] + out[i];
+        acc[i] = 0;
+    }
+    return DT_OK;
 }
 
 static dt_status trial_clip(void *self, float *g, int64_t n) {
@@ -378,7 +431,8 @@ dt_status dt_step_optimizer(dt_trial_ctx *c, dt_optimizer *o, const dt_step_opts
     if (!w)
         return dt_error(DT_ERR_STATE, "step_optimizer: the optimiser is not wrapped; hint: "
                                       "register it with dt_wrap_optimizer in init");
-    if (!dt__trial_at_boundary(c)) return DT_OK; /* still aggregating gradients */
+    if (!dt__trial_at_boundary(c)) /* still aggregating gradients */
+        return det_aggregates(c) ? det_accumulate(c, w) : DT_OK;
     trial_step s = {c, w, opts};
     bool skipped = false;
     dt_status st = dt_boundary_step(opts && opts->clip_grads ? &clip_ops : &plain_ops, &s,

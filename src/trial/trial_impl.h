@@ -14,6 +14,8 @@
 typedef struct wrapped_optim {
     dt_optimizer *opt;
     dt_module *model;
+    float *acc; /* optimizations.deterministic: the window's averaged gradients (acc_n floats) */
+    int64_t acc_n;
 } wrapped_optim;
 
 typedef struct wrapped_sched {
@@ -47,6 +49,7 @@ struct dt_trial_ctx {
     int64_t skipped_steps;  /* optimiser steps skipped on overflow */
     int aggregation_frequency;
     bool average_aggregated;
+    bool deterministic; /* optimizations.deterministic: average each batch, then accumulate */
     /* position, maintained by the fit loop */
     int64_t batches_trained; /* index of the batch being trained */
     int64_t batches_per_epoch;

@@ -370,6 +370,7 @@ static void test_defaults(void) {
     CHECK(c.gradient_clipping == 1.0); /* DeepSpeed's GRADIENT_CLIPPING_DEFAULT */
     CHECK(!c.prescale_gradients && c.gradient_predivide_factor == 1.0);
     CHECK(c.steps_per_print == 0 && !c.wall_clock_breakdown && c.memory_budget_bytes == 0);
+    CHECK(!c.deterministic);
     dt_loss_scaler_config ls = dt_loss_scaler_defaults();
     CHECK(!c.fp16.enabled && c.fp16.loss_scale == 0 && c.fp16.initial_scale_power == 16);
     CHECK(c.fp16.loss_scale_window == 1000 && c.fp16.hysteresis == 2);
@@ -919,6 +920,22 @@ static void test_memory_budget_range(void) {
           c.memory_budget_bytes == 512);
 }
 
+/* "deterministic" (dtrain's extension, not DeepSpeed's): a boolean, off unless given. */
+static void test_deterministic_key(void) {
+    dt_ds_config c;
+    CHECK(parse_text("{\"train_batch_size\": 8, \"deterministic\": true}", 2, &c) == DT_OK);
+    CHECK(c.deterministic);
+    CHECK(parse_text("{\"train_batch_size\": 8, \"deterministic\": false}", 2, &c) == DT_OK);
+    CHECK(!c.deterministic);
+    EXPECT_ERROR("{\"train_batch_size\": 8, \"deterministic\": \"true\"}", "deterministic",
+                 "boolean");
+    char log[1024];
+    dt_log_set_level(DT_LOG_INFO);
+    dt_status st =
+        parse_capture("{\"train_batch_size\": 8, \"determinstic\": true}", log, sizeof log);
+    CHECK(st == DT_OK && strstr(log, "determinstic (did you mean 'deterministic'?)") != NULL);
+}
+
 int main(void) {
     g_src = getenv("DT_SOURCE_DIR");
     if (!g_src) {
@@ -938,5 +955,6 @@ int main(void) {
     TEST_RUN(test_merge);
     TEST_RUN(test_load);
     TEST_RUN(test_unknown_keys);
+    TEST_RUN(test_deterministic_key);
     TEST_END();
 }

@@ -53,6 +53,18 @@ static inline double mt_vald(int r, int64_t i) {
     return (double)mt_valf(r, i) * 1.0000001 + (double)mt_valf(r + 7, i) * 1e-9;
 }
 
+/* Start a job: *world from dt_comm_init, mt_rank set, warnings and errors logged only. False
+ * (the reason printed) when there is no world. */
+static inline bool mt_begin(dt_comm **world) {
+    if (dt_comm_init(world) != DT_OK) {
+        fprintf(stderr, "dt_comm_init: %s\n", dt_last_error());
+        return false;
+    }
+    mt_rank = dt_comm_rank(*world);
+    dt_log_set_level(DT_LOG_WARN);
+    return true;
+}
+
 /* Sum every rank's pass/fail counts; rank 0 prints "N passed, M failed" for the job. A rank
  * returns non-zero when it failed itself (mpirun then fails the test). */
 static inline int mt_end(dt_comm *world) {

@@ -8,6 +8,7 @@
  *    the same results as a resume on the same size (1e-6), and across ZeRO stages. */
 #define _GNU_SOURCE
 #include "dtrain/engine.h"
+#include "mpi_models.h"
 #include "mpi_test.h"
 
 #include <math.h>
@@ -44,19 +45,10 @@ static dt_module *mlp(void) {
     return m;
 }
 
-static const dt_gpt_config GPT = {.vocab = 32, .seq = 8, .d_model = 16, .n_head = 2, .n_layer = 2};
+#define GPT MT_GPT
 
 static dt_module *gpt(void) {
-    dt_ctx *c = dt_ctx_new(NULL, 1);
-    dt_module *m = dt_model_gpt(&GPT);
-    dt_module_build(m, c, 5);
-    return m;
-}
-
-static void free_model(dt_module *m) {
-    dt_ctx *c = dt_module_ctx(m);
-    dt_module_free(m);
-    dt_ctx_free(c);
+    return mt_gpt(5);
 }
 
 /* Sample j of global step s: deterministic inputs and labels. */
@@ -158,7 +150,7 @@ static float *run(const char *zero, int gas, bool is_gpt, dt_comm *comm, int ste
         dt_engine_free(e);
         w = weights(m, n);
     }
-    free_model(m);
+    mt_free_model(m);
     return w;
 }
 
@@ -260,7 +252,7 @@ static void test_memory_accounting(void) {
         json_decref(j);
         CHECK_MSG(e != NULL, "stage %d: %s", stage, dt_last_error());
         if (!e) {
-            free_model(m);
+            mt_free_model(m);
             continue;
         }
         dt_device_reset_peak(dt_ctx_device(dt_module_ctx(m)));
@@ -295,7 +287,7 @@ static void test_memory_accounting(void) {
             CHECK_MSG(ppeak <= 1.05 * want_p + 2 * big + 2 * 4 * 1000,
                       "stage 3 params peak %.0f (block %.0f)", ppeak, want_p);
         dt_engine_free(e);
-        free_model(m);
+        mt_free_model(m);
     }
 }
 
@@ -328,7 +320,7 @@ static void resume_across(int from, int to, const char *zf, const char *zt, bool
         CHECK(e && train(e, is_gpt, 4, 7));
         if (e) dt_engine_free(e);
         ref = weights(m, &n);
-        free_model(m);
+        mt_free_model(m);
         json_decref(j);
     }
     dt_comm_barrier(g_world);
@@ -346,7 +338,7 @@ static void resume_across(int from, int to, const char *zf, const char *zt, bool
         CHECK(e && train(e, is_gpt, 4, 7));
         if (e) dt_engine_free(e);
         got = weights(m, &n);
-        free_model(m);
+        mt_free_model(m);
         json_decref(j);
     }
     /* rank 0 is in both groups: compare there */
