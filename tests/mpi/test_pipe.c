@@ -1,8 +1,9 @@
 /* The pipeline engine under mpirun: 2 stages (np2), 2 stages x 2 data-parallel and 4 stages
  * (np4) train an MLP split into layers exactly like one process training the same layers
  * without a pipeline on the same micro-batches (parameters after 20 steps within 1e-5, the
- * returned losses too), evaluation gives the same loss, and bad set-ups are refused on every
- * rank with the reason. */
+ * returned losses too), evaluation gives the same loss, bad set-ups are refused on every rank
+ * with the reason, and (np4) "deterministic": true gives the same bits at ZeRO stage 0 and 1
+ * and the unpipelined model's at ZeRO stage 2. */
 #define _GNU_SOURCE
 #include "dtrain/pipe.h"
 #include "mpi_test.h"
@@ -454,6 +455,227 @@ static void test_tied_layers(void) {
     dt_ctx_free(c);
 }
 
+/* ---- "deterministic": true on a 2-stage x 2-way data-parallel pipeline ---- */
+
+#define DET_STEPS 12
+#define DET_CLIP 0.05 /* below these models' gradient norm: clipping scales every step */
+
+typedef struct det_feed {
+    int64_t step;
+    int gas, D, dp_rank;
+} det_feed;
+
+/* Micro-batch m of the step: data-parallel rank dp_rank's MB samples of it. */
+static int64_t det_first(const det_feed *f, int64_t m) {
+    return ((f->step * f->gas + m) * f->D + f->dp_rank) * MB;
+}
+
+static dt_status det_data(void *user, int64_t m, dt_ctx *c, bool want_in, dt_tensor **in,
+                          bool want_lab, dt_tensor **lab) {
+    det_feed *f = user;
+    batch(c, det_first(f, m), MB, want_in ? in : NULL, want_lab ? lab : NULL);
+    return DT_OK;
+}
+
+static json_t *det_config(int D, int gas, double clip, int zero) {
+    char buf[1024];
+    snprintf(buf, sizeof buf,
+             "{\"train_batch_size\": %d, \"gradient_accumulation_steps\": %d,"
+             " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01}},"
+             " \"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_num_steps\": 5}},"
+             " \"gradient_clipping\": %g, \"zero_optimization\": {\"stage\": %d},"
+             " \"deterministic\": true}",
+             MB * gas * D, gas, clip, zero);
+    return dt_ds_config_load(buf);
+}
+
+/* This stage's parameters after DET_STEPS steps of the pipeline (NULL on failure), in the
+ * stage module's order; *clipped: some step's gradient norm was above `clip`. */
+static float *det_pipe_run(bool tied, int gas, double clip, int zero, const char *init, int64_t *n,
+                           bool *clipped) {
+    int D = dt_comm_size(g_world) / 2;
+    dt_pipe_opts o = dt_pipe_defaults();
+    o.num_stages = 2;
+    o.partition_method = tied ? "uniform" : "parameters";
+    o.loss = ce;
+    o.world = g_world;
+    o.init_weights = init;
+    json_t *j = det_config(D, gas, clip, zero);
+    dt_pipe_engine *p =
+        tied ? dt_pipe_engine_init(5, TIED, &o, j) : dt_pipe_engine_init(NL, LAYERS, &o, j);
+    json_decref(j);
+    CHECK_MSG(p != NULL, "deterministic pipeline: %s", dt_last_error());
+    if (!p) return NULL;
+    det_feed f = {0, gas, D, dt_pipe_dp_rank(p)};
+    bool ok = true;
+    *clipped = false;
+    for (int s = 0; s < DET_STEPS && ok; s++) {
+        f.step = s;
+        dt_status st;
+        dt_pipe_train_batch(p, det_data, &f, &st);
+        ok = st == DT_OK;
+        *clipped |= clip > 0 && dt_engine_grad_norm(dt_pipe_stage_engine(p)) > clip;
+    }
+    CHECK_MSG(ok, "deterministic pipeline gas %d zero %d: %s", gas, zero, dt_last_error());
+    dt_module *sm = dt_pipe_stage_module(p);
+    if (tied && ok) { /* every copy of the tied weight, on both stages, holds rank 0's bits */
+        dt_tensor *t = dt_module_find_param(sm, "tied_w.weight");
+        size_t bytes = (size_t)dt_numel(t) * sizeof(float);
+        float *r0 = malloc(bytes);
+        memcpy(r0, t->data, bytes);
+        dt_comm_broadcast(g_world, r0, bytes, 0);
+        CHECK_MSG(!memcmp(r0, t->data, bytes), "gas %d zero %d: rank %d's tied copy differs", gas,
+                  zero, dt_comm_rank(g_world));
+        free(r0);
+    }
+    *n = 0;
+    for (int i = 0; i < dt_module_param_count(sm); i++)
+        *n += dt_numel(dt_module_param_tensor(sm, i));
+    float *w = malloc((size_t)*n * sizeof *w);
+    for (int i = 0, at = 0; i < dt_module_param_count(sm); i++) {
+        dt_tensor *t = dt_module_param_tensor(sm, i);
+        memcpy(w + at, t->data, (size_t)dt_numel(t) * sizeof *w);
+        at += (int)dt_numel(t);
+    }
+    dt_pipe_engine_free(p);
+    if (!ok) {
+        free(w);
+        w = NULL;
+    }
+    return w;
+}
+
+/* The same model (built as the init file was) unpipelined on this rank's data-parallel slice, ZeRO
+ * 2 (stage 2/3's order, the mode's canonical one): after the same steps on the same micro-batches,
+ * this stage's parameters in the stage module's order (NULL on failure). */
+static float *det_plain_run(int gas, const char *const *names, int count, int64_t n) {
+    int W = dt_comm_size(g_world), r = dt_comm_rank(g_world), D = W / 2;
+    dt_comm *dp = NULL;
+    CHECK(dt_comm_split(g_world, r / D, r % D, &dp) == DT_OK);
+    dt_ctx *c = dt_ctx_new(NULL, 1);
+    dt_module *net = pipe_mlp_sequential();
+    dt_module_build(net, c, 3);
+    json_t *j = det_config(D, gas, 0, 2);
+    dt_engine_opts eo = {.comm = dp};
+    dt_engine *e = dt_engine_init_opts(net, j, &eo);
+    json_decref(j);
+    CHECK_MSG(e != NULL, "plain engine: %s", dt_last_error());
+    float *w = NULL;
+    if (e) {
+        det_feed f = {0, gas, D, r % D};
+        bool ok = true;
+        for (int s = 0; s < DET_STEPS && ok; s++)
+            for (int m = 0; m < gas && ok; m++) {
+                f.step = s;
+                dt_tensor *x, *y;
+                batch(c, det_first(&f, m), MB, &x, &y);
+                dt_tensor *loss = dt_cross_entropy(dt_engine_forward(e, x), y, -100);
+                ok = dt_engine_backward(e, loss) == DT_OK && dt_engine_step(e) == DT_OK;
+            }
+        CHECK_MSG(ok, "plain engine gas %d: %s", gas, dt_last_error());
+        dt_engine_free(e);
+        w = malloc((size_t)n * sizeof *w);
+        int64_t at = 0;
+        for (int i = 0; ok && i < count; i++) {
+            dt_tensor *t = dt_module_find_param(net, names[i]);
+            ok = t && at + dt_numel(t) <= n;
+            if (ok) memcpy(w + at, t->data, (size_t)dt_numel(t) * sizeof *w);
+            if (ok) at += dt_numel(t);
+        }
+        CHECK_MSG(ok && at == n, "plain engine: the stage's parameters not found");
+        if (!ok || at != n) {
+            free(w);
+            w = NULL;
+        }
+    }
+    dt_module_free(net);
+    dt_ctx_free(c);
+    dt_comm_free(dp);
+    return w;
+}
+
+/* The stage module's parameter names of the plain MLP's pipeline at this rank. */
+static int det_stage_names(const char *init, const char **names) {
+    dt_pipe_opts o = dt_pipe_defaults();
+    o.num_stages = 2;
+    o.partition_method = "parameters";
+    o.loss = ce;
+    o.world = g_world;
+    o.init_weights = init;
+    json_t *j = det_config(dt_comm_size(g_world) / 2, 2, 0, 0);
+    dt_pipe_engine *p = dt_pipe_engine_init(NL, LAYERS, &o, j);
+    json_decref(j);
+    if (!p) return 0;
+    dt_module *sm = dt_pipe_stage_module(p);
+    int count = dt_module_param_count(sm);
+    for (int i = 0; i < count; i++) names[i] = strdup(dt_module_param_name(sm, i));
+    dt_pipe_engine_free(p);
+    return count;
+}
+
+/* With "deterministic": true, a 2-stage x 2-way data-parallel pipeline gives bit-identical
+ * weights at ZeRO stage 0 and 1 (gas 2 and 3, clipping active and off, the MLP and the tied
+ * model; every rank's copy of the tied weight the same bits), and without clipping the MLP's
+ * are the bits of the unpipelined model at ZeRO stage 2 on the same data-parallel ranks: each
+ * micro-batch reduced, then accumulated. */
+static void test_deterministic(void) {
+    if (dt_comm_size(g_world) != 4) {
+        if (mt_rank == 0)
+            fprintf(stderr, "  skipped: needs 4 ranks (2 stages x 2 data-parallel)\n");
+        return;
+    }
+    char init[400];
+    snprintf(init, sizeof init, "%s/det_init.safetensors", g_tmp);
+    if (dt_comm_rank(g_world) == 0) {
+        dt_ctx *c = dt_ctx_new(NULL, 1);
+        dt_module *net = pipe_mlp_sequential();
+        dt_module_build(net, c, 3);
+        int n = dt_module_param_count(net);
+        const char *names[32];
+        dt_tensor *ts[32];
+        for (int i = 0; i < n; i++) {
+            names[i] = dt_module_param_name(net, i);
+            ts[i] = dt_module_param_tensor(net, i);
+        }
+        CHECK(dt_safetensors_write(init, n, names, ts, 0, NULL) == DT_OK);
+        dt_module_free(net);
+        dt_ctx_free(c);
+    }
+    dt_comm_barrier(g_world);
+    const char *names[32];
+    int count = det_stage_names(init, names);
+    CHECK(count > 0);
+    for (int tied = 0; tied < 2; tied++)
+        for (int gas = 2; gas <= 3; gas++)
+            for (int cl = 0; cl < 2; cl++) {
+                double clip = cl ? DET_CLIP : 0;
+                int64_t n0 = 0, n1 = 0;
+                bool c0 = false, c1 = false;
+                float *w0 = det_pipe_run(tied, gas, clip, 0, tied ? NULL : init, &n0, &c0);
+                float *w1 = det_pipe_run(tied, gas, clip, 1, tied ? NULL : init, &n1, &c1);
+                CHECK_MSG(c0 == (clip > 0), "tied %d gas %d clip %g: clipping %s", tied, gas, clip,
+                          c0 ? "active" : "never active");
+                if (w0 && w1)
+                    CHECK_MSG(n0 == n1 && !memcmp(w0, w1, (size_t)n0 * sizeof *w0),
+                              "tied %d gas %d clip %g: stage %d's weights at ZeRO 1 differ from "
+                              "ZeRO 0 (rel %.3g)",
+                              tied, gas, clip, dt_comm_rank(g_world) / 2,
+                              n0 == n1 ? rel_diff(w1, w0, n0) : 1.0);
+                if (w0 && !tied && !cl) {
+                    float *pl = det_plain_run(gas, names, count, n0);
+                    if (pl)
+                        CHECK_MSG(!memcmp(w0, pl, (size_t)n0 * sizeof *w0),
+                                  "gas %d: stage %d's weights differ from the unpipelined "
+                                  "model's at ZeRO 2 (rel %.3g)",
+                                  gas, dt_comm_rank(g_world) / 2, rel_diff(w0, pl, n0));
+                    free(pl);
+                }
+                free(w0);
+                free(w1);
+            }
+    for (int i = 0; i < count; i++) free((void *)names[i]);
+}
+
 static void test_refused(void) {
     dt_pipe_opts o = dt_pipe_defaults();
     o.loss = ce;
@@ -497,6 +719,7 @@ int main(void) {
     MT_RUN(test_checkpoint);
     MT_RUN(test_checkpoint_dropout);
     MT_RUN(test_tied_layers);
+    MT_RUN(test_deterministic);
     MT_RUN(test_refused);
     dt_comm_barrier(g_world);
     if (mt_rank == 0 && g_tmp[0]) {
