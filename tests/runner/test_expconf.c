@@ -440,7 +440,7 @@ static void test_full_config(void) {
 }
 
 static void test_type_errors(void) {
-    /* the brief's example, with the value's position */
+    /* a value of the wrong type, reported with its position */
     const char *e = cerr("entrypoint: model_def:T\n"
                          "searcher:\n"
                          "  metric: loss\n"
