@@ -5,7 +5,7 @@ JOBS ?= 2
 # What building and running dtrain needs (no Python: `make run` never uses it)
 DEB_PACKAGES := build-essential cmake pkg-config libopenblas-openmp-dev libopenmpi-dev \
 	openmpi-bin libjansson-dev libyaml-dev zlib1g-dev libsqlite3-dev libdnnl-dev \
-	dataset-fashion-mnist
+	libmicrohttpd-dev libcurl4-openssl-dev dataset-fashion-mnist
 # What the tests add: Python for the real readers of our files (TensorBoard's event reader, the
 # safetensors loader). Debian's system Python refuses `pip install`, so the two PyPI packages
 # Debian lacks go into a virtual environment of our own (numpy comes from Debian).

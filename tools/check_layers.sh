@@ -17,7 +17,8 @@ declare -A HEADER=(
   [tensor.h]=tensor [nn.h]=nn [optim.h]=optim [dist.h]=dist [data.h]=data
   [engine.h]=engine [pipe.h]=engine
   [trial.h]=trial [trialio.h]=trial [core.h]=trial [dtrain.h]=trial
-  [config.h]=runner [runner.h]=runner [bench.h]=runner
+  [config.h]=runner [runner.h]=runner [bench.h]=runner [search.h]=runner [launcher.h]=runner
+  [master.h]=master
 )
 # Internal headers a higher layer may include: each is documented in its header comment as
 # its layer's interface to the layers above.
