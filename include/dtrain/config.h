@@ -117,6 +117,8 @@ typedef struct dt_expconf {
     int64_t profiling_end;   /* profiling.end_after_batch, inclusive; INT64_MAX = to the end */
 
     int64_t slots_per_trial; /* resources; default 1 */
+    int64_t max_slots;       /* resources: slots the experiment's trials may use at once; 0 =
+                              * no cap */
     int64_t max_restarts;    /* default 5 */
     const json_t *data;      /* free-form object (empty object when not given) */
 

@@ -820,13 +820,22 @@ static dt_status validate(vctx *v, unsigned flags) {
 
     TRY(parse_environment(v, &top));
 
-    static const char *const res_known[] = {"slots_per_trial", NULL};
+    static const char *const res_known[] = {"slots_per_trial", "max_slots", NULL};
     static const char *const res_accepted[] = {
-        "max_slots", "weight",  "native_parallel", "shm_size",       "resource_pool",
-        "priority",  "devices", "agent_label",     "is_single_node", NULL};
+        "weight",  "native_parallel", "shm_size", "resource_pool", "priority",
+        "devices", "agent_label",     "is_single_node", NULL};
     c->slots_per_trial = 1;
     TRY(section(v, &top, "resources", res_known, res_accepted, &obj));
     TRY(dt_conf_int(&obj, "slots_per_trial", 1, INT64_MAX, &c->slots_per_trial));
+    TRY(dt_conf_int(&obj, "max_slots", 1, INT64_MAX, &c->max_slots));
+    if (c->max_slots && c->max_slots < c->slots_per_trial) {
+        char full[256];
+        dt_conf_path(&obj, "max_slots", full, sizeof full);
+        return dt_conf_error(&obj, "max_slots",
+                             "%s is %lld, less than slots_per_trial (%lld): no trial could run; "
+                             "hint: raise max_slots or lower slots_per_trial",
+                             full, (long long)c->max_slots, (long long)c->slots_per_trial);
+    }
 
     TRY(dt_conf_section(&top, "data", 0, NULL, &obj));
     if (!obj.obj && json_object_set_new(root, "data", json_object()))

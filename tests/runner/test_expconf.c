@@ -323,7 +323,7 @@ static void test_minimal_and_defaults(void) {
     CHECK(c->average_training_metrics);
     CHECK(!c->has_experiment_seed);
     CHECK(c->n_env == 0);
-    CHECK(c->slots_per_trial == 1 && c->max_restarts == 5);
+    CHECK(c->slots_per_trial == 1 && c->max_restarts == 5 && c->max_slots == 0);
     CHECK(json_is_object(c->data) && json_object_size(c->data) == 0);
     CHECK(c->n_warnings == 0);
     CHECK(c->doc != NULL && c->json == dt_yaml_root(c->doc));
@@ -470,6 +470,8 @@ static void test_type_errors(void) {
     CHECK_HAS(e, "config.yaml:5:12: resources must be a mapping, got a list");
     e = cerr(BASE "resources: {slots_per_trial: 0}\n", 0);
     CHECK_HAS(e, "resources.slots_per_trial must be a positive integer, got 0");
+    e = cerr(BASE "resources: {slots_per_trial: 4, max_slots: 2}\n", 0);
+    CHECK_HAS(e, "resources.max_slots is 2, less than slots_per_trial (4)");
     e = cerr(BASE "name: 12\n", 0);
     CHECK_HAS(e, "config.yaml:5:7: name must be a string, got 12 (quote it");
     e = cerr(BASE "data: [1, 2]\n", 0);
