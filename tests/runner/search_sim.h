@@ -95,7 +95,7 @@ static void sim_apply(sim *m, dt_search_ops *ops) {
 }
 
 /* Report one event; false when nothing is left to report. */
-static bool sim_step(sim *m) {
+static inline bool sim_step(sim *m) {
     dt_search_ops ops = {0};
     dt_status st = DT_OK;
     for (int64_t id = 1; id <= m->n; id++) {
@@ -131,19 +131,19 @@ static bool sim_step(sim *m) {
 }
 
 /* Run until nothing is left to report (or `max_steps`); returns the steps taken. */
-static int sim_run(sim *m, int max_steps) {
+static inline int sim_run(sim *m, int max_steps) {
     int n = 0;
     while (n < max_steps && sim_step(m)) n++;
     return n;
 }
 
-static void sim_start(sim *m) {
+static inline void sim_start(sim *m) {
     dt_search_ops ops = {0};
     CHECK(dt_searcher_initial_operations(m->s, &ops) == DT_OK);
     sim_apply(m, &ops);
 }
 
-static void sim_free(sim *m) {
+static inline void sim_free(sim *m) {
     free(m->log);
     m->log = NULL;
     m->log_len = m->log_cap = 0;
