@@ -115,14 +115,10 @@ typedef struct drive {
     double sign; /* -1: report 1 − m as an accuracy (larger is better) */
 } drive;
 
-/* Report a validation of `id` at `len` batches with metric m (as a loss); the ops, as text. */
-static const char *val(drive *d, int64_t id, int64_t len, double m) {
+/* The operations of the last event as text: "N3" create, "V3@8" validate after 8, "C3"
+ * close, "S" shutdown. */
+static const char *ops_text(drive *d) {
     static char buf[512];
-    dt_search_ops_free(&d->ops);
-    double v = d->sign < 0 ? 1 - m : m;
-    dt_status st =
-        dt_searcher_validation_completed(d->s, id, v, (dt_length){DT_UNIT_BATCHES, len}, &d->ops);
-    CHECK_MSG(st == DT_OK, "%s", dt_last_error());
     buf[0] = 0;
     for (int i = 0; i < d->ops.n; i++) {
         const dt_search_op *op = &d->ops.v[i];
@@ -130,37 +126,54 @@ static const char *val(drive *d, int64_t id, int64_t len, double m) {
         if (op->kind == DT_SEARCH_VALIDATE_AFTER)
             snprintf(buf + u, sizeof buf - u, "V%lld@%lld ", (long long)op->request_id,
                      (long long)op->length.n);
-        else if (op->kind == DT_SEARCH_CLOSE)
-            snprintf(buf + u, sizeof buf - u, "C%lld ", (long long)op->request_id);
-        else if (op->kind == DT_SEARCH_CREATE)
-            snprintf(buf + u, sizeof buf - u, "N%lld ", (long long)op->request_id);
-        else
+        else if (op->kind == DT_SEARCH_SHUTDOWN)
             snprintf(buf + u, sizeof buf - u, "S ");
+        else
+            snprintf(buf + u, sizeof buf - u, "%c%lld ", op->kind == DT_SEARCH_CLOSE ? 'C' : 'N',
+                     (long long)op->request_id);
     }
     return buf;
 }
 
-/* The same for the other events. */
+/* Report a validation of `id` at `len` batches with metric m (as a loss); the ops, as text. */
+static const char *val(drive *d, int64_t id, int64_t len, double m) {
+    dt_search_ops_free(&d->ops);
+    double v = d->sign < 0 ? 1 - m : m;
+    dt_status st =
+        dt_searcher_validation_completed(d->s, id, v, (dt_length){DT_UNIT_BATCHES, len}, &d->ops);
+    CHECK_MSG(st == DT_OK, "%s", dt_last_error());
+    return ops_text(d);
+}
+
+/* The same for the other events: 'c' created, 'x' exited early, 'd' closed. */
 static const char *ev(drive *d, char what, int64_t id, dt_search_exit why) {
-    static char buf[512];
     dt_search_ops_free(&d->ops);
     dt_status st = what == 'c'   ? dt_searcher_trial_created(d->s, id, &d->ops)
                    : what == 'x' ? dt_searcher_trial_exited_early(d->s, id, why, &d->ops)
                                  : dt_searcher_trial_closed(d->s, id, &d->ops);
     CHECK_MSG(st == DT_OK, "%s", dt_last_error());
-    buf[0] = 0;
-    for (int i = 0; i < d->ops.n; i++) {
-        const dt_search_op *op = &d->ops.v[i];
-        size_t u = strlen(buf);
-        snprintf(buf + u, sizeof buf - u, "%s%lld%s%lld ",
-                 op->kind == DT_SEARCH_CREATE           ? "N"
-                 : op->kind == DT_SEARCH_VALIDATE_AFTER ? "V"
-                 : op->kind == DT_SEARCH_CLOSE          ? "C"
-                                                        : "S",
-                 (long long)op->request_id, op->kind == DT_SEARCH_VALIDATE_AFTER ? "@" : "#",
-                 (long long)op->length.n);
+    return ops_text(d);
+}
+
+/* A searcher over ONE_BRACKET (smaller is better) whose first two trials are created. */
+static bool drive_open(drive *d, dt_expconf **c) {
+    *d = (drive){.sign = 1};
+    *c = cload(ONE_BRACKET("true"));
+    CHECK(*c && dt_searcher_new(*c, 1, &d->s) == DT_OK);
+    if (!d->s) {
+        dt_expconf_free(*c);
+        return false;
     }
-    return buf;
+    CHECK(dt_searcher_initial_operations(d->s, &d->ops) == DT_OK);
+    ev(d, 'c', 1, 0);
+    ev(d, 'c', 2, 0);
+    return true;
+}
+
+static void drive_close(drive *d, dt_expconf *c) {
+    dt_search_ops_free(&d->ops);
+    dt_searcher_free(d->s);
+    dt_expconf_free(c);
 }
 
 #define CHECK_OPS(got, want)                                                                       \
@@ -208,7 +221,7 @@ static void stopping_rule(bool smaller) {
     /* second of two: index 1 ≥ max(⌊2/2⌋, 1) → stopped */
     CHECK_OPS(val(&d, 2, 2, 0.7), "C2 ");
     /* its close makes room: created − invalid (2) < 4 → a new trial at rung 0 */
-    CHECK_OPS(ev(&d, 'd', 2, 0), "N3#0 V3@2 ");
+    CHECK_OPS(ev(&d, 'd', 2, 0), "N3 V3@2 ");
     ev(&d, 'c', 3, 0);
     /* the best at rung 0: continues */
     CHECK_OPS(val(&d, 3, 2, 0.3), "V3@4 ");
@@ -218,7 +231,7 @@ static void stopping_rule(bool smaller) {
     /* trial 3 errors: the worst value in its rung (1) */
     CHECK_OPS(ev(&d, 'x', 3, DT_SEARCH_EXIT_ERRORED), "");
     CHECK_OPS(rung_text(&d, 1), smaller ? "1:0.45 3:worst " : "1:-0.55 3:worst ");
-    CHECK_OPS(ev(&d, 'd', 3, 0), "N4#0 V4@2 ");
+    CHECK_OPS(ev(&d, 'd', 3, 0), "N4 V4@2 ");
     ev(&d, 'c', 4, 0);
     /* trial 4 reports 8 batches at once: judged at rung 0 (4 entries → keep 2, index 0), rung 1
      * (3 entries → keep 1, index 0) and the top rung, which closes it */
@@ -229,11 +242,9 @@ static void stopping_rule(bool smaller) {
     CHECK_OPS(ev(&d, 'd', 4, 0), "");
     CHECK_OPS(val(&d, 1, 8, 0.4), "C1 ");
     CHECK(dt_searcher_progress(d.s) < 1);
-    CHECK_OPS(ev(&d, 'd', 1, 0), "S0#0 ");
+    CHECK_OPS(ev(&d, 'd', 1, 0), "S ");
     CHECK_NEAR(dt_searcher_progress(d.s), 1, 0);
-    dt_search_ops_free(&d.ops);
-    dt_searcher_free(d.s);
-    dt_expconf_free(c);
+    drive_close(&d, c);
 }
 
 static void test_stopping_smaller(void) {
@@ -247,19 +258,14 @@ static void test_stopping_larger(void) {
 }
 
 static void test_invalid_hp(void) {
-    dt_expconf *c = cload(ONE_BRACKET("true"));
-    if (!c) return;
-    drive d = {.sign = 1};
-    CHECK(dt_searcher_new(c, 1, &d.s) == DT_OK);
-    if (!d.s) return;
-    CHECK(dt_searcher_initial_operations(d.s, &d.ops) == DT_OK);
-    ev(&d, 'c', 1, 0);
-    ev(&d, 'c', 2, 0);
+    drive d;
+    dt_expconf *c;
+    if (!drive_open(&d, &c)) return;
     CHECK_OPS(val(&d, 1, 2, 0.5), "V1@4 ");
     /* trial 1 turns out invalid: its metrics leave every rung, and it does not count */
     CHECK_OPS(ev(&d, 'x', 1, DT_SEARCH_EXIT_INVALID_HP), "");
     CHECK_OPS(rung_text(&d, 0), "");
-    CHECK_OPS(ev(&d, 'd', 1, 0), "N3#0 V3@2 ");
+    CHECK_OPS(ev(&d, 'd', 1, 0), "N3 V3@2 ");
     /* a later validation of the exited trial is ignored */
     CHECK_OPS(val(&d, 2, 2, 0.9), "V2@4 "); /* alone in rung 0 again: continues */
     json_t *snap = dt_searcher_save(d.s);
@@ -267,20 +273,13 @@ static void test_invalid_hp(void) {
               json_array_get(json_object_get(json_object_get(snap, "method"), "brackets"), 0),
               "invalid")) == 1);
     json_decref(snap);
-    dt_search_ops_free(&d.ops);
-    dt_searcher_free(d.s);
-    dt_expconf_free(c);
+    drive_close(&d, c);
 }
 
 static void test_nan_metric(void) {
-    dt_expconf *c = cload(ONE_BRACKET("true"));
-    if (!c) return;
-    drive d = {.sign = 1};
-    CHECK(dt_searcher_new(c, 1, &d.s) == DT_OK);
-    if (!d.s) return;
-    CHECK(dt_searcher_initial_operations(d.s, &d.ops) == DT_OK);
-    ev(&d, 'c', 1, 0);
-    ev(&d, 'c', 2, 0);
+    drive d;
+    dt_expconf *c;
+    if (!drive_open(&d, &c)) return;
     CHECK_OPS(val(&d, 1, 2, NAN), "V1@4 "); /* alone: continues, but as the worst value */
     CHECK_OPS(val(&d, 2, 2, 1e300), "V2@4 ");
     CHECK_OPS(rung_text(&d, 0), "2:1e+300 1:worst ");
@@ -289,9 +288,7 @@ static void test_nan_metric(void) {
     CHECK(txt != NULL);
     free(txt);
     json_decref(snap);
-    dt_search_ops_free(&d.ops);
-    dt_searcher_free(d.s);
-    dt_expconf_free(c);
+    drive_close(&d, c);
 }
 
 /* ---- a whole search ------------------------------------------------------------------------ */
