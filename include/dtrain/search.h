@@ -106,7 +106,9 @@ DT_API dt_status dt_searcher_new_custom(const dt_expconf *cfg, uint64_t seed,
                                         const dt_search_method *method, dt_searcher **out);
 DT_API void dt_searcher_free(dt_searcher *s);
 
-/* The events; each appends the method's operations to `out`. */
+/* The events; each appends the method's operations to `out`. The master reports trial_closed
+ * for every created trial once its process has exited (after trial_exited_early too); a repeated
+ * trial_closed is ignored, an event for a request never made is DT_ERR_STATE. */
 DT_API dt_status dt_searcher_initial_operations(dt_searcher *s, dt_search_ops *out);
 DT_API dt_status dt_searcher_trial_created(dt_searcher *s, int64_t request_id, dt_search_ops *out);
 DT_API dt_status dt_searcher_validation_completed(dt_searcher *s, int64_t request_id,
