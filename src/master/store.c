@@ -4,8 +4,10 @@
  * The connection runs in WAL mode with synchronous=NORMAL: a committed transaction is in the
  * WAL file before the commit returns, so it survives the process being killed at any instant
  * (only a power loss can lose the last few commits, and the database stays consistent even
- * then); foreign keys are on (deleting an experiment cascades to everything of it) and a busy
- * timeout covers a second process reading the file.
+ * then). FULL would add an fsync per commit: bench_store_ingest measured about 120 000 rows/s
+ * with NORMAL and 70 000 with FULL in batches of 1 000, and the master's batches are smaller.
+ * Foreign keys are on (deleting an experiment cascades to everything of it) and a busy timeout
+ * covers a second process reading the file.
  *
  * Threads: the master's HTTP thread and its scheduler thread share one store. A recursive
  * mutex is held for each call, and from dt_store_begin until dt_store_commit/rollback by the
