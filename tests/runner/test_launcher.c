@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "dtrain/launcher.h"
 #include "test.h"
+#include "testproc.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -74,20 +75,6 @@ static bool wait_lines(int n) {
     return n_lines() >= n;
 }
 
-/* True while `pid` is a live (non-zombie) process. */
-static bool alive(pid_t pid) {
-    if (kill(pid, 0) != 0) return false;
-    char p[64], buf[512];
-    snprintf(p, sizeof p, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(p, "r");
-    if (!f) return false;
-    size_t k = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[k] = 0;
-    char *rp = strrchr(buf, ')');
-    return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
-}
-
 /* True while group `g` has a live process (zombies, left for init to reap, do not count). */
 static bool group_live(pid_t g) {
     if (kill(-g, 0) != 0) return false;
@@ -95,16 +82,10 @@ static bool group_live(pid_t g) {
     bool live = false;
     for (struct dirent *e; d && !live && (e = readdir(d));) {
         pid_t pid = (pid_t)atoi(e->d_name);
-        if (pid > 1 && getpgid(pid) == g) live = alive(pid);
+        if (pid > 1 && getpgid(pid) == g) live = test_pid_alive(pid);
     }
     if (d) closedir(d);
     return live;
-}
-
-/* Wait up to 10 s for `pid` to be gone. */
-static bool gone(pid_t pid) {
-    for (int i = 0; i < 5000 && alive(pid); i++) sleep_ms(2);
-    return !alive(pid);
 }
 
 static dt_launcher *g_l;
@@ -212,7 +193,8 @@ static void test_kill_wait(void) {
     CHECK(read_pids(pids, 3) == 3);
     pid_t pg = g_l->ops->pgid(g_l, r);
     g_l->ops->kill_wait(g_l, r);
-    for (int i = 0; i < 3; i++) CHECK_MSG(pids[i] && !alive(pids[i]), "pid %d lives", pids[i]);
+    for (int i = 0; i < 3; i++)
+        CHECK_MSG(pids[i] && !test_pid_alive(pids[i]), "pid %d lives", pids[i]);
     CHECK(!group_live(pg));
     int code = 0;
     CHECK(g_l->ops->exited(g_l, r, &code) && code == 128 + SIGKILL);
@@ -287,10 +269,11 @@ static void test_pdeathsig(void) {
     pid_t pid = 0;
     CHECK(read(p[0], &pid, sizeof pid) == sizeof pid && pid > 1);
     close(p[0]);
-    CHECK(pid > 1 && alive(pid));
+    CHECK(pid > 1 && test_pid_alive(pid));
     kill(helper, SIGKILL);
     waitpid(helper, NULL, 0);
-    CHECK_MSG(pid > 1 && gone(pid), "the run of a dead launcher lives on (pid %d)", (int)pid);
+    CHECK_MSG(pid > 1 && test_pid_gone(pid), "the run of a dead launcher lives on (pid %d)",
+              (int)pid);
 }
 
 /* A group left behind by an earlier process (not our child). */
@@ -353,7 +336,8 @@ static void test_mpirun(void) {
     CHECK(r0 && r1);
     for (int i = 0; i < 2; i++) CHECK(pids[i] && getpgid(pids[i]) != g_l->ops->pgid(g_l, r));
     g_l->ops->kill_wait(g_l, r);
-    for (int i = 0; i < 2; i++) CHECK_MSG(pids[i] && !alive(pids[i]), "rank pid %d", pids[i]);
+    for (int i = 0; i < 2; i++)
+        CHECK_MSG(pids[i] && !test_pid_alive(pids[i]), "rank pid %d", pids[i]);
     g_l->ops->release(g_l, r);
 }
 

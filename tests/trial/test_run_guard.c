@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "dtrain/trialio.h"
 #include "test.h"
+#include "testproc.h"
 #include "trial/trial_impl.h"
 
 #include <signal.h>
@@ -159,18 +160,7 @@ static void test_watch_dies_with_launcher(void) {
     close(p[0]);
     kill(launcher, SIGKILL);
     waitpid(launcher, NULL, 0);
-    bool dead = false;
-    for (int i = 0; i < 5000 && !dead && rank > 1; i++) {
-        char path[64], buf[256] = "";
-        snprintf(path, sizeof path, "/proc/%d/stat", (int)rank);
-        FILE *f = fopen(path, "r");
-        size_t k = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-        if (f) fclose(f);
-        buf[k] = 0;
-        char *rp = strrchr(buf, ')');
-        dead = !f || (rp && (rp[2] == 'Z' || rp[2] == 'X'));
-        if (!dead) usleep(2000);
-    }
+    bool dead = rank > 1 && test_pid_gone(rank);
     CHECK_MSG(dead, "the process outlived its launcher (pid %d)", (int)rank);
     if (!dead && rank > 1) kill(rank, SIGKILL);
 }
