@@ -118,7 +118,9 @@ DT_API dt_status dt_trial_launch_local(const dt_expconf *cfg, const char *model_
 DT_API bool dt_launch_needs_mpirun(int64_t slots);
 /* The command that runs this program's `subcommand` with `argv` (its arguments, `--slots N`
  * dropped) on `slots` processes: `mpirun -np slots [--allow-run-as-root] [--oversubscribe]
- * -x OMP_NUM_THREADS=<cores/slots, at least 1> <this binary> subcommand args...`. A
+ * --tag-output -x OMP_NUM_THREADS=<cores/slots, at least 1> -x DTRAIN_LAUNCHER_PID=<this
+ * process's pid> <this binary> subcommand args...`, meant to replace this process (the ranks
+ * die with the process of that pid: dt_ckpt_watch_launcher). A
  * NULL-terminated array of owned strings in *out (dt_launch_argv_free). DT_ERR_IO if this
  * binary cannot be located, DT_ERR_OOM. */
 DT_API dt_status dt_launch_mpirun_argv(int slots, const char *subcommand, int argc,

@@ -141,6 +141,12 @@ DT_API int64_t dt_ckpt_file_size(const dt_ckpt *ck, int i);
  * with DT_ERR_INVALID. DT_ERR_IO naming the path if it is missing or cannot be removed. */
 DT_API dt_status dt_ckpt_remove(const char *path);
 
+/* Under a launcher that passed its pid as DTRAIN_LAUNCHER_PID (the ranks of dt_launch_mpirun):
+ * die with it (PR_SET_PDEATHSIG SIGKILL); from then on dt_ckpt_commit and dt_ckpt_remove
+ * refuse with DT_ERR_STATE once it is gone. DT_OK when there is no launcher to watch;
+ * DT_ERR_STATE when it is gone already. The fit loop calls it; callers may call it earlier. */
+DT_API dt_status dt_ckpt_watch_launcher(void);
+
 /* The checkpoints under `dir`: the names of its subdirectories that hold a metadata.json
  * (not verified; temporary directories are skipped), sorted in version order ("step_99" before
  * "step_100"). *names is a NULL-terminated array owned by the caller (dt_ckpt_list_free);

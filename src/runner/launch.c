@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "dtrain/runner.h"
 #include "dtrain/path.h"
+#include "dtrain/trialio.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -254,7 +255,9 @@ dt_status dt_trial_launch_local(const dt_expconf *cfg, const char *model_dir,
                                 const dt_launch_opts *opts) {
     dt_prepared_trial *t = NULL;
     dt_trial_lib *lib = NULL;
-    dt_status st = dt_trial_prepare(cfg, opts, &t);
+    /* a rank of mpirun dies with it from here on, before the model is built */
+    dt_status st = dt_ckpt_watch_launcher();
+    if (st == DT_OK) st = dt_trial_prepare(cfg, opts, &t);
     if (st == DT_OK) st = dt_trial_apply_env(cfg);
     if (st == DT_OK) st = dt_trial_lib_build(cfg, model_dir, &lib);
     if (st == DT_OK) st = dt_trial_run_local(lib, t);
@@ -287,9 +290,12 @@ dt_status dt_launch_mpirun_argv(int slots, const char *subcommand, int argc, cha
     ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (k <= 0) return dt_error(DT_ERR_IO, "cannot locate the dtrain binary: %s", strerror(errno));
     exe[k] = 0;
-    char np[16], omp[48];
+    char np[16], omp[48], lpid[64];
     snprintf(np, sizeof np, "%d", slots);
     snprintf(omp, sizeof omp, "OMP_NUM_THREADS=%d", threads);
+    /* mpirun is this process after exec: the ranks (its children) die with it and commit no
+     * checkpoint after it (dt_ckpt_watch_launcher) */
+    snprintf(lpid, sizeof lpid, "DTRAIN_LAUNCHER_PID=%ld", (long)getpid());
     const char **src = calloc((size_t)argc + 16, sizeof *src);
     char **av = calloc((size_t)argc + 16, sizeof *av);
     if (!src || !av) {
@@ -303,8 +309,11 @@ dt_status dt_launch_mpirun_argv(int slots, const char *subcommand, int argc, cha
     src[n++] = np;
     if (geteuid() == 0) src[n++] = "--allow-run-as-root";
     if (slots > cores) src[n++] = "--oversubscribe";
+    src[n++] = "--tag-output"; /* "[job,rank]<stdout>:": a launcher tells the ranks apart */
     src[n++] = "-x";
     src[n++] = omp;
+    src[n++] = "-x";
+    src[n++] = lpid;
     src[n++] = exe;
     src[n++] = subcommand;
     for (int i = 0; i < argc; i++) {

@@ -11,8 +11,10 @@
  * checkpoint with renameat2(RENAME_EXCHANGE) and removes the old one — and fsyncs the parent.
  * At every instant "<parent>/<name>" is either absent, the old checkpoint or the complete new
  * one. File systems without renameat2 fall back to stat + rename (and, to overwrite, rename
- * the old checkpoint aside first). Any failure removes the temporary directory. The file
- * writes and fsyncs are base's durable-file pieces (durable.c), which tests can make fail.
+ * the old checkpoint aside first). Any failure removes the temporary directory. A process
+ * whose launcher is gone (run_guard.c) commits nothing: a relaunched run owns the directory.
+ * The file writes and fsyncs are base's durable-file pieces (durable.c), which tests can make
+ * fail.
  *
  * Reading. dt_ckpt_open parses metadata.json, checks format_version, and verifies every listed
  * file's size and crc32c, naming the file and the difference when something is off. A listed
@@ -22,13 +24,15 @@
  *
  * Removal. dt_ckpt_remove renames a checkpoint to a temporary name first (so a half-deleted
  * directory never looks like a checkpoint) and deletes it without following symlinks
- * (openat / unlinkat over directory descriptors).
+ * (openat / unlinkat over directory descriptors). Refused, like a commit, once this process's
+ * launcher is gone.
  */
 #define _GNU_SOURCE /* renameat2, strverscmp, fdopendir */
 #include "dtrain/trialio.h"
 #include "dtrain/durable.h"
 #include "dtrain/path.h"
 #include "base/base_impl.h"
+#include "trial_impl.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -97,6 +101,10 @@ static dt_status mkdir_p(const char *dir, const char *what) {
                         "writable path",
                         failed, strerror(err), what, dir);
     return DT_OK;
+}
+
+dt_status dt__ckpt_mkdir(const char *dir) {
+    return mkdir_p(dir, "checkpoint directory");
 }
 
 /* Size and crc32c of a regular file, read in chunks through buf (CK_READ_CHUNK bytes); fsync
@@ -494,6 +502,7 @@ dt_status dt_ckpt_commit(dt_ckpt_writer *ck, const json_t *extra_metadata) {
     json_decref(files);
     json_decref(meta);
     if (st == DT_OK) st = dt_dir_fsync(ck->tmp);
+    if (st == DT_OK) st = dt__ckpt_launcher_alive(ck->final); /* never after a relaunch */
     if (st == DT_OK) st = install(ck);
     if (st == DT_OK) {
         st = dt_dir_fsync(ck->parent);
@@ -750,6 +759,7 @@ dt_status dt_ckpt_remove(const char *path) {
                       "%s: does not look like a checkpoint (no metadata.json); "
                       "refusing to remove it",
                       p);
+    if (st == DT_OK) st = dt__ckpt_launcher_alive(p);
     if (st != DT_OK) {
         free(p);
         return st;

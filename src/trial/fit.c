@@ -14,6 +14,8 @@
  * batch is dropped, a length under one batch is one batch).
  *
  * What a checkpoint holds is trial_ckpt.c's; this file decides when and where one is made.
+ * The chief holds the checkpoint directory's lock for the whole run, and a process whose
+ * launcher is gone does not start (run_guard.c).
  * Exact resume: the data order depends only on (seed, epoch), the loader restarts at the saved
  * batch, and the runtime RNG (dropout) is restored, so N batches trained in one run and in two
  * halves give the same bits. */
@@ -698,6 +700,7 @@ dt_status dt_trainer_fit(const dt_trial_def *def, const json_t *config, uint64_t
                         def && def->name ? def->name : "(unnamed)");
     if (!opts->core && opts->max_length.n <= 0) return no_length();
     if (!opts->checkpoint_dir) return dt_error(DT_ERR_CONFIG, "a checkpoint directory is required");
+    if (dt_ckpt_watch_launcher() != DT_OK) return dt_last_status(); /* before any work */
     trainer t;
     memset(&t, 0, sizeof t);
     t.def = def;
@@ -708,9 +711,13 @@ dt_status dt_trainer_fit(const dt_trial_def *def, const json_t *config, uint64_t
     t.last_ckpt_batch = -1;
     t.rec.last_val = dt_metrics_empty();
     dt_status st = DT_OK;
+    int lock_fd = -1; /* the chief's lock on the checkpoint directory */
     t.c = dt_trial_ctx_new(config, seed);
     if (!t.c) return dt_last_status();
     dt_trial_ctx *c = t.c;
+    /* one run writes to a checkpoint directory: a second one stops here, naming the first */
+    st = chief(&t) ? dt__ckpt_dir_lock(opts->checkpoint_dir, &lock_fd) : DT_OK;
+    if ((st = sync_status(&t, st)) != DT_OK) goto out;
     if (opts->model_dir) dt__ds_set_model_dir(c, opts->model_dir);
     t.core = opts->core;
     if (!t.core) {
@@ -821,6 +828,7 @@ out:
     dt_loader_free(t.train);
     dt_loader_free(t.val);
     if (t.self && def->free) def->free(t.self);
+    dt__ckpt_dir_unlock(opts->checkpoint_dir, lock_fd);
     if (st != DT_OK) {
         DT_KEEP_ERROR(dt_trial_ctx_free(c));
         return st;

@@ -102,6 +102,22 @@ dt_status dt__trial_ckpt_restore_fit(const json_t *state, dt__fit_record *fit, i
 dt_status dt__trial_resume(dt_trial_ctx *c, const dt_trial_def *def, void *self, const char *path,
                            json_t **state_out);
 
+/* ---- what keeps a run from writing checkpoints it no longer owns (run_guard.c) ---- */
+
+/* mkdir -p of a checkpoint directory (checkpoint.c): DT_ERR_IO naming the component that could
+ * not be made. */
+dt_status dt__ckpt_mkdir(const char *dir);
+/* DT_OK unless this process runs under a launcher (DTRAIN_LAUNCHER_PID) that is gone:
+ * DT_ERR_STATE saying so, `what` being the refused action. */
+dt_status dt__ckpt_launcher_alive(const char *what);
+/* Lock checkpoint directory `dir` (made if missing) for this run: *fd holds the lock until
+ * dt__ckpt_dir_unlock. DT_ERR_STATE naming the holder's pid and host when another run holds
+ * it (after a grace of a few seconds for a holder that is exiting); DT_ERR_IO when the
+ * directory or its lock file cannot be made. */
+dt_status dt__ckpt_dir_lock(const char *dir, int *fd);
+/* Release the lock (fd < 0: nothing), removing the lock file. Cannot fail. */
+void dt__ckpt_dir_unlock(const char *dir, int fd);
+
 /* Step schedules registered with `mode` (called by the fit loop per epoch / batch). */
 void dt__trial_step_scheds(dt_trial_ctx *c, dt_lr_step_mode mode);
 /* True at the last batch of an aggregation window. */

@@ -78,8 +78,15 @@ static void test_mpirun_argv(void) {
     int i = 3;
     if (geteuid() == 0) CHECK(!strcmp(av[i++], "--allow-run-as-root"));
     if (cores < 2) CHECK(!strcmp(av[i++], "--oversubscribe"));
+    CHECK(!strcmp(av[i++], "--tag-output")); /* the launcher's on_log tells ranks apart */
     CHECK(!strcmp(av[i++], "-x"));
     CHECK_MSG(!strcmp(av[i], omp), "%s, expected %s", av[i], omp);
+    i++;
+    /* the ranks die with mpirun, which is this process after exec */
+    char lpid[64];
+    snprintf(lpid, sizeof lpid, "DTRAIN_LAUNCHER_PID=%ld", (long)getpid());
+    CHECK(!strcmp(av[i++], "-x"));
+    CHECK_MSG(!strcmp(av[i], lpid), "%s, expected %s", av[i], lpid);
     i++;
     CHECK(!strcmp(av[i++], exe));
     const char *rest[] = {"train", "a.yaml", "dir", "--quiet"};

@@ -1,0 +1,36 @@
+/* proctree_impl.h — stopping every process of a run (proctree.c), for the launchers.
+ *
+ * A run is its process group and everything started below it, including processes that moved
+ * to groups of their own (mpirun puts each rank in a new group). dt__proctree_kill stops the
+ * groups (SIGSTOP, so none can fork a process the walk misses), follows the parent links from
+ * their members to the descendants' groups until none is new, then SIGKILLs them all;
+ * dt__proctree_wait returns once none of those groups has a live (non-zombie) process. */
+#ifndef DT_RUNNER_PROCTREE_IMPL_H
+#define DT_RUNNER_PROCTREE_IMPL_H
+
+#include "dtrain/base.h"
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#define DT__PROCTREE_MAX_GROUPS 256
+
+/* The process groups of one run. */
+typedef struct dt__proctree {
+    int n;
+    pid_t groups[DT__PROCTREE_MAX_GROUPS];
+} dt__proctree;
+
+/* Collect group `pgid` and its descendants' groups into *t, stopped, then SIGKILL them and
+ * send SIGCONT. Never touches this process's own group or a group id below 2. Groups beyond
+ * DT__PROCTREE_MAX_GROUPS are killed but not waited for. Cannot fail. */
+void dt__proctree_kill(pid_t pgid, dt__proctree *t);
+
+/* Send `sig` to group `pgid` and to its descendants' groups (no stopping). The number of
+ * groups signalled (0 when none is there any more). */
+int dt__proctree_signal(pid_t pgid, int sig);
+
+/* True when no group of *t has a live process (zombies do not count: they run no code). */
+bool dt__proctree_gone(const dt__proctree *t);
+
+#endif
