@@ -9,8 +9,11 @@
  *     metrics file, the progress bar and plain lines on stderr, TensorBoard event files, the
  *     "latest" / "best" pointers and checkpoint pruning in the checkpoint directory, SIGINT /
  *     SIGTERM as the preemption signal, and one searcher operation: max_length;
- *   - master-backed (the master layer, later): the same operations over the REST API.
- * The fit loop takes one in dt_fit_opts.core and is the same for both.
+ *   - master-backed (dt_core_master_new, src/master/core_master.c; dtrain/master.h): the same
+ *     operations over the master's REST API (docs/api.md), for a trial the master runs.
+ * The fit loop takes one in dt_fit_opts.core and is the same for both. A training loop of
+ * the user's own gets one from dt_core_init (below) and calls the same operations: the
+ * Core API (docs/core_api.md).
  *
  * Every slot of a trial holds a dt_core; what reaches the platform is the chief's (rank 0).
  * Implementations ignore reports on other slots, so a loop may call them everywhere. Calls are
@@ -23,6 +26,7 @@
 #ifndef DTRAIN_CORE_H
 #define DTRAIN_CORE_H
 
+#include "dtrain/dist.h"
 #include "dtrain/trial.h"
 
 #ifdef __cplusplus
@@ -104,6 +108,13 @@ struct dt_core {
     dt_tb_writer *tb;   /* the trial's TensorBoard writer (chief, after start) or NULL: lent to
                          * the trial through dt_trial_tensorboard_writer */
     char tb_path[1024]; /* where TensorBoard files go ("" = none) */
+    dt_comm *comm;      /* the trial's slots (set by the fit loop, or dt_core_init, before
+                         * start): an implementation that asks a server on the chief
+                         * broadcasts the answer over it; NULL: one slot */
+    bool lost;          /* the platform has disowned this run (replaced, or its master is
+                         * gone): it must write nothing more. should_preempt answers true and
+                         * checkpoint_stored refuses; the fit loop then stops without a
+                         * checkpoint and fails (DT_ERR_STATE), so the process exits non-zero */
 };
 
 /* ---- calls (NULL-safe in core; a NULL operation is a no-op returning DT_OK) ---- */
@@ -123,6 +134,16 @@ DT_API dt_status dt_core_searcher_complete(dt_core *core, const dt_core_op *op, 
 DT_API void dt_core_report_stopped(dt_core *core, int64_t steps_completed);
 /* Free core (NULL is fine). */
 DT_API void dt_core_free(dt_core *core);
+
+/* ---- for implementations: TensorBoard files in core->tb_path, shared by all of them ---- */
+
+/* Open core->tb (chief, when tb_path is set and it is not open): the error of dt_tb_open. */
+DT_API dt_status dt_core_tb_open(dt_core *core);
+/* Scalars "<kind>/<metric>" at step `batches` (no-op without a writer); flush when asked. */
+DT_API void dt_core_tb_write(dt_core *core, const char *kind, int64_t batches, const dt_metrics *m,
+                             bool flush);
+/* Close core->tb (NULL-safe). */
+DT_API void dt_core_tb_close(dt_core *core);
 
 /* ---- the local implementation ---- */
 

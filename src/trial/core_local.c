@@ -74,14 +74,7 @@ static void write_line(local *l, const char *kind, const dt_core_at *at, const d
         fprintf(f, "}}\n");
         if (flush) fflush(f);
     }
-    if (l->core.tb) {
-        char tag[96];
-        for (int i = 0; i < m->n; i++) {
-            snprintf(tag, sizeof tag, "%s/%s", kind, m->m[i].name);
-            dt_tb_add_scalar(l->core.tb, tag, (float)m->m[i].value, at->batches);
-        }
-        if (flush) dt_tb_flush(l->core.tb);
-    }
+    dt_core_tb_write(&l->core, kind, at->batches, m, flush);
 }
 
 static void print_line(local *l, const char *kind, const dt_core_at *at, const dt_metrics *m,
@@ -103,11 +96,7 @@ static dt_status local_start(dt_core *core, int64_t steps_completed) {
             return dt_error(DT_ERR_IO, "cannot write metrics to %s: %s", l->metrics_out,
                             strerror(errno));
     }
-    if (!core->tb && core->tb_path[0]) {
-        core->tb = dt_tb_open(core->tb_path);
-        if (!core->tb) return dt_last_status();
-    }
-    return DT_OK;
+    return dt_core_tb_open(core);
 }
 
 static dt_status local_training(dt_core *core, const dt_core_at *at, const dt_metrics *m,
@@ -228,7 +217,7 @@ static void local_free(dt_core *core) {
     sigaction(SIGINT, &l->old_int, NULL);
     sigaction(SIGTERM, &l->old_term, NULL);
     if (l->metrics) fclose(l->metrics);
-    if (core->tb) dt_tb_close(core->tb);
+    dt_core_tb_close(core);
     free(l->checkpoint_dir);
     free(l->metrics_out);
     free(l);

@@ -1,0 +1,332 @@
+/* test_core_master.c — the master-backed core (src/master/core_master.c) driving the real fit
+ * loop, against a fake master made with http.c that serves the trial-facing routes of
+ * docs/api.md:
+ *   - the searcher's operations are followed (6 then 12 batches, each completed with a
+ *     finite validation loss), training / validation metric rows arrive, checkpoints are
+ *     reported with their files and sizes, TensorBoard files go under the checkpoint dir;
+ *   - preemption: the loop checkpoints at the batch it was asked, reports it and stops;
+ *   - a 409 (the run was replaced) stops it without another checkpoint and the fit fails;
+ *   - an unreachable master makes the core lost after its retries. */
+#include "dtrain/core.h"
+#include "dtrain/master.h"
+#include "dtrain/trialio.h"
+#include "master/http.h"
+#include "test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- a toy regression trial: y = x . w ---- */
+
+#define NREC 48
+#define NIN 4
+
+static float g_in[NREC * NIN], g_out[NREC];
+static char g_dir[256];
+
+typedef struct reg {
+    dt_trial_ctx *c;
+    dt_module *lin;
+    dt_optimizer *sgd;
+} reg;
+
+static void *reg_init(dt_trial_ctx *c) {
+    reg *r = calloc(1, sizeof *r);
+    r->c = c;
+    r->lin = dt_wrap_model(c, dt_nn_linear(NIN, 1, false));
+    dt_optim_config oc = dt_optim_defaults(DT_OPTIM_SGD);
+    oc.lr = 0.1f;
+    r->sgd = dt_wrap_optimizer(c, dt_optim_new_for_module(&oc, r->lin), r->lin);
+    return r;
+}
+
+static dt_loader *reg_data(reg *r, int64_t n) {
+    dt_array_field f[2] = {
+        {.field = {.name = "x", .dtype = DT_DTYPE_F32, .ndim = 1, .shape = {NIN}}, .data = g_in},
+        {.field = {.name = "y", .dtype = DT_DTYPE_F32, .ndim = 1, .shape = {1}}, .data = g_out},
+    };
+    dt_loader_opts o = {.batch_size = 4, .seed = dt_trial_seed(r->c), .take_dataset = true};
+    return dt_loader_new(dt_trial_runtime(r->c), dt_dataset_from_arrays(2, f, n, false), &o);
+}
+static dt_loader *reg_train_data(void *s) {
+    return reg_data(s, NREC);
+}
+static dt_loader *reg_val_data(void *s) {
+    return reg_data(s, 12);
+}
+static dt_metrics reg_step(void *s, dt_batch *b, int64_t epoch, int64_t i) {
+    (void)epoch, (void)i;
+    reg *r = s;
+    dt_tensor *l = dt_mse(dt_module_forward(r->lin, dt_batch_get(b, "x")), dt_batch_get(b, "y"));
+    if (dt_trial_backward(r->c, l) || dt_step_optimizer(r->c, r->sgd, NULL))
+        return dt_metrics_error();
+    return dt_metrics_scalar("loss", dt_item(l));
+}
+static dt_metrics reg_eval(void *s, dt_batch *b, int64_t i) {
+    (void)i;
+    reg *r = s;
+    dt_tensor *l = dt_mse(dt_module_forward(r->lin, dt_batch_get(b, "x")), dt_batch_get(b, "y"));
+    return dt_metrics_scalar("validation_loss", dt_item(l));
+}
+static void reg_free(void *s) {
+    free(s);
+}
+
+static const dt_trial_def Reg = {
+    .name = "Reg",
+    .init = reg_init,
+    .build_training_data_loader = reg_train_data,
+    .build_validation_data_loader = reg_val_data,
+    .train_batch = reg_step,
+    .evaluate_batch = reg_eval,
+    .free = reg_free,
+};
+
+/* ---- the fake master ---- */
+
+#define TRIAL 5
+#define RUN 2
+
+typedef struct fake {
+    int64_t ops[3]; /* the operations handed out, in batches (0 ends) */
+    int n_ops_given, n_completed;
+    double completed[4];
+    int n_train_rows, n_val_rows, n_bad_rows;
+    int64_t last_train_batches;
+    int n_ckpt;
+    int64_t ckpt_batches[16];
+    size_t ckpt_files[16];
+    bool preempt;       /* answer preempt: true */
+    int64_t replace_at; /* from a metric row at this batch on, the run is replaced (409) */
+    bool replaced;
+    int n_409;
+    int64_t stopped_at;
+    int n_progress;
+} fake;
+
+static bool run_ok(fake *f, const dt_http_req *req, dt_http_resp *resp) {
+    const char *q = dt_http_query(req, "run");
+    json_int_t run = q ? atoll(q) : json_integer_value(json_object_get(req->body, "run"));
+    if (atoll(req->params[0]) != TRIAL) {
+        dt_http_error(resp, 404, "no trial %s", req->params[0]);
+        return false;
+    }
+    if (f->replaced || run != RUN) {
+        f->n_409++;
+        dt_http_error(resp, 409, "trial %d run %lld was replaced", TRIAL, (long long)run);
+        return false;
+    }
+    return true;
+}
+
+static void op_get(void *a, const dt_http_req *req, dt_http_resp *resp) {
+    fake *f = a;
+    if (!run_ok(f, req, resp)) return;
+    int64_t n = f->n_ops_given < 3 ? f->ops[f->n_ops_given] : 0;
+    f->n_ops_given++;
+    resp->json = n ? json_pack("{s:{s:{s:I}}}", "op", "length", "batches", (json_int_t)n)
+                   : json_pack("{s:n}", "op");
+}
+
+static void op_done(void *a, const dt_http_req *req, dt_http_resp *resp) {
+    fake *f = a;
+    if (!run_ok(f, req, resp)) return;
+    json_t *m = json_object_get(req->body, "metric");
+    if (f->n_completed < 4)
+        f->completed[f->n_completed] = json_is_number(m) ? json_number_value(m) : NAN;
+    f->n_completed++;
+}
+
+static void metrics_post(void *a, const dt_http_req *req, dt_http_resp *resp) {
+    fake *f = a;
+    json_t *rows = json_object_get(req->body, "rows"), *row;
+    size_t i;
+    json_array_foreach(rows, i, row) {
+        if (f->replace_at && json_integer_value(json_object_get(row, "batches")) >= f->replace_at)
+            f->replaced = true;
+    }
+    if (!run_ok(f, req, resp)) return;
+    json_array_foreach(rows, i, row) {
+        const char *kind = json_string_value(json_object_get(row, "kind"));
+        if (!kind || !json_is_object(json_object_get(row, "metrics")) ||
+            !json_is_integer(json_object_get(row, "records")))
+            f->n_bad_rows++;
+        else if (!strcmp(kind, "training")) {
+            f->n_train_rows++;
+            f->last_train_batches = json_integer_value(json_object_get(row, "batches"));
+        } else if (!strcmp(kind, "validation"))
+            f->n_val_rows++;
+    }
+    resp->json = json_pack("{s:i}", "written", (int)json_array_size(rows));
+}
+
+static void progress_post(void *a, const dt_http_req *req, dt_http_resp *resp) {
+    fake *f = a;
+    if (run_ok(f, req, resp)) f->n_progress++;
+}
+
+static void ckpt_post(void *a, const dt_http_req *req, dt_http_resp *resp) {
+    fake *f = a;
+    if (!run_ok(f, req, resp)) return;
+    if (f->n_ckpt < 16) {
+        f->ckpt_batches[f->n_ckpt] = json_integer_value(json_object_get(req->body, "batches"));
+        f->ckpt_files[f->n_ckpt] = json_object_size(json_object_get(req->body, "resources"));
+    }
+    f->n_ckpt++;
+}
+
+static void preempt_get(void *a, const dt_http_req *req, dt_http_resp *resp) {
+    fake *f = a;
+    if (run_ok(f, req, resp)) resp->json = json_pack("{s:b}", "preempt", f->preempt);
+}
+
+static void stopped_post(void *a, const dt_http_req *req, dt_http_resp *resp) {
+    fake *f = a;
+    if (run_ok(f, req, resp))
+        f->stopped_at = json_integer_value(json_object_get(req->body, "batches"));
+}
+
+static const dt_http_route ROUTES[] = {
+    {"GET", "/api/v1/trials/{}/searcher/operation", op_get},
+    {"POST", "/api/v1/trials/{}/searcher/completed", op_done},
+    {"POST", "/api/v1/trials/{}/metrics", metrics_post},
+    {"POST", "/api/v1/trials/{}/progress", progress_post},
+    {"POST", "/api/v1/trials/{}/checkpoints", ckpt_post},
+    {"GET", "/api/v1/trials/{}/preempt", preempt_get},
+    {"POST", "/api/v1/trials/{}/stopped", stopped_post},
+};
+
+/* Fit Reg against `f` (a server started and stopped around it) in g_dir/<name>. */
+static dt_status fit(fake *f, const char *name, dt_core **core_out) {
+    dt_http_server *s = NULL;
+    if (dt_http_start("127.0.0.1", 0, ROUTES, (int)(sizeof ROUTES / sizeof *ROUTES), f, &s) !=
+        DT_OK) {
+        fprintf(stderr, "%s\n", dt_last_error());
+        return DT_ERR_IO;
+    }
+    char url[64], dir[400];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", dt_http_port(s));
+    snprintf(dir, sizeof dir, "%s/%s", g_dir, name);
+    dt_core_master_opts mo = {
+        .url = url, .trial_id = TRIAL, .run = RUN, .chief = true, .checkpoint_dir = dir};
+    dt_core *core = dt_core_master_new(&mo);
+    CHECK(core != NULL);
+    dt_fit_opts o = {.validation_period = {DT_UNIT_BATCHES, 4},
+                     .reporting_period = {DT_UNIT_BATCHES, 2},
+                     .checkpoint_policy = DT_CKPT_BEST,
+                     .checkpoint_dir = dir,
+                     .quiet = true,
+                     .core = core};
+    json_t *cfg = json_pack("{s:{s:i}}", "hyperparameters", "global_batch_size", 4);
+    dt_status st = dt_trainer_fit(&Reg, cfg, 11, &o);
+    json_decref(cfg);
+    DT_KEEP_ERROR(dt_http_stop(s));
+    if (core_out)
+        *core_out = core;
+    else
+        dt_core_free(core);
+    return st;
+}
+
+static int count_ckpts(const char *name) {
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/%s", g_dir, name);
+    char **names = NULL;
+    int n = -1;
+    if (dt_ckpt_list(dir, &names, &n) != DT_OK) return -1;
+    dt_ckpt_list_free(names);
+    return n;
+}
+
+static void test_operations_and_metrics(void) {
+    fake f = {.ops = {6, 12, 0}};
+    CHECK_MSG(fit(&f, "ops", NULL) == DT_OK, "%s", dt_last_error());
+    /* two operations, completed with the validation loss, then none */
+    CHECK(f.n_ops_given == 3);
+    CHECK(f.n_completed == 2 && isfinite(f.completed[0]) && isfinite(f.completed[1]));
+    /* a training row every 2 batches to 12; validations at 4, 6, 8, 12 */
+    CHECK_MSG(f.n_train_rows == 6 && f.last_train_batches == 12, "%d rows, last at %lld",
+              f.n_train_rows, (long long)f.last_train_batches);
+    CHECK(f.n_val_rows == 4 && f.n_bad_rows == 0);
+    CHECK(f.n_progress >= 1);
+    /* checkpoints reported with their files; the last one at the end of training */
+    CHECK(f.n_ckpt >= 2 && f.ckpt_batches[0] == 4 && f.ckpt_files[0] > 0);
+    CHECK(f.ckpt_batches[f.n_ckpt - 1] == 12);
+    CHECK(f.n_409 == 0 && f.stopped_at == 0);
+    /* TensorBoard files under the checkpoint directory, as in local mode */
+    char p[400];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/ops/tensorboard", g_dir);
+    CHECK(stat(p, &sb) == 0 && S_ISDIR(sb.st_mode));
+}
+
+static void test_preemption(void) {
+    fake f = {.ops = {12, 0, 0}, .preempt = true};
+    CHECK_MSG(fit(&f, "preempt", NULL) == DT_OK, "%s", dt_last_error());
+    /* asked at once: checkpointed at batch 1, reported, stopped there, not completed */
+    CHECK_MSG(f.stopped_at == 1, "stopped at %lld", (long long)f.stopped_at);
+    CHECK(f.n_ckpt == 1 && f.ckpt_batches[0] == 1 && f.ckpt_files[0] > 0);
+    CHECK(f.n_completed == 0);
+    CHECK(count_ckpts("preempt") == 1);
+}
+
+static void test_replaced(void) {
+    /* the run is replaced when its batch-2 metrics arrive: the loop stops without writing */
+    fake f = {.ops = {12, 0, 0}, .replace_at = 2};
+    dt_core *core = NULL;
+    dt_status st = fit(&f, "replaced", &core);
+    CHECK(st == DT_ERR_STATE);
+    CHECK_MSG(strstr(dt_last_error(), "without a checkpoint") != NULL, "%s", dt_last_error());
+    CHECK(core && core->lost);
+    CHECK(f.n_ckpt == 0 && f.stopped_at == 0 && f.n_409 >= 1);
+    CHECK(count_ckpts("replaced") == 0);
+    /* a lost core refuses to report a checkpoint */
+    dt_core_checkpoint ck = {.uuid = "x", .path = "/nonexistent", .steps_completed = 2};
+    CHECK(dt_core_checkpoint_stored(core, &ck) == DT_ERR_STATE);
+    CHECK(dt_core_should_preempt(core));
+    dt_core_free(core);
+}
+
+static void test_master_gone(void) {
+    /* nothing listens: the first call retries for lost_after_s, then the core is lost */
+    dt_core_master_opts mo = {.url = "http://127.0.0.1:1",
+                              .trial_id = TRIAL,
+                              .run = RUN,
+                              .chief = true,
+                              .lost_after_s = 0.3};
+    dt_core *core = dt_core_master_new(&mo);
+    dt_core_op op;
+    double t0 = dt_now_sec();
+    CHECK(dt_core_searcher_op(core, &op) == DT_ERR_COMM);
+    CHECK(dt_now_sec() - t0 >= 0.3);
+    CHECK(core->lost);
+    CHECK(dt_core_should_preempt(core));
+    dt_core_free(core);
+    /* not a URL */
+    mo.url = "localhost";
+    CHECK(dt_core_master_new(&mo) == NULL && dt_last_status() == DT_ERR_CONFIG);
+}
+
+int main(void) {
+    for (int i = 0; i < NREC; i++) {
+        float y = 0;
+        for (int k = 0; k < NIN; k++) {
+            g_in[i * NIN + k] = (float)(((i + 3) * (k + 5)) % 11) / 11.0f - 0.5f;
+            y += g_in[i * NIN + k] * (float)(k + 1) * 0.5f;
+        }
+        g_out[i] = y;
+    }
+    snprintf(g_dir, sizeof g_dir, "/tmp/dtrain_test_core_master_%d", (int)getpid());
+    mkdir(g_dir, 0755);
+    TEST_RUN(test_operations_and_metrics);
+    TEST_RUN(test_preemption);
+    TEST_RUN(test_replaced);
+    TEST_RUN(test_master_gone);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    TEST_END();
+}
