@@ -41,6 +41,12 @@ static dt_status lib_load(dt_trial_lib *lib, const char *so_path, const char *sy
 dt_status dt_trial_lib_build(const dt_expconf *cfg, const char *model_dir, dt_trial_lib **out) {
     *out = NULL;
     if (!cfg || !model_dir) return dt_error(DT_ERR_INVALID, "dt_trial_lib_build: NULL argument");
+    if (cfg->entry_command)
+        return dt_error(DT_ERR_CONFIG,
+                        "the entrypoint \"%s\" is a command: it runs under the master (dtrain "
+                        "experiment create) or by itself, not as a trial definition; hint: run "
+                        "it in %s (without a master it trains with the Core API's local fallback)",
+                        cfg->entry_command, model_dir);
     dt_trial_lib *lib = calloc(1, sizeof *lib);
     bool ok = lib != NULL;
     if (lib) {

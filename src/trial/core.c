@@ -1,6 +1,7 @@
 /* core.c — the calls of the core-context interface (dtrain/core.h): each forwards to the
  * implementation's operation; a NULL core or operation is a no-op. */
 #include "dtrain/core.h"
+#include "trial_impl.h"
 #include "dtrain/trialio.h"
 
 #include <stdio.h>
@@ -58,7 +59,10 @@ void dt_core_report_stopped(dt_core *core, int64_t steps_completed) {
 }
 
 void dt_core_free(dt_core *core) {
+    if (!core) return;
+    struct dt_core_api *api = core->api;
     if (HAS(core, free)) core->ops->free(core);
+    dt__core_api_free(api); /* after the core: its last reports may use the communicator */
 }
 
 dt_status dt_core_tb_open(dt_core *core) {

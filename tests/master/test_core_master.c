@@ -6,7 +6,9 @@
  *     reported with their files and sizes, TensorBoard files go under the checkpoint dir;
  *   - preemption: the loop checkpoints at the batch it was asked, reports it and stops;
  *   - a 409 (the run was replaced) stops it without another checkpoint and the fit fails;
- *   - an unreachable master makes the core lost after its retries. */
+ *   - an unreachable master makes the core lost after its retries;
+ *   - the Core API (dt_core_init) from the environment the master gives a trial, and its
+ *     local fallback: operations, checkpoints stored in two steps and restored by uuid. */
 #include "dtrain/core.h"
 #include "dtrain/master.h"
 #include "dtrain/trialio.h"
@@ -189,7 +191,16 @@ static void stopped_post(void *a, const dt_http_req *req, dt_http_resp *resp) {
         f->stopped_at = json_integer_value(json_object_get(req->body, "batches"));
 }
 
+static char g_spec_dir[400];
+
+static void spec_get(void *a, const dt_http_req *req, dt_http_resp *resp) {
+    if (!run_ok(a, req, resp)) return;
+    resp->json = json_pack("{s:I,s:s,s:{s:f},s:n}", "trial_id", (json_int_t)TRIAL, "checkpoint_dir",
+                           g_spec_dir, "hparams", "lr", 0.25, "resume");
+}
+
 static const dt_http_route ROUTES[] = {
+    {"GET", "/api/v1/trials/{}/spec", spec_get},
     {"GET", "/api/v1/trials/{}/searcher/operation", op_get},
     {"POST", "/api/v1/trials/{}/searcher/completed", op_done},
     {"POST", "/api/v1/trials/{}/metrics", metrics_post},
@@ -310,6 +321,107 @@ static void test_master_gone(void) {
     CHECK(dt_core_master_new(&mo) == NULL && dt_last_status() == DT_ERR_CONFIG);
 }
 
+/* Two steps of a user's loop through the Core API: the operation, a checkpoint with a file. */
+static void core_api_loop(dt_core *core, int64_t want_len, char *uuid) {
+    dt_core_op op;
+    CHECK(dt_core_searcher_op(core, &op) == DT_OK && op.length.n == want_len);
+    dt_metrics m = dt_metrics_scalar("loss", 0.5);
+    dt_core_at at = {.batches = op.length.n};
+    CHECK(dt_core_report_training_metrics(core, &at, &m, NULL) == DT_OK);
+    char path[DT_CORE_PATH_MAX];
+    json_t *meta = json_pack("{s:I,s:s}", "steps_completed", (json_int_t)op.length.n, "note", "x");
+    CHECK_MSG(dt_core_checkpoint_store_path(core, meta, path, uuid) == DT_OK, "%s",
+              dt_last_error());
+    /* a second one cannot open before this is done; metadata needs steps_completed */
+    char p2[DT_CORE_PATH_MAX], u2[DT_CORE_UUID_MAX];
+    CHECK(dt_core_checkpoint_store_path(core, meta, p2, u2) == DT_ERR_STATE);
+    json_decref(meta);
+    char f[DT_CORE_PATH_MAX + 16];
+    snprintf(f, sizeof f, "%s/w.bin", path);
+    FILE *fp = fopen(f, "wb");
+    CHECK(fp && fwrite("weights", 1, 7, fp) == 7);
+    if (fp) fclose(fp);
+    CHECK(dt_core_checkpoint_store_done(core, "not-it") == DT_ERR_INVALID);
+    CHECK_MSG(dt_core_checkpoint_store_done(core, uuid) == DT_OK, "%s", dt_last_error());
+    CHECK(!strcmp(dt_core_latest_checkpoint(core), uuid));
+    CHECK(dt_core_searcher_complete(core, &op, 0.5) == DT_OK);
+    /* restored by uuid and as "latest": verified, with its metadata */
+    json_t *back = NULL;
+    CHECK(dt_core_checkpoint_restore_path(core, "latest", path, &back) == DT_OK);
+    CHECK(json_integer_value(json_object_get(back, "steps_completed")) == want_len);
+    CHECK(!strcmp(json_string_value(json_object_get(back, "note")), "x"));
+    json_decref(back);
+    snprintf(f, sizeof f, "%s/w.bin", path);
+    CHECK(access(f, R_OK) == 0);
+    CHECK(dt_core_checkpoint_restore_path(core, "nope", path, NULL) == DT_ERR_IO);
+}
+
+static void test_core_api_master(void) {
+    fake f = {.ops = {7, 0, 0}};
+    dt_http_server *s = NULL;
+    CHECK(dt_http_start("127.0.0.1", 0, ROUTES, (int)(sizeof ROUTES / sizeof *ROUTES), &f, &s) ==
+          DT_OK);
+    if (!s) return;
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", dt_http_port(s));
+    snprintf(g_spec_dir, sizeof g_spec_dir, "%s/api_master", g_dir);
+    setenv("DTRAIN_MASTER", url, 1);
+    setenv("DTRAIN_TRIAL_ID", "5", 1);
+    setenv("DTRAIN_TRIAL_RUN", "2", 1);
+    dt_core *core = NULL;
+    CHECK_MSG(dt_core_init(NULL, &core) == DT_OK, "%s", dt_last_error());
+    if (core) {
+        CHECK(!strcmp(core->ops->name, "master") && dt_core_trial_id(core) == TRIAL);
+        CHECK(json_real_value(json_object_get(dt_core_hparams(core), "lr")) == 0.25);
+        CHECK(dt_core_latest_checkpoint(core) == NULL);
+        CHECK(dt_dist_size(dt_core_distributed(core)) == 1);
+        CHECK(!dt_core_should_preempt_all(core));
+        char uuid[DT_CORE_UUID_MAX];
+        core_api_loop(core, 7, uuid);
+        CHECK(f.n_ckpt == 1 && f.ckpt_batches[0] == 7 && f.ckpt_files[0] == 1);
+        CHECK(f.n_train_rows == 1 && f.n_completed == 1 && f.completed[0] == 0.5);
+        dt_core_free(core);
+    }
+    /* a bad run id */
+    setenv("DTRAIN_TRIAL_RUN", "x", 1);
+    CHECK(dt_core_init(NULL, &core) == DT_ERR_CONFIG && core == NULL);
+    CHECK(strstr(dt_last_error(), "DTRAIN_TRIAL_RUN is \"x\"") != NULL);
+    unsetenv("DTRAIN_TRIAL_ID");
+    unsetenv("DTRAIN_TRIAL_RUN");
+    unsetenv("DTRAIN_MASTER");
+    dt_http_stop(s);
+    /* the worker needs the master's environment */
+    CHECK(dt_worker_main() == 1);
+}
+
+static void test_core_api_local(void) {
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/api_local", g_dir);
+    dt_core *core = NULL;
+    CHECK(dt_core_init(&(dt_core_init_opts){.checkpoint_dir = dir}, &core) == DT_ERR_CONFIG);
+    CHECK(strstr(dt_last_error(), "max_length is required") != NULL);
+    dt_core_init_opts o = {
+        .max_length = {DT_UNIT_BATCHES, 3}, .checkpoint_dir = dir, .quiet = true};
+    o.resume = true; /* nothing to resume yet */
+    CHECK(dt_core_init(&o, &core) == DT_ERR_CONFIG && strstr(dt_last_error(), "cannot resume"));
+    o.resume = false;
+    CHECK_MSG(dt_core_init(&o, &core) == DT_OK, "%s", dt_last_error());
+    char uuid[DT_CORE_UUID_MAX] = "";
+    if (core) {
+        CHECK(!strcmp(core->ops->name, "local") && dt_core_trial_id(core) == 0);
+        core_api_loop(core, 3, uuid);
+        dt_core_op op;
+        CHECK(dt_core_searcher_op(core, &op) == DT_OK && op.length.n == 0);
+        dt_core_free(core);
+    }
+    /* resumed: the latest is the one stored */
+    o.resume = true;
+    CHECK_MSG(dt_core_init(&o, &core) == DT_OK, "%s", dt_last_error());
+    CHECK(core && dt_core_latest_checkpoint(core) &&
+          !strcmp(dt_core_latest_checkpoint(core), uuid));
+    dt_core_free(core);
+}
+
 int main(void) {
     for (int i = 0; i < NREC; i++) {
         float y = 0;
@@ -325,6 +437,8 @@ int main(void) {
     TEST_RUN(test_preemption);
     TEST_RUN(test_replaced);
     TEST_RUN(test_master_gone);
+    TEST_RUN(test_core_api_master);
+    TEST_RUN(test_core_api_local);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
