@@ -163,6 +163,9 @@ typedef struct dt_core_local_opts {
  * may exist at a time. The files it writes are described in docs/trial.md ("Outputs").
  * NULL with DT_ERR_OOM. */
 DT_API dt_core *dt_core_local_new(const dt_core_local_opts *o);
+/* The checkpoint name the local core's `latest` file in `dir` holds, into out (n bytes):
+ * false when there is none (no file, or empty). */
+DT_API bool dt_core_local_latest(const char *dir, char *out, size_t n);
 
 /* ---- the Core API: a training loop of the user's own (docs/core_api.md) ----
  *

@@ -75,22 +75,6 @@ dt_status dt__trial_spec(dt_comm *world, int64_t trial, int64_t run, json_t **ou
     return *out ? DT_OK : dt_error(DT_ERR_OOM, "out of memory reading the trial's spec");
 }
 
-/* The checkpoint the local fallback resumes from: <dir>/latest's uuid. */
-static dt_status local_latest(const char *dir, char *uuid, size_t n) {
-    char p[2048];
-    snprintf(p, sizeof p, "%s/latest", dir);
-    FILE *f = fopen(p, "r");
-    if (!f)
-        return dt_error(DT_ERR_CONFIG,
-                        "cannot resume: %s has no latest checkpoint (%s); hint: start without "
-                        "resuming, or point checkpoint_dir at a run's checkpoints",
-                        dir, strerror(errno));
-    bool ok = fgets(uuid, (int)n, f) != NULL;
-    fclose(f);
-    uuid[strcspn(uuid, "\n")] = 0;
-    return ok && uuid[0] ? DT_OK : dt_error(DT_ERR_FORMAT, "%s is empty", p);
-}
-
 dt_status dt_core_init(const dt_core_init_opts *o, dt_core **out) {
     *out = NULL;
     dt_core_init_opts none = {0};
@@ -129,7 +113,11 @@ dt_status dt_core_init(const dt_core_init_opts *o, dt_core **out) {
     } else {
         a.checkpoint_dir = o->checkpoint_dir ? o->checkpoint_dir : "checkpoints";
         a.hparams = o->hparams;
-        if (o->resume) st = local_latest(a.checkpoint_dir, latest, sizeof latest);
+        if (o->resume && !dt_core_local_latest(a.checkpoint_dir, latest, sizeof latest))
+            st = dt_error(DT_ERR_CONFIG,
+                          "cannot resume: %s has no latest checkpoint; hint: start without "
+                          "resuming, or point checkpoint_dir at a run's checkpoints",
+                          a.checkpoint_dir);
         dt_core_local_opts lo = {.chief = chief,
                                  .max_length = o->max_length,
                                  .checkpoint_dir = a.checkpoint_dir,

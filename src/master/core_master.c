@@ -111,14 +111,6 @@ static dt_status try_call(mcore *m, const char *route, json_t *body) {
 
 /* ---- metrics ---- */
 
-static json_t *metrics_json(const dt_metrics *m) {
-    json_t *o = json_object();
-    for (int i = 0; i < m->n; i++)
-        json_object_set_new(o, m->m[i].name,
-                            isfinite(m->m[i].value) ? json_real(m->m[i].value) : json_null());
-    return o;
-}
-
 static void add_row(mcore *m, const char *kind, const dt_core_at *at, const dt_metrics *mt,
                     const dt_core_timing *tm) {
     if (json_array_size(m->pending) >= MAX_PENDING) return; /* (logged when sent) */
@@ -131,7 +123,7 @@ static void add_row(mcore *m, const char *kind, const dt_core_at *at, const dt_m
             json_object_set_new(row, "train_batch_ms", json_real(tm->train_batch_ms));
         }
     }
-    json_object_set_new(row, "metrics", metrics_json(mt));
+    json_object_set_new(row, "metrics", dt_metrics_to_json(mt));
     json_array_append_new(m->pending, row);
 }
 

@@ -6,6 +6,7 @@
  * `dtrain train` is dt_trial_launch_local (after dt_launch_mpirun when it has several slots);
  * an experiment runner builds the library once and prepares and runs each trial itself. */
 #define _GNU_SOURCE
+#include "dtrain/core.h"
 #include "dtrain/runner.h"
 #include "dtrain/path.h"
 
@@ -115,18 +116,6 @@ void dt_trial_lib_free(dt_trial_lib *lib) {
     free(lib);
 }
 
-/* Read the name stored in DIR/latest. */
-static bool read_latest(const char *dir, char *out, size_t n) {
-    char p[PATH_MAX + 16];
-    snprintf(p, sizeof p, "%s/latest", dir);
-    FILE *f = fopen(p, "r");
-    if (!f) return false;
-    bool ok = fgets(out, (int)n, f) != NULL;
-    fclose(f);
-    if (ok) out[strcspn(out, "\n")] = 0;
-    return ok && out[0];
-}
-
 /* The checkpoint directory and resume point of `t` from the options (see dt_launch_opts). */
 static dt_status place_checkpoints(const dt_expconf *cfg, const dt_launch_opts *o,
                                    dt_prepared_trial *t) {
@@ -145,7 +134,7 @@ static dt_status place_checkpoints(const dt_expconf *cfg, const dt_launch_opts *
     char resume[PATH_MAX + 512];
     if (!strcmp(o->resume, "latest")) {
         char name[256];
-        if (!read_latest(ck, name, sizeof name))
+        if (!dt_core_local_latest(ck, name, sizeof name))
             return dt_error(DT_ERR_CONFIG,
                             "--resume latest: no checkpoint in %s (no 'latest' file); hint: train "
                             "without --resume first, or pass a checkpoint directory",

@@ -182,6 +182,17 @@ static dt_status local_checkpoint_stored(dt_core *core, const dt_core_checkpoint
     return DT_OK;
 }
 
+bool dt_core_local_latest(const char *dir, char *out, size_t n) {
+    char p[2048];
+    snprintf(p, sizeof p, "%s/latest", dir);
+    FILE *f = fopen(p, "r");
+    if (!f) return false;
+    bool ok = fgets(out, (int)n, f) != NULL;
+    fclose(f);
+    if (ok) out[strcspn(out, "\n")] = 0;
+    return ok && out[0];
+}
+
 /* ---- preemption and the searcher ---- */
 
 static bool local_should_preempt(dt_core *core) {

@@ -66,25 +66,38 @@ static const dt_http_route ROUTES[] = {
     {"POST", "/api/v1/count", h_count}, {"GET", "/ui", h_raw},
 };
 
-static dt_http_server *start(app *a, dt_client **c) {
-    dt_http_server *s = NULL;
+/* A server on a free port with the test routes, and a client of it. */
+typedef struct fixture {
+    app a;
+    dt_http_server *s;
+    dt_client *c;
+    int port;
+} fixture;
+
+static bool setup(fixture *f) {
+    memset(f, 0, sizeof *f);
     dt_status st =
-        dt_http_start("127.0.0.1", 0, ROUTES, (int)(sizeof ROUTES / sizeof *ROUTES), a, &s);
+        dt_http_start("127.0.0.1", 0, ROUTES, (int)(sizeof ROUTES / sizeof *ROUTES), &f->a, &f->s);
     CHECK_MSG(st == DT_OK, "%s", dt_last_error());
-    if (!s) return NULL;
-    CHECK(dt_http_port(s) > 0);
+    if (!f->s) return false;
+    f->port = dt_http_port(f->s);
+    CHECK(f->port > 0);
     char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", dt_http_port(s));
-    *c = dt_client_new(url);
-    CHECK(*c != NULL);
-    return s;
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", f->port);
+    f->c = dt_client_new(url);
+    CHECK(f->c != NULL);
+    return f->c != NULL;
+}
+
+static void teardown(fixture *f) {
+    dt_client_free(f->c);
+    dt_http_stop(f->s);
 }
 
 static void test_routes(void) {
-    app a = {0};
-    dt_client *c = NULL;
-    dt_http_server *s = start(&a, &c);
-    if (!s) return;
+    fixture f;
+    if (!setup(&f)) return;
+    dt_client *c = f.c;
     json_t *ans = NULL;
     long code = 0;
     CHECK(dt_client_call(c, "GET", "/api/v1/hello", NULL, &ans, &code) == DT_OK);
@@ -115,15 +128,13 @@ static void test_routes(void) {
     CHECK(dt_client_call(c, "GET", "/ui", NULL, &ans, &code) == DT_ERR_IO);
     CHECK(code == 200);
     dt_clear_error();
-    dt_client_free(c);
-    dt_http_stop(s);
+    teardown(&f);
 }
 
 static void test_errors(void) {
-    app a = {0};
-    dt_client *c = NULL;
-    dt_http_server *s = start(&a, &c);
-    if (!s) return;
+    fixture f;
+    if (!setup(&f)) return;
+    dt_client *c = f.c;
     json_t *ans = NULL;
     long code = 0;
     CHECK(dt_client_call(c, "GET", "/api/v1/nothing", NULL, &ans, &code) == DT_ERR_INVALID);
@@ -155,8 +166,7 @@ static void test_errors(void) {
     CHECK(dt_client_call(c, "POST", "/api/v1/echo", jb, NULL, &code) == DT_ERR_INVALID);
     CHECK(code == 413);
     json_decref(jb);
-    dt_client_free(c);
-    dt_http_stop(s);
+    teardown(&f);
 }
 
 /* A body that is not JSON, sent with a raw socket (the client only sends JSON). */
@@ -165,12 +175,10 @@ static void test_errors(void) {
 #include <unistd.h>
 
 static void test_bad_json(void) {
-    app a = {0};
-    dt_client *c = NULL;
-    dt_http_server *s = start(&a, &c);
-    if (!s) return;
+    fixture f;
+    if (!setup(&f)) return;
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)dt_http_port(s))};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f.port)};
     inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
     CHECK(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
     const char *req = "POST /api/v1/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 8\r\n"
@@ -186,27 +194,23 @@ static void test_bad_json(void) {
     CHECK_MSG(strstr(ans, "{\"error\":\"the body is not JSON: ") != NULL, "%s", ans);
     CHECK_MSG(strstr(ans, "at 1:8") != NULL, "%s", ans);
     CHECK(strstr(ans, "application/json") != NULL);
-    dt_client_free(c);
-    dt_http_stop(s);
+    teardown(&f);
 }
 
 static void test_bind_in_use(void) {
-    app a = {0};
-    dt_client *c = NULL;
-    dt_http_server *s = start(&a, &c);
-    if (!s) return;
+    fixture f;
+    if (!setup(&f)) return;
     dt_http_server *s2 = NULL;
-    dt_status st = dt_http_start("127.0.0.1", dt_http_port(s), ROUTES, 1, &a, &s2);
+    dt_status st = dt_http_start("127.0.0.1", f.port, ROUTES, 1, &f.a, &s2);
     CHECK(st == DT_ERR_IO);
     CHECK(s2 == NULL);
     char want[128];
     snprintf(want, sizeof want,
-             "cannot listen on 127.0.0.1:%d: Address already in use; hint: ", dt_http_port(s));
+             "cannot listen on 127.0.0.1:%d: Address already in use; hint: ", f.port);
     CHECK_MSG(strstr(dt_last_error(), want) == dt_last_error(), "%s", dt_last_error());
     CHECK(strstr(dt_last_error(), "dtrain master stop") != NULL);
     CHECK(strstr(dt_last_error(), "--port") != NULL);
-    dt_client_free(c);
-    dt_http_stop(s);
+    teardown(&f);
     /* the client of a stopped master: DT_ERR_COMM naming the address */
     dt_client *gone = dt_client_new("http://127.0.0.1:1"); /* nothing listens on port 1 */
     long code = 7;
@@ -261,15 +265,13 @@ static void *worker(void *p) {
 }
 
 static void test_concurrent_clients(void) {
-    app a = {0};
-    dt_client *c = NULL;
-    dt_http_server *s = start(&a, &c);
-    if (!s) return;
+    fixture f;
+    if (!setup(&f)) return;
     enum { NT = 24 };
     pthread_t th[NT];
     worker_arg w[NT];
     for (int i = 0; i < NT; i++) {
-        w[i] = (worker_arg){.port = dt_http_port(s)};
+        w[i] = (worker_arg){.port = f.port};
         pthread_create(&th[i], NULL, worker, &w[i]);
     }
     int ok = 0;
@@ -278,10 +280,9 @@ static void test_concurrent_clients(void) {
         ok += w[i].ok;
     }
     CHECK_MSG(ok == NT * 50, "%d of %d calls answered", ok, NT * 50);
-    CHECK(a.counter == NT * 50);
-    CHECK(a.overlap == 0);
-    dt_client_free(c);
-    dt_http_stop(s);
+    CHECK(f.a.counter == NT * 50);
+    CHECK(f.a.overlap == 0);
+    teardown(&f);
 }
 
 int main(void) {
