@@ -137,9 +137,10 @@ static void local_progress(dt_core *core, const dt_core_progress *p) {
 
 /* ---- checkpoints ---- */
 
-/* Keep the newest save_trial_latest checkpoints and the best (save_trial_best); delete the
- * others. Failures leave checkpoints behind, nothing worse. */
-static void prune_checkpoints(local *l) {
+/* Keep the newest save_trial_latest checkpoints (by name: batch_N in version order), the best
+ * (save_trial_best) and `latest` (the one just stored, whatever its name sorts as: the Core
+ * API's are uuids); delete the others. Failures leave checkpoints behind, nothing worse. */
+static void prune_checkpoints(local *l, const char *latest) {
     const char *dir = l->checkpoint_dir;
     int keep_latest = l->o.save_trial_latest > 0 ? l->o.save_trial_latest : 1;
     char **names = NULL;
@@ -155,6 +156,7 @@ static void prune_checkpoints(local *l) {
     }
     for (int i = 0; i < n - keep_latest; i++) {
         if (l->o.save_trial_best > 0 && best[0] && !strcmp(names[i], best)) continue;
+        if (!strcmp(names[i], latest)) continue;
         char p[2048];
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
         dt_ckpt_remove(p);
@@ -178,7 +180,7 @@ static dt_status local_checkpoint_stored(dt_core *core, const dt_core_checkpoint
         snprintf(bp, sizeof bp, "%s/best", l->checkpoint_dir);
         if (dt_file_write_atomic(bp, text, strlen(text)) != DT_OK) dt_clear_error();
     }
-    prune_checkpoints(l);
+    prune_checkpoints(l, ck->uuid);
     return DT_OK;
 }
 

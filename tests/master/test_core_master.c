@@ -291,6 +291,16 @@ static void test_core_api_local(void) {
     CHECK_MSG(dt_core_init(&o, &core) == DT_OK, "%s", dt_last_error());
     CHECK(core && dt_core_latest_checkpoint(core) &&
           !strcmp(dt_core_latest_checkpoint(core), uuid));
+    /* pruning keeps the latest whatever its uuid sorts as (names are not in time order) */
+    for (int k = 0; core && k < 8; k++) {
+        char path[DT_CORE_PATH_MAX], u[DT_CORE_UUID_MAX];
+        json_t *meta = json_pack("{s:i}", "steps_completed", 10 + k);
+        CHECK(dt_core_checkpoint_store_path(core, meta, path, u) == DT_OK);
+        CHECK(dt_core_checkpoint_store_done(core, u) == DT_OK);
+        CHECK_MSG(dt_core_checkpoint_restore_path(core, "latest", path, NULL) == DT_OK, "%s",
+                  dt_last_error());
+        json_decref(meta);
+    }
     dt_core_free(core);
 }
 
