@@ -26,6 +26,9 @@ typedef enum dt_status {
     DT_ERR_COMM = 5,    /* communication failure */
     DT_ERR_FORMAT = 6,  /* corrupted or unsupported file */
     DT_ERR_STATE = 7,   /* call not allowed in the current state */
+    /* the trial called its hyperparameters invalid (the reference's InvalidHP): the searcher
+     * is told, the trial is not restarted */
+    DT_ERR_INVALID_HP = 8,
 } dt_status;
 
 /* The message of the last error raised on this thread ("" if none). */

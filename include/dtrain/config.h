@@ -88,6 +88,9 @@ typedef struct dt_expconf {
     char *entrypoint;   /* "model_def:MyTrial" */
     char *entry_module; /* "model_def": the source file stem (dots allowed: "models.mnist") */
     char *entry_symbol; /* "MyTrial": the C symbol of the const dt_trial_def */
+    /* or a command ("./train": the entrypoint has a '/' or a space), run in the model
+     * directory, that uses the Core API; entry_module and entry_symbol are then NULL */
+    char *entry_command;
 
     int n_hparams;
     dt_hparam *hparams; /* in file order */

@@ -9,8 +9,11 @@
  *     metrics file, the progress bar and plain lines on stderr, TensorBoard event files, the
  *     "latest" / "best" pointers and checkpoint pruning in the checkpoint directory, SIGINT /
  *     SIGTERM as the preemption signal, and one searcher operation: max_length;
- *   - master-backed (the master layer, later): the same operations over the REST API.
- * The fit loop takes one in dt_fit_opts.core and is the same for both.
+ *   - master-backed (dt_core_master_new, src/master/core_master.c; dtrain/master.h): the same
+ *     operations over the master's REST API (docs/api.md), for a trial the master runs.
+ * The fit loop takes one in dt_fit_opts.core and is the same for both. A training loop of
+ * the user's own gets one from dt_core_init (below) and calls the same operations: the
+ * Core API (docs/core_api.md).
  *
  * Every slot of a trial holds a dt_core; what reaches the platform is the chief's (rank 0).
  * Implementations ignore reports on other slots, so a loop may call them everywhere. Calls are
@@ -23,6 +26,7 @@
 #ifndef DTRAIN_CORE_H
 #define DTRAIN_CORE_H
 
+#include "dtrain/dist.h"
 #include "dtrain/trial.h"
 
 #ifdef __cplusplus
@@ -99,11 +103,19 @@ typedef struct dt_core_ops {
 
 struct dt_core {
     const dt_core_ops *ops;
-    void *impl;         /* the implementation's state */
-    bool chief;         /* this slot reports (rank 0) */
-    dt_tb_writer *tb;   /* the trial's TensorBoard writer (chief, after start) or NULL: lent to
-                         * the trial through dt_trial_tensorboard_writer */
-    char tb_path[1024]; /* where TensorBoard files go ("" = none) */
+    void *impl;              /* the implementation's state */
+    bool chief;              /* this slot reports (rank 0) */
+    dt_tb_writer *tb;        /* the trial's TensorBoard writer (chief, after start) or NULL: lent to
+                              * the trial through dt_trial_tensorboard_writer */
+    char tb_path[1024];      /* where TensorBoard files go ("" = none) */
+    dt_comm *comm;           /* the trial's slots (set by the fit loop, or dt_core_init, before
+                              * start): an implementation that asks a server on the chief
+                              * broadcasts the answer over it; NULL: one slot */
+    bool lost;               /* the platform has disowned this run (replaced, or its master is
+                              * gone): it must write nothing more. should_preempt answers true and
+                              * checkpoint_stored refuses; the fit loop then stops without a
+                              * checkpoint and fails (DT_ERR_STATE), so the process exits non-zero */
+    struct dt_core_api *api; /* the Core API's state (dt_core_init), freed with the core */
 };
 
 /* ---- calls (NULL-safe in core; a NULL operation is a no-op returning DT_OK) ---- */
@@ -124,6 +136,16 @@ DT_API void dt_core_report_stopped(dt_core *core, int64_t steps_completed);
 /* Free core (NULL is fine). */
 DT_API void dt_core_free(dt_core *core);
 
+/* ---- for implementations: TensorBoard files in core->tb_path, shared by all of them ---- */
+
+/* Open core->tb (chief, when tb_path is set and it is not open): the error of dt_tb_open. */
+DT_API dt_status dt_core_tb_open(dt_core *core);
+/* Scalars "<kind>/<metric>" at step `batches` (no-op without a writer); flush when asked. */
+DT_API void dt_core_tb_write(dt_core *core, const char *kind, int64_t batches, const dt_metrics *m,
+                             bool flush);
+/* Close core->tb (NULL-safe). */
+DT_API void dt_core_tb_close(dt_core *core);
+
 /* ---- the local implementation ---- */
 
 typedef struct dt_core_local_opts {
@@ -141,6 +163,88 @@ typedef struct dt_core_local_opts {
  * may exist at a time. The files it writes are described in docs/trial.md ("Outputs").
  * NULL with DT_ERR_OOM. */
 DT_API dt_core *dt_core_local_new(const dt_core_local_opts *o);
+/* The checkpoint name the local core's `latest` file in `dir` holds, into out (n bytes):
+ * false when there is none (no file, or empty). */
+DT_API bool dt_core_local_latest(const char *dir, char *out, size_t n);
+
+/* ---- the Core API: a training loop of the user's own (docs/core_api.md) ----
+ *
+ *   dt_core *core;
+ *   dt_core_init(&(dt_core_init_opts){.max_length = {DT_UNIT_BATCHES, 1000}}, &core);
+ *   dt_core_checkpoint_restore_path(core, "latest", path, &meta)   (when resuming)
+ *   dt_core_op op;
+ *   while (dt_core_searcher_op(core, &op) == DT_OK && op.length.n > 0) {
+ *       train to op.length, dt_core_report_training_metrics / _validation_metrics,
+ *       checkpoint with dt_core_checkpoint_store_path + _store_done,
+ *       stop when dt_core_should_preempt_all says so (after a checkpoint);
+ *       dt_core_searcher_complete(core, &op, searcher_metric);
+ *   }
+ *   dt_core_free(core);
+ *
+ * Every call is made on every slot of the trial; what reaches the platform is the chief's. */
+
+#define DT_CORE_PATH_MAX 1024
+#define DT_CORE_UUID_MAX 40
+
+typedef struct dt_core_init_opts {
+    /* the local fallback (no DTRAIN_TRIAL_ID in the environment), as `dtrain train`: */
+    dt_length max_length;       /* its one searcher operation (required there) */
+    const char *checkpoint_dir; /* default "checkpoints" */
+    const char *metrics_out;    /* JSON-lines metrics file, or NULL */
+    bool resume;                /* start from the checkpoint the directory's `latest` names */
+    const json_t *hparams;      /* the hyperparameters it reports (NULL: {}) */
+    bool quiet;                 /* nothing on stderr */
+} dt_core_init_opts;
+
+/* The core of this process, in *out. Started by the master (DTRAIN_TRIAL_ID,
+ * DTRAIN_TRIAL_RUN and DTRAIN_MASTER in the environment): the master-backed core over the
+ * trial's spec (its hyperparameters, checkpoint directory and resume point); otherwise the
+ * local core (dt_core_local_new) over `o`. The slots are this process's MPI world under
+ * mpirun, else one. Implemented in the master layer (src/master/core_init.c; link
+ * libdtrain). Errors: DT_ERR_CONFIG (no max_length in local mode, a bad DTRAIN_* value),
+ * DT_ERR_COMM (the master cannot be reached), the spec's own error; *out = NULL. */
+DT_API dt_status dt_core_init(const dt_core_init_opts *o, dt_core **out);
+
+/* The trial's hyperparameters (borrowed; NULL for a core dt_core_init did not make). */
+DT_API const json_t *dt_core_hparams(const dt_core *core);
+/* The master's trial id, 0 in local mode. */
+DT_API int64_t dt_core_trial_id(const dt_core *core);
+/* The distributed context of the trial's slots (rank, size, ...; dist.h). */
+DT_API dt_dist_ctx *dt_core_distributed(dt_core *core);
+/* The uuid of the checkpoint to resume from, or NULL when the trial starts fresh. */
+DT_API const char *dt_core_latest_checkpoint(const dt_core *core);
+/* should_preempt asked on the chief and shared: the same answer on every slot (collective). */
+DT_API bool dt_core_should_preempt_all(dt_core *core);
+
+/* Start a checkpoint (collective): path_out (DT_CORE_PATH_MAX) gets a new temporary
+ * directory in the checkpoint directory for every slot to write its files into, uuid_out
+ * (DT_CORE_UUID_MAX) its uuid. `metadata` (an object, copied) needs "steps_completed"
+ * (batches trained); its members go into metadata.json. DT_ERR_INVALID without it,
+ * DT_ERR_STATE while another checkpoint is open, DT_ERR_IO from the file system. */
+DT_API dt_status dt_core_checkpoint_store_path(dt_core *core, const json_t *metadata,
+                                               char *path_out, char *uuid_out);
+/* Finish it (collective): the files are committed under <checkpoint dir>/<uuid> with
+ * metadata.json (their names, sizes and checksums) and reported as the trial's latest.
+ * DT_ERR_INVALID for another uuid than the open one; the commit's or the report's error
+ * (the checkpoint is then not the latest; a lost core refuses with DT_ERR_STATE). */
+DT_API dt_status dt_core_checkpoint_store_done(dt_core *core, const char *uuid);
+/* The directory of checkpoint `uuid` ("latest": dt_core_latest_checkpoint) in path_out,
+ * verified (dt_ckpt_open), and its metadata.json in *metadata_out (may be NULL; a new
+ * reference). DT_ERR_STATE for "latest" with none, DT_ERR_IO / DT_ERR_FORMAT as dt_ckpt_open. */
+DT_API dt_status dt_core_checkpoint_restore_path(dt_core *core, const char *uuid, char *path_out,
+                                                 json_t **metadata_out);
+
+/* What dt_core_init found, handed to the core it made (the master layer's constructor). */
+typedef struct dt_core_api_init {
+    dt_comm *world;             /* the slots' communicator: owned by the core from now on */
+    const char *checkpoint_dir; /* where checkpoints go */
+    const char *latest;         /* the uuid to resume from, or NULL */
+    const json_t *hparams;      /* copied; NULL: {} */
+    int64_t trial_id;
+} dt_core_api_init;
+/* Give `core` its Core API state. On error (DT_ERR_OOM) nothing is taken: the caller still
+ * owns world. */
+DT_API dt_status dt_core_api_attach(dt_core *core, const dt_core_api_init *a);
 
 #ifdef __cplusplus
 }

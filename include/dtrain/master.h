@@ -17,6 +17,7 @@
 #define DTRAIN_MASTER_H
 
 #include "dtrain/base.h"
+#include "dtrain/core.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -60,11 +61,35 @@ DT_API void dt_client_set_timeout(dt_client *c, double seconds);
 /* `method` "GET" / "POST" / "DELETE" on `path` ("/api/v1/..." with any query string);
  * `body` may be NULL; *out (may be NULL) gets the answer (a new reference, NULL when
  * empty); *http_status (may be NULL) the status, 0 when the master was not reached. */
-DT_API dt_status dt_client_call(dt_client *c, const char *method, const char *path, const json_t *body,
-                         json_t **out, long *http_status);
+DT_API dt_status dt_client_call(dt_client *c, const char *method, const char *path,
+                                const json_t *body, json_t **out, long *http_status);
 
 /* Is a master answering at the client's address (GET /api/v1/master)? */
 DT_API bool dt_client_ping(dt_client *c);
+
+/* ---- a trial run's side ---- */
+
+typedef struct dt_core_master_opts {
+    const char *url;            /* NULL: $DTRAIN_MASTER or the default */
+    int64_t trial_id, run;      /* DTRAIN_TRIAL_ID, DTRAIN_TRIAL_RUN */
+    bool chief;                 /* rank 0: the only slot that talks to the master */
+    const char *checkpoint_dir; /* TensorBoard files in <dir>/tensorboard (NULL: none) */
+    double lost_after_s;        /* the master unreachable this long: lost (default 10) */
+} dt_core_master_opts;
+
+/* The master-backed core (core.h) of a trial run the master started: reports over the
+ * trial-facing routes of docs/api.md (src/master/core_master.c). A 409 (the run was replaced)
+ * or the master unreachable for lost_after_s makes it lost (dt_core.lost). NULL with
+ * DT_ERR_OOM / DT_ERR_CONFIG (a bad url). */
+DT_API dt_core *dt_core_master_new(const dt_core_master_opts *o);
+
+/* `dtrain worker`: what the master runs for a trial (one process per slot, under mpirun for
+ * several). Reads DTRAIN_MASTER, DTRAIN_TRIAL_ID and DTRAIN_TRIAL_RUN, gets the trial's spec,
+ * and runs the trial with the master-backed core (a command entrypoint is executed instead,
+ * in the model directory, with the same environment). The process exit status: 0 done or
+ * stopped with a checkpoint, 3 the trial called its hyperparameters invalid (early_exit
+ * invalid_hp was posted), 1 any other failure (the error line on stderr). */
+DT_API int dt_worker_main(void);
 
 #ifdef __cplusplus
 }

@@ -71,6 +71,8 @@ DT_API dt_metrics dt_metrics_error(void);
 /* Set (or replace) a metric; false when the map is full or the name too long. */
 DT_API bool dt_metrics_set(dt_metrics *m, const char *name, double value);
 DT_API bool dt_metrics_get(const dt_metrics *m, const char *name, double *value);
+/* {name: value} (non-finite values as null): a new object, NULL on OOM. */
+DT_API json_t *dt_metrics_to_json(const dt_metrics *m);
 
 /* ---- reducers ----------------------------------------------------------------------------- */
 

@@ -66,6 +66,8 @@ const char *dt_status_name(dt_status st) {
         return "format error";
     case DT_ERR_STATE:
         return "invalid state";
+    case DT_ERR_INVALID_HP:
+        return "invalid hyperparameters";
     }
     return "unknown";
 }

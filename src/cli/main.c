@@ -1,6 +1,8 @@
 /* main.c — the dtrain command: argument parsing and dispatch; the only place that exits. */
 #include "cli.h"
 
+#include "dtrain/master.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -21,6 +23,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "bench")) return dt_cli_bench(argc - 2, argv + 2);
     if (!strcmp(argv[1], "train")) return dt_cli_train(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "worker")) return dt_worker_main(); /* run by the master: not in usage */
     if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
         printf("dtrain 0.1.0\n");
         return 0;

@@ -661,6 +661,11 @@ static dt_status parse_entrypoint(vctx *v, const dt_conf_sec *root) {
                 "and runs its `const dt_trial_def MyTrial`",
                 &c->entrypoint));
     const char *s = c->entrypoint, *colon = strchr(s, ':');
+    if (strchr(s, '/') || strchr(s, ' ')) {
+        /* a command ("./train --fast"): run in the model directory, it uses the Core API */
+        c->entry_command = strdup(s);
+        return c->entry_command ? DT_OK : dt_error(DT_ERR_OOM, "out of memory");
+    }
     bool ok = colon && colon > s && !strchr(colon + 1, ':');
     for (const char *p = s; ok && p < colon; p++)
         ok = *p == '_' || *p == '-' || *p == '.' || (*p >= 'a' && *p <= 'z') ||
@@ -676,7 +681,8 @@ static dt_status parse_entrypoint(vctx *v, const dt_conf_sec *root) {
         return dt_conf_error(root, "entrypoint",
                              "entrypoint must be \"<file stem>:<trial symbol>\" such as "
                              "\"model_def:MyTrial\" (model_def.c defines `const dt_trial_def "
-                             "MyTrial`); got %s",
+                             "MyTrial`), or a command such as \"./train\" (a program using "
+                             "the Core API); got %s",
                              describe(v, json_object_get(root->obj, "entrypoint"), d, sizeof d));
     }
     if (!(c->entry_module = strndup(s, (size_t)(colon - s))) ||
@@ -747,7 +753,7 @@ static dt_status validate(vctx *v, unsigned flags) {
 
     TRY(parse_entrypoint(v, &top));
     TRY(get_str(&top, "name", false, true, NULL, &c->name));
-    if (!c->name && !(c->name = strdup(c->entry_symbol)))
+    if (!c->name && !(c->name = strdup(c->entry_symbol ? c->entry_symbol : c->entry_command)))
         return dt_error(DT_ERR_OOM, "out of memory");
     TRY(get_str(&top, "description", false, false, NULL, &c->description));
 
@@ -880,6 +886,7 @@ void dt_expconf_free(dt_expconf *c) {
     free(c->entrypoint);
     free(c->entry_module);
     free(c->entry_symbol);
+    free(c->entry_command);
     free(c->searcher.name);
     free(c->searcher.metric);
     free(c->searcher.mode);

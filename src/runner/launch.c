@@ -6,6 +6,7 @@
  * `dtrain train` is dt_trial_launch_local (after dt_launch_mpirun when it has several slots);
  * an experiment runner builds the library once and prepares and runs each trial itself. */
 #define _GNU_SOURCE
+#include "dtrain/core.h"
 #include "dtrain/runner.h"
 #include "dtrain/path.h"
 #include "dtrain/trialio.h"
@@ -42,6 +43,12 @@ static dt_status lib_load(dt_trial_lib *lib, const char *so_path, const char *sy
 dt_status dt_trial_lib_build(const dt_expconf *cfg, const char *model_dir, dt_trial_lib **out) {
     *out = NULL;
     if (!cfg || !model_dir) return dt_error(DT_ERR_INVALID, "dt_trial_lib_build: NULL argument");
+    if (cfg->entry_command)
+        return dt_error(DT_ERR_CONFIG,
+                        "the entrypoint \"%s\" is a command: it runs under the master (dtrain "
+                        "experiment create) or by itself, not as a trial definition; hint: run "
+                        "it in %s (without a master it trains with the Core API's local fallback)",
+                        cfg->entry_command, model_dir);
     dt_trial_lib *lib = calloc(1, sizeof *lib);
     bool ok = lib != NULL;
     if (lib) {
@@ -110,18 +117,6 @@ void dt_trial_lib_free(dt_trial_lib *lib) {
     free(lib);
 }
 
-/* Read the name stored in DIR/latest. */
-static bool read_latest(const char *dir, char *out, size_t n) {
-    char p[PATH_MAX + 16];
-    snprintf(p, sizeof p, "%s/latest", dir);
-    FILE *f = fopen(p, "r");
-    if (!f) return false;
-    bool ok = fgets(out, (int)n, f) != NULL;
-    fclose(f);
-    if (ok) out[strcspn(out, "\n")] = 0;
-    return ok && out[0];
-}
-
 /* The checkpoint directory and resume point of `t` from the options (see dt_launch_opts). */
 static dt_status place_checkpoints(const dt_expconf *cfg, const dt_launch_opts *o,
                                    dt_prepared_trial *t) {
@@ -140,7 +135,7 @@ static dt_status place_checkpoints(const dt_expconf *cfg, const dt_launch_opts *
     char resume[PATH_MAX + 512];
     if (!strcmp(o->resume, "latest")) {
         char name[256];
-        if (!read_latest(ck, name, sizeof name))
+        if (!dt_core_local_latest(ck, name, sizeof name))
             return dt_error(DT_ERR_CONFIG,
                             "--resume latest: no checkpoint in %s (no 'latest' file); hint: train "
                             "without --resume first, or pass a checkpoint directory",

@@ -1,6 +1,10 @@
 /* core.c — the calls of the core-context interface (dtrain/core.h): each forwards to the
  * implementation's operation; a NULL core or operation is a no-op. */
 #include "dtrain/core.h"
+#include "trial_impl.h"
+#include "dtrain/trialio.h"
+
+#include <stdio.h>
 
 #include <stddef.h>
 
@@ -55,5 +59,30 @@ void dt_core_report_stopped(dt_core *core, int64_t steps_completed) {
 }
 
 void dt_core_free(dt_core *core) {
+    if (!core) return;
+    struct dt_core_api *api = core->api;
     if (HAS(core, free)) core->ops->free(core);
+    dt__core_api_free(api); /* after the core: its last reports may use the communicator */
+}
+
+dt_status dt_core_tb_open(dt_core *core) {
+    if (!core->chief || core->tb || !core->tb_path[0]) return DT_OK;
+    core->tb = dt_tb_open(core->tb_path);
+    return core->tb ? DT_OK : dt_last_status();
+}
+
+void dt_core_tb_write(dt_core *core, const char *kind, int64_t batches, const dt_metrics *m,
+                      bool flush) {
+    if (!core->tb) return;
+    char tag[96];
+    for (int i = 0; i < m->n; i++) {
+        snprintf(tag, sizeof tag, "%s/%s", kind, m->m[i].name);
+        dt_tb_add_scalar(core->tb, tag, (float)m->m[i].value, batches);
+    }
+    if (flush) dt_tb_flush(core->tb);
+}
+
+void dt_core_tb_close(dt_core *core) {
+    if (core && core->tb) dt_tb_close(core->tb);
+    if (core) core->tb = NULL;
 }

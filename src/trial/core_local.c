@@ -74,14 +74,7 @@ static void write_line(local *l, const char *kind, const dt_core_at *at, const d
         fprintf(f, "}}\n");
         if (flush) fflush(f);
     }
-    if (l->core.tb) {
-        char tag[96];
-        for (int i = 0; i < m->n; i++) {
-            snprintf(tag, sizeof tag, "%s/%s", kind, m->m[i].name);
-            dt_tb_add_scalar(l->core.tb, tag, (float)m->m[i].value, at->batches);
-        }
-        if (flush) dt_tb_flush(l->core.tb);
-    }
+    dt_core_tb_write(&l->core, kind, at->batches, m, flush);
 }
 
 static void print_line(local *l, const char *kind, const dt_core_at *at, const dt_metrics *m,
@@ -103,11 +96,7 @@ static dt_status local_start(dt_core *core, int64_t steps_completed) {
             return dt_error(DT_ERR_IO, "cannot write metrics to %s: %s", l->metrics_out,
                             strerror(errno));
     }
-    if (!core->tb && core->tb_path[0]) {
-        core->tb = dt_tb_open(core->tb_path);
-        if (!core->tb) return dt_last_status();
-    }
-    return DT_OK;
+    return dt_core_tb_open(core);
 }
 
 static dt_status local_training(dt_core *core, const dt_core_at *at, const dt_metrics *m,
@@ -148,9 +137,10 @@ static void local_progress(dt_core *core, const dt_core_progress *p) {
 
 /* ---- checkpoints ---- */
 
-/* Keep the newest save_trial_latest checkpoints and the best (save_trial_best); delete the
- * others. Failures leave checkpoints behind, nothing worse. */
-static void prune_checkpoints(local *l) {
+/* Keep the newest save_trial_latest checkpoints (by name: batch_N in version order), the best
+ * (save_trial_best) and `latest` (the one just stored, whatever its name sorts as: the Core
+ * API's are uuids); delete the others. Failures leave checkpoints behind, nothing worse. */
+static void prune_checkpoints(local *l, const char *latest) {
     const char *dir = l->checkpoint_dir;
     int keep_latest = l->o.save_trial_latest > 0 ? l->o.save_trial_latest : 1;
     char **names = NULL;
@@ -166,6 +156,7 @@ static void prune_checkpoints(local *l) {
     }
     for (int i = 0; i < n - keep_latest; i++) {
         if (l->o.save_trial_best > 0 && best[0] && !strcmp(names[i], best)) continue;
+        if (!strcmp(names[i], latest)) continue;
         char p[2048];
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
         dt_ckpt_remove(p);
@@ -189,8 +180,19 @@ static dt_status local_checkpoint_stored(dt_core *core, const dt_core_checkpoint
         snprintf(bp, sizeof bp, "%s/best", l->checkpoint_dir);
         if (dt_file_write_atomic(bp, text, strlen(text)) != DT_OK) dt_clear_error();
     }
-    prune_checkpoints(l);
+    prune_checkpoints(l, ck->uuid);
     return DT_OK;
+}
+
+bool dt_core_local_latest(const char *dir, char *out, size_t n) {
+    char p[2048];
+    snprintf(p, sizeof p, "%s/latest", dir);
+    FILE *f = fopen(p, "r");
+    if (!f) return false;
+    bool ok = fgets(out, (int)n, f) != NULL;
+    fclose(f);
+    if (ok) out[strcspn(out, "\n")] = 0;
+    return ok && out[0];
 }
 
 /* ---- preemption and the searcher ---- */
@@ -228,7 +230,7 @@ static void local_free(dt_core *core) {
     sigaction(SIGINT, &l->old_int, NULL);
     sigaction(SIGTERM, &l->old_term, NULL);
     if (l->metrics) fclose(l->metrics);
-    if (core->tb) dt_tb_close(core->tb);
+    dt_core_tb_close(core);
     free(l->checkpoint_dir);
     free(l->metrics_out);
     free(l);

@@ -654,10 +654,17 @@ static dt_status train_loop(trainer *t) {
                 if ((st = validate_and_policy(t)) != DT_OK) return st;
             if (period_hit(ckpt_every, c->batches_trained) && !last)
                 if ((st = checkpoint(t, false)) != DT_OK) return st;
+            /* 1: checkpoint and stop; 2: the platform disowned this run: stop, write nothing */
             int64_t stop = dt_core_should_preempt(t->core) || c->stop_requested;
+            if (stop && t->core->lost) stop = 2;
             if (c->size > 1 && (st = dt_comm_allreduce(c->comm, &stop, 1, DT_COMM_DTYPE_I64,
                                                        DT_REDUCE_OP_MAX)) != DT_OK)
                 return st;
+            if (stop == 2)
+                return dt_error(DT_ERR_STATE,
+                                "stopped at batch %lld without a checkpoint: this trial run was "
+                                "replaced or lost its master",
+                                (long long)c->batches_trained);
             if (stop) {
                 stopped = true;
                 break;
@@ -736,6 +743,7 @@ dt_status dt_trainer_fit(const dt_trial_def *def, const json_t *config, uint64_t
         }
     }
     snprintf(c->tb_path, sizeof c->tb_path, "%s", t.core->tb_path);
+    t.core->comm = c->comm; /* a core asking a server on the chief broadcasts over it */
 
     /* the experiment config's profiling section; a trial that sets its own profiler in init
      * overrides it */

@@ -30,7 +30,7 @@ static void model_file(int i, char *buf, size_t n) {
         snprintf(buf, n, "model_%d.safetensors", i);
 }
 
-static json_t *metrics_json(const dt_metrics *m) {
+json_t *dt_metrics_to_json(const dt_metrics *m) {
     json_t *o = json_object();
     for (int i = 0; i < m->n; i++)
         json_object_set_new(o, m->m[i].name,
@@ -82,7 +82,7 @@ json_t *dt__trial_ckpt_state(dt_trial_ctx *c, const dt__fit_record *fit, int n_c
         json_object_set_new(state, "loss_scaler", jl);
     }
     json_object_set_new(state, "skipped_steps", json_integer(c->skipped_steps));
-    json_object_set_new(state, "last_validation", metrics_json(&fit->last_val));
+    json_object_set_new(state, "last_validation", dt_metrics_to_json(&fit->last_val));
     json_object_set_new(state, "last_validation_batch", json_integer(fit->last_val_batch));
     if (fit->have_best) json_object_set_new(state, "best_validation", json_real(fit->best));
     return state;

@@ -148,4 +148,10 @@ dt_status dt__ds_save(dt_trial_ctx *c, const dt_trial_def *def, void *self, cons
 dt_status dt__ds_resume(dt_trial_ctx *c, const dt_trial_def *def, void *self, const char *dir,
                         const json_t *state, dt_status st);
 
+/* ---- the Core API (core_api.c) ---- */
+
+/* Free the Core API's state of a core (its communicator too); NULL is a no-op. */
+struct dt_core_api;
+void dt__core_api_free(struct dt_core_api *api);
+
 #endif

@@ -704,9 +704,20 @@ static void test_entrypoint(void) {
     static const char *const good[] = {"model_def:MyTrial", "a:_T1", "models.mnist:T",
                                        "my-model:Trial_2", NULL};
     static const char *const bad[] = {
-        "model_def", "model_def:",  ":T",        "model_def:1T", "model_def:My-Trial",
-        "a:b:c",     "dir/model:T", ".hidden:T", "a..b:T",       "python3 train.py",
-        NULL};
+        "model_def", "model_def:", ":T", "model_def:1T", "model_def:My-Trial", "a:b:c",
+        ".hidden:T", "a..b:T",     NULL};
+    /* anything with a '/' or a space is a command (a program using the Core API) */
+    static const char *const commands[] = {"./train", "python3 train.py", "dir/model:T", NULL};
+    for (int i = 0; commands[i]; i++) {
+        char y[256];
+        snprintf(y, sizeof y,
+                 "entrypoint: \"%s\"\nsearcher: {metric: l, max_length: {batches: 1}}\n",
+                 commands[i]);
+        dt_expconf *c = cload(y, 0);
+        CHECK(c && c->entry_command && !strcmp(c->entry_command, commands[i]) && !c->entry_symbol &&
+              !c->entry_module && !strcmp(c->name, commands[i]));
+        dt_expconf_free(c);
+    }
     for (int i = 0; good[i]; i++) {
         char y[256];
         snprintf(y, sizeof y,

@@ -23,6 +23,10 @@ typedef struct toy {
 } toy;
 
 static void *toy_init(dt_trial_ctx *c) {
+    if (!(dt_hparam_double(c, "lr", 0.01) > 0)) { /* the searcher is told (no restart) */
+        dt_error(DT_ERR_INVALID_HP, "lr must be positive");
+        return NULL;
+    }
     toy *t = calloc(1, sizeof *t);
     t->c = c;
     dt_rng r;

@@ -1,0 +1,190 @@
+/* client.c — the client of the master's REST API (dtrain/master.h, "the client"): one libcurl
+ * easy handle per client, reused call after call so the connection stays open (keep-alive).
+ *
+ * A call sends the body (if any) as compact JSON with Content-Type application/json and parses
+ * the answer. Errors: DT_ERR_COMM when the master is not reached (curl's reason and how to
+ * start one), else the master's own {"error"} message mapped by HTTP status (master.h).
+ */
+#include "dtrain/master.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct dt_client {
+    CURL *curl;
+    char url[512];
+    double timeout_s;
+    char errbuf[CURL_ERROR_SIZE];
+};
+
+static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
+static CURLcode g_curl_init;
+
+static void curl_init_once(void) {
+    g_curl_init = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+/* Is `url` http://host[:port][/]? */
+static bool valid_url(const char *url) {
+    if (strncmp(url, "http://", 7)) return false;
+    const char *h = url + 7, *e = h + strcspn(h, ":/");
+    if (e == h) return false;
+    if (*e == ':') {
+        const char *d = e + 1;
+        size_t nd = strspn(d, "0123456789");
+        if (nd == 0 || nd > 5) return false;
+        e = d + nd;
+    }
+    return *e == 0 || !strcmp(e, "/");
+}
+
+dt_client *dt_client_new(const char *url) {
+    if (!url || !*url) url = getenv("DTRAIN_MASTER");
+    if (!url || !*url) url = DT_MASTER_DEFAULT_URL;
+    if (!valid_url(url) || strlen(url) >= sizeof((dt_client *)0)->url) {
+        dt_error(DT_ERR_CONFIG,
+                 "the master address \"%s\" is not http://host:port; hint: set DTRAIN_MASTER "
+                 "to e.g. %s",
+                 url, DT_MASTER_DEFAULT_URL);
+        return NULL;
+    }
+    pthread_once(&g_curl_once, curl_init_once);
+    dt_client *c = calloc(1, sizeof *c);
+    if (!c || g_curl_init != CURLE_OK || !(c->curl = curl_easy_init())) {
+        free(c);
+        dt_error(DT_ERR_OOM, "cannot set up the HTTP client (libcurl)");
+        return NULL;
+    }
+    snprintf(c->url, sizeof c->url, "%s", url);
+    size_t n = strlen(c->url);
+    if (c->url[n - 1] == '/') c->url[n - 1] = 0;
+    c->timeout_s = 30;
+    return c;
+}
+
+void dt_client_free(dt_client *c) {
+    if (!c) return;
+    curl_easy_cleanup(c->curl);
+    free(c);
+}
+
+const char *dt_client_url(const dt_client *c) {
+    return c->url;
+}
+
+void dt_client_set_timeout(dt_client *c, double seconds) {
+    c->timeout_s = seconds;
+}
+
+typedef struct buf {
+    char *p;
+    size_t len;
+    bool oom;
+} buf;
+
+static size_t on_data(char *data, size_t size, size_t nmemb, void *arg) {
+    buf *b = arg;
+    size_t n = size * nmemb;
+    char *np = realloc(b->p, b->len + n + 1);
+    if (!np) {
+        b->oom = true;
+        return 0;
+    }
+    memcpy(np + b->len, data, n);
+    b->len += n;
+    np[b->len] = 0;
+    b->p = np;
+    return n;
+}
+
+/* The status an HTTP error status maps to (master.h). */
+static dt_status status_of(long http) {
+    if (http == 409) return DT_ERR_STATE;
+    if (http >= 500) return DT_ERR_IO;
+    return DT_ERR_INVALID;
+}
+
+dt_status dt_client_call(dt_client *c, const char *method, const char *path, const json_t *body,
+                         json_t **out, long *http_status) {
+    if (out) *out = NULL;
+    if (http_status) *http_status = 0;
+    char url[2048];
+    snprintf(url, sizeof url, "%s%s", c->url, path);
+    char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    if (body && !text) return dt_error(DT_ERR_OOM, "out of memory encoding a request to %s", url);
+    /* reset keeps the open connection: the next call reuses it */
+    CURL *h = c->curl;
+    curl_easy_reset(h);
+    struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
+    hdr = curl_slist_append(hdr, "Expect:"); /* no 100-continue round trip for big bodies */
+    buf b = {0};
+    c->errbuf[0] = 0;
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_NOPROXY, "*"); /* the master is reached directly */
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->errbuf);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+    if (c->timeout_s > 0) curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(c->timeout_s * 1e3));
+    if (text) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, text);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(text));
+    }
+    CURLcode rc = curl_easy_perform(h);
+    curl_slist_free_all(hdr);
+    free(text);
+    if (rc != CURLE_OK) {
+        free(b.p);
+        if (b.oom) return dt_error(DT_ERR_OOM, "out of memory reading the answer of %s", url);
+        return dt_error(DT_ERR_COMM,
+                        "cannot reach the master at %s (%s); hint: start one with `dtrain "
+                        "master` or set DTRAIN_MASTER",
+                        c->url, c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc));
+    }
+    long code = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    if (http_status) *http_status = code;
+    json_t *ans = NULL;
+    if (b.len) {
+        json_error_t err;
+        ans = json_loadb(b.p, b.len, JSON_DECODE_ANY, &err);
+        if (!ans && code < 400) {
+            free(b.p);
+            return dt_error(DT_ERR_IO,
+                            "the master at %s answered %s %s with a body that is not "
+                            "JSON (%s); hint: check DTRAIN_MASTER points at a dtrain "
+                            "master",
+                            c->url, method, path, err.text);
+        }
+    }
+    dt_status st = DT_OK;
+    if (code >= 400) {
+        const char *msg = json_string_value(json_object_get(ans, "error"));
+        st = msg ? dt_error(status_of(code), "%s", msg)
+                 : dt_error(status_of(code), "the master answered %s %s with HTTP %ld", method,
+                            path, code);
+    }
+    free(b.p);
+    if (out)
+        *out = ans;
+    else
+        json_decref(ans);
+    return st;
+}
+
+bool dt_client_ping(dt_client *c) {
+    double t = c->timeout_s;
+    c->timeout_s = 2;
+    long code = 0;
+    dt_status st = dt_client_call(c, "GET", "/api/v1/master", NULL, NULL, &code);
+    c->timeout_s = t;
+    if (st != DT_OK) dt_clear_error();
+    return st == DT_OK && code == 200;
+}
