@@ -13,7 +13,8 @@
 struct dt_cli_table {
     int ncols;
     char **headers;
-    json_t *rows; /* an array of arrays of cells */
+    bool has_header; /* false: a list of fields, printed without a header in any mode */
+    json_t *rows;    /* an array of arrays of cells */
 };
 
 static void *oom_check(void *p) {
@@ -37,7 +38,8 @@ dt_cli_table *dt_cli_table_new(int ncols, const char *const *headers) {
     dt_cli_table *t = oom_check(calloc(1, sizeof *t));
     t->ncols = ncols;
     t->headers = oom_check(calloc((size_t)ncols, sizeof *t->headers));
-    for (int i = 0; i < ncols; i++) t->headers[i] = xstrdup(headers[i]);
+    for (int i = 0; i < ncols; i++) t->headers[i] = xstrdup(headers ? headers[i] : "");
+    t->has_header = headers != NULL;
     t->rows = oom_check(json_array());
     return t;
 }
@@ -204,14 +206,15 @@ void dt_cli_table_print(const dt_cli_table *t, FILE *f, dt_cli_mode mode, bool h
             if (width(s) > w[c]) w[c] = width(s);
         }
     if (mode == DT_CLI_TABLE) {
-        for (size_t c = 0; c < nc; c++) print_padded(f, t->headers[c], w[c], c + 1 == nc);
-        fputc('\n', f);
+        for (size_t c = 0; c < nc && t->has_header; c++)
+            print_padded(f, t->headers[c], w[c], c + 1 == nc);
+        if (t->has_header) fputc('\n', f);
         for (size_t r = 0; r < nrows; r++) {
             for (size_t c = 0; c < nc; c++) print_padded(f, cells[r * nc + c], w[c], c + 1 == nc);
             fputc('\n', f);
         }
     } else {
-        if (header)
+        if (header && t->has_header)
             for (size_t c = 0; c < nc; c++)
                 fprintf(f, "%s%c", t->headers[c], c + 1 == nc ? '\n' : '\t');
         for (size_t r = 0; r < nrows; r++)

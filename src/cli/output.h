@@ -28,7 +28,8 @@ dt_cli_mode dt_cli_mode_for(bool json, FILE *f);
 
 typedef struct dt_cli_table dt_cli_table;
 
-/* A table with `ncols` columns named `headers` (copied). */
+/* A table with `ncols` columns named `headers` (copied); headers NULL: a list of fields
+ * (e.g. NAME VALUE rows of a `describe`), printed without a header in every mode. */
 dt_cli_table *dt_cli_table_new(int ncols, const char *const *headers);
 void dt_cli_table_free(dt_cli_table *t);
 /* Start a new row; the cells that follow fill it left to right (missing ones print "-"). */
