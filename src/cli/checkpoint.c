@@ -67,7 +67,7 @@ static int64_t resources_bytes(const json_t *ck) {
     return sum;
 }
 
-static void print_list(const json_t *ckpts, dt_cli_mode mode) {
+void dt_cli_print_checkpoints(const json_t *ckpts, FILE *f, dt_cli_mode mode) {
     const char *hdr[] = {"UUID", "TRIAL", "BATCHES", "STATE", "VALIDATION", "BYTES", "REPORTED"};
     dt_cli_table *t = dt_cli_table_new(7, hdr);
     size_t i;
@@ -84,7 +84,7 @@ static void print_list(const json_t *ckpts, dt_cli_mode mode) {
         dt_cli_table_put(t, dt_cli_fmt_time(json_string_value(json_object_get(ck, "report_time")),
                                             buf, sizeof buf));
     }
-    dt_cli_table_print(t, stdout, mode, false);
+    dt_cli_table_print(t, f, mode, false);
     dt_cli_table_free(t);
 }
 
@@ -93,15 +93,10 @@ static void print_describe(const json_t *ck, dt_cli_mode mode) {
                                        "state", "path",          "validation_metric"};
     dt_cli_table *t = dt_cli_table_new(2, NULL);
     char buf[32];
-    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
-        dt_cli_table_row(t);
-        dt_cli_table_put(t, keys[k]);
-        dt_cli_table_put_json(t, json_object_get(ck, keys[k]));
-    }
-    dt_cli_table_row(t);
-    dt_cli_table_put(t, "report_time");
-    dt_cli_table_put(
-        t, dt_cli_fmt_time(json_string_value(json_object_get(ck, "report_time")), buf, sizeof buf));
+    dt_cli_fields(t, ck, keys, sizeof keys / sizeof *keys);
+    dt_cli_field(
+        t, "report_time",
+        dt_cli_fmt_time(json_string_value(json_object_get(ck, "report_time")), buf, sizeof buf));
     dt_cli_table_row(t);
     dt_cli_table_put(t, "bytes");
     dt_cli_table_putf(t, "%lld", (long long)resources_bytes(ck));
@@ -311,10 +306,8 @@ int dt_cli_checkpoint(int argc, char **argv) {
     if (k == 0) {
         char path[96];
         snprintf(path, sizeof path, "/api/v1/experiments/%lld/checkpoints", (long long)id);
-        rc = dt_cli_request(c, who, "GET", path, NULL, &ans,
-                            "dtrain experiment list shows the experiments and their ids");
-        if (!rc && mode == DT_CLI_JSON) dt_cli_print_json(stdout, ans);
-        if (!rc && mode != DT_CLI_JSON) print_list(json_object_get(ans, "checkpoints"), mode);
+        rc = dt_cli_show(c, who, path, "dtrain experiment list shows the experiments and their ids",
+                         "checkpoints", mode, dt_cli_print_checkpoints);
     } else {
         rc = find_checkpoint(c, who, pos[0], &ans);
         if (!rc && k == 2) {

@@ -46,6 +46,14 @@ int dt_cli_print_logs(dt_client *c, const char *who, const char *path, bool foll
                       bool with_trial);
 /* Poll the experiment until it is terminal; *state (malloc'd) gets the final state. */
 int dt_cli_wait_experiment(dt_client *c, const char *who, int64_t id, char **state);
+/* GET `path` and print it: the answer itself with --json (mode DT_CLI_JSON), else its
+ * member `key` through `print`. 0, or request's error code. */
+int dt_cli_show(dt_client *c, const char *who, const char *path, const char *hint, const char *key,
+                dt_cli_mode mode, void (*print)(const json_t *items, FILE *f, dt_cli_mode mode));
+/* POST `path` (a state change of `kind` "experiment" or "trial") and print "KIND ID: STATE"
+ * from the answer's member `kind`. 0, or request's error code. */
+int dt_cli_change(dt_client *c, const char *who, const char *path, const char *hint,
+                  const char *kind, int64_t id);
 /* Print a usage error (`err`) as `who`, then the verb's usage: returns 2. */
 int dt_cli_usage_error(const char *who, const char *err, void (*usage)(FILE *));
 
@@ -54,5 +62,10 @@ int dt_cli_usage_error(const char *who, const char *err, void (*usage)(FILE *));
 /* The trials table of `describe` and `trial list`: id, state, batches, best validation,
  * restarts, hyperparameters. */
 void dt_cli_print_trials(const json_t *trials, FILE *f, dt_cli_mode mode);
+
+/* ---- checkpoint.c ---- */
+
+/* A checkpoints table: uuid, trial, batches, state, validation metric, bytes, report time. */
+void dt_cli_print_checkpoints(const json_t *ckpts, FILE *f, dt_cli_mode mode);
 
 #endif

@@ -166,30 +166,15 @@ static void print_list(const json_t *ans, dt_cli_mode mode) {
 static void print_describe(const json_t *ans, dt_cli_mode mode) {
     const json_t *e = json_object_get(ans, "experiment");
     dt_cli_table *t = dt_cli_table_new(2, NULL);
-    char buf[32];
-    const char *st = json_string_value(json_object_get(e, "start_time"));
-    const char *et = json_string_value(json_object_get(e, "end_time"));
     static const char *const keys[] = {
         "id",         "name",       "description",     "state",
         "model_dir",  "num_trials", "searcher_metric", "smaller_is_better",
         "best_metric"};
-    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
-        dt_cli_table_row(t);
-        dt_cli_table_put(t, keys[k]);
-        dt_cli_table_put_json(t, json_object_get(e, keys[k]));
-    }
+    dt_cli_fields(t, e, keys, sizeof keys / sizeof *keys);
     dt_cli_table_row(t);
     dt_cli_table_put(t, "progress");
     put_progress(t, e);
-    dt_cli_table_row(t);
-    dt_cli_table_put(t, "start_time");
-    dt_cli_table_put(t, dt_cli_fmt_time(st, buf, sizeof buf));
-    dt_cli_table_row(t);
-    dt_cli_table_put(t, "end_time");
-    dt_cli_table_put(t, dt_cli_fmt_time(et, buf, sizeof buf));
-    dt_cli_table_row(t);
-    dt_cli_table_put(t, "duration");
-    dt_cli_table_put(t, dt_cli_fmt_span(st, et, buf, sizeof buf));
+    dt_cli_fields_times(t, e);
     dt_cli_table_print(t, stdout, mode, false);
     dt_cli_table_free(t);
     printf("\n");
@@ -245,10 +230,7 @@ static int one_id(const char *verb, int argc, char **argv) {
         if (!rc) printf("deleted experiment %lld\n", (long long)id);
     } else { /* pause, activate, cancel, kill */
         snprintf(path, sizeof path, "%s/%lld/%s", base, (long long)id, verb);
-        rc = dt_cli_request(c, who, "POST", path, NULL, &ans, ID_HINT);
-        if (!rc)
-            printf("experiment %lld: %s\n", (long long)id,
-                   json_string_value(json_object_get(json_object_get(ans, "experiment"), "state")));
+        rc = dt_cli_change(c, who, path, ID_HINT, "experiment", id);
     }
     json_decref(ans);
     dt_client_free(c);

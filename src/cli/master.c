@@ -89,21 +89,11 @@ static int status(dt_client *c, bool json) {
         static const char *const keys[] = {"version", "pid", "slots", "slots_used", "store"};
         dt_cli_table *t = dt_cli_table_new(2, NULL);
         char buf[32];
-        dt_cli_table_row(t);
-        dt_cli_table_put(t, "url");
-        dt_cli_table_put(t, dt_client_url(c));
-        for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
-            dt_cli_table_row(t);
-            dt_cli_table_put(t, keys[k]);
-            dt_cli_table_put_json(t, json_object_get(info, keys[k]));
-        }
         const char *started = json_string_value(json_object_get(info, "started"));
-        dt_cli_table_row(t);
-        dt_cli_table_put(t, "started");
-        dt_cli_table_put(t, dt_cli_fmt_time(started, buf, sizeof buf));
-        dt_cli_table_row(t);
-        dt_cli_table_put(t, "uptime");
-        dt_cli_table_put(t, dt_cli_fmt_span(started, NULL, buf, sizeof buf));
+        dt_cli_field(t, "url", dt_client_url(c));
+        dt_cli_fields(t, info, keys, sizeof keys / sizeof *keys);
+        dt_cli_field(t, "started", dt_cli_fmt_time(started, buf, sizeof buf));
+        dt_cli_field(t, "uptime", dt_cli_fmt_span(started, NULL, buf, sizeof buf));
         dt_cli_table_print(t, stdout, mode, false);
         dt_cli_table_free(t);
     }

@@ -80,6 +80,29 @@ void dt_cli_table_put_json(dt_cli_table *t, const json_t *v) {
     put_new(t, v ? json_deep_copy(v) : json_null());
 }
 
+void dt_cli_field(dt_cli_table *t, const char *name, const char *value) {
+    dt_cli_table_row(t);
+    dt_cli_table_put(t, name);
+    dt_cli_table_put(t, value);
+}
+
+void dt_cli_fields(dt_cli_table *t, const json_t *obj, const char *const *keys, size_t n) {
+    for (size_t k = 0; k < n; k++) {
+        dt_cli_table_row(t);
+        dt_cli_table_put(t, keys[k]);
+        dt_cli_table_put_json(t, json_object_get(obj, keys[k]));
+    }
+}
+
+void dt_cli_fields_times(dt_cli_table *t, const json_t *obj) {
+    char buf[32];
+    const char *st = json_string_value(json_object_get(obj, "start_time"));
+    const char *et = json_string_value(json_object_get(obj, "end_time"));
+    dt_cli_field(t, "start_time", dt_cli_fmt_time(st, buf, sizeof buf));
+    dt_cli_field(t, "end_time", dt_cli_fmt_time(et, buf, sizeof buf));
+    dt_cli_field(t, "duration", dt_cli_fmt_span(st, et, buf, sizeof buf));
+}
+
 /* ---- values as text ---- */
 
 const char *dt_cli_fmt_number(double v, dt_cli_mode mode, char *buf, size_t n) {

@@ -40,6 +40,12 @@ void dt_cli_table_row(dt_cli_table *t);
 void dt_cli_table_put(dt_cli_table *t, const char *s);
 void dt_cli_table_putf(dt_cli_table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void dt_cli_table_put_json(dt_cli_table *t, const json_t *v);
+/* Rows of a list of fields: NAME then VALUE (a string), or for each of keys[0..n) the key
+ * and obj's member of that name, or start_time, end_time and duration from obj's
+ * "start_time" / "end_time". */
+void dt_cli_field(dt_cli_table *t, const char *name, const char *value);
+void dt_cli_fields(dt_cli_table *t, const json_t *obj, const char *const *keys, size_t n);
+void dt_cli_fields_times(dt_cli_table *t, const json_t *obj);
 /* Print in `mode` (DT_CLI_JSON prints plain lines: JSON output is the API's answer, through
  * dt_cli_print_json). `header`: plain lines start with the header row too. */
 void dt_cli_table_print(const dt_cli_table *t, FILE *f, dt_cli_mode mode, bool header);

@@ -250,6 +250,30 @@ int dt_cli_wait_experiment(dt_client *c, const char *who, int64_t id, char **sta
     }
 }
 
+int dt_cli_show(dt_client *c, const char *who, const char *path, const char *hint, const char *key,
+                dt_cli_mode mode, void (*print)(const json_t *items, FILE *f, dt_cli_mode mode)) {
+    json_t *ans;
+    int rc = dt_cli_request(c, who, "GET", path, NULL, &ans, hint);
+    if (rc) return rc;
+    if (mode == DT_CLI_JSON)
+        dt_cli_print_json(stdout, ans);
+    else
+        print(json_object_get(ans, key), stdout, mode);
+    json_decref(ans);
+    return DT_EXIT_OK;
+}
+
+int dt_cli_change(dt_client *c, const char *who, const char *path, const char *hint,
+                  const char *kind, int64_t id) {
+    json_t *ans;
+    int rc = dt_cli_request(c, who, "POST", path, NULL, &ans, hint);
+    if (rc) return rc;
+    const char *state = json_string_value(json_object_get(json_object_get(ans, kind), "state"));
+    printf("%s %lld: %s\n", kind, (long long)id, state ? state : "-");
+    json_decref(ans);
+    return DT_EXIT_OK;
+}
+
 int dt_cli_usage_error(const char *who, const char *err, void (*usage)(FILE *)) {
     fprintf(stderr, "%s: %s\n", who, err);
     usage(stderr);

@@ -42,48 +42,14 @@ void dt_cli_print_trials(const json_t *trials, FILE *f, dt_cli_mode mode) {
     dt_cli_table_free(t);
 }
 
-static void print_checkpoints(const json_t *ckpts, dt_cli_mode mode) {
-    const char *hdr[] = {"UUID", "BATCHES", "STATE", "VALIDATION", "REPORTED"};
-    dt_cli_table *t = dt_cli_table_new(5, hdr);
-    size_t i;
-    json_t *ck;
-    char buf[32];
-    json_array_foreach(ckpts, i, ck) {
-        dt_cli_table_row(t);
-        dt_cli_table_put_json(t, json_object_get(ck, "uuid"));
-        dt_cli_table_put_json(t, json_object_get(ck, "batches"));
-        dt_cli_table_put_json(t, json_object_get(ck, "state"));
-        dt_cli_table_put_json(t, json_object_get(ck, "validation_metric"));
-        dt_cli_table_put(t, dt_cli_fmt_time(json_string_value(json_object_get(ck, "report_time")),
-                                            buf, sizeof buf));
-    }
-    dt_cli_table_print(t, stdout, mode, false);
-    dt_cli_table_free(t);
-}
-
 static void print_trial(const json_t *tr, dt_cli_mode mode) {
     static const char *const keys[] = {
         "id",         "experiment_id", "state",         "hparams",         "seed",
         "restarts",   "batches",       "total_batches", "best_validation", "latest_checkpoint",
         "exit_reason"};
     dt_cli_table *t = dt_cli_table_new(2, NULL);
-    char buf[32];
-    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
-        dt_cli_table_row(t);
-        dt_cli_table_put(t, keys[k]);
-        dt_cli_table_put_json(t, json_object_get(tr, keys[k]));
-    }
-    const char *st = json_string_value(json_object_get(tr, "start_time"));
-    const char *et = json_string_value(json_object_get(tr, "end_time"));
-    dt_cli_table_row(t);
-    dt_cli_table_put(t, "start_time");
-    dt_cli_table_put(t, dt_cli_fmt_time(st, buf, sizeof buf));
-    dt_cli_table_row(t);
-    dt_cli_table_put(t, "end_time");
-    dt_cli_table_put(t, dt_cli_fmt_time(et, buf, sizeof buf));
-    dt_cli_table_row(t);
-    dt_cli_table_put(t, "duration");
-    dt_cli_table_put(t, dt_cli_fmt_span(st, et, buf, sizeof buf));
+    dt_cli_fields(t, tr, keys, sizeof keys / sizeof *keys);
+    dt_cli_fields_times(t, tr);
     dt_cli_table_print(t, stdout, mode, false);
     dt_cli_table_free(t);
 }
@@ -134,11 +100,8 @@ int dt_cli_trial(int argc, char **argv) {
     int rc;
     if (k == 0) { /* list */
         snprintf(path, sizeof path, "/api/v1/experiments/%lld/trials", (long long)id);
-        rc = dt_cli_request(c, who, "GET", path, NULL, &ans,
-                            "dtrain experiment list shows the experiments and their ids");
-        if (!rc && mode == DT_CLI_JSON) dt_cli_print_json(stdout, ans);
-        if (!rc && mode != DT_CLI_JSON)
-            dt_cli_print_trials(json_object_get(ans, "trials"), stdout, mode);
+        rc = dt_cli_show(c, who, path, "dtrain experiment list shows the experiments and their ids",
+                         "trials", mode, dt_cli_print_trials);
     } else if (k == 1) { /* describe: the trial, then its checkpoints */
         snprintf(path, sizeof path, "/api/v1/trials/%lld", (long long)id);
         rc = dt_cli_request(c, who, "GET", path, NULL, &ans, ID_HINT);
@@ -150,7 +113,7 @@ int dt_cli_trial(int argc, char **argv) {
         } else if (!rc) {
             print_trial(json_object_get(ans, "trial"), mode);
             printf("\n");
-            print_checkpoints(json_object_get(more, "checkpoints"), mode);
+            dt_cli_print_checkpoints(json_object_get(more, "checkpoints"), stdout, mode);
         }
     } else if (k == 2) { /* logs */
         snprintf(path, sizeof path, "/api/v1/trials/%lld/logs", (long long)id);
@@ -171,10 +134,7 @@ int dt_cli_trial(int argc, char **argv) {
         }
     } else { /* kill */
         snprintf(path, sizeof path, "/api/v1/trials/%lld/kill", (long long)id);
-        rc = dt_cli_request(c, who, "POST", path, NULL, &ans, ID_HINT);
-        if (!rc)
-            printf("trial %lld: %s\n", (long long)id,
-                   json_string_value(json_object_get(json_object_get(ans, "trial"), "state")));
+        rc = dt_cli_change(c, who, path, ID_HINT, "trial", id);
     }
     json_decref(ans);
     json_decref(more);
