@@ -1,11 +1,71 @@
-/* cli.h — subcommand entry points of the dtrain command. Each returns the process exit code. */
+/* cli.h — subcommand entry points of the dtrain command and what they share. Each entry point
+ * returns the process exit code: 0 done, 1 the operation failed (the master said no, a trial
+ * or experiment failed), 2 a usage error, 3 the master cannot be reached. */
 #ifndef DT_CLI_H
 #define DT_CLI_H
+
+#include "output.h"
+
+#include "dtrain/master.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum { DT_EXIT_OK = 0, DT_EXIT_FAILED = 1, DT_EXIT_USAGE = 2, DT_EXIT_UNREACHABLE = 3 };
 
 int dt_cli_bench(int argc, char **argv);
 int dt_cli_train(int argc, char **argv);
 /* Replace this process with `mpirun -np slots <dtrain> <subcommand> <args minus --slots>`
  * (dt_launch_mpirun). Returns only on failure, after printing why: the exit code 1. */
 int dt_cli_mpirun(int argc, char **argv, int slots, const char *subcommand);
+
+/* The platform's verbs: `dtrain master|experiment|trial|checkpoint ...` (argv after the verb). */
+int dt_cli_master(int argc, char **argv);
+int dt_cli_experiment(int argc, char **argv);
+int dt_cli_trial(int argc, char **argv);
+int dt_cli_checkpoint(int argc, char **argv);
+
+/* ---- remote.c: talking to the master ---- */
+
+/* A client of the master at $DTRAIN_MASTER (default http://127.0.0.1:8080). When none
+ * answers there and `autostart` is set and the address is loopback, start this binary's
+ * `master` in the background (log in $DTRAIN_HOME/master.log) and say so on stderr. NULL
+ * after printing why, with a hint, as `who` (exit code 3). */
+dt_client *dt_cli_connect(const char *who, bool autostart);
+/* One API call (dt_client_call). 0 with *out (may be NULL) on success; else prints the
+ * master's message as `who` (adding `hint` when the message has none) and returns 1, or 3
+ * when the master cannot be reached. */
+int dt_cli_request(dt_client *c, const char *who, const char *method, const char *path,
+                   const json_t *body, json_t **out, const char *hint);
+/* Print the log lines at `path` (".../logs"): every line so far, or with `follow` until the
+ * answer says done (the experiment is terminal and every line was sent). `with_trial`
+ * prefixes each line with its trial. 0, or request's error code. */
+int dt_cli_print_logs(dt_client *c, const char *who, const char *path, bool follow,
+                      bool with_trial);
+/* Poll the experiment until it is terminal; *state (malloc'd) gets the final state. */
+int dt_cli_wait_experiment(dt_client *c, const char *who, int64_t id, char **state);
+/* GET `path` and print it: the answer itself with --json (mode DT_CLI_JSON), else its
+ * member `key` through `print`. 0, or request's error code. */
+int dt_cli_show(dt_client *c, const char *who, const char *path, const char *hint, const char *key,
+                dt_cli_mode mode, void (*print)(const json_t *items, FILE *f, dt_cli_mode mode));
+/* POST `path` (a state change of `kind` "experiment" or "trial") and print "KIND ID: STATE"
+ * from the answer's member `kind`. 0, or request's error code. */
+int dt_cli_change(dt_client *c, const char *who, const char *path, const char *hint,
+                  const char *kind, int64_t id);
+/* Print a usage error (`err`) as `who`, then the verb's usage: returns 2. */
+int dt_cli_usage_error(const char *who, const char *err, void (*usage)(FILE *));
+
+/* ---- trial.c ---- */
+
+/* The trials table of `describe` and `trial list`: id, state, batches, best validation,
+ * restarts, hyperparameters. */
+void dt_cli_print_trials(const json_t *trials, FILE *f, dt_cli_mode mode);
+
+/* ---- checkpoint.c ---- */
+
+/* A checkpoints table: uuid, trial, batches, state, validation metric, bytes, report time. */
+void dt_cli_print_checkpoints(const json_t *ckpts, FILE *f, dt_cli_mode mode);
 
 #endif

@@ -12,8 +12,13 @@ static void usage(FILE *f) {
                "  train CONFIG.yaml MODEL_DIR [options]                train one trial locally\n"
                "  bench train --model mlp|cnn|gpt [options] [--json]   time training steps\n"
                "  bench gemm [--size N] [--backend dtrain|openblas] [--json]  the sgemm rate\n"
+               "  master [--host H] [--port P] [--slots N] | stop | status   the master\n"
+               "  experiment create|list|describe|logs|pause|activate|cancel|kill|delete|wait\n"
+               "  trial list|describe|logs|metrics|kill\n"
+               "  checkpoint list|describe|export\n"
                "  version                                              print the version\n"
-               "run 'dtrain bench --help' for the benchmark options\n");
+               "run 'dtrain <command> --help' for a command's options; exit codes: 0 done,\n"
+               "1 failed, 2 usage error, 3 the master cannot be reached\n");
 }
 
 int main(int argc, char **argv) {
@@ -24,6 +29,10 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "bench")) return dt_cli_bench(argc - 2, argv + 2);
     if (!strcmp(argv[1], "train")) return dt_cli_train(argc - 2, argv + 2);
     if (!strcmp(argv[1], "worker")) return dt_worker_main(); /* run by the master: not in usage */
+    if (!strcmp(argv[1], "master")) return dt_cli_master(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "experiment")) return dt_cli_experiment(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "trial")) return dt_cli_trial(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "checkpoint")) return dt_cli_checkpoint(argc - 2, argv + 2);
     if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
         printf("dtrain 0.1.0\n");
         return 0;

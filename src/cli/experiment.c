@@ -1,0 +1,277 @@
+/* experiment.c — `dtrain experiment create|list|describe|logs|pause|activate|cancel|kill|
+ * delete|wait|list-trials`: parses the arguments, calls the master's REST API (docs/api.md)
+ * and prints the answer (output.h). */
+#define _GNU_SOURCE
+#include "args.h"
+#include "cli.h"
+
+#include "dtrain/yaml.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define WHO "dtrain experiment"
+#define ID_HINT "dtrain experiment list shows the experiments and their ids"
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: dtrain experiment <verb> [args]\n"
+               "  create CONFIG.yaml MODEL_DIR [--config KEY=VALUE ...] [--paused] [--follow]\n"
+               "                       submit an experiment (--follow: stream its logs, then exit\n"
+               "                       0 only if it COMPLETED)\n"
+               "  list [--json]        every experiment, newest first\n"
+               "  describe ID [--json] the experiment and its trials\n"
+               "  logs ID [--follow]   the logs of its trials\n"
+               "  pause ID | activate ID | cancel ID | kill ID | delete ID\n"
+               "  wait ID              until it ends: exit 0 COMPLETED, 1 ERROR, 2 CANCELED\n"
+               "  list-trials ID [--json]  its trials (as dtrain trial list ID)\n");
+}
+
+/* Read a whole file (malloc'd, NUL-terminated); NULL with errno. */
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t cap = 0, n = 0, got;
+    do {
+        if (cap - n < 4096) {
+            char *nb = realloc(buf, cap = cap * 2 + 8192);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return errno = ENOMEM, NULL;
+            }
+            buf = nb;
+        }
+        got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+    } while (got);
+    int err = ferror(f) ? EIO : 0;
+    fclose(f);
+    if (err) return free(buf), errno = err, NULL;
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+static int create(int argc, char **argv) {
+    bool follow = false, paused = false;
+    dt_cli_list overrides = {0};
+    const char *pos[2];
+    char err[1024];
+    dt_cli_opt opts[] = {{.name = "--follow", .flag = &follow},
+                         {.name = "--paused", .flag = &paused},
+                         {.name = "--config", .list = &overrides}};
+    int n = dt_cli_parse(argc, argv, opts, 3, pos, 2, 2, "CONFIG MODEL_DIR", err, sizeof err);
+    if (n == DT_CLI_HELP) return usage(stdout), DT_EXIT_OK;
+    if (n < 0) return dt_cli_usage_error(WHO " create", err, usage);
+    for (int i = 0; i < overrides.n; i++)
+        if (!dt_cli_check_override(overrides.v[i], err, sizeof err))
+            return dt_cli_usage_error(WHO " create", err, usage);
+
+    size_t len;
+    char *text = read_file(pos[0], &len);
+    if (!text) {
+        fprintf(stderr,
+                WHO " create: error: cannot read the config '%s': %s\nhint: give the "
+                    "path of the experiment's YAML config\n",
+                pos[0], strerror(errno));
+        return DT_EXIT_FAILED;
+    }
+    char dir[PATH_MAX];
+    struct stat sb;
+    if (!realpath(pos[1], dir) || stat(dir, &sb) || !S_ISDIR(sb.st_mode)) {
+        fprintf(stderr,
+                WHO " create: error: the model directory '%s' %s\nhint: give the "
+                    "directory with the model's sources (its entrypoint)\n",
+                pos[1], errno ? strerror(errno) : "is not a directory");
+        free(text);
+        return DT_EXIT_FAILED;
+    }
+    json_t *ov = json_array();
+    for (int i = 0; i < overrides.n; i++) json_array_append_new(ov, json_string(overrides.v[i]));
+    json_t *body = json_pack("{s:s%,s:s,s:o,s:b}", "config_text", text, len, "model_dir", dir,
+                             "overrides", ov, "activate", !paused);
+    free(text);
+    if (!body) {
+        fprintf(stderr,
+                WHO " create: error: the config '%s' is not UTF-8 text\nhint: save it "
+                    "as UTF-8\n",
+                pos[0]);
+        return DT_EXIT_FAILED;
+    }
+    dt_client *c = dt_cli_connect(WHO " create", true);
+    if (!c) return json_decref(body), DT_EXIT_UNREACHABLE;
+    json_t *ans;
+    int rc = dt_cli_request(c, WHO " create", "POST", "/api/v1/experiments", body, &ans,
+                            "fix the config and submit it again");
+    json_decref(body);
+    if (rc) return dt_client_free(c), rc;
+    size_t i;
+    json_t *w;
+    json_array_foreach(json_object_get(ans, "warnings"), i, w)
+        fprintf(stderr, "warning: %s\n", json_string_value(w) ? json_string_value(w) : "");
+    int64_t id = json_integer_value(json_object_get(ans, "id"));
+    json_decref(ans);
+    printf("created experiment %lld\n", (long long)id);
+    fflush(stdout);
+    if (follow) {
+        char path[96], *state = NULL;
+        snprintf(path, sizeof path, "/api/v1/experiments/%lld/logs", (long long)id);
+        rc = dt_cli_print_logs(c, WHO " create", path, true, true);
+        if (!rc) rc = dt_cli_wait_experiment(c, WHO " create", id, &state);
+        if (!rc) {
+            fprintf(stderr, "experiment %lld: %s\n", (long long)id, state);
+            rc = strcmp(state, "COMPLETED") ? DT_EXIT_FAILED : DT_EXIT_OK;
+        }
+        free(state);
+    }
+    dt_client_free(c);
+    return rc;
+}
+
+static void put_progress(dt_cli_table *t, const json_t *e) {
+    double p;
+    if (dt_json_number(json_object_get(e, "progress"), &p))
+        dt_cli_table_putf(t, "%.0f%%", p * 100);
+    else
+        dt_cli_table_put(t, NULL);
+}
+
+static void print_list(const json_t *ans, dt_cli_mode mode) {
+    const char *hdr[] = {"ID", "NAME", "STATE", "PROGRESS", "TRIALS", "BEST", "START", "DURATION"};
+    dt_cli_table *t = dt_cli_table_new(8, hdr);
+    size_t i;
+    json_t *e;
+    char buf[32];
+    json_array_foreach(json_object_get(ans, "experiments"), i, e) {
+        dt_cli_table_row(t);
+        dt_cli_table_put_json(t, json_object_get(e, "id"));
+        dt_cli_table_put_json(t, json_object_get(e, "name"));
+        dt_cli_table_put_json(t, json_object_get(e, "state"));
+        put_progress(t, e);
+        dt_cli_table_put_json(t, json_object_get(e, "num_trials"));
+        dt_cli_table_put_json(t, json_object_get(e, "best_metric"));
+        const char *st = json_string_value(json_object_get(e, "start_time"));
+        dt_cli_table_put(t, dt_cli_fmt_time(st, buf, sizeof buf));
+        dt_cli_table_put(t, dt_cli_fmt_span(st, json_string_value(json_object_get(e, "end_time")),
+                                            buf, sizeof buf));
+    }
+    dt_cli_table_print(t, stdout, mode, false);
+    dt_cli_table_free(t);
+}
+
+static void print_describe(const json_t *ans, dt_cli_mode mode) {
+    const json_t *e = json_object_get(ans, "experiment");
+    dt_cli_table *t = dt_cli_table_new(2, NULL);
+    static const char *const keys[] = {
+        "id",         "name",       "description",     "state",
+        "model_dir",  "num_trials", "searcher_metric", "smaller_is_better",
+        "best_metric"};
+    dt_cli_fields(t, e, keys, sizeof keys / sizeof *keys);
+    dt_cli_table_row(t);
+    dt_cli_table_put(t, "progress");
+    put_progress(t, e);
+    dt_cli_fields_times(t, e);
+    dt_cli_table_print(t, stdout, mode, false);
+    dt_cli_table_free(t);
+    printf("\n");
+    dt_cli_print_trials(json_object_get(ans, "trials"), stdout, mode);
+}
+
+/* The verbs that take one experiment ID: GET or POST one route, print the answer. */
+static int one_id(const char *verb, int argc, char **argv) {
+    bool json = false, follow = false;
+    const char *pos[1];
+    char err[512], who[64], path[128];
+    snprintf(who, sizeof who, WHO " %s", verb);
+    bool lists = !strcmp(verb, "describe") || !strcmp(verb, "list-trials");
+    bool logs = !strcmp(verb, "logs");
+    dt_cli_opt opts[] = {{.name = "--json", .flag = &json}, {.name = "--follow", .flag = &follow}};
+    int n = dt_cli_parse(argc, argv, opts + (lists ? 0 : 1), lists || logs ? 1 : 0, pos, 1, 1, "ID",
+                         err, sizeof err);
+    if (n == DT_CLI_HELP) return usage(stdout), DT_EXIT_OK;
+    int64_t id;
+    if (n < 0 || !dt_cli_parse_id(pos[0], "the experiment ID", &id, err, sizeof err))
+        return dt_cli_usage_error(who, err, usage);
+    dt_client *c = dt_cli_connect(who, true);
+    if (!c) return DT_EXIT_UNREACHABLE;
+    int rc;
+    json_t *ans = NULL;
+    const char *base = "/api/v1/experiments";
+    dt_cli_mode mode = dt_cli_mode_for(json, stdout);
+    if (logs) {
+        snprintf(path, sizeof path, "%s/%lld/logs", base, (long long)id);
+        rc = dt_cli_print_logs(c, who, path, follow, true);
+    } else if (!strcmp(verb, "wait")) {
+        char *state = NULL;
+        rc = dt_cli_wait_experiment(c, who, id, &state);
+        if (!rc) {
+            printf("experiment %lld: %s\n", (long long)id, state);
+            rc = !strcmp(state, "COMPLETED") ? 0 : !strcmp(state, "ERROR") ? 1 : 2;
+        }
+        free(state);
+    } else if (lists) {
+        bool trials = !strcmp(verb, "list-trials");
+        snprintf(path, sizeof path, "%s/%lld%s", base, (long long)id, trials ? "/trials" : "");
+        rc = dt_cli_request(c, who, "GET", path, NULL, &ans, ID_HINT);
+        if (!rc && mode == DT_CLI_JSON)
+            dt_cli_print_json(stdout, ans);
+        else if (!rc && trials)
+            dt_cli_print_trials(json_object_get(ans, "trials"), stdout, mode);
+        else if (!rc)
+            print_describe(ans, mode);
+    } else if (!strcmp(verb, "delete")) {
+        snprintf(path, sizeof path, "%s/%lld", base, (long long)id);
+        rc = dt_cli_request(c, who, "DELETE", path, NULL, NULL,
+                            "only an ended experiment can be deleted: kill it first");
+        if (!rc) printf("deleted experiment %lld\n", (long long)id);
+    } else { /* pause, activate, cancel, kill */
+        snprintf(path, sizeof path, "%s/%lld/%s", base, (long long)id, verb);
+        rc = dt_cli_change(c, who, path, ID_HINT, "experiment", id);
+    }
+    json_decref(ans);
+    dt_client_free(c);
+    return rc;
+}
+
+static int list(int argc, char **argv) {
+    bool json = false;
+    char err[256];
+    dt_cli_opt opts[] = {{.name = "--json", .flag = &json}};
+    int n = dt_cli_parse(argc, argv, opts, 1, NULL, 0, 0, "", err, sizeof err);
+    if (n == DT_CLI_HELP) return usage(stdout), DT_EXIT_OK;
+    if (n < 0) return dt_cli_usage_error(WHO " list", err, usage);
+    dt_client *c = dt_cli_connect(WHO " list", true);
+    if (!c) return DT_EXIT_UNREACHABLE;
+    json_t *ans;
+    int rc = dt_cli_request(c, WHO " list", "GET", "/api/v1/experiments", NULL, &ans, NULL);
+    if (!rc) {
+        dt_cli_mode mode = dt_cli_mode_for(json, stdout);
+        if (mode == DT_CLI_JSON)
+            dt_cli_print_json(stdout, ans);
+        else
+            print_list(ans, mode);
+        json_decref(ans);
+    }
+    dt_client_free(c);
+    return rc;
+}
+
+int dt_cli_experiment(int argc, char **argv) {
+    static const char *const one[] = {"describe", "logs",   "pause", "activate",   "cancel",
+                                      "kill",     "delete", "wait",  "list-trials"};
+    if (argc < 1) return dt_cli_usage_error(WHO, "missing the verb", usage);
+    const char *v = argv[0];
+    if (!strcmp(v, "--help") || !strcmp(v, "-h") || !strcmp(v, "help"))
+        return usage(stdout), DT_EXIT_OK;
+    if (!strcmp(v, "create")) return create(argc - 1, argv + 1);
+    if (!strcmp(v, "list")) return list(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof one / sizeof *one; i++)
+        if (!strcmp(v, one[i])) return one_id(v, argc - 1, argv + 1);
+    char err[128];
+    snprintf(err, sizeof err, "unknown verb '%s'", v);
+    return dt_cli_usage_error(WHO, err, usage);
+}
