@@ -25,9 +25,12 @@ DT_API dt_status dt_modeldir_toolchain(char *include_dir, size_t ni, char *lib_d
  *   - with a Makefile: `make -C model_dir DTRAIN_INCLUDE=... DTRAIN_LIBDIR=... <module>.so`
  *     and the object is model_dir/<module>.so;
  *   - without: every *.c of model_dir compiled with `cc -shared -fPIC -O2 -fopenmp` against
- *     the dtrain headers and library into out_dir/<module>.so.
- * The compiler's messages (file:line: ...) go to stderr as they are. DT_ERR_CONFIG when the
- * directory has no sources or the build fails (the message says which command failed). */
+ *     the dtrain headers and library into out_dir/<module>.so;
+ *   - module NULL (a command entrypoint): the Makefile's default target, or nothing without a
+ *     Makefile; so_path is "".
+ * DT_ERR_CONFIG when the directory has no sources or the build fails: the message says which
+ * command failed and ends with the tail of its messages (file:line: ...), so they reach
+ * whoever asked for the build; a successful build's warnings go to stderr. */
 DT_API dt_status dt_modeldir_build(const char *model_dir, const char *module, const char *out_dir,
                                    char *so_path, size_t n);
 

@@ -16,6 +16,7 @@
 enum { DT_EXIT_OK = 0, DT_EXIT_FAILED = 1, DT_EXIT_USAGE = 2, DT_EXIT_UNREACHABLE = 3 };
 
 int dt_cli_bench(int argc, char **argv);
+int dt_cli_worker(int argc, char **argv);
 int dt_cli_train(int argc, char **argv);
 /* Replace this process with `mpirun -np slots <dtrain> <subcommand> <args minus --slots>`
  * (dt_launch_mpirun). Returns only on failure, after printing why: the exit code 1. */

@@ -28,7 +28,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "bench")) return dt_cli_bench(argc - 2, argv + 2);
     if (!strcmp(argv[1], "train")) return dt_cli_train(argc - 2, argv + 2);
-    if (!strcmp(argv[1], "worker")) return dt_worker_main(); /* run by the master: not in usage */
+    if (!strcmp(argv[1], "worker")) return dt_cli_worker(argc - 2, argv + 2); /* (the master's) */
     if (!strcmp(argv[1], "master")) return dt_cli_master(argc - 2, argv + 2);
     if (!strcmp(argv[1], "experiment")) return dt_cli_experiment(argc - 2, argv + 2);
     if (!strcmp(argv[1], "trial")) return dt_cli_trial(argc - 2, argv + 2);

@@ -19,9 +19,10 @@
 #include <string.h>
 
 static const char *const MIGRATIONS[] = {
-    /* 0 -> 1: the core tables */
+    /* 0 -> 1: the core tables (experiment and trial ids are never reused: a deleted
+     * experiment's id and paths never name another) */
     "CREATE TABLE experiments ("
-    " id INTEGER PRIMARY KEY,"
+    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
     " name TEXT NOT NULL,"
     " description TEXT NOT NULL,"
     " state TEXT NOT NULL,"
@@ -39,7 +40,7 @@ static const char *const MIGRATIONS[] = {
     " snapshot TEXT NOT NULL,"
     " time TEXT NOT NULL);"
     "CREATE TABLE trials ("
-    " id INTEGER PRIMARY KEY,"
+    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
     " experiment_id INTEGER NOT NULL REFERENCES experiments(id) ON DELETE CASCADE,"
     " request_id INTEGER NOT NULL,"
     " state TEXT NOT NULL,"

@@ -176,7 +176,8 @@ expect 1 "hint:" -- experiment create "$W/tiny.yaml" "$MODEL" --config searcher.
   > "$W/o" 2>&1
 rc=$?
 check '[ $rc -eq 0 ]' "create with a valid --config: rc $rc: $(cat "$W/o")"
-"$DTRAIN" experiment describe 3 --json > "$W/o" 2>&1
+OV=$(sed -n 's/^created experiment \([0-9]*\).*/\1/p' "$W/o")
+"$DTRAIN" experiment describe "$OV" --json > "$W/o" 2>&1
 check '"$PY" -c "import json,sys; e=json.load(open(sys.argv[1]))[\"experiment\"]; assert e[\"config\"][\"searcher\"][\"max_length\"][\"batches\"]==20" "$W/o"' \
   "--config searcher.max_length.batches=20 not applied: $(head -c 400 "$W/o")"
 "$DTRAIN" experiment kill 3 > /dev/null 2>&1

@@ -88,7 +88,8 @@ fi
 # 3. a second run on a checkpoint directory in use: a clear error; the first run (long enough
 # to outlast the second's start and its grace for a dying holder) unharmed
 D=$W/lock
-"$DTRAIN" train "$CFG" "$TOY" --checkpoint-dir "$D" --quiet > "$D.out" 2>&1 &
+sed 's/  lr: 0.01/  lr: 0.01\n  batch_ms: 20/' "$CFG" > "$W/slow.yaml"
+"$DTRAIN" train "$W/slow.yaml" "$TOY" --checkpoint-dir "$D" --quiet > "$D.out" 2>&1 &
 FIRST=$!
 BG+=("$FIRST")
 if wait_batch "$D" 2 "$FIRST"; then

@@ -1,0 +1,29 @@
+/* worker.c — `dtrain worker [--slots N]`: what the master runs for one trial run (not in the
+ * usage). With several slots it re-runs itself under mpirun, one rank per slot: mpirun is then
+ * the process the master started, so it dies with the master and its ranks die with it. */
+#include "cli.h"
+
+#include "dtrain/master.h"
+#include "dtrain/runner.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int dt_cli_worker(int argc, char **argv) {
+    long slots = 1;
+    for (int i = 0; i < argc; i++) {
+        char *end = NULL;
+        if (!strcmp(argv[i], "--slots") && i + 1 < argc &&
+            (slots = strtol(argv[++i], &end, 10)) >= 1 && !*end)
+            continue;
+        fprintf(stderr, "usage: dtrain worker [--slots N] (run by the master for a trial)\n");
+        return 2;
+    }
+    if (dt_launch_needs_mpirun(slots)) {
+        dt_launch_mpirun((int)slots, "worker", 0, NULL);
+        fprintf(stderr, "error: %s\n", dt_last_error());
+        return 1;
+    }
+    return dt_worker_main();
+}

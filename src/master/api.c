@@ -1,0 +1,99 @@
+/*
+ * api.c — the REST API's route table (docs/api.md) and the handlers for the master itself.
+ * The experiment handlers are in api_exp.c, the trial and checkpoint handlers in
+ * api_trial.c. Every handler takes the master's lock for its whole run.
+ */
+#include "api_impl.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- shared by the handlers ---- */
+
+void m_api_fail(dt_http_resp *resp, dt_status st) {
+    int code = st == DT_ERR_CONFIG || st == DT_ERR_INVALID ? 400 : st == DT_ERR_STATE ? 409 : 500;
+    dt_http_error(resp, code, "%s", dt_last_error());
+}
+
+void m_api_status(dt_http_resp *resp, dt_status st, json_t *ok) {
+    if (st != DT_OK) {
+        json_decref(ok);
+        m_api_fail(resp, st);
+        return;
+    }
+    resp->json = ok ? ok : json_object();
+}
+
+bool m_api_id(const dt_http_req *req, int i, int64_t *id, dt_http_resp *resp) {
+    const char *s = i < req->n_params ? req->params[i] : NULL;
+    char *end = NULL;
+    errno = 0;
+    long long v = s ? strtoll(s, &end, 10) : 0;
+    if (!s || !*s || *end || errno || v <= 0) {
+        dt_http_error(resp, 400, "'%s' is not an id; hint: ids are positive integers",
+                      s ? s : "");
+        return false;
+    }
+    *id = v;
+    return true;
+}
+
+int64_t m_api_query_int(const dt_http_req *req, const char *key, int64_t dflt) {
+    const char *s = dt_http_query(req, key);
+    char *end = NULL;
+    long long v = s ? strtoll(s, &end, 10) : 0;
+    return s && *s && !*end ? v : dflt;
+}
+
+/* ---- the master ---- */
+
+static void get_master(void *app, const dt_http_req *req, dt_http_resp *resp) {
+    (void)req;
+    master *m = app;
+    pthread_mutex_lock(&m->lock);
+    int used = 0;
+    for (int i = 0; i < m->slots; i++) used += m->slot_busy[i] != 0;
+    resp->json = json_pack("{ss,si,si,si,ss,sf}", "version", "0.1.0", "pid", (int)getpid(),
+                           "slots", m->slots, "slots_used", used, "home", m->home, "uptime_s",
+                           m_now() - m->started);
+    pthread_mutex_unlock(&m->lock);
+}
+
+static void post_shutdown(void *app, const dt_http_req *req, dt_http_resp *resp) {
+    (void)req;
+    master *m = app;
+    m->stop = 1;
+    resp->json = json_object();
+}
+
+const dt_http_route m_routes[] = {
+    {"GET", "/api/v1/master", get_master},
+    {"POST", "/api/v1/master/shutdown", post_shutdown},
+    {"POST", "/api/v1/experiments", m_api_create_experiment},
+    {"GET", "/api/v1/experiments", m_api_list_experiments},
+    {"GET", "/api/v1/experiments/{}", m_api_get_experiment},
+    {"DELETE", "/api/v1/experiments/{}", m_api_delete_experiment},
+    {"GET", "/api/v1/experiments/{}/trials", m_api_experiment_trials},
+    {"GET", "/api/v1/experiments/{}/checkpoints", m_api_experiment_checkpoints},
+    {"GET", "/api/v1/experiments/{}/logs", m_api_experiment_logs},
+    {"POST", "/api/v1/experiments/{}/{}", m_api_experiment_action},
+    {"GET", "/api/v1/trials/{}", m_api_get_trial},
+    {"GET", "/api/v1/trials/{}/metrics", m_api_trial_metrics},
+    {"GET", "/api/v1/trials/{}/logs", m_api_trial_logs},
+    {"GET", "/api/v1/trials/{}/checkpoints", m_api_trial_checkpoints},
+    {"POST", "/api/v1/trials/{}/kill", m_api_kill_trial},
+    {"GET", "/api/v1/checkpoints/{}", m_api_get_checkpoint},
+    /* from a trial run */
+    {"GET", "/api/v1/trials/{}/spec", m_api_trial_spec},
+    {"POST", "/api/v1/trials/{}/metrics", m_api_post_metrics},
+    {"POST", "/api/v1/trials/{}/progress", m_api_post_progress},
+    {"GET", "/api/v1/trials/{}/searcher/operation", m_api_searcher_op},
+    {"POST", "/api/v1/trials/{}/searcher/completed", m_api_searcher_completed},
+    {"POST", "/api/v1/trials/{}/checkpoints", m_api_post_checkpoint},
+    {"GET", "/api/v1/trials/{}/preempt", m_api_preempt},
+    {"POST", "/api/v1/trials/{}/early_exit", m_api_early_exit},
+    {"POST", "/api/v1/trials/{}/stopped", m_api_stopped},
+};
+const int m_n_routes = (int)(sizeof m_routes / sizeof *m_routes);

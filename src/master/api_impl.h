@@ -1,0 +1,49 @@
+/*
+ * api_impl.h — the REST handlers (one per route, named after it) and what they share.
+ */
+#ifndef DTRAIN_MASTER_API_IMPL_H
+#define DTRAIN_MASTER_API_IMPL_H
+
+#include "master_impl.h"
+
+/* Answer with the thread's error: 400 for bad input, 409 for a state conflict, else 500. */
+void m_api_fail(dt_http_resp *resp, dt_status st);
+/* `ok` (stolen; NULL: {}) on DT_OK, else m_api_fail. */
+void m_api_status(dt_http_resp *resp, dt_status st, json_t *ok);
+/* The i-th path parameter as an id; false with a 400 answer when it is not one. */
+bool m_api_id(const dt_http_req *req, int i, int64_t *id, dt_http_resp *resp);
+int64_t m_api_query_int(const dt_http_req *req, const char *key, int64_t dflt);
+
+/* A page of log lines (query after, limit) of an experiment or a trial; "done" when the
+ * owner is terminal and no line is left. */
+void m_api_logs(master *m, int64_t exp_id, int64_t trial_id, bool terminal,
+                const dt_http_req *req, dt_http_resp *resp);
+
+/* api_exp.c */
+void m_api_create_experiment(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_list_experiments(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_get_experiment(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_delete_experiment(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_experiment_trials(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_experiment_checkpoints(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_experiment_logs(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_experiment_action(void *app, const dt_http_req *req, dt_http_resp *resp);
+
+/* api_trial.c */
+void m_api_get_trial(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_trial_metrics(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_trial_logs(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_trial_checkpoints(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_kill_trial(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_get_checkpoint(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_trial_spec(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_post_metrics(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_post_progress(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_searcher_op(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_searcher_completed(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_post_checkpoint(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_preempt(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_early_exit(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_stopped(void *app, const dt_http_req *req, dt_http_resp *resp);
+
+#endif

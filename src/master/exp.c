@@ -1,0 +1,719 @@
+/*
+ * exp.c — experiments on the master: creating one (config and overrides, the searcher, the
+ * model directory built once), turning the searcher's operations into trials and their
+ * operation queues, the users' state changes (pause, activate, cancel, kill, delete), the
+ * end of a trial run, and loading the live experiments again after a restart.
+ *
+ * Every searcher event is one store transaction: the trials it creates, the operation
+ * queues it changes and the searcher snapshot after it commit together, so a master killed
+ * at any point restarts with a searcher that matches its trials.
+ */
+#define _GNU_SOURCE
+#include "master_impl.h"
+
+#include "gc.h"
+
+#include "dtrain/runner.h"
+
+#include "base/base_impl.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *const TERMINAL[] = {"COMPLETED", "CANCELED", "ERROR", "DELETING"};
+
+bool m_state_terminal(const char *s) {
+    for (size_t i = 0; i < sizeof TERMINAL / sizeof *TERMINAL; i++)
+        if (!strcmp(s, TERMINAL[i])) return true;
+    return false;
+}
+
+/* ---- lengths as JSON: {"batches": N} ---- */
+
+dt_status m_length_from_json(const json_t *j, dt_length *out) {
+    static const struct { const char *key; dt_unit u; } units[] = {
+        {"batches", DT_UNIT_BATCHES}, {"epochs", DT_UNIT_EPOCHS}, {"records", DT_UNIT_RECORDS}};
+    if (json_is_object(j) && json_object_size(j) == 1)
+        for (size_t i = 0; i < 3; i++) {
+            json_t *v = json_object_get(j, units[i].key);
+            if (json_is_integer(v) && json_integer_value(v) > 0) {
+                *out = (dt_length){units[i].u, json_integer_value(v)};
+                return DT_OK;
+            }
+        }
+    return dt_error(DT_ERR_INVALID, "a length must be {\"batches\"|\"epochs\"|\"records\": N} "
+                                    "with N > 0");
+}
+
+json_t *m_length_json(dt_length len) {
+    return json_pack("{sI}", dt_unit_name(len.unit), (json_int_t)len.n);
+}
+
+static bool len_eq(dt_length a, dt_length b) {
+    return a.unit == b.unit && a.n == b.n;
+}
+
+/* ---- lookup ---- */
+
+m_exp *m_exp_find(master *m, int64_t id) {
+    for (int i = 0; i < m->n_exps; i++)
+        if (m->exps[i]->id == id) return m->exps[i];
+    return NULL;
+}
+
+m_trial *m_trial_find(master *m, int64_t id, m_exp **exp) {
+    for (int i = 0; i < m->n_exps; i++)
+        for (int j = 0; j < m->exps[i]->n_trials; j++)
+            if (m->exps[i]->trials[j]->id == id) {
+                if (exp) *exp = m->exps[i];
+                return m->exps[i]->trials[j];
+            }
+    return NULL;
+}
+
+static m_trial *trial_by_request(m_exp *e, int64_t rid) {
+    for (int j = 0; j < e->n_trials; j++)
+        if (e->trials[j]->request_id == rid) return e->trials[j];
+    return NULL;
+}
+
+void m_trial_ckpt_dir(const m_trial *t, char *buf, size_t n) {
+    snprintf(buf, n, "%s/exp-%lld/trial-%lld", t->exp->ckpt_root, (long long)t->exp->id,
+             (long long)t->id);
+}
+
+static void trial_free(m_trial *t) {
+    if (!t) return;
+    json_decref(t->hparams);
+    free(t->cpus);
+    free(t);
+}
+
+void m_exp_free(m_exp *e) {
+    if (!e) return;
+    for (int i = 0; i < e->n_trials; i++) trial_free(e->trials[i]);
+    free(e->trials);
+    dt_searcher_free(e->search);
+    dt_expconf_free(e->cfg);
+    free(e->so_path);
+    free(e->model_dir);
+    free(e->ckpt_root);
+    free(e);
+}
+
+static dt_status add_exp(master *m, m_exp *e) {
+    if (m->n_exps == m->cap_exps) {
+        int cap = m->cap_exps ? 2 * m->cap_exps : 8;
+        m_exp **v = realloc(m->exps, (size_t)cap * sizeof *v);
+        if (!v) return dt_error(DT_ERR_OOM, "out of memory");
+        m->exps = v;
+        m->cap_exps = cap;
+    }
+    m->exps[m->n_exps++] = e;
+    return DT_OK;
+}
+
+static m_trial *add_trial(m_exp *e) {
+    if (e->n_trials == e->cap_trials) {
+        int cap = e->cap_trials ? 2 * e->cap_trials : 16;
+        m_trial **v = realloc(e->trials, (size_t)cap * sizeof *v);
+        if (!v) return NULL;
+        e->trials = v;
+        e->cap_trials = cap;
+    }
+    m_trial *t = calloc(1, sizeof *t);
+    if (t) e->trials[e->n_trials++] = t;
+    return t;
+}
+
+/* ---- states ---- */
+
+void m_trial_set_state(master *m, m_trial *t, const char *state, const char *reason) {
+    snprintf(t->state, sizeof t->state, "%s", state);
+    if (dt_store_trial_set_state(m->store, t->id, state, reason) != DT_OK)
+        dt_log(DT_LOG_ERROR, "trial %lld: %s", (long long)t->id, dt_last_error());
+}
+
+void m_exp_set_state(master *m, m_exp *e, const char *state) {
+    snprintf(e->state, sizeof e->state, "%s", state);
+    if (dt_store_exp_set_state(m->store, e->id, state) != DT_OK)
+        dt_log(DT_LOG_ERROR, "experiment %lld: %s", (long long)e->id, dt_last_error());
+}
+
+/* ---- the searcher's operations ---- */
+
+static json_t *trial_ops_json(const m_trial *t) {
+    json_t *ops = json_array();
+    for (int i = 0; i < t->n_ops; i++) json_array_append_new(ops, m_length_json(t->ops[i]));
+    return json_pack("{so,sb,so}", "ops", ops, "closed", t->closed, "completed",
+                     t->completed.n ? m_length_json(t->completed) : json_null());
+}
+
+static dt_status save_trial_ops(master *m, const m_trial *t) {
+    json_t *j = trial_ops_json(t);
+    dt_status st = j ? dt_store_trial_set_ops(m->store, t->id, j)
+                     : dt_error(DT_ERR_OOM, "out of memory");
+    json_decref(j);
+    return st;
+}
+
+static void load_trial_ops(m_trial *t, const json_t *j) {
+    const json_t *ops = json_object_get(j, "ops"), *v;
+    size_t i;
+    json_array_foreach(ops, i, v) {
+        if (t->n_ops < M_MAX_OPS && m_length_from_json(v, &t->ops[t->n_ops]) == DT_OK) t->n_ops++;
+    }
+    t->closed = json_is_true(json_object_get(j, "closed"));
+    if (m_length_from_json(json_object_get(j, "completed"), &t->completed) != DT_OK)
+        t->completed = (dt_length){DT_UNIT_BATCHES, 0};
+}
+
+/* The trial seed: the experiment seed mixed with the request id (splitmix64). */
+static uint64_t trial_seed(const m_exp *e, int64_t rid) {
+    uint64_t z = e->cfg->experiment_seed + 0x9e3779b97f4a7c15ull * (uint64_t)rid;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (z ^ (z >> 31)) & 0x7fffffffu;
+}
+
+/* Apply `ops` (which grows while trial creations add the searcher's answers). */
+static dt_status apply_ops(master *m, m_exp *e, dt_search_ops *ops) {
+    for (int i = 0; i < ops->n; i++) {
+        dt_search_op *op = &ops->v[i];
+        m_trial *t = op->kind == DT_SEARCH_SHUTDOWN ? NULL : trial_by_request(e, op->request_id);
+        dt_status st = DT_OK;
+        switch (op->kind) {
+        case DT_SEARCH_CREATE: {
+            if (t) return dt_error(DT_ERR_STATE, "the searcher created request %lld twice",
+                                   (long long)op->request_id);
+            if (!(t = add_trial(e))) return dt_error(DT_ERR_OOM, "out of memory");
+            t->exp = e;
+            t->request_id = op->request_id;
+            t->hparams = json_incref(op->hparams);
+            t->seed = trial_seed(e, op->request_id);
+            t->best = NAN;
+            snprintf(t->state, sizeof t->state, "%s",
+                     !strcmp(e->state, "PAUSED") ? "PAUSED" : "ACTIVE");
+            if ((st = dt_store_trial_insert(m->store, e->id, t->request_id, t->hparams, t->seed,
+                                            &t->id)) != DT_OK)
+                return st;
+            if (strcmp(t->state, "ACTIVE") &&
+                (st = dt_store_trial_set_state(m->store, t->id, t->state, NULL)) != DT_OK)
+                return st;
+            st = dt_searcher_trial_created(e->search, t->request_id, ops);
+            break;
+        }
+        case DT_SEARCH_VALIDATE_AFTER:
+            if (!t) return dt_error(DT_ERR_STATE, "the searcher gave an operation to unknown "
+                                                  "request %lld", (long long)op->request_id);
+            if (t->n_ops == M_MAX_OPS)
+                return dt_error(DT_ERR_STATE, "trial %lld has %d operations queued",
+                                (long long)t->id, M_MAX_OPS);
+            t->ops[t->n_ops++] = op->length;
+            st = save_trial_ops(m, t);
+            break;
+        case DT_SEARCH_CLOSE:
+            if (!t) return dt_error(DT_ERR_STATE, "the searcher closed unknown request %lld",
+                                    (long long)op->request_id);
+            t->closed = true;
+            st = save_trial_ops(m, t);
+            break;
+        case DT_SEARCH_SHUTDOWN:
+            e->shutdown = true;
+            e->shutdown_cancel = op->cancel;
+            e->shutdown_failure = op->failure;
+            break;
+        }
+        if (st != DT_OK) return st;
+    }
+    return DT_OK;
+}
+
+/* Finish a searcher event: apply its operations and store the snapshot, in the
+ * transaction the caller began. On error the experiment ends in ERROR. */
+static dt_status end_event(master *m, m_exp *e, dt_status st, dt_search_ops *ops) {
+    if (st == DT_OK) st = apply_ops(m, e, ops);
+    json_t *snap = st == DT_OK ? dt_searcher_save(e->search) : NULL;
+    if (st == DT_OK && !snap) st = dt_last_status();
+    if (st == DT_OK) st = dt_store_searcher_save(m->store, e->id, snap);
+    if (st == DT_OK) st = dt_store_exp_set_progress(m->store, e->id, dt_searcher_progress(e->search));
+    json_decref(snap);
+    dt_search_ops_free(ops);
+    if (st == DT_OK) return dt_store_commit(m->store);
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", dt_last_error());
+    dt_store_rollback(m->store);
+    dt_log(DT_LOG_ERROR, "experiment %lld: the searcher failed: %s", (long long)e->id, msg);
+    e->shutdown = true;
+    e->shutdown_failure = true;
+    return dt_error(st, "%s", msg);
+}
+
+dt_status m_trial_completed_op(master *m, m_trial *t, dt_length len, double metric) {
+    m_exp *e = t->exp;
+    if (t->n_ops == 0 || !len_eq(t->ops[0], len)) {
+        /* a run resumed from an earlier checkpoint completes an operation again */
+        if (t->completed.n && len.unit == t->completed.unit && len.n <= t->completed.n)
+            return DT_OK;
+        char a[64];
+        return dt_error(DT_ERR_STATE, "trial %lld has no operation to train to %s",
+                        (long long)t->id, dt_length_format(len, a, sizeof a));
+    }
+    if (dt_store_begin(m->store) != DT_OK) return dt_last_status();
+    memmove(t->ops, t->ops + 1, (size_t)--t->n_ops * sizeof *t->ops);
+    t->completed = len;
+    dt_status st = save_trial_ops(m, t);
+    dt_search_ops ops = {0};
+    if (st == DT_OK) st = dt_searcher_validation_completed(e->search, t->request_id, metric, len, &ops);
+    return end_event(m, e, st, &ops);
+}
+
+/* A trial ends in `state`: the state and the searcher's event about it (closed, or exited
+ * early for `why`) commit together, so a restarted master never finds an ended trial the
+ * searcher was not told about. `tell` false: no event (the experiment is stopping). */
+static void end_trial(master *m, m_trial *t, const char *state, const char *reason, bool tell,
+                      bool early, dt_search_exit why) {
+    m_exp *e = t->exp;
+    tell = tell && !m_state_terminal(e->state) && !e->shutdown;
+    bool txn = dt_store_begin(m->store) == DT_OK;
+    m_trial_set_state(m, t, state, reason);
+    if (!txn) return;
+    if (!tell) {
+        dt_store_commit(m->store);
+        return;
+    }
+    /* an early exit is told first, then (as for every trial whose process has ended) the close */
+    dt_search_ops ops = {0};
+    dt_status st = early ? dt_searcher_trial_exited_early(e->search, t->request_id, why, &ops)
+                         : DT_OK;
+    if (st == DT_OK) st = dt_searcher_trial_closed(e->search, t->request_id, &ops);
+    t->exited_early = early;
+    if (end_event(m, e, st, &ops) != DT_OK) m_trial_set_state(m, t, state, reason); /* rolled back */
+}
+
+/* ---- garbage collection ---- */
+
+static void gc(master *m, m_exp *e) {
+    dt_gc_policy p = dt_gc_policy_of(e->cfg);
+    if (dt_gc_run(m->store, e->id, &p, e->ckpt_root) != DT_OK)
+        dt_log(DT_LOG_ERROR, "experiment %lld: checkpoint GC: %s", (long long)e->id,
+               dt_last_error());
+}
+
+/* ---- a run ended ---- */
+
+void m_trial_run_ended(master *m, m_trial *t, int code) {
+    m_exp *e = t->exp;
+    if (m->stop) return; /* the master is stopping: the trial runs again at the next start */
+    bool paused = t->preempt && !strcmp(e->state, "PAUSED");
+    bool stopping = !strncmp(e->state, "STOPPING_", 9);
+    t->preempt = false;
+    if (t->killing || stopping) {
+        end_trial(m, t, "CANCELED", t->killing ? "killed" : "canceled", !stopping, true,
+                  DT_SEARCH_EXIT_USER_CANCELED);
+    } else if (code == 3 || t->invalid_hp) {
+        end_trial(m, t, "ERROR", "invalid_hp", true, true, DT_SEARCH_EXIT_INVALID_HP);
+    } else if (code == 0 && paused) {
+        m_trial_set_state(m, t, "PAUSED", NULL);
+    } else if (code == 0 && t->n_ops == 0 && t->closed) {
+        end_trial(m, t, "COMPLETED", NULL, true, false, 0);
+    } else if (code == 0 && t->n_ops == 0) {
+        /* done with its operations, waiting for the searcher: runs again when one comes */
+    } else if (t->restarts < e->cfg->max_restarts) {
+        if (dt_store_trial_add_restart(m->store, t->id, &t->restarts) != DT_OK) t->restarts++;
+        dt_log(DT_LOG_WARN, "trial %lld exited with %d: restart %lld of %lld", (long long)t->id,
+               code, (long long)t->restarts, (long long)e->cfg->max_restarts);
+    } else {
+        end_trial(m, t, "ERROR", "errored", true, true, DT_SEARCH_EXIT_ERRORED);
+    }
+    if (m_state_terminal(t->state)) gc(m, e);
+    m_exp_settle(m, e);
+}
+
+void m_trial_kill(master *m, m_trial *t) {
+    if (m_state_terminal(t->state)) return;
+    if (t->run) {
+        m_sched_kill(m, t); /* ends the run: m_trial_run_ended does the rest */
+        return;
+    }
+    end_trial(m, t, "CANCELED", "killed", true, true, DT_SEARCH_EXIT_USER_CANCELED);
+    gc(m, t->exp);
+    m_exp_settle(m, t->exp);
+}
+
+static bool any_running(const m_exp *e) {
+    for (int i = 0; i < e->n_trials; i++)
+        if (e->trials[i]->run) return true;
+    return false;
+}
+
+void m_exp_settle(master *m, m_exp *e) {
+    if (m_state_terminal(e->state) || any_running(e)) return;
+    const char *end = NULL;
+    if (!strcmp(e->state, "STOPPING_CANCELED") || !strcmp(e->state, "STOPPING_KILLED"))
+        end = "CANCELED";
+    else if (!strcmp(e->state, "STOPPING_ERROR"))
+        end = "ERROR";
+    else if (!strcmp(e->state, "STOPPING_COMPLETED"))
+        end = "COMPLETED";
+    else if (e->shutdown && !strcmp(e->state, "ACTIVE"))
+        end = e->shutdown_failure ? "ERROR" : e->shutdown_cancel ? "CANCELED" : "COMPLETED";
+    if (!end) return;
+    for (int i = 0; i < e->n_trials; i++)
+        if (!m_state_terminal(e->trials[i]->state))
+            m_trial_set_state(m, e->trials[i], !strcmp(end, "COMPLETED") ? "COMPLETED" : "CANCELED",
+                              NULL);
+    gc(m, e);
+    m_exp_set_state(m, e, end);
+    dt_log(DT_LOG_INFO, "experiment %lld %s", (long long)e->id, end);
+}
+
+/* ---- user actions ---- */
+
+dt_status m_exp_action(master *m, m_exp *e, const char *action) {
+    const char *s = e->state;
+    bool active = !strcmp(s, "ACTIVE"), paused = !strcmp(s, "PAUSED");
+    if (!strcmp(action, "pause")) {
+        if (paused) return DT_OK;
+        if (!active) goto refuse;
+        m_exp_set_state(m, e, "PAUSED");
+        for (int i = 0; i < e->n_trials; i++) {
+            m_trial *t = e->trials[i];
+            if (strcmp(t->state, "ACTIVE")) continue;
+            if (t->run)
+                t->preempt = true; /* checkpoints and exits; PAUSED when it has */
+            else
+                m_trial_set_state(m, t, "PAUSED", NULL);
+        }
+        return DT_OK;
+    }
+    if (!strcmp(action, "activate")) {
+        if (active) return DT_OK;
+        if (!paused) goto refuse;
+        m_exp_set_state(m, e, "ACTIVE");
+        for (int i = 0; i < e->n_trials; i++)
+            if (!strcmp(e->trials[i]->state, "PAUSED")) {
+                e->trials[i]->preempt = false;
+                m_trial_set_state(m, e->trials[i], "ACTIVE", NULL);
+            }
+        return DT_OK;
+    }
+    bool kill = !strcmp(action, "kill");
+    if (kill || !strcmp(action, "cancel")) {
+        if (!active && !paused && !(kill && !strcmp(s, "STOPPING_CANCELED"))) goto refuse;
+        m_exp_set_state(m, e, kill ? "STOPPING_KILLED" : "STOPPING_CANCELED");
+        for (int i = 0; i < e->n_trials; i++) {
+            m_trial *t = e->trials[i];
+            if (m_state_terminal(t->state)) continue;
+            if (!t->run)
+                m_trial_set_state(m, t, "CANCELED", kill ? "killed" : "canceled");
+            else if (kill)
+                m_sched_kill(m, t);
+            else
+                t->preempt = true;
+        }
+        m_exp_settle(m, e);
+        return DT_OK;
+    }
+    return dt_error(DT_ERR_INVALID, "unknown action '%s'; hint: use pause, activate, cancel or "
+                                    "kill", action);
+refuse:
+    return dt_error(DT_ERR_STATE, "experiment %lld is %s: it cannot %s", (long long)e->id, s,
+                    action);
+}
+
+/* ---- delete ---- */
+
+static void remove_tree(const char *path) {
+    char cmd[8300];
+    /* the paths are the master's own (checkpoint root and build directory), never a user's */
+    snprintf(cmd, sizeof cmd, "rm -rf -- '%s'", path);
+    if (!strchr(path, '\'') && system(cmd) != 0)
+        dt_log(DT_LOG_WARN, "could not remove %s", path);
+}
+
+dt_status m_exp_delete(master *m, int64_t id) {
+    m_exp *e = m_exp_find(m, id);
+    if (!e) return dt_error(DT_ERR_INVALID, "no experiment %lld", (long long)id);
+    if (!m_state_terminal(e->state))
+        return dt_error(DT_ERR_STATE, "experiment %lld is %s; hint: kill it first (dtrain "
+                                      "experiment kill %lld), then delete it",
+                        (long long)id, e->state, (long long)id);
+    char p[4600];
+    snprintf(p, sizeof p, "%s/exp-%lld", e->ckpt_root, (long long)id);
+    remove_tree(p);
+    snprintf(p, sizeof p, "%s/builds/exp-%lld", m->home, (long long)id);
+    remove_tree(p);
+    dt_status st = dt_store_exp_delete(m->store, id);
+    if (st != DT_OK) return st;
+    for (int i = 0; i < m->n_exps; i++)
+        if (m->exps[i] == e) {
+            m->exps[i] = m->exps[--m->n_exps];
+            break;
+        }
+    m_exp_free(e);
+    return DT_OK;
+}
+
+/* ---- create ---- */
+
+/* Set key.path = value (a YAML scalar or flow value) in the config's root. */
+static dt_status apply_override(json_t *root, const char *kv) {
+    const char *eq = strchr(kv, '=');
+    if (!eq || eq == kv)
+        return dt_error(DT_ERR_CONFIG, "override '%s' is not KEY=VALUE; hint: write e.g. "
+                                       "searcher.max_trials=4", kv);
+    dt_yaml_doc *vd = dt_yaml_load_string(eq + 1, strlen(eq + 1), "override");
+    if (!vd)
+        return dt_error(DT_ERR_CONFIG, "override '%s': the value is not YAML: %s", kv,
+                        dt_last_error());
+    json_t *val = json_incref(dt_yaml_root(vd));
+    dt_yaml_free(vd);
+    if (!val) val = json_string("");
+    char key[512];
+    snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv);
+    json_t *obj = root;
+    char *save = NULL, *part = strtok_r(key, ".", &save);
+    while (part) {
+        char *next = strtok_r(NULL, ".", &save);
+        if (!next) {
+            json_object_set_new(obj, part, val);
+            return DT_OK;
+        }
+        json_t *child = json_object_get(obj, part);
+        if (!child) json_object_set_new(obj, part, child = json_object());
+        if (!json_is_object(child)) {
+            json_decref(val);
+            return dt_error(DT_ERR_CONFIG, "override '%s': '%s' is not a mapping in the config",
+                            kv, part);
+        }
+        obj = child;
+        part = next;
+    }
+    json_decref(val);
+    return dt_error(DT_ERR_CONFIG, "override '%s' has an empty key", kv);
+}
+
+static dt_status parse_config(const json_t *body, dt_expconf **cfg) {
+    const char *text = json_string_value(json_object_get(body, "config_text"));
+    if (!text)
+        return dt_error(DT_ERR_CONFIG, "the request has no config_text; hint: send the "
+                                       "experiment config's YAML as \"config_text\"");
+    dt_yaml_doc *doc = dt_yaml_load_string(text, strlen(text), "config");
+    if (!doc) return dt_last_status();
+    json_t *root = dt_yaml_root(doc);
+    if (!json_is_object(root)) {
+        dt_yaml_free(doc);
+        return dt_error(DT_ERR_CONFIG, "the experiment config must be a mapping");
+    }
+    const json_t *ov = json_object_get(body, "overrides"), *v;
+    size_t i;
+    json_array_foreach(ov, i, v) {
+        dt_status st = json_is_string(v) ? apply_override(root, json_string_value(v))
+                                         : dt_error(DT_ERR_CONFIG, "overrides must be strings");
+        if (st != DT_OK) {
+            dt_yaml_free(doc);
+            return st;
+        }
+    }
+    return dt_expconf_from_doc(doc, 0, cfg);
+}
+
+static char *checkpoint_root(master *m, const dt_expconf *cfg) {
+    const dt_ckpt_storage_conf *c = &cfg->checkpoint_storage;
+    char base[4200], p[8400];
+    if (c->host_path)
+        snprintf(base, sizeof base, "%s", c->host_path);
+    else
+        snprintf(base, sizeof base, "%s/checkpoints", m->home);
+    if (c->storage_path && c->storage_path[0] == '/')
+        snprintf(p, sizeof p, "%s", c->storage_path);
+    else if (c->storage_path)
+        snprintf(p, sizeof p, "%s/%s", base, c->storage_path);
+    else
+        snprintf(p, sizeof p, "%s", base);
+    return strdup(p);
+}
+
+dt_status m_exp_create(master *m, const json_t *body, int64_t *id, json_t **warnings) {
+    *warnings = NULL;
+    const char *dir = json_string_value(json_object_get(body, "model_dir"));
+    struct stat sb;
+    if (!dir || dir[0] != '/')
+        return dt_error(DT_ERR_CONFIG, "model_dir must be an absolute path");
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return dt_error(DT_ERR_CONFIG, "model directory %s: %s; hint: pass the directory that "
+                                       "holds the trial's C sources",
+                        dir, stat(dir, &sb) ? strerror(errno) : "not a directory");
+    dt_expconf *cfg = NULL;
+    dt_status st = parse_config(body, &cfg);
+    if (st != DT_OK) return st;
+    if (cfg->slots_per_trial > m->slots) {
+        st = dt_error(DT_ERR_CONFIG, "resources.slots_per_trial is %lld but the master has %d "
+                                     "slots; hint: lower slots_per_trial or start the master "
+                                     "with --slots %lld",
+                      (long long)cfg->slots_per_trial, m->slots, (long long)cfg->slots_per_trial);
+        dt_expconf_free(cfg);
+        return st;
+    }
+    if (!cfg->has_experiment_seed) {
+        /* the seed the experiment runs with is part of its recorded config */
+        cfg->experiment_seed = (uint32_t)(time(NULL) ^ getpid()) & 0x7fffffffu;
+        cfg->has_experiment_seed = true;
+        json_t *r = json_object_get(cfg->json, "reproducibility");
+        if (!json_is_object(r)) json_object_set_new(cfg->json, "reproducibility", r = json_object());
+        json_object_set_new(r, "experiment_seed", json_integer(cfg->experiment_seed));
+    }
+    m_exp *e = calloc(1, sizeof *e);
+    if (!e) {
+        dt_expconf_free(cfg);
+        return dt_error(DT_ERR_OOM, "out of memory");
+    }
+    e->cfg = cfg;
+    e->model_dir = strdup(dir);
+    e->ckpt_root = checkpoint_root(m, cfg);
+    bool paused = json_is_false(json_object_get(body, "activate"));
+    snprintf(e->state, sizeof e->state, "%s", paused ? "PAUSED" : "ACTIVE");
+    if ((st = dt_searcher_new(cfg, cfg->experiment_seed, &e->search)) != DT_OK) goto fail;
+    const char *text = json_string_value(json_object_get(body, "config_text"));
+    if ((st = dt_store_exp_insert(m->store, cfg->json, text, dir, &e->id)) != DT_OK) goto fail;
+    /* build the model directory once for every trial of the experiment */
+    char out_dir[4300], so[4400];
+    snprintf(out_dir, sizeof out_dir, "%s/builds/exp-%lld", m->home, (long long)e->id);
+    char failed[4300];
+    int err = dt__mkdir_p(out_dir, failed, sizeof failed);
+    if (err) st = dt_error(DT_ERR_IO, "cannot create %s: %s", failed, strerror(err));
+    if (st != DT_OK ||
+        (st = dt_modeldir_build(dir, cfg->entry_command ? NULL : cfg->entry_module, out_dir,
+                                so, sizeof so)) != DT_OK ||
+        (st = dt_store_exp_set_build(m->store, e->id, so)) != DT_OK) {
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%s", dt_last_error());
+        dt_store_exp_delete(m->store, e->id);
+        st = dt_error(st, "%s", msg);
+        goto fail;
+    }
+    e->so_path = strdup(so);
+    if (paused && (st = dt_store_exp_set_state(m->store, e->id, "PAUSED")) != DT_OK) goto fail;
+    if ((st = add_exp(m, e)) != DT_OK) goto fail;
+    *id = e->id;
+    *warnings = json_array();
+    for (int i = 0; i < cfg->n_warnings; i++)
+        json_array_append_new(*warnings, json_string(cfg->warnings[i]));
+    if (dt_store_begin(m->store) != DT_OK) return DT_OK; /* logged; the searcher starts later */
+    dt_search_ops ops = {0};
+    st = dt_searcher_initial_operations(e->search, &ops);
+    end_event(m, e, st, &ops);
+    m_exp_settle(m, e);
+    return DT_OK;
+fail:
+    DT_KEEP_ERROR(m_exp_free(e));
+    return st;
+}
+
+/* ---- recovery ---- */
+
+static dt_status recover_trials(master *m, m_exp *e) {
+    json_t *rows = NULL, *r;
+    dt_status st = dt_store_trial_list(m->store, e->id, &rows);
+    if (st != DT_OK) return st;
+    size_t i;
+    json_array_foreach(rows, i, r) {
+        m_trial *t = add_trial(e);
+        if (!t) {
+            st = dt_error(DT_ERR_OOM, "out of memory");
+            break;
+        }
+        t->exp = e;
+        t->id = json_integer_value(json_object_get(r, "id"));
+        t->request_id = json_integer_value(json_object_get(r, "request_id"));
+        snprintf(t->state, sizeof t->state, "%s",
+                 json_string_value(json_object_get(r, "state")) ?: "ERROR");
+        t->hparams = json_incref(json_object_get(r, "hparams"));
+        t->seed = (uint64_t)json_integer_value(json_object_get(r, "seed"));
+        t->restarts = json_integer_value(json_object_get(r, "restarts"));
+        t->run_id = json_integer_value(json_object_get(r, "run_id"));
+        t->batches = json_integer_value(json_object_get(r, "batches"));
+        t->best = json_is_number(json_object_get(r, "best_validation"))
+                      ? json_number_value(json_object_get(r, "best_validation"))
+                      : NAN;
+        load_trial_ops(t, json_object_get(r, "ops"));
+        /* a run of the previous master: make sure every process of it is gone before the
+         * trial runs again (from its latest checkpoint; not counted as a restart) */
+        int64_t pgid = json_integer_value(json_object_get(r, "pgid"));
+        if (pgid > 1 && !m_state_terminal(t->state)) {
+            if (dt_launch_kill_group_wait((pid_t)pgid, 30) != DT_OK)
+                dt_log(DT_LOG_ERROR, "trial %lld: %s", (long long)t->id, dt_last_error());
+            dt_store_trial_set_run(m->store, t->id, t->run_id, 0);
+        }
+    }
+    json_decref(rows);
+    return st;
+}
+
+dt_status m_exp_recover(master *m) {
+    static const char *const live[] = {"ACTIVE", "PAUSED", "STOPPING_COMPLETED",
+                                       "STOPPING_CANCELED", "STOPPING_KILLED", "STOPPING_ERROR"};
+    int64_t *ids = NULL;
+    int n = 0;
+    dt_status st = dt_store_exp_ids(m->store, live, 6, &ids, &n);
+    for (int k = 0; st == DT_OK && k < n; k++) {
+        json_t *row = NULL, *snap = NULL;
+        if ((st = dt_store_exp_get(m->store, ids[k], &row)) != DT_OK) break;
+        m_exp *e = calloc(1, sizeof *e);
+        if (!e) {
+            json_decref(row);
+            st = dt_error(DT_ERR_OOM, "out of memory");
+            break;
+        }
+        e->id = ids[k];
+        snprintf(e->state, sizeof e->state, "%s", json_string_value(json_object_get(row, "state")));
+        e->model_dir = strdup(json_string_value(json_object_get(row, "model_dir")) ?: "");
+        const char *so = json_string_value(json_object_get(row, "so_path"));
+        e->so_path = so ? strdup(so) : NULL;
+        st = dt_expconf_from_json(json_object_get(row, "config"), 0, &e->cfg);
+        if (st == DT_OK) {
+            e->ckpt_root = checkpoint_root(m, e->cfg);
+            st = dt_searcher_new(e->cfg, e->cfg->experiment_seed, &e->search);
+        }
+        if (st == DT_OK) st = dt_store_searcher_load(m->store, e->id, &snap);
+        if (st == DT_OK && snap) st = dt_searcher_load(e->search, snap);
+        if (st == DT_OK) st = recover_trials(m, e);
+        json_decref(row);
+        json_decref(snap);
+        if (st != DT_OK) {
+            /* one experiment that cannot continue does not keep the others down */
+            dt_log(DT_LOG_ERROR, "experiment %lld cannot continue: %s", (long long)ids[k],
+                   dt_last_error());
+            dt_store_exp_set_state(m->store, ids[k], "ERROR");
+            m_exp_free(e);
+            st = DT_OK;
+            continue;
+        }
+        if ((st = add_exp(m, e)) != DT_OK) {
+            m_exp_free(e);
+            break;
+        }
+        bool all_ended = e->n_trials > 0;
+        for (int i = 0; i < e->n_trials; i++) all_ended &= m_state_terminal(e->trials[i]->state);
+        /* the searcher creates a trial's successor in the event that ends it: when every trial
+         * has ended, the search is over (its shutdown is not stored on its own) */
+        e->shutdown = all_ended;
+        if (!snap && dt_store_begin(m->store) == DT_OK) {
+            /* created, but the master stopped before its first searcher event */
+            dt_search_ops ops = {0};
+            end_event(m, e, dt_searcher_initial_operations(e->search, &ops), &ops);
+        }
+        m_exp_settle(m, e);
+        dt_log(DT_LOG_INFO, "experiment %lld: %s, %d trials", (long long)e->id, e->state,
+               e->n_trials);
+    }
+    free(ids);
+    return st;
+}

@@ -1,0 +1,189 @@
+/*
+ * master.c — the `dtrain master` process, in the order it runs:
+ *   1. claim the home directory (a lock file: one master per store) and write the pid file;
+ *   2. open the store (migrating it) and load the live experiments (exp.c, m_exp_recover);
+ *   3. serve the REST API (http.c, the routes of api.c) on its own thread;
+ *   4. run the scheduler (sched.c) on this thread until a signal or the shutdown route —
+ *      this thread also launches every trial run, so a run's PR_SET_PDEATHSIG fires only
+ *      when the master itself is gone;
+ *   5. preempt the running trials (they checkpoint and stay ACTIVE for the next start),
+ *      stop serving, close the store.
+ */
+#define _GNU_SOURCE
+#include "master_impl.h"
+
+#include "base/base_impl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TICK_US 10000 /* between scheduler passes: a slot freed is refilled within one */
+#define STOP_GRACE_S 20.0
+
+static volatile sig_atomic_t g_signal;
+
+static void on_signal(int sig) {
+    g_signal = sig;
+}
+
+double m_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+const char *dt_master_home(char *buf, size_t n) {
+    const char *h = getenv("DTRAIN_HOME");
+    if (h && *h)
+        snprintf(buf, n, "%s", h);
+    else
+        snprintf(buf, n, "%s/.dtrain", getenv("HOME") && *getenv("HOME") ? getenv("HOME") : ".");
+    return buf;
+}
+
+/* Hold <home>/master.lock for the master's life: a second master on the same store is
+ * refused with the holder's pid. Returns the descriptor, -1 with an error. */
+static int claim_home(const char *home) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/master.lock", home);
+    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return dt_error(DT_ERR_IO, "cannot open %s: %s; hint: check DTRAIN_HOME (%s)", p,
+                        strerror(errno), home),
+               -1;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char pid[32] = "?";
+        ssize_t r = pread(fd, pid, sizeof pid - 1, 0);
+        pid[r > 0 ? r : 1] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+        close(fd);
+        return dt_error(DT_ERR_STATE,
+                        "another master (pid %s) is running on %s; hint: use it (set "
+                        "DTRAIN_MASTER to its address), stop it with `dtrain master stop`, or "
+                        "set DTRAIN_HOME to another directory",
+                        pid, home),
+               -1;
+    }
+    char line[32];
+    int n = snprintf(line, sizeof line, "%d\n", (int)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)n, 0) != n) {
+        close(fd);
+        return dt_error(DT_ERR_IO, "cannot write %s: %s", p, strerror(errno)), -1;
+    }
+    return fd;
+}
+
+/* <home>/master.port and master.pid: how the CLI finds the master it started. */
+static void write_file(const char *home, const char *name, long v) {
+    char p[4200], tmp[4300];
+    snprintf(p, sizeof p, "%s/%s", home, name);
+    snprintf(tmp, sizeof tmp, "%s.tmp", p);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return;
+    fprintf(f, "%ld\n", v);
+    if (fclose(f) == 0) rename(tmp, p);
+}
+
+static void remove_file(const char *home, const char *name) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/%s", home, name);
+    unlink(p);
+}
+
+static void master_free(master *m) {
+    for (int i = 0; i < m->n_exps; i++) m_exp_free(m->exps[i]);
+    free(m->exps);
+    for (int i = 0; i < m->n_logs; i++) free(m->logs[i].line);
+    free(m->logs);
+    free(m->slot_busy);
+    if (m->launcher) m->launcher->ops->free(m->launcher);
+    dt_store_close(m->store);
+    pthread_mutex_destroy(&m->lock);
+    pthread_mutex_destroy(&m->log_lock);
+}
+
+dt_status dt_master_run(const dt_master_opts *o) {
+    master m;
+    memset(&m, 0, sizeof m);
+    m.o = *o;
+    if (!m.o.host) m.o.host = "127.0.0.1";
+    if (m.o.port < 0 || m.o.port > 65535)
+        return dt_error(DT_ERR_CONFIG, "port %d is out of range; hint: pass --port 1..65535",
+                        m.o.port);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    m.slots = m.o.slots > 0 ? m.o.slots : (int)(cores > 0 ? cores : 1);
+    if (m.o.home)
+        snprintf(m.home, sizeof m.home, "%s", m.o.home);
+    else
+        dt_master_home(m.home, sizeof m.home);
+    char failed[4200];
+    int err = dt__mkdir_p(m.home, failed, sizeof failed);
+    if (err)
+        return dt_error(DT_ERR_IO, "cannot create %s: %s; hint: set DTRAIN_HOME to a writable "
+                                   "directory",
+                        failed, strerror(err));
+    pthread_mutex_init(&m.lock, NULL);
+    pthread_mutex_init(&m.log_lock, NULL);
+    m.started = m_now();
+    dt_status st = DT_OK;
+    int lock_fd = claim_home(m.home);
+    if (lock_fd < 0) {
+        st = dt_last_status();
+        goto out;
+    }
+    char store_path[4200];
+    snprintf(store_path, sizeof store_path, "%s/store.db", m.home);
+    if ((st = dt_store_open(store_path, &m.store)) != DT_OK) goto out;
+    if (!(m.slot_busy = calloc((size_t)m.slots, sizeof *m.slot_busy)) ||
+        !(m.launcher = dt_launcher_local_new())) {
+        st = dt_error(DT_ERR_OOM, "out of memory starting the master");
+        goto out;
+    }
+    if ((st = m_exp_recover(&m)) != DT_OK) goto out;
+
+    struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term, old_pipe;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    struct sigaction ign = {.sa_handler = SIG_IGN};
+    sigaction(SIGPIPE, &ign, &old_pipe);
+
+    if ((st = dt_http_start(m.o.host, m.o.port, m_routes, m_n_routes, &m, &m.http)) == DT_OK) {
+        int port = dt_http_port(m.http);
+        const char *h = strcmp(m.o.host, "0.0.0.0") ? m.o.host : "127.0.0.1";
+        snprintf(m.url, sizeof m.url, "http://%s:%d", h, port);
+        write_file(m.home, "master.port", port);
+        write_file(m.home, "master.pid", (long)getpid());
+        if (!m.o.quiet)
+            fprintf(stderr, "dtrain master: serving %s (pid %d, %d slots, store %s)\n", m.url,
+                    (int)getpid(), m.slots, store_path);
+        while (!g_signal && !m.stop) {
+            pthread_mutex_lock(&m.lock);
+            m_sched_tick(&m);
+            pthread_mutex_unlock(&m.lock);
+            usleep(TICK_US);
+        }
+        if (!m.o.quiet) fprintf(stderr, "dtrain master: stopping\n");
+        m.stop = 1;
+        m_sched_stop_all(&m, STOP_GRACE_S);
+        dt_http_stop(m.http);
+        remove_file(m.home, "master.pid");
+        remove_file(m.home, "master.port");
+    }
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    sigaction(SIGPIPE, &old_pipe, NULL);
+out:
+    DT_KEEP_ERROR(master_free(&m));
+    if (lock_fd >= 0) close(lock_fd);
+    g_signal = 0;
+    return st;
+}

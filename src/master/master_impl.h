@@ -1,0 +1,149 @@
+/*
+ * master_impl.h — the master's state, shared by its parts:
+ *   master.c     the process: home directory, pid file, store, server, the scheduler thread
+ *   exp.c        experiments: create (config, build), searcher events, state changes, recovery
+ *   sched.c      slots, launching and watching trial runs, restarts, pausing and killing
+ *   api_*.c      the REST handlers (docs/api.md); api.c holds the route table
+ *
+ * One mutex (master.lock) guards everything below: the HTTP server calls handlers one at a
+ * time on its thread and each takes the lock; the scheduler thread takes it for each tick.
+ * The store is the truth that survives a crash; these structures mirror the live part of it.
+ */
+#ifndef DTRAIN_MASTER_IMPL_H
+#define DTRAIN_MASTER_IMPL_H
+
+#include "dtrain/config.h"
+#include "dtrain/launcher.h"
+#include "dtrain/master.h"
+#include "dtrain/search.h"
+
+#include "http.h"
+#include "store.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#define M_STATE_LEN 24
+#define M_MAX_OPS 64 /* validate_after operations queued for one trial */
+
+typedef struct m_exp m_exp;
+
+typedef struct m_trial {
+    int64_t id, request_id;
+    m_exp *exp;
+    char state[M_STATE_LEN]; /* ACTIVE, PAUSED, STOPPING_*, COMPLETED, CANCELED, ERROR */
+    json_t *hparams;
+    uint64_t seed;
+    /* the searcher's operations for this trial: lengths still to reach, head first */
+    dt_length ops[M_MAX_OPS];
+    int n_ops;
+    bool closed;         /* the searcher closed it: no more operations will come */
+    dt_length completed; /* the longest operation completed (n 0: none) */
+    bool exited_early;   /* reported to the searcher as exited early */
+    /* the current run */
+    int64_t run_id;
+    dt_launch_run *run; /* NULL when not running */
+    int *cpus;          /* its slots' cores (n = the experiment's slots_per_trial) */
+    bool preempt;       /* asked to checkpoint and exit (pause, cancel, master shutdown) */
+    bool killing;       /* killed by a user (trial or experiment kill) */
+    bool invalid_hp;    /* the run said its hyperparameters are invalid */
+    int64_t restarts;
+    double best; /* the best searcher metric validated so far (NAN: none) */
+    int64_t batches, total_batches;
+    double last_progress_write; /* when batches last went to the store */
+    double started;             /* when the current run started (monotonic s) */
+    bool first_batch_seen;      /* the current run has reported progress */
+} m_trial;
+
+struct m_exp {
+    int64_t id;
+    char state[M_STATE_LEN];
+    dt_expconf *cfg;
+    dt_searcher *search;
+    char *so_path;   /* the model directory built once for every trial */
+    char *model_dir; /* absolute */
+    char *ckpt_root; /* checkpoint_storage host_path[/storage_path] */
+    m_trial **trials;
+    int n_trials, cap_trials;
+    bool shutdown; /* the searcher said the search is over */
+    bool shutdown_cancel, shutdown_failure;
+};
+
+/* A line a trial printed, waiting to go into the store. */
+typedef struct m_log {
+    int64_t trial_id;
+    int rank;
+    char *line;
+} m_log;
+
+typedef struct master {
+    pthread_mutex_t lock;
+    dt_master_opts o;
+    char home[4096];
+    char url[256]; /* how trials reach us */
+    dt_store *store;
+    dt_http_server *http;
+    dt_launcher *launcher;
+    volatile int stop; /* set by a signal or the shutdown route */
+    int slots;
+    int *slot_busy; /* trial id using each slot, 0 = free */
+    m_exp **exps;
+    int n_exps, cap_exps;
+    /* log lines from the launcher's reader thread (own lock: never taken with the above) */
+    pthread_mutex_t log_lock;
+    m_log *logs;
+    int n_logs, cap_logs;
+    double started;
+} master;
+
+/* ---- exp.c ---- */
+/* Create an experiment from a request body (config_text, model_dir, overrides, activate).
+ * On success *id is the new experiment's; on error the store is unchanged and the error
+ * message says what was wrong (the handler answers 400). */
+dt_status m_exp_create(master *m, const json_t *body, int64_t *id, json_t **warnings);
+m_exp *m_exp_find(master *m, int64_t id);
+m_trial *m_trial_find(master *m, int64_t id, m_exp **exp);
+/* Load the live experiments from the store after a start (their searchers from the
+ * snapshots); trials that were running are queued to run again from their checkpoints. */
+dt_status m_exp_recover(master *m);
+/* A user's state change: "pause", "activate", "cancel", "kill". DT_ERR_STATE when the
+ * experiment's state does not allow it. */
+dt_status m_exp_action(master *m, m_exp *e, const char *action);
+/* Delete a terminal experiment: its checkpoint files, build, rows. */
+dt_status m_exp_delete(master *m, int64_t id);
+/* Searcher events from a trial run (the run's reports and its exit). */
+dt_status m_trial_completed_op(master *m, m_trial *t, dt_length len, double metric);
+void m_trial_run_ended(master *m, m_trial *t, int code);
+/* A user's kill of one trial: its run is killed now; it ends CANCELED. */
+void m_trial_kill(master *m, m_trial *t);
+/* The experiment reaches a terminal state when nothing runs any more. */
+void m_exp_settle(master *m, m_exp *e);
+/* Set and store a trial's / experiment's state. */
+void m_trial_set_state(master *m, m_trial *t, const char *state, const char *reason);
+void m_exp_set_state(master *m, m_exp *e, const char *state);
+bool m_state_terminal(const char *state);
+/* Where the trial's checkpoints go: <ckpt_root>/<exp uuid-ish>/trial-<id>. */
+void m_trial_ckpt_dir(const m_trial *t, char *buf, size_t n);
+void m_exp_free(m_exp *e);
+
+/* ---- sched.c ---- */
+/* One scheduling pass: reap ended runs, flush logs, start what fits. */
+void m_sched_tick(master *m);
+/* Stop every run (master shutdown: preempt, wait a little, then kill). */
+void m_sched_stop_all(master *m, double grace_s);
+/* Kill a trial's run now (user kill) and wait until its processes are gone. */
+void m_sched_kill(master *m, m_trial *t);
+/* The launcher's log callback. */
+void m_sched_on_log(void *arg, int64_t trial_id, int rank, const char *line);
+
+/* ---- api.c ---- */
+extern const dt_http_route m_routes[];
+extern const int m_n_routes;
+
+/* ---- helpers ---- */
+double m_now(void); /* monotonic seconds */
+/* Parse "{batches|epochs|records: N}" from JSON / render it. */
+dt_status m_length_from_json(const json_t *j, dt_length *out);
+json_t *m_length_json(dt_length len);
+
+#endif

@@ -1,0 +1,266 @@
+/*
+ * sched.c — the master's scheduler: a pool of slots (each a share of the machine's cores),
+ * trials started on free slots as processes of this binary (`dtrain worker`, under mpirun
+ * for several slots) through the launcher, their ends turned into trial events, and their
+ * printed lines collected into the store.
+ *
+ * A run is over only when every process of it is gone (the launcher's kill_wait after the
+ * main process exits), and only then are its slots free and can the trial run again — so a
+ * relaunch never races the run it replaces; the checkpoint directory's lock (trial layer)
+ * guards the same from the other side.
+ */
+#define _GNU_SOURCE
+#include "master_impl.h"
+
+#include "dtrain/runner.h"
+
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define LOG_BATCH 4096 /* lines per store transaction */
+
+/* ---- logs ---- */
+
+void m_sched_on_log(void *arg, int64_t trial_id, int rank, const char *line) {
+    master *m = arg;
+    pthread_mutex_lock(&m->log_lock);
+    if (m->n_logs == m->cap_logs) {
+        int cap = m->cap_logs ? 2 * m->cap_logs : 256;
+        m_log *v = realloc(m->logs, (size_t)cap * sizeof *v);
+        if (!v) goto out; /* the line is lost; the trial is not */
+        m->logs = v;
+        m->cap_logs = cap;
+    }
+    char *copy = strdup(line);
+    if (copy) m->logs[m->n_logs++] = (m_log){trial_id, rank < 0 ? 0 : rank, copy};
+out:
+    pthread_mutex_unlock(&m->log_lock);
+}
+
+/* Write the collected lines, grouped by trial, in one transaction per batch. */
+static void flush_logs(master *m) {
+    pthread_mutex_lock(&m->log_lock);
+    m_log *logs = m->logs;
+    int n = m->n_logs;
+    m->logs = NULL;
+    m->n_logs = m->cap_logs = 0;
+    pthread_mutex_unlock(&m->log_lock);
+    int *ranks = malloc((size_t)(n ? n : 1) * sizeof *ranks);
+    const char **lines = malloc((size_t)(n ? n : 1) * sizeof *lines);
+    for (int i = 0; ranks && lines && i < n;) {
+        int j = i;
+        while (j < n && j - i < LOG_BATCH && logs[j].trial_id == logs[i].trial_id) {
+            ranks[j - i] = logs[j].rank;
+            lines[j - i] = logs[j].line;
+            j++;
+        }
+        if (dt_store_logs_insert(m->store, logs[i].trial_id, ranks, lines, j - i) != DT_OK)
+            dt_log(DT_LOG_ERROR, "trial %lld: logs: %s", (long long)logs[i].trial_id,
+                   dt_last_error());
+        i = j;
+    }
+    for (int i = 0; i < n; i++) free(logs[i].line);
+    free(logs);
+    free(ranks);
+    free(lines);
+}
+
+/* ---- slots ---- */
+
+static int free_slots(const master *m) {
+    int n = 0;
+    for (int i = 0; i < m->slots; i++) n += m->slot_busy[i] == 0;
+    return n;
+}
+
+static int slots_of(const m_trial *t) {
+    return (int)t->exp->cfg->slots_per_trial;
+}
+
+static void release_slots(master *m, m_trial *t) {
+    for (int i = 0; i < m->slots; i++)
+        if (m->slot_busy[i] == t->id) m->slot_busy[i] = 0;
+}
+
+/* The cores of slot i: slots share the machine's cores evenly. */
+static int cores_per_slot(const master *m) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int c = cores > 0 ? (int)(cores / m->slots) : 1;
+    return c < 1 ? 1 : c;
+}
+
+/* ---- launching ---- */
+
+/* `dtrain worker --slots N`: with several slots the worker re-runs itself under mpirun
+ * (src/cli/worker.c), so the process this master starts is mpirun itself. */
+static char **worker_argv(const m_trial *t) {
+    char exe[PATH_MAX], slots[32];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return NULL;
+    exe[n] = 0;
+    snprintf(slots, sizeof slots, "%d", slots_of(t));
+    const char *args[] = {exe, "worker", "--slots", slots};
+    char **argv = calloc(5, sizeof *argv);
+    for (int i = 0; argv && i < 4; i++)
+        if (!(argv[i] = strdup(args[i]))) {
+            dt_launch_argv_free(argv);
+            return NULL;
+        }
+    return argv;
+}
+
+static dt_status launch(master *m, m_trial *t) {
+    int slots = slots_of(t), cps = cores_per_slot(m);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    free(t->cpus);
+    t->cpus = calloc((size_t)(slots * cps), sizeof *t->cpus);
+    if (!t->cpus) return dt_error(DT_ERR_OOM, "out of memory");
+    int n_cpus = 0;
+    for (int i = 0, got = 0; i < m->slots && got < slots; i++)
+        if (m->slot_busy[i] == 0) {
+            m->slot_busy[i] = t->id;
+            got++;
+            for (int c = 0; c < cps; c++) t->cpus[n_cpus++] = (int)((i * cps + c) % cores);
+        }
+    char **argv = worker_argv(t);
+    if (!argv) {
+        release_slots(m, t);
+        return dt_error(DT_ERR_IO, "cannot build the trial's command line");
+    }
+    t->run_id++;
+    char e_master[300], e_trial[64], e_run[64], e_omp[64];
+    snprintf(e_master, sizeof e_master, "DTRAIN_MASTER=%s", m->url);
+    snprintf(e_trial, sizeof e_trial, "DTRAIN_TRIAL_ID=%lld", (long long)t->id);
+    snprintf(e_run, sizeof e_run, "DTRAIN_TRIAL_RUN=%lld", (long long)t->run_id);
+    snprintf(e_omp, sizeof e_omp, "OMP_NUM_THREADS=%d", cps);
+    char *env[] = {e_master, e_trial, e_run, e_omp, NULL};
+    dt_launch_spec spec = {.trial_id = t->id,
+                           .argv = argv,
+                           .env = env,
+                           .workdir = t->exp->model_dir,
+                           .cpus = t->cpus,
+                           .n_cpus = n_cpus,
+                           .on_log = m_sched_on_log,
+                           .log_arg = m};
+    dt_status st = m->launcher->ops->start(m->launcher, &spec, &t->run);
+    dt_launch_argv_free(argv);
+    if (st != DT_OK) {
+        t->run = NULL;
+        release_slots(m, t);
+        return st;
+    }
+    t->started = m_now();
+    t->first_batch_seen = false;
+    pid_t pgid = m->launcher->ops->pgid(m->launcher, t->run);
+    if (dt_store_trial_set_run(m->store, t->id, t->run_id, pgid) != DT_OK)
+        dt_log(DT_LOG_ERROR, "trial %lld: %s", (long long)t->id, dt_last_error());
+    dt_log(DT_LOG_INFO, "trial %lld (experiment %lld) run %lld started on %d slot(s)",
+           (long long)t->id, (long long)t->exp->id, (long long)t->run_id, slots);
+    return DT_OK;
+}
+
+/* The run's processes are all gone: free its slots and tell the experiment. */
+static void run_over(master *m, m_trial *t, int code) {
+    char line[160];
+    snprintf(line, sizeof line, "dtrain master: run %lld ended with exit code %d after %.3f s",
+             (long long)t->run_id, code, m_now() - t->started);
+    m_sched_on_log(m, t->id, 0, line);
+    m->launcher->ops->release(m->launcher, t->run);
+    t->run = NULL;
+    release_slots(m, t);
+    if (dt_store_trial_set_run(m->store, t->id, t->run_id, 0) != DT_OK ||
+        dt_store_trial_set_progress(m->store, t->id, t->batches, t->total_batches) != DT_OK)
+        dt_log(DT_LOG_ERROR, "trial %lld: %s", (long long)t->id, dt_last_error());
+    flush_logs(m); /* the run's last lines before its end is recorded */
+    m_trial_run_ended(m, t, code);
+}
+
+void m_sched_kill(master *m, m_trial *t) {
+    if (!t->run) return;
+    t->killing = true;
+    m->launcher->ops->kill_wait(m->launcher, t->run);
+    run_over(m, t, 128 + SIGKILL);
+}
+
+/* Slots the experiment's runs hold now. */
+static int64_t exp_slots_used(const m_exp *e) {
+    int64_t n = 0;
+    for (int i = 0; i < e->n_trials; i++)
+        if (e->trials[i]->run) n += e->cfg->slots_per_trial;
+    return n;
+}
+
+static bool wants_to_run(const m_trial *t) {
+    const m_exp *e = t->exp;
+    return !t->run && !strcmp(e->state, "ACTIVE") && !strcmp(t->state, "ACTIVE") && t->n_ops > 0;
+}
+
+void m_sched_tick(master *m) {
+    flush_logs(m);
+    for (int i = 0; i < m->n_exps; i++) {
+        m_exp *e = m->exps[i];
+        for (int j = 0; j < e->n_trials; j++) {
+            m_trial *t = e->trials[j];
+            int code;
+            if (!t->run || !m->launcher->ops->exited(m->launcher, t->run, &code)) continue;
+            /* the main process is gone; whatever else of the run is left goes too */
+            m->launcher->ops->kill_wait(m->launcher, t->run);
+            run_over(m, t, code);
+            e = m->exps[i]; /* (an experiment is never removed by a run's end) */
+        }
+    }
+    for (int i = 0; i < m->n_exps && free_slots(m) > 0; i++) {
+        m_exp *e = m->exps[i];
+        for (int j = 0; j < e->n_trials; j++) {
+            m_trial *t = e->trials[j];
+            if (!wants_to_run(t) || slots_of(t) > free_slots(m)) continue;
+            if (e->cfg->max_slots && exp_slots_used(e) + slots_of(t) > e->cfg->max_slots) break;
+            if (launch(m, t) != DT_OK) {
+                dt_log(DT_LOG_ERROR, "trial %lld cannot start: %s", (long long)t->id,
+                       dt_last_error());
+                m_trial_set_state(m, t, "ERROR", "errored");
+                m_exp_settle(m, e);
+            }
+        }
+    }
+}
+
+void m_sched_stop_all(master *m, double grace_s) {
+    pthread_mutex_lock(&m->lock);
+    int running = 0;
+    for (int i = 0; i < m->n_exps; i++)
+        for (int j = 0; j < m->exps[i]->n_trials; j++)
+            if (m->exps[i]->trials[j]->run) {
+                m->exps[i]->trials[j]->preempt = true;
+                running++;
+            }
+    pthread_mutex_unlock(&m->lock);
+    double until = m_now() + grace_s;
+    while (running > 0) {
+        pthread_mutex_lock(&m->lock);
+        running = 0;
+        bool late = m_now() > until;
+        for (int i = 0; i < m->n_exps; i++)
+            for (int j = 0; j < m->exps[i]->n_trials; j++) {
+                m_trial *t = m->exps[i]->trials[j];
+                int code;
+                if (!t->run) continue;
+                if (late || m->launcher->ops->exited(m->launcher, t->run, &code)) {
+                    m->launcher->ops->kill_wait(m->launcher, t->run);
+                    m->launcher->ops->release(m->launcher, t->run);
+                    t->run = NULL;
+                    release_slots(m, t);
+                    dt_store_trial_set_run(m->store, t->id, t->run_id, 0);
+                } else {
+                    running++;
+                }
+            }
+        flush_logs(m);
+        pthread_mutex_unlock(&m->lock);
+        if (running) usleep(50000);
+    }
+}
