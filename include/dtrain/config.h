@@ -68,6 +68,7 @@ typedef struct dt_searcher_conf {
     bool stop_once;                /* adaptive_asha: default false */
     int64_t source_trial_id;       /* 0 = not given */
     char *source_checkpoint_uuid;  /* NULL = not given */
+    char *method;                  /* custom: the model directory's dt_search_method_new_fn */
 } dt_searcher_conf;
 
 typedef struct dt_ckpt_storage_conf {

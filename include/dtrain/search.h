@@ -96,6 +96,11 @@ typedef struct dt_search_method {
     void (*free)(void *state);
 } dt_search_method;
 
+/* What a model directory exports for `searcher: {name: custom, method: NAME}`: a function
+ * named NAME that fills `out` with a method and fresh state for the experiment `cfg`. The
+ * master loads it from the experiment's built object (docs/experiments.md). */
+typedef dt_status (*dt_search_method_new_fn)(const dt_expconf *cfg, dt_search_method *out);
+
 /* The searcher the config's `searcher.name` names (single, random, grid, adaptive_asha),
  * seeded with `seed` (the experiment seed). DT_ERR_CONFIG naming the searcher and the
  * choices for an unknown name or settings it cannot run (e.g. grid without a count). */

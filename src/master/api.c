@@ -32,8 +32,7 @@ bool m_api_id(const dt_http_req *req, int i, int64_t *id, dt_http_resp *resp) {
     errno = 0;
     long long v = s ? strtoll(s, &end, 10) : 0;
     if (!s || !*s || *end || errno || v <= 0) {
-        dt_http_error(resp, 400, "'%s' is not an id; hint: ids are positive integers",
-                      s ? s : "");
+        dt_http_error(resp, 400, "'%s' is not an id; hint: ids are positive integers", s ? s : "");
         return false;
     }
     *id = v;
@@ -55,9 +54,9 @@ static void get_master(void *app, const dt_http_req *req, dt_http_resp *resp) {
     pthread_mutex_lock(&m->lock);
     int used = 0;
     for (int i = 0; i < m->slots; i++) used += m->slot_busy[i] != 0;
-    resp->json = json_pack("{ss,si,si,si,ss,sf}", "version", "0.1.0", "pid", (int)getpid(),
-                           "slots", m->slots, "slots_used", used, "home", m->home, "uptime_s",
-                           m_now() - m->started);
+    resp->json =
+        json_pack("{ss,si,si,si,ss,sf}", "version", "0.1.0", "pid", (int)getpid(), "slots",
+                  m->slots, "slots_used", used, "home", m->home, "uptime_s", m_now() - m->started);
     pthread_mutex_unlock(&m->lock);
 }
 

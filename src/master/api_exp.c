@@ -10,8 +10,9 @@
 void m_api_create_experiment(void *app, const dt_http_req *req, dt_http_resp *resp) {
     master *m = app;
     if (!json_is_object(req->body)) {
-        dt_http_error(resp, 400, "the request needs a JSON object with config_text and "
-                                 "model_dir");
+        dt_http_error(resp, 400,
+                      "the request needs a JSON object with config_text and "
+                      "model_dir");
         return;
     }
     pthread_mutex_lock(&m->lock);
@@ -20,13 +21,12 @@ void m_api_create_experiment(void *app, const dt_http_req *req, dt_http_resp *re
     dt_status st = m_exp_create(m, req->body, &id, &warnings);
     pthread_mutex_unlock(&m->lock);
     if (st != DT_OK) {
-        dt_http_error(resp, st == DT_ERR_OOM || st == DT_ERR_IO ? 500 : 400, "%s",
-                      dt_last_error());
+        dt_http_error(resp, st == DT_ERR_OOM || st == DT_ERR_IO ? 500 : 400, "%s", dt_last_error());
         return;
     }
     resp->status = 201;
-    resp->json = json_pack("{sI,so}", "id", (json_int_t)id, "warnings",
-                           warnings ? warnings : json_array());
+    resp->json =
+        json_pack("{sI,so}", "id", (json_int_t)id, "warnings", warnings ? warnings : json_array());
 }
 
 void m_api_list_experiments(void *app, const dt_http_req *req, dt_http_resp *resp) {
@@ -59,8 +59,9 @@ void m_api_get_experiment(void *app, const dt_http_req *req, dt_http_resp *resp)
     json_t *e = experiment(m, id, resp), *trials = NULL;
     if (e) {
         dt_status st = dt_store_trial_list(m->store, id, &trials);
-        m_api_status(resp, st, st == DT_OK ? json_pack("{soso}", "experiment", e, "trials", trials)
-                                           : (json_decref(e), NULL));
+        m_api_status(resp, st,
+                     st == DT_OK ? json_pack("{soso}", "experiment", e, "trials", trials)
+                                 : (json_decref(e), NULL));
     }
     pthread_mutex_unlock(&m->lock);
 }
@@ -107,8 +108,8 @@ void m_api_experiment_checkpoints(void *app, const dt_http_req *req, dt_http_res
 }
 
 /* Log lines after `after`; done when the owner is terminal and nothing more is left. */
-void m_api_logs(master *m, int64_t exp_id, int64_t trial_id, bool terminal,
-                const dt_http_req *req, dt_http_resp *resp) {
+void m_api_logs(master *m, int64_t exp_id, int64_t trial_id, bool terminal, const dt_http_req *req,
+                dt_http_resp *resp) {
     int64_t after = m_api_query_int(req, "after", 0), limit = m_api_query_int(req, "limit", 1000);
     if (limit <= 0 || limit > 100000) limit = 1000;
     json_t *logs = NULL;
@@ -144,8 +145,9 @@ void m_api_experiment_action(void *app, const dt_http_req *req, dt_http_resp *re
     bool known = false;
     for (int i = 0; i < 4; i++) known |= !strcmp(action, actions[i]);
     if (!known) {
-        dt_http_error(resp, 404, "no route POST %s; hint: experiments take pause, activate, "
-                                 "cancel or kill",
+        dt_http_error(resp, 404,
+                      "no route POST %s; hint: experiments take pause, activate, "
+                      "cancel or kill",
                       req->path);
         return;
     }

@@ -16,8 +16,8 @@ int64_t m_api_query_int(const dt_http_req *req, const char *key, int64_t dflt);
 
 /* A page of log lines (query after, limit) of an experiment or a trial; "done" when the
  * owner is terminal and no line is left. */
-void m_api_logs(master *m, int64_t exp_id, int64_t trial_id, bool terminal,
-                const dt_http_req *req, dt_http_resp *resp);
+void m_api_logs(master *m, int64_t exp_id, int64_t trial_id, bool terminal, const dt_http_req *req,
+                dt_http_resp *resp);
 
 /* api_exp.c */
 void m_api_create_experiment(void *app, const dt_http_req *req, dt_http_resp *resp);

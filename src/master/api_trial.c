@@ -44,8 +44,9 @@ static m_trial *run_trial(master *m, const dt_http_req *req, dt_http_resp *resp)
     int64_t run = req->body ? json_integer_value(json_object_get(req->body, "run"))
                             : m_api_query_int(req, "run", 0);
     if (run != t->run_id || !t->run) {
-        dt_http_error(resp, 409, "run %lld of trial %lld has been replaced (the current run is "
-                                 "%lld): this process must stop",
+        dt_http_error(resp, 409,
+                      "run %lld of trial %lld has been replaced (the current run is "
+                      "%lld): this process must stop",
                       (long long)run, (long long)id, (long long)t->run_id);
         return NULL;
     }
@@ -71,8 +72,9 @@ void m_api_trial_metrics(void *app, const dt_http_req *req, dt_http_resp *resp) 
     const char *kind = dt_http_query(req, "kind");
     if (kind && strcmp(kind, "training") && strcmp(kind, "validation") &&
         strcmp(kind, "profiler")) {
-        dt_http_error(resp, 400, "unknown metric kind '%s'; hint: use training, validation or "
-                                 "profiler",
+        dt_http_error(resp, 400,
+                      "unknown metric kind '%s'; hint: use training, validation or "
+                      "profiler",
                       kind);
         return;
     }
@@ -138,8 +140,9 @@ void m_api_get_checkpoint(void *app, const dt_http_req *req, dt_http_resp *resp)
     pthread_mutex_lock(&m->lock);
     dt_status st = dt_store_ckpt_get(m->store, req->params[0], &c);
     if (st == DT_ERR_INVALID)
-        dt_http_error(resp, 404, "no checkpoint %s; hint: dtrain checkpoint list EXPERIMENT "
-                                 "shows them",
+        dt_http_error(resp, 404,
+                      "no checkpoint %s; hint: dtrain checkpoint list EXPERIMENT "
+                      "shows them",
                       req->params[0]);
     else
         m_api_status(resp, st, st == DT_OK ? json_pack("{so}", "checkpoint", c) : NULL);
@@ -186,13 +189,14 @@ void m_api_trial_spec(void *app, const dt_http_req *req, dt_http_resp *resp) {
         char dir[4600];
         m_trial_ckpt_dir(t, dir, sizeof dir);
         char *resume = resume_path(m, t);
-        resp->json = json_pack(
-            "{sI,sI,sI,sO,sO,sI,ss,so,ss,ss,ss,sI}", "experiment_id", (json_int_t)e->id,
-            "trial_id", (json_int_t)t->id, "run", (json_int_t)t->run_id, "config", e->cfg->json,
-            "hparams", t->hparams, "seed", (json_int_t)t->seed, "checkpoint_dir", dir, "resume",
-            resume ? json_string(resume) : json_null(), "so_path", e->so_path ? e->so_path : "",
-            "model_dir", e->model_dir, "entry_symbol", e->cfg->entry_symbol ? e->cfg->entry_symbol : "",
-            "slots", (json_int_t)e->cfg->slots_per_trial);
+        resp->json =
+            json_pack("{sI,sI,sI,sO,sO,sI,ss,so,ss,ss,ss,sI}", "experiment_id", (json_int_t)e->id,
+                      "trial_id", (json_int_t)t->id, "run", (json_int_t)t->run_id, "config",
+                      e->cfg->json, "hparams", t->hparams, "seed", (json_int_t)t->seed,
+                      "checkpoint_dir", dir, "resume", resume ? json_string(resume) : json_null(),
+                      "so_path", e->so_path ? e->so_path : "", "model_dir", e->model_dir,
+                      "entry_symbol", e->cfg->entry_symbol ? e->cfg->entry_symbol : "", "slots",
+                      (json_int_t)e->cfg->slots_per_trial);
         free(resume);
     }
     pthread_mutex_unlock(&m->lock);
@@ -244,8 +248,9 @@ void m_api_post_progress(void *app, const dt_http_req *req, dt_http_resp *resp) 
             /* how long a run takes from launch to training (bench/master_overhead.sh) */
             t->first_batch_seen = true;
             char line[160];
-            snprintf(line, sizeof line, "dtrain master: run %lld trained its first batch %.0f ms "
-                                        "after launch",
+            snprintf(line, sizeof line,
+                     "dtrain master: run %lld trained its first batch %.0f ms "
+                     "after launch",
                      (long long)t->run_id, (m_now() - t->started) * 1e3);
             m_sched_on_log(m, t->id, 0, line);
         }
@@ -263,8 +268,8 @@ void m_api_searcher_op(void *app, const dt_http_req *req, dt_http_resp *resp) {
     pthread_mutex_lock(&m->lock);
     m_trial *t = run_trial(m, req, resp);
     if (t) {
-        json_t *op = t->n_ops > 0 ? json_pack("{so}", "length", m_length_json(t->ops[0]))
-                                  : json_null();
+        json_t *op =
+            t->n_ops > 0 ? json_pack("{so}", "length", m_length_json(t->ops[0])) : json_null();
         resp->json = json_pack("{so}", "op", op);
     }
     pthread_mutex_unlock(&m->lock);
@@ -294,9 +299,9 @@ static void new_uuid(char out[37]) {
     if (fd >= 0) close(fd);
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
-             b[13], b[14], b[15]);
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
 }
 
 void m_api_post_checkpoint(void *app, const dt_http_req *req, dt_http_resp *resp) {

@@ -17,6 +17,7 @@
 
 #include "base/base_impl.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -37,7 +38,10 @@ bool m_state_terminal(const char *s) {
 /* ---- lengths as JSON: {"batches": N} ---- */
 
 dt_status m_length_from_json(const json_t *j, dt_length *out) {
-    static const struct { const char *key; dt_unit u; } units[] = {
+    static const struct {
+        const char *key;
+        dt_unit u;
+    } units[] = {
         {"batches", DT_UNIT_BATCHES}, {"epochs", DT_UNIT_EPOCHS}, {"records", DT_UNIT_RECORDS}};
     if (json_is_object(j) && json_object_size(j) == 1)
         for (size_t i = 0; i < 3; i++) {
@@ -100,6 +104,7 @@ void m_exp_free(m_exp *e) {
     for (int i = 0; i < e->n_trials; i++) trial_free(e->trials[i]);
     free(e->trials);
     dt_searcher_free(e->search);
+    if (e->search_lib) dlclose(e->search_lib);
     dt_expconf_free(e->cfg);
     free(e->so_path);
     free(e->model_dir);
@@ -157,8 +162,8 @@ static json_t *trial_ops_json(const m_trial *t) {
 
 static dt_status save_trial_ops(master *m, const m_trial *t) {
     json_t *j = trial_ops_json(t);
-    dt_status st = j ? dt_store_trial_set_ops(m->store, t->id, j)
-                     : dt_error(DT_ERR_OOM, "out of memory");
+    dt_status st =
+        j ? dt_store_trial_set_ops(m->store, t->id, j) : dt_error(DT_ERR_OOM, "out of memory");
     json_decref(j);
     return st;
 }
@@ -190,8 +195,9 @@ static dt_status apply_ops(master *m, m_exp *e, dt_search_ops *ops) {
         dt_status st = DT_OK;
         switch (op->kind) {
         case DT_SEARCH_CREATE: {
-            if (t) return dt_error(DT_ERR_STATE, "the searcher created request %lld twice",
-                                   (long long)op->request_id);
+            if (t)
+                return dt_error(DT_ERR_STATE, "the searcher created request %lld twice",
+                                (long long)op->request_id);
             if (!(t = add_trial(e))) return dt_error(DT_ERR_OOM, "out of memory");
             t->exp = e;
             t->request_id = op->request_id;
@@ -210,8 +216,11 @@ static dt_status apply_ops(master *m, m_exp *e, dt_search_ops *ops) {
             break;
         }
         case DT_SEARCH_VALIDATE_AFTER:
-            if (!t) return dt_error(DT_ERR_STATE, "the searcher gave an operation to unknown "
-                                                  "request %lld", (long long)op->request_id);
+            if (!t)
+                return dt_error(DT_ERR_STATE,
+                                "the searcher gave an operation to unknown "
+                                "request %lld",
+                                (long long)op->request_id);
             if (t->n_ops == M_MAX_OPS)
                 return dt_error(DT_ERR_STATE, "trial %lld has %d operations queued",
                                 (long long)t->id, M_MAX_OPS);
@@ -219,8 +228,9 @@ static dt_status apply_ops(master *m, m_exp *e, dt_search_ops *ops) {
             st = save_trial_ops(m, t);
             break;
         case DT_SEARCH_CLOSE:
-            if (!t) return dt_error(DT_ERR_STATE, "the searcher closed unknown request %lld",
-                                    (long long)op->request_id);
+            if (!t)
+                return dt_error(DT_ERR_STATE, "the searcher closed unknown request %lld",
+                                (long long)op->request_id);
             t->closed = true;
             st = save_trial_ops(m, t);
             break;
@@ -242,7 +252,8 @@ static dt_status end_event(master *m, m_exp *e, dt_status st, dt_search_ops *ops
     json_t *snap = st == DT_OK ? dt_searcher_save(e->search) : NULL;
     if (st == DT_OK && !snap) st = dt_last_status();
     if (st == DT_OK) st = dt_store_searcher_save(m->store, e->id, snap);
-    if (st == DT_OK) st = dt_store_exp_set_progress(m->store, e->id, dt_searcher_progress(e->search));
+    if (st == DT_OK)
+        st = dt_store_exp_set_progress(m->store, e->id, dt_searcher_progress(e->search));
     json_decref(snap);
     dt_search_ops_free(ops);
     if (st == DT_OK) return dt_store_commit(m->store);
@@ -270,7 +281,8 @@ dt_status m_trial_completed_op(master *m, m_trial *t, dt_length len, double metr
     t->completed = len;
     dt_status st = save_trial_ops(m, t);
     dt_search_ops ops = {0};
-    if (st == DT_OK) st = dt_searcher_validation_completed(e->search, t->request_id, metric, len, &ops);
+    if (st == DT_OK)
+        st = dt_searcher_validation_completed(e->search, t->request_id, metric, len, &ops);
     return end_event(m, e, st, &ops);
 }
 
@@ -290,11 +302,12 @@ static void end_trial(master *m, m_trial *t, const char *state, const char *reas
     }
     /* an early exit is told first, then (as for every trial whose process has ended) the close */
     dt_search_ops ops = {0};
-    dt_status st = early ? dt_searcher_trial_exited_early(e->search, t->request_id, why, &ops)
-                         : DT_OK;
+    dt_status st =
+        early ? dt_searcher_trial_exited_early(e->search, t->request_id, why, &ops) : DT_OK;
     if (st == DT_OK) st = dt_searcher_trial_closed(e->search, t->request_id, &ops);
     t->exited_early = early;
-    if (end_event(m, e, st, &ops) != DT_OK) m_trial_set_state(m, t, state, reason); /* rolled back */
+    if (end_event(m, e, st, &ops) != DT_OK)
+        m_trial_set_state(m, t, state, reason); /* rolled back */
 }
 
 /* ---- garbage collection ---- */
@@ -421,8 +434,10 @@ dt_status m_exp_action(master *m, m_exp *e, const char *action) {
         m_exp_settle(m, e);
         return DT_OK;
     }
-    return dt_error(DT_ERR_INVALID, "unknown action '%s'; hint: use pause, activate, cancel or "
-                                    "kill", action);
+    return dt_error(DT_ERR_INVALID,
+                    "unknown action '%s'; hint: use pause, activate, cancel or "
+                    "kill",
+                    action);
 refuse:
     return dt_error(DT_ERR_STATE, "experiment %lld is %s: it cannot %s", (long long)e->id, s,
                     action);
@@ -434,16 +449,16 @@ static void remove_tree(const char *path) {
     char cmd[8300];
     /* the paths are the master's own (checkpoint root and build directory), never a user's */
     snprintf(cmd, sizeof cmd, "rm -rf -- '%s'", path);
-    if (!strchr(path, '\'') && system(cmd) != 0)
-        dt_log(DT_LOG_WARN, "could not remove %s", path);
+    if (!strchr(path, '\'') && system(cmd) != 0) dt_log(DT_LOG_WARN, "could not remove %s", path);
 }
 
 dt_status m_exp_delete(master *m, int64_t id) {
     m_exp *e = m_exp_find(m, id);
     if (!e) return dt_error(DT_ERR_INVALID, "no experiment %lld", (long long)id);
     if (!m_state_terminal(e->state))
-        return dt_error(DT_ERR_STATE, "experiment %lld is %s; hint: kill it first (dtrain "
-                                      "experiment kill %lld), then delete it",
+        return dt_error(DT_ERR_STATE,
+                        "experiment %lld is %s; hint: kill it first (dtrain "
+                        "experiment kill %lld), then delete it",
                         (long long)id, e->state, (long long)id);
     char p[4600];
     snprintf(p, sizeof p, "%s/exp-%lld", e->ckpt_root, (long long)id);
@@ -461,14 +476,43 @@ dt_status m_exp_delete(master *m, int64_t id) {
     return DT_OK;
 }
 
+/* ---- the searcher ---- */
+
+/* A built-in searcher, or (custom) the method the experiment's built object exports under
+ * searcher.method. */
+static dt_status make_searcher(m_exp *e) {
+    const dt_expconf *cfg = e->cfg;
+    if (strcmp(cfg->searcher.name, "custom"))
+        return dt_searcher_new(cfg, cfg->experiment_seed, &e->search);
+    if (!e->so_path || !*e->so_path)
+        return dt_error(DT_ERR_CONFIG, "searcher.method needs a model directory built into an "
+                                       "object (a module:Symbol entrypoint)");
+    if (!(e->search_lib = dlopen(e->so_path, RTLD_NOW | RTLD_LOCAL)))
+        return dt_error(DT_ERR_CONFIG, "cannot load %s: %s", e->so_path, dlerror());
+    dt_search_method_new_fn fn;
+    *(void **)&fn = dlsym(e->search_lib, cfg->searcher.method);
+    if (!fn)
+        return dt_error(DT_ERR_CONFIG,
+                        "%s does not export searcher.method '%s'; hint: define "
+                        "`dt_status %s(const dt_expconf *, dt_search_method *)` "
+                        "(non-static) in the model directory",
+                        e->so_path, cfg->searcher.method, cfg->searcher.method);
+    dt_search_method method = {0};
+    dt_status st = fn(cfg, &method);
+    if (st != DT_OK) return st;
+    return dt_searcher_new_custom(cfg, cfg->experiment_seed, &method, &e->search);
+}
+
 /* ---- create ---- */
 
 /* Set key.path = value (a YAML scalar or flow value) in the config's root. */
 static dt_status apply_override(json_t *root, const char *kv) {
     const char *eq = strchr(kv, '=');
     if (!eq || eq == kv)
-        return dt_error(DT_ERR_CONFIG, "override '%s' is not KEY=VALUE; hint: write e.g. "
-                                       "searcher.max_trials=4", kv);
+        return dt_error(DT_ERR_CONFIG,
+                        "override '%s' is not KEY=VALUE; hint: write e.g. "
+                        "searcher.max_trials=4",
+                        kv);
     dt_yaml_doc *vd = dt_yaml_load_string(eq + 1, strlen(eq + 1), "override");
     if (!vd)
         return dt_error(DT_ERR_CONFIG, "override '%s': the value is not YAML: %s", kv,
@@ -490,8 +534,8 @@ static dt_status apply_override(json_t *root, const char *kv) {
         if (!child) json_object_set_new(obj, part, child = json_object());
         if (!json_is_object(child)) {
             json_decref(val);
-            return dt_error(DT_ERR_CONFIG, "override '%s': '%s' is not a mapping in the config",
-                            kv, part);
+            return dt_error(DT_ERR_CONFIG, "override '%s': '%s' is not a mapping in the config", kv,
+                            part);
         }
         obj = child;
         part = next;
@@ -545,19 +589,20 @@ dt_status m_exp_create(master *m, const json_t *body, int64_t *id, json_t **warn
     *warnings = NULL;
     const char *dir = json_string_value(json_object_get(body, "model_dir"));
     struct stat sb;
-    if (!dir || dir[0] != '/')
-        return dt_error(DT_ERR_CONFIG, "model_dir must be an absolute path");
+    if (!dir || dir[0] != '/') return dt_error(DT_ERR_CONFIG, "model_dir must be an absolute path");
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return dt_error(DT_ERR_CONFIG, "model directory %s: %s; hint: pass the directory that "
-                                       "holds the trial's C sources",
+        return dt_error(DT_ERR_CONFIG,
+                        "model directory %s: %s; hint: pass the directory that "
+                        "holds the trial's C sources",
                         dir, stat(dir, &sb) ? strerror(errno) : "not a directory");
     dt_expconf *cfg = NULL;
     dt_status st = parse_config(body, &cfg);
     if (st != DT_OK) return st;
     if (cfg->slots_per_trial > m->slots) {
-        st = dt_error(DT_ERR_CONFIG, "resources.slots_per_trial is %lld but the master has %d "
-                                     "slots; hint: lower slots_per_trial or start the master "
-                                     "with --slots %lld",
+        st = dt_error(DT_ERR_CONFIG,
+                      "resources.slots_per_trial is %lld but the master has %d "
+                      "slots; hint: lower slots_per_trial or start the master "
+                      "with --slots %lld",
                       (long long)cfg->slots_per_trial, m->slots, (long long)cfg->slots_per_trial);
         dt_expconf_free(cfg);
         return st;
@@ -567,7 +612,8 @@ dt_status m_exp_create(master *m, const json_t *body, int64_t *id, json_t **warn
         cfg->experiment_seed = (uint32_t)(time(NULL) ^ getpid()) & 0x7fffffffu;
         cfg->has_experiment_seed = true;
         json_t *r = json_object_get(cfg->json, "reproducibility");
-        if (!json_is_object(r)) json_object_set_new(cfg->json, "reproducibility", r = json_object());
+        if (!json_is_object(r))
+            json_object_set_new(cfg->json, "reproducibility", r = json_object());
         json_object_set_new(r, "experiment_seed", json_integer(cfg->experiment_seed));
     }
     m_exp *e = calloc(1, sizeof *e);
@@ -580,7 +626,8 @@ dt_status m_exp_create(master *m, const json_t *body, int64_t *id, json_t **warn
     e->ckpt_root = checkpoint_root(m, cfg);
     bool paused = json_is_false(json_object_get(body, "activate"));
     snprintf(e->state, sizeof e->state, "%s", paused ? "PAUSED" : "ACTIVE");
-    if ((st = dt_searcher_new(cfg, cfg->experiment_seed, &e->search)) != DT_OK) goto fail;
+    bool custom = !strcmp(cfg->searcher.name, "custom");
+    if (!custom && (st = make_searcher(e)) != DT_OK) goto fail; /* checked before any write */
     const char *text = json_string_value(json_object_get(body, "config_text"));
     if ((st = dt_store_exp_insert(m->store, cfg->json, text, dir, &e->id)) != DT_OK) goto fail;
     /* build the model directory once for every trial of the experiment */
@@ -590,16 +637,17 @@ dt_status m_exp_create(master *m, const json_t *body, int64_t *id, json_t **warn
     int err = dt__mkdir_p(out_dir, failed, sizeof failed);
     if (err) st = dt_error(DT_ERR_IO, "cannot create %s: %s", failed, strerror(err));
     if (st != DT_OK ||
-        (st = dt_modeldir_build(dir, cfg->entry_command ? NULL : cfg->entry_module, out_dir,
-                                so, sizeof so)) != DT_OK ||
-        (st = dt_store_exp_set_build(m->store, e->id, so)) != DT_OK) {
+        (st = dt_modeldir_build(dir, cfg->entry_command ? NULL : cfg->entry_module, out_dir, so,
+                                sizeof so)) != DT_OK ||
+        (st = dt_store_exp_set_build(m->store, e->id, so)) != DT_OK ||
+        (custom && (e->so_path = strdup(so)) && (st = make_searcher(e)) != DT_OK)) {
         char msg[2048];
         snprintf(msg, sizeof msg, "%s", dt_last_error());
         dt_store_exp_delete(m->store, e->id);
         st = dt_error(st, "%s", msg);
         goto fail;
     }
-    e->so_path = strdup(so);
+    if (!e->so_path) e->so_path = strdup(so);
     if (paused && (st = dt_store_exp_set_state(m->store, e->id, "PAUSED")) != DT_OK) goto fail;
     if ((st = add_exp(m, e)) != DT_OK) goto fail;
     *id = e->id;
@@ -658,8 +706,9 @@ static dt_status recover_trials(master *m, m_exp *e) {
 }
 
 dt_status m_exp_recover(master *m) {
-    static const char *const live[] = {"ACTIVE", "PAUSED", "STOPPING_COMPLETED",
-                                       "STOPPING_CANCELED", "STOPPING_KILLED", "STOPPING_ERROR"};
+    static const char *const live[] = {
+        "ACTIVE",          "PAUSED",        "STOPPING_COMPLETED", "STOPPING_CANCELED",
+        "STOPPING_KILLED", "STOPPING_ERROR"};
     int64_t *ids = NULL;
     int n = 0;
     dt_status st = dt_store_exp_ids(m->store, live, 6, &ids, &n);
@@ -680,7 +729,7 @@ dt_status m_exp_recover(master *m) {
         st = dt_expconf_from_json(json_object_get(row, "config"), 0, &e->cfg);
         if (st == DT_OK) {
             e->ckpt_root = checkpoint_root(m, e->cfg);
-            st = dt_searcher_new(e->cfg, e->cfg->experiment_seed, &e->search);
+            st = make_searcher(e);
         }
         if (st == DT_OK) st = dt_store_searcher_load(m->store, e->id, &snap);
         if (st == DT_OK && snap) st = dt_searcher_load(e->search, snap);

@@ -127,8 +127,9 @@ dt_status dt_master_run(const dt_master_opts *o) {
     char failed[4200];
     int err = dt__mkdir_p(m.home, failed, sizeof failed);
     if (err)
-        return dt_error(DT_ERR_IO, "cannot create %s: %s; hint: set DTRAIN_HOME to a writable "
-                                   "directory",
+        return dt_error(DT_ERR_IO,
+                        "cannot create %s: %s; hint: set DTRAIN_HOME to a writable "
+                        "directory",
                         failed, strerror(err));
     pthread_mutex_init(&m.lock, NULL);
     pthread_mutex_init(&m.log_lock, NULL);

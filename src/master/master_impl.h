@@ -60,9 +60,10 @@ struct m_exp {
     char state[M_STATE_LEN];
     dt_expconf *cfg;
     dt_searcher *search;
-    char *so_path;   /* the model directory built once for every trial */
-    char *model_dir; /* absolute */
-    char *ckpt_root; /* checkpoint_storage host_path[/storage_path] */
+    void *search_lib; /* a custom searcher's object (dlopen handle), or NULL */
+    char *so_path;    /* the model directory built once for every trial */
+    char *model_dir;  /* absolute */
+    char *ckpt_root;  /* checkpoint_storage host_path[/storage_path] */
     m_trial **trials;
     int n_trials, cap_trials;
     bool shutdown; /* the searcher said the search is over */

@@ -446,7 +446,7 @@ static dt_status parse_searcher(vctx *v, const dt_conf_sec *root, unsigned flags
                                         "max_length", "max_trials",      "max_concurrent_trials",
                                         "mode",       "divisor",         "max_rungs",
                                         "stop_once",  "source_trial_id", "source_checkpoint_uuid",
-                                        NULL};
+                                        "method",     NULL};
     static const char *const accepted[] = {"bracket_rungs", "time_metric", "max_time", NULL};
     dt_searcher_conf *s = &v->cfg->searcher;
     dt_conf_sec obj;
@@ -485,6 +485,12 @@ static dt_status parse_searcher(vctx *v, const dt_conf_sec *root, unsigned flags
     TRY(dt_conf_bool(&obj, "stop_once", &s->stop_once));
     TRY(dt_conf_int(&obj, "source_trial_id", 1, INT64_MAX, &s->source_trial_id));
     TRY(get_str(&obj, "source_checkpoint_uuid", false, true, NULL, &s->source_checkpoint_uuid));
+    bool custom = !strcmp(s->name, "custom");
+    TRY(get_str(&obj, "method", custom, true,
+                "the function the model directory exports that makes the search method, e.g. "
+                "`method: my_search` for `dt_status my_search(const dt_expconf *, "
+                "dt_search_method *)`",
+                &s->method));
     /* grid needs a count for every range hyperparameter */
     if (!strcmp(s->name, "grid")) {
         for (int i = 0; i < v->cfg->n_hparams; i++) {
@@ -891,6 +897,7 @@ void dt_expconf_free(dt_expconf *c) {
     free(c->searcher.metric);
     free(c->searcher.mode);
     free(c->searcher.source_checkpoint_uuid);
+    free(c->searcher.method);
     free(c->checkpoint_storage.type);
     free(c->checkpoint_storage.host_path);
     free(c->checkpoint_storage.storage_path);

@@ -180,8 +180,9 @@ dt_status dt_modeldir_build(const char *dir, const char *module, const char *out
         char out[BUILD_LOG];
         int rc = run(argv, out, sizeof out);
         if (rc != 0)
-            return dt_error(DT_ERR_CONFIG, "building %s with its Makefile failed (make exited with "
-                                           "%d):\n%s",
+            return dt_error(DT_ERR_CONFIG,
+                            "building %s with its Makefile failed (make exited with "
+                            "%d):\n%s",
                             dir, rc, out);
         show(out);
         if (!module) {

@@ -153,6 +153,42 @@ check '$PY -c "import sys; b=float(sys.argv[1]); sys.exit(not (0 < b < 1.0))" "$
 full=$($API get "/api/v1/experiments/$E/trials" 'sum(t["batches"] >= 256 for t in r["trials"])')
 check '[ "$full" -ge 1 ] && [ "$full" -le 4 ]' "$full trials trained to the top rung (expected 1 to 4)"
 
+# 6b. invalid hyperparameters (the toy refuses lr <= 0): those trials end ERROR (invalid_hp)
+# without restarts, and the random searcher replaces them until 6 trials completed
+sed -e 's/name: single/name: random\n  max_trials: 6\n  max_concurrent_trials: 2/' \
+    -e 's/  lr: 0.01/  lr: {type: double, minval: -0.02, maxval: 0.02}/' -e 's/batch_ms: 40/batch_ms: 0/' \
+    "$W/toy.yaml" > "$W/inv.yaml"
+F=$($API create "$W/inv.yaml" "$TOY")
+check '[ "$($API wait "$F" 120)" = COMPLETED ]' "the search with invalid trials did not complete"
+ok_n=$($API get "/api/v1/experiments/$F/trials" 'sum(t["state"] == "COMPLETED" for t in r["trials"])')
+inv_n=$($API get "/api/v1/experiments/$F/trials" 'sum(t["state"] == "ERROR" and t["exit_reason"] == "invalid_hp" and t["restarts"] == 0 for t in r["trials"])')
+all_n=$($API get "/api/v1/experiments/$F/trials" 'len(r["trials"])')
+check '[ "$ok_n" -eq 6 ] && [ "$inv_n" -ge 1 ] && [ $((ok_n + inv_n)) -eq "$all_n" ]' \
+  "invalid_hp: $ok_n completed, $inv_n invalid (no restarts) of $all_n trials"
+
+# 6c. a custom searcher from the model directory (tests/e2e/toy: toy_search, two trials)
+sed -e 's/  name: single/  name: custom\n  method: toy_search/' "$W/toy.yaml" > "$W/custom.yaml"
+G=$($API create "$W/custom.yaml" "$TOY")
+check '[ "$($API wait "$G" 120)" = COMPLETED ]' "the custom search did not complete"
+lrs=$($API get "/api/v1/experiments/$G/trials" '" ".join(sorted("%g" % t["hparams"]["lr"] for t in r["trials"] if t["state"] == "COMPLETED"))')
+check '[ "$lrs" = "0.01 0.02" ]' "custom searcher trials: lr $lrs"
+
+# 6d. a trial on two slots (mpirun under the master)
+sed -e 's/batch_ms: 40/batch_ms: 0/' "$W/toy.yaml" > "$W/two.yaml"
+printf 'resources:\n  slots_per_trial: 2\n' >> "$W/two.yaml"
+H=$($API create "$W/two.yaml" "$TOY")
+check '[ "$($API wait "$H" 180)" = COMPLETED ]' "the 2-slot trial did not complete: $(tail -5 "$W/master.log")"
+TH=$($API get "/api/v1/experiments/$H/trials" 'r["trials"][0]["id"]')
+check '[ "$($API get "/api/v1/trials/$TH/metrics?kind=validation" "len(r[\"metrics\"])")" -eq 6 ]' \
+  "2-slot trial: one validation stream of 6 rows expected"
+
+# 6e. the Core API example (a command entrypoint built by its Makefile) under the master
+I=$($API create "$SRC/examples/core_api/config.yaml" "$SRC/examples/core_api" searcher.max_trials=2 \
+    'searcher.max_length={batches: 60}')
+check '[ "$($API wait "$I" 300)" = COMPLETED ]' "the Core API example did not complete: $(tail -5 "$W/master.log")"
+cv=$($API get "/api/v1/experiments/$I/trials" 'sum(t["state"] == "COMPLETED" and t["best_validation"] is not None for t in r["trials"])')
+check '[ "$cv" -eq 2 ]' "Core API example: $cv trials completed with a validation metric (expected 2)"
+
 # 7. bad input: a clear error, nothing created
 n_before=$($API get /api/v1/experiments 'len(r["experiments"])')
 expect_400() {

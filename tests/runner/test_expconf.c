@@ -557,6 +557,13 @@ static void test_enums(void) {
     dt_expconf *c = cload(BASE "checkpoint_policy: none\n", 0);
     if (c) CHECK(c->checkpoint_policy == DT_CKPT_NONE);
     dt_expconf_free(c);
+    e = cerr("entrypoint: m:T\nsearcher: {name: custom, metric: l, max_length: {batches: 1}}\n", 0);
+    CHECK_HAS(e, "searcher.method");
+    c = cload("entrypoint: m:T\nsearcher: {name: custom, method: my_search, metric: l, "
+              "max_length: {batches: 1}}\n",
+              0);
+    if (c) CHECK(!strcmp(c->searcher.method, "my_search"));
+    dt_expconf_free(c);
     e = cerr("entrypoint: m:T\nsearcher: {name: singel, metric: l, max_length: {batches: 1}}\n", 0);
     CHECK_HAS(e, "searcher.name must be one of single, grid, random, adaptive_asha, custom; got "
                  "\"singel\" (did you mean 'single'?)");
