@@ -58,8 +58,11 @@ build-avx2: deps
 	cmake -S . -B build-avx2 -DCMAKE_BUILD_TYPE=Release -DDT_MARCH=x86-64-v3 $(CMAKE_PY)
 	cmake --build build-avx2 -j $(JOBS)
 
+# The main job: a small adaptive_asha search on the Fashion-MNIST MLP under the master (started
+# in the background if none runs; `./build/dtrain master stop` ends it), ending with the best
+# trial and the commands to look further. `dtrain train` stays the one-trial local mode.
 run: build
-	./build/dtrain train examples/fashion_mnist/const.yaml examples/fashion_mnist
+	./build/dtrain experiment create examples/fashion_mnist/adaptive.yaml examples/fashion_mnist --follow
 
 test: test-deps build build-asan build-avx2
 	cd build && ctest --output-on-failure -j 1

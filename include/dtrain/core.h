@@ -29,6 +29,8 @@
 #include "dtrain/dist.h"
 #include "dtrain/trial.h"
 
+#include <stdio.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -133,6 +135,10 @@ DT_API bool dt_core_should_preempt(dt_core *core);
 DT_API dt_status dt_core_searcher_op(dt_core *core, dt_core_op *op);
 DT_API dt_status dt_core_searcher_complete(dt_core *core, const dt_core_op *op, double metric);
 DT_API void dt_core_report_stopped(dt_core *core, int64_t steps_completed);
+/* One line of a report as `dtrain train` prints it: "validation: batch 300 (epoch 0.32)
+ * validation_loss=0.4701 accuracy=0.8322" (and the records/s when > 0); flushed. */
+DT_API void dt_core_print_metrics(FILE *f, const char *kind, const dt_core_at *at,
+                                  const dt_metrics *m, double records_per_s);
 /* Free core (NULL is fine). */
 DT_API void dt_core_free(dt_core *core);
 

@@ -56,6 +56,50 @@ static char *read_file(const char *path, size_t *len) {
     return buf;
 }
 
+/* After --follow: the best trial's hyperparameters and last validation metrics, and the
+ * commands to look further. Nothing when the experiment has no validated trial. */
+static void print_summary(dt_client *c, int64_t id) {
+    char path[96];
+    json_t *ans = NULL, *rows = NULL, *t, *best = NULL;
+    snprintf(path, sizeof path, "/api/v1/experiments/%lld", (long long)id);
+    if (dt_client_call(c, "GET", path, NULL, &ans, NULL) != DT_OK) return;
+    const json_t *e = json_object_get(ans, "experiment");
+    bool smaller = !json_is_false(json_object_get(e, "smaller_is_better"));
+    const char *metric = json_string_value(json_object_get(e, "searcher_metric"));
+    size_t i;
+    double bv = 0;
+    json_array_foreach(json_object_get(ans, "trials"), i, t) {
+        double v;
+        if (!dt_json_number(json_object_get(t, "best_validation"), &v)) continue;
+        if (!best || (smaller ? v < bv : v > bv)) best = t, bv = v;
+    }
+    if (best) {
+        int64_t tid = json_integer_value(json_object_get(best, "id"));
+        printf("best trial %lld: %s %.6g after %lld batches\n", (long long)tid,
+               metric ? metric : "metric", bv,
+               (long long)json_integer_value(json_object_get(best, "batches")));
+        char *hp = json_dumps(json_object_get(best, "hparams"), JSON_COMPACT | JSON_SORT_KEYS);
+        if (hp) printf("  hyperparameters: %s\n", hp);
+        free(hp);
+        snprintf(path, sizeof path, "/api/v1/trials/%lld/metrics?kind=validation", (long long)tid);
+        if (dt_client_call(c, "GET", path, NULL, &rows, NULL) == DT_OK) {
+            json_t *ms = json_object_get(rows, "metrics");
+            json_t *last = json_array_get(ms, json_array_size(ms) - 1);
+            char *mj = last ? json_dumps(json_object_get(last, "metrics"), JSON_COMPACT) : NULL;
+            if (mj)
+                printf("  last validation (batch %lld): %s\n",
+                       (long long)json_integer_value(json_object_get(last, "batches")), mj);
+            free(mj);
+            json_decref(rows);
+        }
+        printf("look further:\n  dtrain experiment describe %lld\n  dtrain trial metrics %lld "
+               "--kind validation\n  dtrain checkpoint list %lld\n",
+               (long long)id, (long long)tid, (long long)id);
+    }
+    printf("  dtrain master stop     (the master keeps running in the background)\n");
+    json_decref(ans);
+}
+
 static int create(int argc, char **argv) {
     bool follow = false, paused = false;
     dt_cli_list overrides = {0};
@@ -125,6 +169,7 @@ static int create(int argc, char **argv) {
         if (!rc) {
             fprintf(stderr, "experiment %lld: %s\n", (long long)id, state);
             rc = strcmp(state, "COMPLETED") ? DT_EXIT_FAILED : DT_EXIT_OK;
+            print_summary(c, id);
         }
         free(state);
     }

@@ -149,6 +149,7 @@ static dt_status m_start(dt_core *core, int64_t steps_completed) {
 static dt_status m_training(dt_core *core, const dt_core_at *at, const dt_metrics *mt,
                             const dt_core_timing *tm) {
     if (!core->chief) return DT_OK;
+    dt_core_print_metrics(stderr, "training", at, mt, tm ? tm->records_per_s : 0); /* its log */
     dt_core_tb_write(core, "training", at->batches, mt, true);
     add_row(M(core), "training", at, mt, tm);
     return flush_rows(M(core));
@@ -156,6 +157,7 @@ static dt_status m_training(dt_core *core, const dt_core_at *at, const dt_metric
 
 static dt_status m_validation(dt_core *core, const dt_core_at *at, const dt_metrics *mt) {
     if (!core->chief) return DT_OK;
+    dt_core_print_metrics(stderr, "validation", at, mt, 0);
     dt_core_tb_write(core, "validation", at->batches, mt, true);
     add_row(M(core), "validation", at, mt, NULL);
     return flush_rows(M(core));

@@ -86,3 +86,12 @@ void dt_core_tb_close(dt_core *core) {
     if (core && core->tb) dt_tb_close(core->tb);
     if (core) core->tb = NULL;
 }
+
+void dt_core_print_metrics(FILE *f, const char *kind, const dt_core_at *at, const dt_metrics *m,
+                           double records_per_s) {
+    fprintf(f, "%s: batch %lld (epoch %.2f)", kind, (long long)at->batches, at->epochs);
+    for (int i = 0; i < m->n; i++) fprintf(f, " %s=%.5g", m->m[i].name, m->m[i].value);
+    if (records_per_s > 0) fprintf(f, " (%.0f records/s)", records_per_s);
+    fputc('\n', f);
+    fflush(f);
+}

@@ -81,10 +81,7 @@ static void print_line(local *l, const char *kind, const dt_core_at *at, const d
                        double rec_per_s) {
     if (l->o.quiet) return;
     if (l->o.progress) fputc('\n', stderr);
-    fprintf(stderr, "%s: batch %lld (epoch %.2f)", kind, (long long)at->batches, at->epochs);
-    for (int i = 0; i < m->n; i++) fprintf(stderr, " %s=%.5g", m->m[i].name, m->m[i].value);
-    if (rec_per_s > 0) fprintf(stderr, " (%.0f records/s)", rec_per_s);
-    fputc('\n', stderr);
+    dt_core_print_metrics(stderr, kind, at, m, rec_per_s);
 }
 
 static dt_status local_start(dt_core *core, int64_t steps_completed) {
