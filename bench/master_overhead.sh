@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # master_overhead.sh [DTRAIN] — what the master costs around short trials, on this machine:
-#   slot utilisation   a 32-trial random search of short toy trials (tests/e2e/toy, 30
+#   slot utilisation   a 32-trial random search of short toy trials (tests/e2e/toy, 1000
 #                      batches) on 2 slots: the sum of the runs' wall times (launch to exit,
 #                      as the master logs them) over the experiment's wall time x slots
 #                      (target >= 0.95);
@@ -31,13 +31,15 @@ searcher:
   metric: validation_loss
   max_trials: 32
   max_concurrent_trials: 2
-  max_length: {batches: 30}
+  max_length: {batches: 1000}
 scheduling_unit: 10
 YAML
-E=$($API create "$W/rand.yaml" "$SRC/tests/e2e/toy") # (returns once the model dir is built)
-t0=$($PY -c 'import time; print(time.time())')
+# t0: when create answered (the model directory is built by then; no trial starts before)
+read -r E t0 < <($API create-timed "$W/rand.yaml" "$SRC/tests/e2e/toy")
 $API until "/api/v1/experiments/$E" 'r["experiment"]["state"] in ("COMPLETED", "ERROR", "CANCELED")' 600
-t1=$($PY -c 'import time; print(time.time())')
+# the experiment's end as the master recorded it (polling would add its own interval)
+t1=$($API get "/api/v1/experiments/$E" 'r["experiment"]["end_time"]')
+t1=$($PY -c 'import sys, datetime; print(datetime.datetime.fromisoformat(sys.argv[1].replace("Z", "+00:00")).timestamp())' "$t1")
 $API get "/api/v1/experiments/$E/logs?limit=100000" > "$W/logs.json"
 $PY - "$W/logs.json" "$t0" "$t1" "$E" << 'PY'
 import json, re, sys, platform

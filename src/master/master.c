@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,13 +26,34 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TICK_US 10000 /* between scheduler passes: a slot freed is refilled within one */
+#define TICK_MS 10 /* between scheduler passes; a child's exit wakes the scheduler at once */
 #define STOP_GRACE_S 20.0
 
 static volatile sig_atomic_t g_signal;
+static int g_wake[2] = {-1, -1}; /* SIGCHLD writes here: a run ended, schedule now */
 
 static void on_signal(int sig) {
     g_signal = sig;
+}
+
+static void on_child(int sig) {
+    (void)sig;
+    int saved = errno;
+    if (g_wake[1] >= 0) (void)!write(g_wake[1], "c", 1);
+    errno = saved;
+}
+
+/* Sleep until the next tick or a child's exit, whichever comes first. */
+static void wait_tick(void) {
+    struct pollfd p = {.fd = g_wake[0], .events = POLLIN};
+    char buf[64];
+    if (g_wake[0] < 0) {
+        usleep(TICK_MS * 1000);
+        return;
+    }
+    if (poll(&p, 1, TICK_MS) > 0)
+        while (read(g_wake[0], buf, sizeof buf) > 0) {
+        }
 }
 
 double m_now(void) {
@@ -156,6 +178,11 @@ dt_status dt_master_run(const dt_master_opts *o) {
     sigaction(SIGTERM, &sa, &old_term);
     struct sigaction ign = {.sa_handler = SIG_IGN};
     sigaction(SIGPIPE, &ign, &old_pipe);
+    struct sigaction chld = {.sa_handler = on_child, .sa_flags = SA_RESTART | SA_NOCLDSTOP},
+                     old_chld;
+    sigemptyset(&chld.sa_mask);
+    if (pipe2(g_wake, O_NONBLOCK | O_CLOEXEC) != 0) g_wake[0] = g_wake[1] = -1;
+    sigaction(SIGCHLD, &chld, &old_chld);
 
     if ((st = dt_http_start(m.o.host, m.o.port, m_routes, m_n_routes, &m, &m.http)) == DT_OK) {
         int port = dt_http_port(m.http);
@@ -170,7 +197,7 @@ dt_status dt_master_run(const dt_master_opts *o) {
             pthread_mutex_lock(&m.lock);
             m_sched_tick(&m);
             pthread_mutex_unlock(&m.lock);
-            usleep(TICK_US);
+            wait_tick();
         }
         if (!m.o.quiet) fprintf(stderr, "dtrain master: stopping\n");
         m.stop = 1;
@@ -182,6 +209,9 @@ dt_status dt_master_run(const dt_master_opts *o) {
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGPIPE, &old_pipe, NULL);
+    sigaction(SIGCHLD, &old_chld, NULL);
+    for (int i = 0; i < 2; i++)
+        if (g_wake[i] >= 0) close(g_wake[i]), g_wake[i] = -1;
 out:
     DT_KEEP_ERROR(master_free(&m));
     if (lock_fd >= 0) close(lock_fd);

@@ -5,6 +5,8 @@
                                   the answer as JSON)
   api.py post PATH [BODY] [EXPR]  POST a JSON body ({} by default)
   api.py create CONFIG MODEL_DIR [KEY=VALUE ...]   create an experiment, print its id
+  api.py create-timed CONFIG MODEL_DIR             the same, printing "ID TIME" (TIME: when
+                                                   the answer came, seconds since the epoch)
   api.py wait EXP TIMEOUT_S       wait for a terminal state, print it (exit 1 on timeout)
   api.py until PATH EXPR TIMEOUT_S  poll GET PATH until EXPR is true (exit 1 on timeout)
 
@@ -48,10 +50,11 @@ def main(a):
         show(call("POST", a[1], body), a[3] if len(a) > 3 else None)
     elif a[0] == "delete":
         show(call("DELETE", a[1]), None)
-    elif a[0] == "create":
+    elif a[0] in ("create", "create-timed"):
         body = {"config_text": open(a[1]).read(), "model_dir": os.path.abspath(a[2]),
                 "overrides": a[3:]}
-        print(call("POST", "/api/v1/experiments", body)["id"])
+        eid = call("POST", "/api/v1/experiments", body)["id"]
+        print(eid if a[0] == "create" else f"{eid} {time.time():.6f}")
     elif a[0] == "wait":
         end = time.time() + float(a[2])
         while time.time() < end:
