@@ -1,7 +1,7 @@
 /*
  * api.c — the REST API's route table (docs/api.md) and the handlers for the master itself.
- * The experiment handlers are in api_exp.c, the trial and checkpoint handlers in
- * api_trial.c. Every handler takes the master's lock for its whole run.
+ * The experiment handlers are in api_exp.c, the log handlers in api_logs.c, the trial and
+ * checkpoint handlers in api_trial.c. Every handler takes the master's lock for its whole run.
  */
 #include "api_impl.h"
 
@@ -44,6 +44,38 @@ int64_t m_api_query_int(const dt_http_req *req, const char *key, int64_t dflt) {
     char *end = NULL;
     long long v = s ? strtoll(s, &end, 10) : 0;
     return s && *s && !*end ? v : dflt;
+}
+
+/* The experiment or trial row `id`, or NULL with a 404 (unknown) or 500 answer. */
+static json_t *owner_row(master *m, m_owner kind, int64_t id, dt_http_resp *resp) {
+    json_t *row = NULL;
+    dt_status st = kind == M_OWNER_EXPERIMENT ? dt_store_exp_get(m->store, id, &row)
+                                              : dt_store_trial_get(m->store, id, &row);
+    if (st == DT_OK) return row;
+    if (st == DT_ERR_INVALID)
+        dt_http_error(resp, 404, "no %s %lld; hint: %s",
+                      kind == M_OWNER_EXPERIMENT ? "experiment" : "trial", (long long)id,
+                      kind == M_OWNER_EXPERIMENT ? "dtrain experiment list shows them"
+                                                 : "dtrain trial list EXPERIMENT shows them");
+    else
+        m_api_fail(resp, st);
+    return NULL;
+}
+
+void m_api_read(void *app, const dt_http_req *req, dt_http_resp *resp, m_owner kind,
+                m_read_fn read) {
+    master *m = app;
+    int64_t id;
+    if (!m_api_id(req, 0, &id, resp)) return;
+    pthread_mutex_lock(&m->lock);
+    json_t *row = owner_row(m, kind, id, resp);
+    if (row) read(m, id, row, req, resp);
+    json_decref(row);
+    pthread_mutex_unlock(&m->lock);
+}
+
+void m_api_list(dt_http_resp *resp, dt_status st, const char *key, json_t *list) {
+    m_api_status(resp, st, st == DT_OK ? json_pack("{so}", key, list) : NULL);
 }
 
 /* ---- the master ---- */

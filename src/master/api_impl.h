@@ -14,10 +14,16 @@ void m_api_status(dt_http_resp *resp, dt_status st, json_t *ok);
 bool m_api_id(const dt_http_req *req, int i, int64_t *id, dt_http_resp *resp);
 int64_t m_api_query_int(const dt_http_req *req, const char *key, int64_t dflt);
 
-/* A page of log lines (query after, limit) of an experiment or a trial; "done" when the
- * owner is terminal and no line is left. */
-void m_api_logs(master *m, int64_t exp_id, int64_t trial_id, bool terminal, const dt_http_req *req,
-                dt_http_resp *resp);
+/* The common shape of a read: the path's first parameter as an id, its experiment or trial
+ * row looked up (404 when unknown), then `read` with the row (borrowed), all under the
+ * master's lock. */
+typedef enum m_owner { M_OWNER_EXPERIMENT, M_OWNER_TRIAL } m_owner;
+typedef void (*m_read_fn)(master *m, int64_t id, const json_t *row, const dt_http_req *req,
+                          dt_http_resp *resp);
+void m_api_read(void *app, const dt_http_req *req, dt_http_resp *resp, m_owner kind,
+                m_read_fn read);
+/* {key: list} on DT_OK (list stolen), else m_api_fail. */
+void m_api_list(dt_http_resp *resp, dt_status st, const char *key, json_t *list);
 
 /* api_exp.c */
 void m_api_create_experiment(void *app, const dt_http_req *req, dt_http_resp *resp);
@@ -26,13 +32,15 @@ void m_api_get_experiment(void *app, const dt_http_req *req, dt_http_resp *resp)
 void m_api_delete_experiment(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_api_experiment_trials(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_api_experiment_checkpoints(void *app, const dt_http_req *req, dt_http_resp *resp);
-void m_api_experiment_logs(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_api_experiment_action(void *app, const dt_http_req *req, dt_http_resp *resp);
+
+/* api_logs.c */
+void m_api_experiment_logs(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_trial_logs(void *app, const dt_http_req *req, dt_http_resp *resp);
 
 /* api_trial.c */
 void m_api_get_trial(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_api_trial_metrics(void *app, const dt_http_req *req, dt_http_resp *resp);
-void m_api_trial_logs(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_api_trial_checkpoints(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_api_kill_trial(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_api_get_checkpoint(void *app, const dt_http_req *req, dt_http_resp *resp);

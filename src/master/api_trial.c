@@ -1,6 +1,6 @@
 /*
  * api_trial.c — the trial and checkpoint routes of docs/api.md: what users read (a trial,
- * its metrics, logs, checkpoints; a kill) and what a trial run reports (its spec, metrics,
+ * its metrics and checkpoints; a kill) and what a trial run reports (its spec, metrics,
  * progress, searcher operations, checkpoints, preemption, an early exit).
  *
  * Reports carry the run id the master gave the run; a report from a run that is no longer
@@ -19,18 +19,6 @@
 #define PROGRESS_WRITE_S 1.0 /* a trial's batch count goes to the store at most this often */
 
 /* ---- lookups ---- */
-
-/* The trial `id` from the store, or a 404 answer. */
-static json_t *trial_row(master *m, int64_t id, dt_http_resp *resp) {
-    json_t *t = NULL;
-    if (dt_store_trial_get(m->store, id, &t) == DT_OK) return t;
-    if (dt_last_status() == DT_ERR_INVALID)
-        dt_http_error(resp, 404, "no trial %lld; hint: dtrain trial list EXPERIMENT shows them",
-                      (long long)id);
-    else
-        m_api_fail(resp, dt_last_status());
-    return NULL;
-}
 
 /* The live trial of a run's report, checked against the run id (query or body "run"). */
 static m_trial *run_trial(master *m, const dt_http_req *req, dt_http_resp *resp) {
@@ -55,20 +43,19 @@ static m_trial *run_trial(master *m, const dt_http_req *req, dt_http_resp *resp)
 
 /* ---- read by users ---- */
 
-void m_api_get_trial(void *app, const dt_http_req *req, dt_http_resp *resp) {
-    master *m = app;
-    int64_t id;
-    if (!m_api_id(req, 0, &id, resp)) return;
-    pthread_mutex_lock(&m->lock);
-    json_t *t = trial_row(m, id, resp);
-    if (t) resp->json = json_pack("{so}", "trial", t);
-    pthread_mutex_unlock(&m->lock);
+static void describe(master *m, int64_t id, const json_t *row, const dt_http_req *req,
+                     dt_http_resp *resp) {
+    (void)m, (void)id, (void)req;
+    resp->json = json_pack("{sO}", "trial", row);
 }
 
-void m_api_trial_metrics(void *app, const dt_http_req *req, dt_http_resp *resp) {
-    master *m = app;
-    int64_t id;
-    if (!m_api_id(req, 0, &id, resp)) return;
+void m_api_get_trial(void *app, const dt_http_req *req, dt_http_resp *resp) {
+    m_api_read(app, req, resp, M_OWNER_TRIAL, describe);
+}
+
+static void metrics_of(master *m, int64_t id, const json_t *row, const dt_http_req *req,
+                       dt_http_resp *resp) {
+    (void)row;
     const char *kind = dt_http_query(req, "kind");
     if (kind && strcmp(kind, "training") && strcmp(kind, "validation") &&
         strcmp(kind, "profiler")) {
@@ -78,60 +65,40 @@ void m_api_trial_metrics(void *app, const dt_http_req *req, dt_http_resp *resp) 
                       kind);
         return;
     }
-    pthread_mutex_lock(&m->lock);
-    json_t *t = trial_row(m, id, resp), *rows = NULL;
-    if (t) {
-        json_decref(t);
-        dt_status st = dt_store_metrics_query(m->store, id, kind, m_api_query_int(req, "after", -1),
-                                              m_api_query_int(req, "limit", 0), &rows);
-        m_api_status(resp, st, st == DT_OK ? json_pack("{so}", "metrics", rows) : NULL);
-    }
-    pthread_mutex_unlock(&m->lock);
+    json_t *rows = NULL;
+    dt_status st = dt_store_metrics_query(m->store, id, kind, m_api_query_int(req, "after", -1),
+                                          m_api_query_int(req, "limit", 0), &rows);
+    m_api_list(resp, st, "metrics", rows);
 }
 
-void m_api_trial_logs(void *app, const dt_http_req *req, dt_http_resp *resp) {
-    master *m = app;
-    int64_t id;
-    if (!m_api_id(req, 0, &id, resp)) return;
-    pthread_mutex_lock(&m->lock);
-    json_t *t = trial_row(m, id, resp);
-    if (t) {
-        const char *state = json_string_value(json_object_get(t, "state"));
-        m_api_logs(m, 0, id, state && m_state_terminal(state), req, resp);
-        json_decref(t);
-    }
-    pthread_mutex_unlock(&m->lock);
+void m_api_trial_metrics(void *app, const dt_http_req *req, dt_http_resp *resp) {
+    m_api_read(app, req, resp, M_OWNER_TRIAL, metrics_of);
+}
+
+static void checkpoints_of(master *m, int64_t id, const json_t *row, const dt_http_req *req,
+                           dt_http_resp *resp) {
+    (void)row, (void)req;
+    json_t *list = NULL;
+    dt_status st = dt_store_ckpt_list(m->store, 0, id, &list);
+    m_api_list(resp, st, "checkpoints", list);
 }
 
 void m_api_trial_checkpoints(void *app, const dt_http_req *req, dt_http_resp *resp) {
-    master *m = app;
-    int64_t id;
-    if (!m_api_id(req, 0, &id, resp)) return;
-    pthread_mutex_lock(&m->lock);
-    json_t *t = trial_row(m, id, resp), *list = NULL;
-    if (t) {
-        json_decref(t);
-        dt_status st = dt_store_ckpt_list(m->store, 0, id, &list);
-        m_api_status(resp, st, st == DT_OK ? json_pack("{so}", "checkpoints", list) : NULL);
-    }
-    pthread_mutex_unlock(&m->lock);
+    m_api_read(app, req, resp, M_OWNER_TRIAL, checkpoints_of);
+}
+
+static void kill_it(master *m, int64_t id, const json_t *row, const dt_http_req *req,
+                    dt_http_resp *resp) {
+    (void)row, (void)req;
+    m_trial *t = m_trial_find(m, id, NULL);
+    if (t) m_trial_kill(m, t);
+    json_t *now = NULL;
+    dt_status st = dt_store_trial_get(m->store, id, &now);
+    m_api_status(resp, st, st == DT_OK ? json_pack("{so}", "trial", now) : NULL);
 }
 
 void m_api_kill_trial(void *app, const dt_http_req *req, dt_http_resp *resp) {
-    master *m = app;
-    int64_t id;
-    if (!m_api_id(req, 0, &id, resp)) return;
-    pthread_mutex_lock(&m->lock);
-    json_t *row = trial_row(m, id, resp);
-    if (row) {
-        json_decref(row);
-        m_trial *t = m_trial_find(m, id, NULL);
-        if (t) m_trial_kill(m, t);
-        json_t *now = NULL;
-        dt_status st = dt_store_trial_get(m->store, id, &now);
-        m_api_status(resp, st, st == DT_OK ? json_pack("{so}", "trial", now) : NULL);
-    }
-    pthread_mutex_unlock(&m->lock);
+    m_api_read(app, req, resp, M_OWNER_TRIAL, kill_it);
 }
 
 void m_api_get_checkpoint(void *app, const dt_http_req *req, dt_http_resp *resp) {
@@ -180,26 +147,20 @@ static char *resume_path(master *m, m_trial *t) {
     return p;
 }
 
-void m_api_trial_spec(void *app, const dt_http_req *req, dt_http_resp *resp) {
-    master *m = app;
-    pthread_mutex_lock(&m->lock);
-    m_trial *t = run_trial(m, req, resp);
-    if (t) {
-        m_exp *e = t->exp;
-        char dir[4600];
-        m_trial_ckpt_dir(t, dir, sizeof dir);
-        char *resume = resume_path(m, t);
-        resp->json =
-            json_pack("{sI,sI,sI,sO,sO,sI,ss,so,ss,ss,ss,sI}", "experiment_id", (json_int_t)e->id,
-                      "trial_id", (json_int_t)t->id, "run", (json_int_t)t->run_id, "config",
-                      e->cfg->json, "hparams", t->hparams, "seed", (json_int_t)t->seed,
-                      "checkpoint_dir", dir, "resume", resume ? json_string(resume) : json_null(),
-                      "so_path", e->so_path ? e->so_path : "", "model_dir", e->model_dir,
-                      "entry_symbol", e->cfg->entry_symbol ? e->cfg->entry_symbol : "", "slots",
-                      (json_int_t)e->cfg->slots_per_trial);
-        free(resume);
-    }
-    pthread_mutex_unlock(&m->lock);
+static void spec(master *m, m_trial *t, const dt_http_req *req, dt_http_resp *resp) {
+    (void)req;
+    m_exp *e = t->exp;
+    char dir[4600];
+    m_trial_ckpt_dir(t, dir, sizeof dir);
+    char *resume = resume_path(m, t);
+    resp->json = json_pack(
+        "{sI,sI,sI,sO,sO,sI,ss,so,ss,ss,ss,sI}", "experiment_id", (json_int_t)e->id, "trial_id",
+        (json_int_t)t->id, "run", (json_int_t)t->run_id, "config", e->cfg->json, "hparams",
+        t->hparams, "seed", (json_int_t)t->seed, "checkpoint_dir", dir, "resume",
+        resume ? json_string(resume) : json_null(), "so_path", e->so_path ? e->so_path : "",
+        "model_dir", e->model_dir, "entry_symbol", e->cfg->entry_symbol ? e->cfg->entry_symbol : "",
+        "slots", (json_int_t)e->cfg->slots_per_trial);
+    free(resume);
 }
 
 /* The best searcher metric among validation rows updates the trial's best. */
@@ -219,64 +180,44 @@ static void note_validation(master *m, m_trial *t, const json_t *rows) {
     }
 }
 
-void m_api_post_metrics(void *app, const dt_http_req *req, dt_http_resp *resp) {
-    master *m = app;
+static void metrics(master *m, m_trial *t, const dt_http_req *req, dt_http_resp *resp) {
     const json_t *rows = json_object_get(req->body, "rows");
     if (!json_is_array(rows)) {
         dt_http_error(resp, 400, "the request needs \"rows\": an array of metric rows");
         return;
     }
-    pthread_mutex_lock(&m->lock);
-    m_trial *t = run_trial(m, req, resp);
-    if (t) {
-        int64_t n = 0;
-        dt_status st = dt_store_metrics_insert(m->store, t->id, rows, &n);
-        if (st == DT_OK) note_validation(m, t, rows);
-        m_api_status(resp, st, st == DT_OK ? json_pack("{sI}", "written", (json_int_t)n) : NULL);
-    }
-    pthread_mutex_unlock(&m->lock);
+    int64_t n = 0;
+    dt_status st = dt_store_metrics_insert(m->store, t->id, rows, &n);
+    if (st == DT_OK) note_validation(m, t, rows);
+    m_api_status(resp, st, st == DT_OK ? json_pack("{sI}", "written", (json_int_t)n) : NULL);
 }
 
-void m_api_post_progress(void *app, const dt_http_req *req, dt_http_resp *resp) {
-    master *m = app;
-    pthread_mutex_lock(&m->lock);
-    m_trial *t = run_trial(m, req, resp);
-    if (t) {
-        t->batches = json_integer_value(json_object_get(req->body, "batches"));
-        t->total_batches = json_integer_value(json_object_get(req->body, "total_batches"));
-        if (!t->first_batch_seen) {
-            /* how long a run takes from launch to training (bench/master_overhead.sh) */
-            t->first_batch_seen = true;
-            char line[160];
-            snprintf(line, sizeof line,
-                     "dtrain master: run %lld trained its first batch %.0f ms "
-                     "after launch",
-                     (long long)t->run_id, (m_now() - t->started) * 1e3);
-            m_sched_on_log(m, t->id, 0, line);
-        }
-        if (m_now() - t->last_progress_write >= PROGRESS_WRITE_S) {
-            t->last_progress_write = m_now();
-            dt_store_trial_set_progress(m->store, t->id, t->batches, t->total_batches);
-        }
-        resp->json = json_object();
+static void progress(master *m, m_trial *t, const dt_http_req *req, dt_http_resp *resp) {
+    t->batches = json_integer_value(json_object_get(req->body, "batches"));
+    t->total_batches = json_integer_value(json_object_get(req->body, "total_batches"));
+    if (!t->first_batch_seen) {
+        /* how long a run takes from launch to training (bench/master_overhead.sh) */
+        t->first_batch_seen = true;
+        char line[160];
+        snprintf(line, sizeof line,
+                 "dtrain master: run %lld trained its first batch %.0f ms after launch",
+                 (long long)t->run_id, (m_now() - t->started) * 1e3);
+        m_sched_on_log(m, t->id, 0, line);
     }
-    pthread_mutex_unlock(&m->lock);
+    if (m_now() - t->last_progress_write >= PROGRESS_WRITE_S) {
+        t->last_progress_write = m_now();
+        dt_store_trial_set_progress(m->store, t->id, t->batches, t->total_batches);
+    }
+    resp->json = json_object();
 }
 
-void m_api_searcher_op(void *app, const dt_http_req *req, dt_http_resp *resp) {
-    master *m = app;
-    pthread_mutex_lock(&m->lock);
-    m_trial *t = run_trial(m, req, resp);
-    if (t) {
-        json_t *op =
-            t->n_ops > 0 ? json_pack("{so}", "length", m_length_json(t->ops[0])) : json_null();
-        resp->json = json_pack("{so}", "op", op);
-    }
-    pthread_mutex_unlock(&m->lock);
+static void operation(master *m, m_trial *t, const dt_http_req *req, dt_http_resp *resp) {
+    (void)m, (void)req;
+    json_t *op = t->n_ops > 0 ? json_pack("{so}", "length", m_length_json(t->ops[0])) : json_null();
+    resp->json = json_pack("{so}", "op", op);
 }
 
-void m_api_searcher_completed(void *app, const dt_http_req *req, dt_http_resp *resp) {
-    master *m = app;
+static void completed(master *m, m_trial *t, const dt_http_req *req, dt_http_resp *resp) {
     dt_length len;
     if (m_length_from_json(json_object_get(req->body, "length"), &len) != DT_OK) {
         dt_http_error(resp, 400, "%s", dt_last_error());
@@ -284,10 +225,7 @@ void m_api_searcher_completed(void *app, const dt_http_req *req, dt_http_resp *r
     }
     const json_t *v = json_object_get(req->body, "metric");
     double metric = json_is_number(v) ? json_number_value(v) : NAN;
-    pthread_mutex_lock(&m->lock);
-    m_trial *t = run_trial(m, req, resp);
-    if (t) m_api_status(resp, m_trial_completed_op(m, t, len, metric), NULL);
-    pthread_mutex_unlock(&m->lock);
+    m_api_status(resp, m_trial_completed_op(m, t, len, metric), NULL);
 }
 
 /* A new checkpoint uuid (version 4). */
@@ -304,74 +242,78 @@ static void new_uuid(char out[37]) {
              b[14], b[15]);
 }
 
-void m_api_post_checkpoint(void *app, const dt_http_req *req, dt_http_resp *resp) {
-    master *m = app;
+static void checkpoint(master *m, m_trial *t, const dt_http_req *req, dt_http_resp *resp) {
     const char *path = json_string_value(json_object_get(req->body, "path"));
     const json_t *batches = json_object_get(req->body, "batches");
     if (!path || !json_is_integer(batches)) {
         dt_http_error(resp, 400, "a checkpoint report needs \"path\" and \"batches\"");
         return;
     }
-    pthread_mutex_lock(&m->lock);
-    m_trial *t = run_trial(m, req, resp);
-    if (t) {
-        /* a run resumed from an older checkpoint may report one it finds already there */
-        json_t *list = NULL, *c;
-        const char *uuid = NULL;
-        size_t i;
-        dt_status st = dt_store_ckpt_list(m->store, 0, t->id, &list);
-        json_array_foreach(list, i, c) {
-            const char *p = json_string_value(json_object_get(c, "path"));
-            if (p && !strcmp(p, path)) uuid = json_string_value(json_object_get(c, "uuid"));
-        }
-        char fresh[37];
-        if (st == DT_OK && !uuid) {
-            new_uuid(fresh);
-            uuid = fresh;
-            const json_t *meta = json_object_get(req->body, "metadata");
-            const json_t *res = json_object_get(req->body, "resources");
-            st = dt_store_ckpt_insert(m->store, t->id, uuid, path, json_integer_value(batches),
-                                      json_is_object(meta) ? meta : NULL,
-                                      json_is_object(res) ? res : NULL);
-        }
-        m_api_status(resp, st, st == DT_OK ? json_pack("{ss}", "uuid", uuid) : NULL);
-        json_decref(list);
+    /* a run resumed from an older checkpoint may report one it finds already there */
+    json_t *list = NULL, *c;
+    const char *uuid = NULL;
+    size_t i;
+    dt_status st = dt_store_ckpt_list(m->store, 0, t->id, &list);
+    json_array_foreach(list, i, c) {
+        const char *p = json_string_value(json_object_get(c, "path"));
+        if (p && !strcmp(p, path)) uuid = json_string_value(json_object_get(c, "uuid"));
     }
-    pthread_mutex_unlock(&m->lock);
+    char fresh[37];
+    if (st == DT_OK && !uuid) {
+        new_uuid(fresh);
+        uuid = fresh;
+        const json_t *meta = json_object_get(req->body, "metadata");
+        const json_t *res = json_object_get(req->body, "resources");
+        st = dt_store_ckpt_insert(m->store, t->id, uuid, path, json_integer_value(batches),
+                                  json_is_object(meta) ? meta : NULL,
+                                  json_is_object(res) ? res : NULL);
+    }
+    m_api_status(resp, st, st == DT_OK ? json_pack("{ss}", "uuid", uuid) : NULL);
+    json_decref(list);
 }
 
-void m_api_preempt(void *app, const dt_http_req *req, dt_http_resp *resp) {
-    master *m = app;
-    pthread_mutex_lock(&m->lock);
-    m_trial *t = run_trial(m, req, resp);
-    if (t) resp->json = json_pack("{sb}", "preempt", t->preempt || m->stop);
-    pthread_mutex_unlock(&m->lock);
+static void preempt(master *m, m_trial *t, const dt_http_req *req, dt_http_resp *resp) {
+    (void)req;
+    resp->json = json_pack("{sb}", "preempt", t->preempt || m->stop);
 }
 
-void m_api_early_exit(void *app, const dt_http_req *req, dt_http_resp *resp) {
-    master *m = app;
+static void early_exit(master *m, m_trial *t, const dt_http_req *req, dt_http_resp *resp) {
+    (void)m;
     const char *reason = json_string_value(json_object_get(req->body, "reason"));
     if (!reason || (strcmp(reason, "invalid_hp") && strcmp(reason, "errored"))) {
         dt_http_error(resp, 400, "reason must be \"invalid_hp\" or \"errored\"");
         return;
     }
-    pthread_mutex_lock(&m->lock);
-    m_trial *t = run_trial(m, req, resp);
-    if (t) {
-        if (!strcmp(reason, "invalid_hp")) t->invalid_hp = true;
-        resp->json = json_object();
-    }
-    pthread_mutex_unlock(&m->lock);
+    if (!strcmp(reason, "invalid_hp")) t->invalid_hp = true;
+    resp->json = json_object();
 }
 
-void m_api_stopped(void *app, const dt_http_req *req, dt_http_resp *resp) {
+static void stopped(master *m, m_trial *t, const dt_http_req *req, dt_http_resp *resp) {
+    t->batches = json_integer_value(json_object_get(req->body, "batches"));
+    dt_store_trial_set_progress(m->store, t->id, t->batches, t->total_batches);
+    resp->json = json_object();
+}
+
+/* Every report of a run: the live trial checked against the run id, under the lock. */
+static void with_run(void *app, const dt_http_req *req, dt_http_resp *resp,
+                     void (*fn)(master *, m_trial *, const dt_http_req *, dt_http_resp *)) {
     master *m = app;
     pthread_mutex_lock(&m->lock);
     m_trial *t = run_trial(m, req, resp);
-    if (t) {
-        t->batches = json_integer_value(json_object_get(req->body, "batches"));
-        dt_store_trial_set_progress(m->store, t->id, t->batches, t->total_batches);
-        resp->json = json_object();
-    }
+    if (t) fn(m, t, req, resp);
     pthread_mutex_unlock(&m->lock);
 }
+
+#define RUN_ROUTE(route, fn)                                                                       \
+    void route(void *app, const dt_http_req *req, dt_http_resp *resp) {                            \
+        with_run(app, req, resp, fn);                                                              \
+    }
+RUN_ROUTE(m_api_trial_spec, spec)
+RUN_ROUTE(m_api_post_metrics, metrics)
+RUN_ROUTE(m_api_post_progress, progress)
+RUN_ROUTE(m_api_searcher_op, operation)
+RUN_ROUTE(m_api_searcher_completed, completed)
+RUN_ROUTE(m_api_post_checkpoint, checkpoint)
+RUN_ROUTE(m_api_preempt, preempt)
+RUN_ROUTE(m_api_early_exit, early_exit)
+RUN_ROUTE(m_api_stopped, stopped)
