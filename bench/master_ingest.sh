@@ -10,13 +10,9 @@ DTRAIN=${1:-./build/dtrain}
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python3}
 W=$(mktemp -d /tmp/dtrain-ingest.XXXXXX)
-API="$PY $SRC/tests/e2e/api.py"
-PORT=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-export DTRAIN_HOME=$W/home DTRAIN_MASTER=http://127.0.0.1:$PORT
-"$DTRAIN" master --port "$PORT" --slots 8 > "$W/master.log" 2>&1 &
-MPID=$!
+. "$SRC/tests/e2e/master_env.sh"
 trap 'kill "$MPID" 2> /dev/null; wait "$MPID" 2> /dev/null; rm -rf "$W"; rm -f "$SRC/bench/ingest/ingest"' EXIT
-for _ in $(seq 100); do $API get /api/v1/master 'r["pid"]' > /dev/null 2>&1 && break; sleep 0.1; done
+start_master 8
 E=$($API create "$SRC/bench/ingest/ingest.yaml" "$SRC/bench/ingest")
 $API until "/api/v1/experiments/$E" 'r["experiment"]["state"] in ("COMPLETED", "ERROR", "CANCELED")' 600
 $API get "/api/v1/experiments/$E/logs?limit=100000" > "$W/logs.json"

@@ -13,13 +13,9 @@ DTRAIN=${1:-./build/dtrain}
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python3}
 W=$(mktemp -d /tmp/dtrain-bench.XXXXXX)
-API="$PY $SRC/tests/e2e/api.py"
-PORT=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-export DTRAIN_HOME=$W/home DTRAIN_MASTER=http://127.0.0.1:$PORT
-"$DTRAIN" master --port "$PORT" --slots 2 > "$W/master.log" 2>&1 &
-MPID=$!
+. "$SRC/tests/e2e/master_env.sh"
 trap 'kill "$MPID" 2> /dev/null; wait "$MPID" 2> /dev/null; rm -rf "$W"' EXIT
-for _ in $(seq 100); do $API get /api/v1/master 'r["pid"]' > /dev/null 2>&1 && break; sleep 0.1; done
+start_master 2
 cat > "$W/rand.yaml" << 'YAML'
 name: overhead
 entrypoint: model_def:ToyTrial

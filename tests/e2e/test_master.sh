@@ -11,14 +11,10 @@ DTRAIN=$1
 SRC=$2
 PY=${PYTHON:-python3}
 W=$(mktemp -d /tmp/dtrain-master.XXXXXX)
-API="$PY $SRC/tests/e2e/api.py"
 . "$SRC/tests/e2e/check.sh"
+. "$SRC/tests/e2e/master_env.sh"
 TOY=$SRC/tests/e2e/toy
 FASHION=$SRC/examples/fashion_mnist
-MPID=
-free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-PORT=$(free_port)
-export DTRAIN_HOME=$W/home DTRAIN_MASTER=http://127.0.0.1:$PORT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # every trial process group the master started (from the store), then the master
@@ -29,17 +25,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-start_master() {
-  "$DTRAIN" master --port "$PORT" --slots 2 >> "$W/master.log" 2>&1 &
-  MPID=$!
-  for _ in $(seq 100); do
-    $API get /api/v1/master r[\"pid\"] > /dev/null 2>&1 && return 0
-    kill -0 "$MPID" 2> /dev/null || break
-    sleep 0.1
-  done
-  echo "master did not start: $(tail -5 "$W/master.log")" >&2
-  return 1
-}
 # remember a trial's process group so the cleanup can kill it whatever happens
 note_pgid() { $API get "/api/v1/trials/$1" 'r["trial"].get("pgid") or 0' >> "$W/pgids" 2> /dev/null; }
 
@@ -77,6 +62,14 @@ check '[ "$($API get "/api/v1/trials/$TA/metrics?kind=validation" "len(r[\"metri
 check '[ "$($API get "/api/v1/trials/$TA/metrics?kind=training" "len(r[\"metrics\"])")" -eq 12 ]' \
   "12 training reports expected (every 5 batches)"
 check '[ "$($API get "/api/v1/trials/$TA" "r[\"trial\"][\"state\"]")" = COMPLETED ]' "trial state"
+
+# 1b. a warm start from the reference trial (searcher.source_trial_id): it resumes from that
+# trial's latest checkpoint (batch 60) and trains on to 80
+WS=$($API create "$W/toy.yaml" "$TOY" "searcher.source_trial_id=$TA" 'searcher.max_length={batches: 80}')
+check '[ "$($API wait "$WS" 120)" = COMPLETED ]' "the warm-started experiment did not complete"
+TWS=$($API get "/api/v1/experiments/$WS/trials" 'r["trials"][0]["id"]')
+wsb=$($API get "/api/v1/trials/$TWS/metrics?kind=training" '" ".join(str(m["batches"]) for m in r["metrics"])')
+check '[ "$wsb" = "65 70 75 80" ]' "warm start: training reports at [$wsb], expected 65 70 75 80"
 
 # 2. pause while it trains, activate: the same validation metrics, bit for bit
 B=$($API create "$W/toy.yaml" "$TOY")
