@@ -19,7 +19,10 @@
  *
  * Rows are returned as the REST API shows them (docs/api.md): JSON members are parsed back,
  * times are ISO 8601 UTC strings, a metric row is the object the trial reported (its searcher
- * metric is also kept in a column, for the best-metric queries).
+ * metric is also kept in a column, for the best-metric queries). Each kind of row is a table of
+ * its columns (member name and JSON type) read by one row_json; every statement gets its values
+ * through one bound-value list (ARGS), and a row that must exist is checked in one place
+ * (first_row, need, write_stmt), so "no <thing> <id>" reads the same everywhere.
  */
 #define _GNU_SOURCE /* PTHREAD_MUTEX_RECURSIVE */
 #include "master/store_impl.h"
@@ -120,19 +123,144 @@ static void done(sqlite3_stmt *s) {
     sqlite3_clear_bindings(s);
 }
 
-/* Run a statement that returns no rows (or ignores them); `what` names it in errors. */
-static dt_status run(dt_store *st, sqlite3_stmt *s, const char *what) {
-    int rc = sqlite3_step(s);
-    while (rc == SQLITE_ROW) rc = sqlite3_step(s);
-    dt_status status = rc == SQLITE_DONE ? DT_OK : sql_error(st, rc, what);
+/* ---- statements with bound values ---- */
+
+/* A value for one ?N of a statement: V_INT(x), V_REAL(x), V_TEXT(s) (NULL binds NULL),
+ * V_JSON(v) (stored as compact JSON text), V_NULL. Texts are bound without a copy: every
+ * helper below finishes the statement (done) before it returns. */
+typedef struct bval {
+    enum { B_NULL, B_INT, B_REAL, B_TEXT, B_JSON } kind;
+    int64_t i;
+    double r;
+    const char *t;
+    const json_t *j;
+} bval;
+
+#define V_NULL ((bval){.kind = B_NULL})
+#define V_INT(x) ((bval){.kind = B_INT, .i = (x)})
+#define V_REAL(x) ((bval){.kind = B_REAL, .r = (x)})
+#define V_TEXT(x) ((bval){.kind = B_TEXT, .t = (x)})
+#define V_JSON(x) ((bval){.kind = B_JSON, .j = (x)})
+/* The values for ?1, ?2, ... as the (array, count) pair the helpers take. */
+#define ARGS(...)                                                                                  \
+    (const bval[]){__VA_ARGS__}, (int)(sizeof(const bval[]){__VA_ARGS__} / sizeof(bval))
+
+/* Bind v[0..n) to ?1..?n of `s`. On error `s` is reset (done) and the error returned. */
+static dt_status bind_args(dt_store *st, sqlite3_stmt *s, const bval *v, int n) {
+    int rc = SQLITE_OK;
+    for (int i = 0; rc == SQLITE_OK && i < n; i++) {
+        switch (v[i].kind) {
+        case B_NULL:
+            rc = sqlite3_bind_null(s, i + 1);
+            break;
+        case B_INT:
+            rc = sqlite3_bind_int64(s, i + 1, v[i].i);
+            break;
+        case B_REAL:
+            rc = sqlite3_bind_double(s, i + 1, v[i].r);
+            break;
+        case B_TEXT:
+            rc = sqlite3_bind_text(s, i + 1, v[i].t, -1, SQLITE_STATIC);
+            break;
+        case B_JSON: {
+            char *text = json_dumps(v[i].j, JSON_COMPACT | JSON_ENCODE_ANY);
+            if (!text) {
+                done(s);
+                return dt_error(DT_ERR_OOM, "store %s: encoding JSON", st->path);
+            }
+            rc = sqlite3_bind_text(s, i + 1, text, -1, SQLITE_TRANSIENT);
+            free(text);
+            break;
+        }
+        }
+    }
+    if (rc == SQLITE_OK) return DT_OK;
+    dt_status status = sql_error(st, rc, "binding a value");
     done(s);
     return status;
 }
 
-static dt_status exec(dt_store *st, const char *sql) {
+/* The prepared statement for `sql` with v[0..n) bound. On error *out = NULL. */
+static dt_status prep_args(dt_store *st, const char *sql, const bval *v, int n,
+                           sqlite3_stmt **out) {
+    dt_status status = prep(st, sql, out);
+    if (status == DT_OK) status = bind_args(st, *out, v, n);
+    if (status != DT_OK) *out = NULL;
+    return status;
+}
+
+/* Run a statement that returns no rows (or ignores them); `doing` names it in errors. */
+static dt_status run(dt_store *st, sqlite3_stmt *s, const char *doing) {
+    int rc = sqlite3_step(s);
+    while (rc == SQLITE_ROW) rc = sqlite3_step(s);
+    dt_status status = rc == SQLITE_DONE ? DT_OK : sql_error(st, rc, doing);
+    done(s);
+    return status;
+}
+
+/* Run `sql` with v[0..n) bound; errors name `doing`, or the SQL itself when it is NULL. */
+static dt_status exec_args(dt_store *st, const char *sql, const char *doing, const bval *v, int n) {
     sqlite3_stmt *s;
-    dt_status status = prep(st, sql, &s);
-    return status == DT_OK ? run(st, s, sql) : status;
+    dt_status status = prep_args(st, sql, v, n, &s);
+    return status == DT_OK ? run(st, s, doing ? doing : sql) : status;
+}
+
+static dt_status exec(dt_store *st, const char *sql) {
+    return exec_args(st, sql, NULL, NULL, 0);
+}
+
+/* ---- rows that must exist ---- */
+
+/* A missing row: DT_ERR_INVALID "no <what> <key>" (key: "with id N", or a uuid). */
+static dt_status no_row(const char *what, const char *key) {
+    return dt_error(DT_ERR_INVALID, "no %s %s; hint: list them to see which exist", what, key);
+}
+
+static const char *id_key(char *buf, size_t size, int64_t id) {
+    snprintf(buf, size, "with id %lld", (long long)id);
+    return buf;
+}
+/* "with id N" for no_row, in a buffer that lives to the end of the enclosing block. */
+#define ID_KEY(id) id_key((char[32]){0}, 32, (id))
+
+/* Run `sql` with v[0..n) bound up to its first row. DT_OK with *row the statement on that row
+ * (the caller reads it and calls done(*row)); no row: with `what`, DT_ERR_INVALID naming
+ * `what` and `key`, without, DT_OK and *row = NULL. SQLite's errors name `doing`. On an error
+ * *row = NULL. */
+static dt_status first_row(dt_store *st, const char *sql, const char *doing, const char *what,
+                           const char *key, const bval *v, int n, sqlite3_stmt **row) {
+    *row = NULL;
+    sqlite3_stmt *s;
+    dt_status status = prep_args(st, sql, v, n, &s);
+    if (status != DT_OK) return status;
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        *row = s;
+        return DT_OK;
+    }
+    status = rc != SQLITE_DONE ? sql_error(st, rc, doing) : what ? no_row(what, key) : DT_OK;
+    done(s);
+    return status;
+}
+
+/* The row a call is about: an experiment or a trial, by id. */
+typedef struct owner {
+    bool trial;
+    int64_t id;
+} owner;
+#define OF_EXP(id) (&(owner){false, (id)})
+#define OF_TRIAL(id) (&(owner){true, (id)})
+
+/* DT_OK when the owner row exists, else DT_ERR_INVALID naming it. */
+static dt_status need(dt_store *st, const owner *o) {
+    sqlite3_stmt *s;
+    dt_status status = first_row(st,
+                                 o->trial ? "SELECT 1 FROM trials WHERE id = ?"
+                                          : "SELECT 1 FROM experiments WHERE id = ?",
+                                 "looking up a row", o->trial ? "trial" : "experiment",
+                                 ID_KEY(o->id), ARGS(V_INT(o->id)), &s);
+    done(s);
+    return status;
 }
 
 /* ---- writes: a savepoint each ---- */
@@ -156,35 +284,130 @@ static dt_status write_end(dt_store *st, dt_status status) {
     return status;
 }
 
-/* ---- small helpers ---- */
-
-static dt_status bind_json(dt_store *st, sqlite3_stmt *s, int i, const json_t *v) {
-    char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-    if (!text) return dt_error(DT_ERR_OOM, "store %s: encoding JSON", st->path);
-    int rc = sqlite3_bind_text(s, i, text, -1, SQLITE_TRANSIENT);
-    free(text);
-    return rc == SQLITE_OK ? DT_OK : sql_error(st, rc, "binding JSON");
+/* One write statement in its own savepoint: check the owner row (o, may be NULL), run `sql`
+ * with v[0..n) bound (SQLite's errors name `doing`, or the SQL when NULL); with `what`, a run
+ * that changed no row fails with DT_ERR_INVALID naming `what` and `key`. *id (may be NULL)
+ * gets the new rowid. A failed write changes nothing. */
+static dt_status write_stmt(dt_store *st, const owner *o, const char *sql, const char *doing,
+                            const char *what, const char *key, int64_t *id, const bval *v, int n) {
+    dt_status status = write_begin(st);
+    if (status != DT_OK) return status;
+    if (o) status = need(st, o);
+    if (status == DT_OK) status = exec_args(st, sql, doing, v, n);
+    if (status == DT_OK && what && sqlite3_changes(st->db) == 0) status = no_row(what, key);
+    if (status == DT_OK && id) *id = sqlite3_last_insert_rowid(st->db);
+    return write_end(st, status);
 }
 
-static json_t *col_text(sqlite3_stmt *s, int i) {
-    const unsigned char *t = sqlite3_column_text(s, i);
-    return t ? json_string((const char *)t) : json_null();
+/* Insert a row (of owner o, may be NULL); *id (may be NULL) gets its rowid. */
+#define WRITE_NEW(st, o, sql, doing, id, ...)                                                      \
+    write_stmt(st, o, sql, doing, NULL, NULL, id, ARGS(__VA_ARGS__))
+/* Update or delete the existing row `what` `key`. */
+#define WRITE_ROW(st, sql, doing, what, key, ...)                                                  \
+    write_stmt(st, NULL, sql, doing, what, key, NULL, ARGS(__VA_ARGS__))
+
+/* ---- rows as JSON ---- */
+
+/* How a column turns into a JSON member: integer, real (SQL NULL: null), text (NULL: null),
+ * stored JSON text (NULL or unparsable: null), boolean (from an integer). */
+typedef enum { COL_INT, COL_REAL, COL_TEXT, COL_JSON, COL_BOOL } col_type;
+
+typedef struct col_def {
+    const char *name;
+    col_type type;
+} col_def;
+
+/* A kind of row: its columns in SELECT order, named as the API shows them (docs/api.md); a
+ * kind without columns is a JSON object stored whole in column 0 (metric rows). `what` names
+ * the kind in errors. */
+typedef struct row_kind {
+    const char *what;
+    const col_def *cols;
+    int n;
+} row_kind;
+
+#define ROW_KIND(what, cols)                                                                       \
+    { what, cols, (int)(sizeof cols / sizeof cols[0]) }
+
+static json_t *col_value(sqlite3_stmt *s, int i, col_type type) {
+    const char *t;
+    json_t *v;
+    switch (type) {
+    case COL_INT:
+        return json_integer((json_int_t)sqlite3_column_int64(s, i));
+    case COL_REAL:
+        if (sqlite3_column_type(s, i) == SQLITE_NULL) return json_null();
+        return json_real(sqlite3_column_double(s, i));
+    case COL_JSON:
+        t = (const char *)sqlite3_column_text(s, i);
+        v = t ? json_loads(t, JSON_DECODE_ANY, NULL) : NULL;
+        return v ? v : json_null();
+    case COL_BOOL:
+        return json_boolean(sqlite3_column_int(s, i));
+    case COL_TEXT:
+        break;
+    }
+    t = (const char *)sqlite3_column_text(s, i);
+    return t ? json_string(t) : json_null();
 }
 
-static json_t *col_json(sqlite3_stmt *s, int i) {
-    const char *t = (const char *)sqlite3_column_text(s, i);
-    json_t *v = t ? json_loads(t, JSON_DECODE_ANY, NULL) : NULL;
-    return v ? v : json_null();
+/* The current row of `s` as an object of kind `k`; NULL when out of memory. */
+static json_t *row_json(sqlite3_stmt *s, const row_kind *k) {
+    if (!k->cols) {
+        const char *t = (const char *)sqlite3_column_text(s, 0);
+        return t ? json_loads(t, 0, NULL) : NULL;
+    }
+    json_t *o = json_object();
+    for (int i = 0; o && i < k->n; i++) {
+        if (json_object_set_new(o, k->cols[i].name, col_value(s, i, k->cols[i].type))) {
+            json_decref(o);
+            o = NULL;
+        }
+    }
+    return o;
 }
 
-static json_t *col_real(sqlite3_stmt *s, int i) {
-    if (sqlite3_column_type(s, i) == SQLITE_NULL) return json_null();
-    return json_real(sqlite3_column_double(s, i));
+/* Run the bound SELECT `s` and turn its rows into objects of kind `k`: an array of them
+ * (*out), or with `key` the single row (DT_ERR_INVALID naming the kind and `key` when there is
+ * none). */
+static dt_status select_rows(dt_store *st, sqlite3_stmt *s, const row_kind *k, const char *key,
+                             json_t **out) {
+    json_t *arr = json_array();
+    dt_status status = arr ? DT_OK : dt_error(DT_ERR_OOM, "store %s", st->path);
+    int rc;
+    while (status == DT_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        json_t *row = row_json(s, k);
+        if (!row || json_array_append_new(arr, row))
+            status = dt_error(DT_ERR_OOM, "store %s: building a %s", st->path, k->what);
+    }
+    if (status == DT_OK && rc != SQLITE_DONE) status = sql_error(st, rc, "reading rows");
+    done(s);
+    if (status == DT_OK && key && json_array_size(arr) == 0) status = no_row(k->what, key);
+    if (status != DT_OK) {
+        json_decref(arr);
+        return status;
+    }
+    *out = key ? json_incref(json_array_get(arr, 0)) : arr;
+    if (key) json_decref(arr);
+    return DT_OK;
 }
 
-static json_t *col_int(sqlite3_stmt *s, int i) {
-    return json_integer((json_int_t)sqlite3_column_int64(s, i));
+/* Under the lock: check the owner row (o, may be NULL), then select_rows of `sql` with
+ * v[0..n) bound. */
+static dt_status select_json(dt_store *st, const row_kind *k, const owner *o, const char *key,
+                             const char *sql, const bval *v, int n, json_t **out) {
+    if (!out) return dt_error(DT_ERR_INVALID, "store: NULL out");
+    *out = NULL;
+    lock(st);
+    dt_status status = o ? need(st, o) : DT_OK;
+    sqlite3_stmt *s;
+    if (status == DT_OK) status = prep_args(st, sql, v, n, &s);
+    if (status == DT_OK) status = select_rows(st, s, k, key, out);
+    unlock(st);
+    return status;
 }
+
+/* ---- states ---- */
 
 static bool in_list(const char *s, const char *const *list) {
     for (; s && *list; list++)
@@ -192,27 +415,12 @@ static bool in_list(const char *s, const char *const *list) {
     return false;
 }
 
-static const char *const EXP_STATES[] = {"ACTIVE",
-                                         "PAUSED",
-                                         "STOPPING_COMPLETED",
-                                         "STOPPING_CANCELED",
-                                         "STOPPING_KILLED",
-                                         "STOPPING_ERROR",
-                                         "COMPLETED",
-                                         "CANCELED",
-                                         "ERROR",
-                                         "DELETING",
-                                         NULL};
-static const char *const TRIAL_STATES[] = {"ACTIVE",
-                                           "PAUSED",
-                                           "STOPPING_COMPLETED",
-                                           "STOPPING_CANCELED",
-                                           "STOPPING_KILLED",
-                                           "STOPPING_ERROR",
-                                           "COMPLETED",
-                                           "CANCELED",
-                                           "ERROR",
-                                           NULL};
+/* a trial's states; an experiment's are these and DELETING */
+#define RUN_STATES                                                                                 \
+    "ACTIVE", "PAUSED", "STOPPING_COMPLETED", "STOPPING_CANCELED", "STOPPING_KILLED",              \
+        "STOPPING_ERROR", "COMPLETED", "CANCELED", "ERROR"
+static const char *const EXP_STATES[] = {RUN_STATES, "DELETING", NULL};
+static const char *const TRIAL_STATES[] = {RUN_STATES, NULL};
 static const char *const TERMINAL[] = {"COMPLETED", "CANCELED", "ERROR", NULL};
 static const char *const CKPT_STATES[] = {"COMPLETED", "DELETED", NULL};
 static const char *const METRIC_KINDS[] = {"training", "validation", "profiler", NULL};
@@ -220,32 +428,6 @@ static const char *const METRIC_KINDS[] = {"training", "validation", "profiler",
 static dt_status bad_state(const char *what, const char *state) {
     return dt_error(DT_ERR_INVALID, "store: \"%s\" is not a%s %s state", state ? state : "(null)",
                     what[0] == 'e' ? "n" : "", what);
-}
-
-/* DT_OK when row `id` exists in the table `sql` selects from ("SELECT 1 FROM t WHERE id = ?"),
- * else DT_ERR_INVALID naming `what` and the id. */
-static dt_status need(dt_store *st, const char *sql, const char *what, int64_t id) {
-    sqlite3_stmt *s;
-    dt_status status = prep(st, sql, &s);
-    if (status != DT_OK) return status;
-    sqlite3_bind_int64(s, 1, id);
-    int rc = sqlite3_step(s);
-    done(s);
-    if (rc == SQLITE_ROW) return DT_OK;
-    if (rc != SQLITE_DONE) return sql_error(st, rc, "looking up a row");
-    return dt_error(DT_ERR_INVALID, "no %s with id %lld; hint: list them to see which exist", what,
-                    (long long)id);
-}
-
-#define NEED_EXP "SELECT 1 FROM experiments WHERE id = ?"
-#define NEED_TRIAL "SELECT 1 FROM trials WHERE id = ?"
-
-/* An UPDATE / DELETE of row `id` changed nothing: DT_ERR_INVALID naming it. */
-static dt_status changed_one(dt_store *st, dt_status status, const char *what, int64_t id) {
-    if (status == DT_OK && sqlite3_changes(st->db) == 0)
-        return dt_error(DT_ERR_INVALID, "no %s with id %lld; hint: list them to see which exist",
-                        what, (long long)id);
-    return status;
 }
 
 /* ---- open / close ---- */
@@ -331,18 +513,14 @@ dt_status dt_store_open(const char *path, dt_store **out) {
 dt_status dt_store_check(dt_store *st) {
     lock(st);
     sqlite3_stmt *s;
-    dt_status status = prep(st, "PRAGMA integrity_check", &s);
-    if (status == DT_OK) {
-        int rc = sqlite3_step(s);
-        if (rc != SQLITE_ROW)
-            status = sql_error(st, rc, "integrity check");
-        else if (strcmp((const char *)sqlite3_column_text(s, 0), "ok"))
-            status = dt_error(DT_ERR_FORMAT,
-                              "store %s fails its integrity check: %s; hint: restore it from a "
-                              "backup or move it aside",
-                              st->path, (const char *)sqlite3_column_text(s, 0));
-        done(s);
-    }
+    dt_status status =
+        first_row(st, "PRAGMA integrity_check", "integrity check", NULL, NULL, NULL, 0, &s);
+    if (s && strcmp((const char *)sqlite3_column_text(s, 0), "ok"))
+        status = dt_error(DT_ERR_FORMAT,
+                          "store %s fails its integrity check: %s; hint: restore it from a "
+                          "backup or move it aside",
+                          st->path, (const char *)sqlite3_column_text(s, 0));
+    done(s);
     unlock(st);
     return status;
 }
@@ -405,91 +583,24 @@ void dt_store_rollback(dt_store *st) {
     "   WHERE t.experiment_id = e.id AND m.kind = 'validation') END,"                              \
     " e.so_path FROM experiments e"
 
-static json_t *exp_row(sqlite3_stmt *s) {
-    json_t *o = json_object();
-    if (!o) return NULL;
-    static const char *const names[] = {
-        "id",         "name",        "description",     "state",
-        "config",     "config_text", "model_dir",       "progress",
-        "start_time", "end_time",    "searcher_metric", "smaller_is_better",
-        "num_trials", "best_metric", "so_path"};
-    for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++) {
-        json_t *v;
-        switch (i) {
-        case 0:
-        case 12:
-            v = col_int(s, i);
-            break;
-        case 4:
-            v = col_json(s, i);
-            break;
-        case 7:
-        case 13:
-            v = col_real(s, i);
-            break;
-        case 11:
-            v = json_boolean(sqlite3_column_int(s, i));
-            break;
-        default:
-            v = col_text(s, i);
-            break;
-        }
-        if (json_object_set_new(o, names[i], v)) {
-            json_decref(o);
-            return NULL;
-        }
-    }
-    return o;
-}
-
-/* Run a SELECT whose rows `conv` turns into objects: an array of them (*out), or with `one`
- * the single row (DT_ERR_INVALID naming `what` and `id` when there is none). */
-static dt_status select_rows(dt_store *st, sqlite3_stmt *s, json_t *(*conv)(sqlite3_stmt *),
-                             bool one, const char *what, const char *id, json_t **out) {
-    json_t *arr = json_array();
-    dt_status status = arr ? DT_OK : dt_error(DT_ERR_OOM, "store %s", st->path);
-    int rc;
-    while (status == DT_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-        json_t *row = conv(s);
-        if (!row || json_array_append_new(arr, row))
-            status = dt_error(DT_ERR_OOM, "store %s: building a %s", st->path, what);
-    }
-    if (status == DT_OK && rc != SQLITE_DONE) status = sql_error(st, rc, "reading rows");
-    done(s);
-    if (status == DT_OK && one) {
-        if (json_array_size(arr) == 0) {
-            status =
-                dt_error(DT_ERR_INVALID, "no %s %s; hint: list them to see which exist", what, id);
-        } else {
-            *out = json_incref(json_array_get(arr, 0));
-            json_decref(arr);
-            return DT_OK;
-        }
-    }
-    if (status != DT_OK) {
-        json_decref(arr);
-        return status;
-    }
-    *out = arr;
-    return DT_OK;
-}
-
-static dt_status select_by_id(dt_store *st, const char *sql, json_t *(*conv)(sqlite3_stmt *),
-                              const char *what, int64_t id, json_t **out) {
-    if (!out) return dt_error(DT_ERR_INVALID, "store: NULL out");
-    *out = NULL;
-    char ids[32];
-    snprintf(ids, sizeof ids, "with id %lld", (long long)id);
-    lock(st);
-    sqlite3_stmt *s;
-    dt_status status = prep(st, sql, &s);
-    if (status == DT_OK) {
-        sqlite3_bind_int64(s, 1, id);
-        status = select_rows(st, s, conv, true, what, ids, out);
-    }
-    unlock(st);
-    return status;
-}
+static const col_def EXP_COLS[] = {
+    {"id", COL_INT},
+    {"name", COL_TEXT},
+    {"description", COL_TEXT},
+    {"state", COL_TEXT},
+    {"config", COL_JSON},
+    {"config_text", COL_TEXT},
+    {"model_dir", COL_TEXT},
+    {"progress", COL_REAL},
+    {"start_time", COL_TEXT},
+    {"end_time", COL_TEXT},
+    {"searcher_metric", COL_TEXT},
+    {"smaller_is_better", COL_BOOL},
+    {"num_trials", COL_INT},
+    {"best_metric", COL_REAL},
+    {"so_path", COL_TEXT},
+};
+static const row_kind EXP_ROWS = ROW_KIND("experiment", EXP_COLS);
 
 dt_status dt_store_exp_insert(dt_store *st, const json_t *config, const char *config_text,
                               const char *model_dir, int64_t *id) {
@@ -506,44 +617,23 @@ dt_status dt_store_exp_insert(dt_store *st, const json_t *config, const char *co
         name = ep && strchr(ep, ':') ? strchr(ep, ':') + 1 : ep ? ep : "";
     }
     const char *desc = json_string_value(json_object_get(config, "description"));
-    dt_status status = write_begin(st);
-    if (status != DT_OK) return status;
-    sqlite3_stmt *s;
-    status = prep(st,
-                  "INSERT INTO experiments (name, description, state, config, config_text,"
-                  " model_dir, start_time, searcher_metric, smaller_is_better)"
-                  " VALUES (?1, ?2, 'ACTIVE', ?3, ?4, ?5, " NOW ", ?6, ?7)",
-                  &s);
-    if (status == DT_OK) {
-        sqlite3_bind_text(s, 1, name, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_text(s, 2, desc ? desc : "", -1, SQLITE_TRANSIENT);
-        status = bind_json(st, s, 3, config);
-        sqlite3_bind_text(s, 4, config_text ? config_text : "", -1, SQLITE_TRANSIENT);
-        sqlite3_bind_text(s, 5, model_dir ? model_dir : "", -1, SQLITE_TRANSIENT);
-        sqlite3_bind_text(s, 6, metric, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_int(s, 7, sib ? json_is_true(sib) : 1);
-        if (status == DT_OK)
-            status = run(st, s, "adding an experiment");
-        else
-            done(s);
-    }
-    if (status == DT_OK && id) *id = sqlite3_last_insert_rowid(st->db);
-    return write_end(st, status);
+    return WRITE_NEW(st, NULL,
+                     "INSERT INTO experiments (name, description, state, config, config_text,"
+                     " model_dir, start_time, searcher_metric, smaller_is_better)"
+                     " VALUES (?1, ?2, 'ACTIVE', ?3, ?4, ?5, " NOW ", ?6, ?7)",
+                     "adding an experiment", id, V_TEXT(name), V_TEXT(desc ? desc : ""),
+                     V_JSON(config), V_TEXT(config_text ? config_text : ""),
+                     V_TEXT(model_dir ? model_dir : ""), V_TEXT(metric),
+                     V_INT(sib ? json_is_true(sib) : 1));
 }
 
 dt_status dt_store_exp_get(dt_store *st, int64_t id, json_t **out) {
-    return select_by_id(st, EXP_SELECT " WHERE e.id = ?1", exp_row, "experiment", id, out);
+    return select_json(st, &EXP_ROWS, NULL, ID_KEY(id), EXP_SELECT " WHERE e.id = ?1",
+                       ARGS(V_INT(id)), out);
 }
 
 dt_status dt_store_exp_list(dt_store *st, json_t **out) {
-    if (!out) return dt_error(DT_ERR_INVALID, "store: NULL out");
-    *out = NULL;
-    lock(st);
-    sqlite3_stmt *s;
-    dt_status status = prep(st, EXP_SELECT " ORDER BY e.id DESC", &s);
-    if (status == DT_OK) status = select_rows(st, s, exp_row, false, "experiment", NULL, out);
-    unlock(st);
-    return status;
+    return select_json(st, &EXP_ROWS, NULL, NULL, EXP_SELECT " ORDER BY e.id DESC", NULL, 0, out);
 }
 
 dt_status dt_store_exp_ids(dt_store *st, const char *const *states, int n, int64_t **ids,
@@ -563,13 +653,12 @@ dt_status dt_store_exp_ids(dt_store *st, const char *const *states, int n, int64
     if (!arr) return dt_error(DT_ERR_OOM, "store %s", st->path);
     lock(st);
     sqlite3_stmt *s;
-    dt_status status = prep(st,
-                            "SELECT id FROM experiments WHERE state IN"
-                            " (SELECT value FROM json_each(?1)) ORDER BY id",
-                            &s);
+    dt_status status = prep_args(st,
+                                 "SELECT id FROM experiments WHERE state IN"
+                                 " (SELECT value FROM json_each(?1)) ORDER BY id",
+                                 ARGS(V_JSON(arr)), &s);
     int64_t *v = NULL;
     int k = 0, cap = 0, rc = SQLITE_DONE;
-    if (status == DT_OK) status = bind_json(st, s, 1, arr);
     while (status == DT_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
         if (k == cap) {
             cap = cap ? 2 * cap : 16;
@@ -586,123 +675,69 @@ dt_status dt_store_exp_ids(dt_store *st, const char *const *states, int n, int64
     done(s);
     unlock(st);
     json_decref(arr);
-    if (status != DT_OK) {
-        free(v);
-        return status;
-    }
-    *ids = v;
-    *count = k;
-    return DT_OK;
-}
-
-/* UPDATE statement `sql` with ?1 = id and ?2 = a text (may be NULL), on an existing row. */
-static dt_status update_text(dt_store *st, const char *sql, int64_t id, const char *text,
-                             const char *what) {
-    dt_status status = write_begin(st);
-    if (status != DT_OK) return status;
-    sqlite3_stmt *s;
-    status = prep(st, sql, &s);
     if (status == DT_OK) {
-        sqlite3_bind_int64(s, 1, id);
-        if (text) sqlite3_bind_text(s, 2, text, -1, SQLITE_TRANSIENT);
-        status = changed_one(st, run(st, s, sql), what, id);
+        *ids = v;
+        *count = k;
+    } else {
+        free(v);
     }
-    return write_end(st, status);
+    return status;
 }
 
 dt_status dt_store_exp_set_state(dt_store *st, int64_t id, const char *state) {
     if (!in_list(state, EXP_STATES)) return bad_state("experiment", state);
-    if (in_list(state, TERMINAL))
-        return update_text(st,
-                           "UPDATE experiments SET state = ?2, end_time = " NOW " WHERE id = ?1",
-                           id, state, "experiment");
-    if (!strcmp(state, "DELETING"))
-        return update_text(st, "UPDATE experiments SET state = ?2 WHERE id = ?1", id, state,
-                           "experiment");
-    return update_text(st, "UPDATE experiments SET state = ?2, end_time = NULL WHERE id = ?1", id,
-                       state, "experiment");
-}
-
-/* UPDATE `sql` with ?1 = id and ?2, ?3 = two numbers (real when is_real). */
-static dt_status update_nums(dt_store *st, const char *sql, int64_t id, bool is_real, double r,
-                             int64_t a, int64_t b, const char *what) {
-    dt_status status = write_begin(st);
-    if (status != DT_OK) return status;
-    sqlite3_stmt *s;
-    status = prep(st, sql, &s);
-    if (status == DT_OK) {
-        sqlite3_bind_int64(s, 1, id);
-        if (is_real) {
-            sqlite3_bind_double(s, 2, r);
-        } else {
-            sqlite3_bind_int64(s, 2, a);
-            sqlite3_bind_int64(s, 3, b);
-        }
-        status = changed_one(st, run(st, s, sql), what, id);
-    }
-    return write_end(st, status);
+    const char *sql = in_list(state, TERMINAL)
+                          ? "UPDATE experiments SET state = ?2, end_time = " NOW " WHERE id = ?1"
+                      : !strcmp(state, "DELETING")
+                          ? "UPDATE experiments SET state = ?2 WHERE id = ?1"
+                          : "UPDATE experiments SET state = ?2, end_time = NULL WHERE id = ?1";
+    return WRITE_ROW(st, sql, NULL, "experiment", ID_KEY(id), V_INT(id), V_TEXT(state));
 }
 
 dt_status dt_store_exp_set_progress(dt_store *st, int64_t id, double progress) {
     if (!(progress >= 0 && progress <= 1))
         return dt_error(DT_ERR_INVALID, "store: progress %g is not in [0, 1]", progress);
-    return update_nums(st, "UPDATE experiments SET progress = ?2 WHERE id = ?1", id, true, progress,
-                       0, 0, "experiment");
+    return WRITE_ROW(st, "UPDATE experiments SET progress = ?2 WHERE id = ?1", NULL, "experiment",
+                     ID_KEY(id), V_INT(id), V_REAL(progress));
 }
 
 dt_status dt_store_exp_set_build(dt_store *st, int64_t id, const char *so_path) {
     if (!so_path) return dt_error(DT_ERR_INVALID, "store: NULL so_path");
-    return update_text(st, "UPDATE experiments SET so_path = ?2 WHERE id = ?1", id, so_path,
-                       "experiment");
+    return WRITE_ROW(st, "UPDATE experiments SET so_path = ?2 WHERE id = ?1", NULL, "experiment",
+                     ID_KEY(id), V_INT(id), V_TEXT(so_path));
 }
 
 dt_status dt_store_exp_delete(dt_store *st, int64_t id) {
-    return update_text(st, "DELETE FROM experiments WHERE id = ?1", id, NULL, "experiment");
+    return WRITE_ROW(st, "DELETE FROM experiments WHERE id = ?1", NULL, "experiment", ID_KEY(id),
+                     V_INT(id));
 }
 
 dt_status dt_store_searcher_save(dt_store *st, int64_t exp_id, const json_t *snapshot) {
     if (!snapshot) return dt_error(DT_ERR_INVALID, "store: NULL searcher snapshot");
-    dt_status status = write_begin(st);
-    if (status != DT_OK) return status;
-    status = need(st, NEED_EXP, "experiment", exp_id);
-    sqlite3_stmt *s;
-    if (status == DT_OK)
-        status = prep(st,
-                      "INSERT INTO searcher_snapshots (experiment_id, snapshot, time)"
-                      " VALUES (?1, ?2, " NOW ") ON CONFLICT (experiment_id) DO UPDATE"
-                      " SET snapshot = excluded.snapshot, time = excluded.time",
-                      &s);
-    if (status == DT_OK) {
-        sqlite3_bind_int64(s, 1, exp_id);
-        status = bind_json(st, s, 2, snapshot);
-        status = status == DT_OK ? run(st, s, "saving a searcher snapshot") : (done(s), status);
-    }
-    return write_end(st, status);
+    return WRITE_NEW(st, OF_EXP(exp_id),
+                     "INSERT INTO searcher_snapshots (experiment_id, snapshot, time)"
+                     " VALUES (?1, ?2, " NOW ") ON CONFLICT (experiment_id) DO UPDATE"
+                     " SET snapshot = excluded.snapshot, time = excluded.time",
+                     "saving a searcher snapshot", NULL, V_INT(exp_id), V_JSON(snapshot));
 }
 
 dt_status dt_store_searcher_load(dt_store *st, int64_t exp_id, json_t **out) {
     if (!out) return dt_error(DT_ERR_INVALID, "store: NULL out");
     *out = NULL;
     lock(st);
-    dt_status status = need(st, NEED_EXP, "experiment", exp_id);
-    sqlite3_stmt *s;
+    dt_status status = need(st, OF_EXP(exp_id));
+    sqlite3_stmt *s = NULL;
     if (status == DT_OK)
-        status = prep(st, "SELECT snapshot FROM searcher_snapshots WHERE experiment_id = ?1", &s);
-    if (status == DT_OK) {
-        sqlite3_bind_int64(s, 1, exp_id);
-        int rc = sqlite3_step(s);
-        if (rc == SQLITE_ROW) {
-            const char *t = (const char *)sqlite3_column_text(s, 0);
-            json_error_t jerr;
-            *out = t ? json_loads(t, JSON_DECODE_ANY, &jerr) : NULL;
-            if (!*out)
-                status = dt_error(DT_ERR_FORMAT,
-                                  "store %s: experiment %lld's searcher snapshot "
-                                  "is not JSON",
-                                  st->path, (long long)exp_id);
-        } else if (rc != SQLITE_DONE) {
-            status = sql_error(st, rc, "loading a searcher snapshot");
-        }
+        status = first_row(st, "SELECT snapshot FROM searcher_snapshots WHERE experiment_id = ?1",
+                           "loading a searcher snapshot", NULL, NULL, ARGS(V_INT(exp_id)), &s);
+    if (s) {
+        const char *t = (const char *)sqlite3_column_text(s, 0);
+        json_error_t jerr;
+        *out = t ? json_loads(t, JSON_DECODE_ANY, &jerr) : NULL;
+        if (!*out)
+            status =
+                dt_error(DT_ERR_FORMAT, "store %s: experiment %lld's searcher snapshot is not JSON",
+                         st->path, (long long)exp_id);
         done(s);
     }
     unlock(st);
@@ -719,43 +754,15 @@ dt_status dt_store_searcher_load(dt_store *st, int64_t exp_id, json_t **out) {
     "  ORDER BY c.batches DESC, c.rowid DESC LIMIT 1),"                                            \
     " t.ops, t.exit_reason FROM trials t"
 
-static json_t *trial_row(sqlite3_stmt *s) {
-    json_t *o = json_object();
-    if (!o) return NULL;
-    static const char *const names[] = {"id",       "experiment_id",   "request_id",
-                                        "state",    "hparams",         "seed",
-                                        "restarts", "run_id",          "pgid",
-                                        "batches",  "total_batches",   "start_time",
-                                        "end_time", "best_validation", "latest_checkpoint",
-                                        "ops",      "exit_reason"};
-    for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++) {
-        json_t *v;
-        switch (i) {
-        case 3:
-        case 11:
-        case 12:
-        case 14:
-        case 16:
-            v = col_text(s, i);
-            break;
-        case 4:
-        case 15:
-            v = col_json(s, i);
-            break;
-        case 13:
-            v = col_real(s, i);
-            break;
-        default:
-            v = col_int(s, i);
-            break;
-        }
-        if (json_object_set_new(o, names[i], v)) {
-            json_decref(o);
-            return NULL;
-        }
-    }
-    return o;
-}
+static const col_def TRIAL_COLS[] = {
+    {"id", COL_INT},        {"experiment_id", COL_INT},    {"request_id", COL_INT},
+    {"state", COL_TEXT},    {"hparams", COL_JSON},         {"seed", COL_INT},
+    {"restarts", COL_INT},  {"run_id", COL_INT},           {"pgid", COL_INT},
+    {"batches", COL_INT},   {"total_batches", COL_INT},    {"start_time", COL_TEXT},
+    {"end_time", COL_TEXT}, {"best_validation", COL_REAL}, {"latest_checkpoint", COL_TEXT},
+    {"ops", COL_JSON},      {"exit_reason", COL_TEXT},
+};
+static const row_kind TRIAL_ROWS = ROW_KIND("trial", TRIAL_COLS);
 
 dt_status dt_store_trial_insert(dt_store *st, int64_t exp_id, int64_t request_id,
                                 const json_t *hparams, uint64_t seed, int64_t *id) {
@@ -764,69 +771,37 @@ dt_status dt_store_trial_insert(dt_store *st, int64_t exp_id, int64_t request_id
     if (seed > (uint64_t)INT64_MAX)
         return dt_error(DT_ERR_INVALID, "store: trial seed %llu is out of range (< 2^63)",
                         (unsigned long long)seed);
-    dt_status status = write_begin(st);
-    if (status != DT_OK) return status;
-    status = need(st, NEED_EXP, "experiment", exp_id);
-    sqlite3_stmt *s;
-    if (status == DT_OK)
-        status = prep(st,
-                      "INSERT INTO trials (experiment_id, request_id, state, hparams, seed,"
-                      " start_time) VALUES (?1, ?2, 'ACTIVE', ?3, ?4, " NOW ")",
-                      &s);
-    if (status == DT_OK) {
-        sqlite3_bind_int64(s, 1, exp_id);
-        sqlite3_bind_int64(s, 2, request_id);
-        sqlite3_bind_int64(s, 4, (int64_t)seed);
-        status = bind_json(st, s, 3, hparams);
-        status = status == DT_OK ? run(st, s, "adding a trial") : (done(s), status);
-    }
-    if (status == DT_OK && id) *id = sqlite3_last_insert_rowid(st->db);
-    return write_end(st, status);
+    return WRITE_NEW(st, OF_EXP(exp_id),
+                     "INSERT INTO trials (experiment_id, request_id, state, hparams, seed,"
+                     " start_time) VALUES (?1, ?2, 'ACTIVE', ?3, ?4, " NOW ")",
+                     "adding a trial", id, V_INT(exp_id), V_INT(request_id), V_JSON(hparams),
+                     V_INT((int64_t)seed));
 }
 
 dt_status dt_store_trial_get(dt_store *st, int64_t id, json_t **out) {
-    return select_by_id(st, TRIAL_SELECT " WHERE t.id = ?1", trial_row, "trial", id, out);
+    return select_json(st, &TRIAL_ROWS, NULL, ID_KEY(id), TRIAL_SELECT " WHERE t.id = ?1",
+                       ARGS(V_INT(id)), out);
 }
 
 dt_status dt_store_trial_list(dt_store *st, int64_t exp_id, json_t **out) {
-    if (!out) return dt_error(DT_ERR_INVALID, "store: NULL out");
-    *out = NULL;
-    lock(st);
-    dt_status status = need(st, NEED_EXP, "experiment", exp_id);
-    sqlite3_stmt *s;
-    if (status == DT_OK)
-        status = prep(st, TRIAL_SELECT " WHERE t.experiment_id = ?1 ORDER BY t.id", &s);
-    if (status == DT_OK) {
-        sqlite3_bind_int64(s, 1, exp_id);
-        status = select_rows(st, s, trial_row, false, "trial", NULL, out);
-    }
-    unlock(st);
-    return status;
+    return select_json(st, &TRIAL_ROWS, OF_EXP(exp_id), NULL,
+                       TRIAL_SELECT " WHERE t.experiment_id = ?1 ORDER BY t.id",
+                       ARGS(V_INT(exp_id)), out);
 }
 
 dt_status dt_store_trial_set_state(dt_store *st, int64_t id, const char *state,
                                    const char *exit_reason) {
     if (!in_list(state, TRIAL_STATES)) return bad_state("trial", state);
-    dt_status status = write_begin(st);
-    if (status != DT_OK) return status;
-    sqlite3_stmt *s;
-    status = prep(st,
-                  "UPDATE trials SET state = ?2, exit_reason = coalesce(?3, exit_reason),"
-                  " end_time = CASE WHEN ?4 THEN " NOW " ELSE NULL END WHERE id = ?1",
-                  &s);
-    if (status == DT_OK) {
-        sqlite3_bind_int64(s, 1, id);
-        sqlite3_bind_text(s, 2, state, -1, SQLITE_TRANSIENT);
-        if (exit_reason) sqlite3_bind_text(s, 3, exit_reason, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_int(s, 4, in_list(state, TERMINAL));
-        status = changed_one(st, run(st, s, "setting a trial's state"), "trial", id);
-    }
-    return write_end(st, status);
+    return WRITE_ROW(st,
+                     "UPDATE trials SET state = ?2, exit_reason = coalesce(?3, exit_reason),"
+                     " end_time = CASE WHEN ?4 THEN " NOW " ELSE NULL END WHERE id = ?1",
+                     "setting a trial's state", "trial", ID_KEY(id), V_INT(id), V_TEXT(state),
+                     V_TEXT(exit_reason), V_INT(in_list(state, TERMINAL)));
 }
 
 dt_status dt_store_trial_set_run(dt_store *st, int64_t id, int64_t run_id, int64_t pgid) {
-    return update_nums(st, "UPDATE trials SET run_id = ?2, pgid = ?3 WHERE id = ?1", id, false, 0,
-                       run_id, pgid, "trial");
+    return WRITE_ROW(st, "UPDATE trials SET run_id = ?2, pgid = ?3 WHERE id = ?1", NULL, "trial",
+                     ID_KEY(id), V_INT(id), V_INT(run_id), V_INT(pgid));
 }
 
 dt_status dt_store_trial_add_restart(dt_store *st, int64_t id, int64_t *restarts) {
@@ -834,23 +809,11 @@ dt_status dt_store_trial_add_restart(dt_store *st, int64_t id, int64_t *restarts
     if (status != DT_OK) return status;
     sqlite3_stmt *s;
     status =
-        prep(st, "UPDATE trials SET restarts = restarts + 1 WHERE id = ?1 RETURNING restarts", &s);
-    if (status == DT_OK) {
-        sqlite3_bind_int64(s, 1, id);
-        int rc = sqlite3_step(s);
-        if (rc == SQLITE_ROW) {
-            if (restarts) *restarts = sqlite3_column_int64(s, 0);
-            rc = sqlite3_step(s);
-            if (rc != SQLITE_DONE) status = sql_error(st, rc, "counting a restart");
-        } else if (rc == SQLITE_DONE) {
-            status = dt_error(DT_ERR_INVALID,
-                              "no trial with id %lld; hint: list them to see "
-                              "which exist",
-                              (long long)id);
-        } else {
-            status = sql_error(st, rc, "counting a restart");
-        }
-        done(s);
+        first_row(st, "UPDATE trials SET restarts = restarts + 1 WHERE id = ?1 RETURNING restarts",
+                  "counting a restart", "trial", ID_KEY(id), ARGS(V_INT(id)), &s);
+    if (s) {
+        if (restarts) *restarts = sqlite3_column_int64(s, 0);
+        status = run(st, s, "counting a restart");
     }
     return write_end(st, status);
 }
@@ -860,23 +823,19 @@ dt_status dt_store_trial_set_progress(dt_store *st, int64_t id, int64_t batches,
     if (batches < 0 || total_batches < 0)
         return dt_error(DT_ERR_INVALID, "store: negative progress (%lld of %lld batches)",
                         (long long)batches, (long long)total_batches);
-    return update_nums(st, "UPDATE trials SET batches = ?2, total_batches = ?3 WHERE id = ?1", id,
-                       false, 0, batches, total_batches, "trial");
+    return WRITE_ROW(st, "UPDATE trials SET batches = ?2, total_batches = ?3 WHERE id = ?1", NULL,
+                     "trial", ID_KEY(id), V_INT(id), V_INT(batches), V_INT(total_batches));
 }
 
 dt_status dt_store_trial_set_ops(dt_store *st, int64_t id, const json_t *ops) {
     if (!ops) return dt_error(DT_ERR_INVALID, "store: NULL trial ops");
-    char *text = json_dumps(ops, JSON_COMPACT | JSON_ENCODE_ANY);
-    if (!text) return dt_error(DT_ERR_OOM, "store %s: encoding JSON", st->path);
-    dt_status status =
-        update_text(st, "UPDATE trials SET ops = ?2 WHERE id = ?1", id, text, "trial");
-    free(text);
-    return status;
+    return WRITE_ROW(st, "UPDATE trials SET ops = ?2 WHERE id = ?1", NULL, "trial", ID_KEY(id),
+                     V_INT(id), V_JSON(ops));
 }
 
 dt_status dt_store_trial_set_best(dt_store *st, int64_t id, double best_validation) {
-    return update_nums(st, "UPDATE trials SET best_validation = ?2 WHERE id = ?1", id, true,
-                       best_validation, 0, 0, "trial");
+    return WRITE_ROW(st, "UPDATE trials SET best_validation = ?2 WHERE id = ?1", NULL, "trial",
+                     ID_KEY(id), V_INT(id), V_REAL(best_validation));
 }
 
 /* ---- metrics ---- */
@@ -925,44 +884,28 @@ dt_status dt_store_metrics_insert(dt_store *st, int64_t trial_id, const json_t *
     /* the searcher metric's name (and the trial's existence) */
     sqlite3_stmt *s;
     char *metric = NULL;
-    status = prep(st,
-                  "SELECT e.searcher_metric FROM trials t JOIN experiments e"
-                  " ON e.id = t.experiment_id WHERE t.id = ?1",
-                  &s);
-    if (status == DT_OK) {
-        sqlite3_bind_int64(s, 1, trial_id);
-        int rc = sqlite3_step(s);
-        if (rc == SQLITE_ROW)
-            metric = strdup((const char *)sqlite3_column_text(s, 0));
-        else if (rc == SQLITE_DONE)
-            status = dt_error(DT_ERR_INVALID,
-                              "no trial with id %lld; hint: list them to see "
-                              "which exist",
-                              (long long)trial_id);
-        else
-            status = sql_error(st, rc, "looking up a trial");
+    status = first_row(st,
+                       "SELECT e.searcher_metric FROM trials t JOIN experiments e"
+                       " ON e.id = t.experiment_id WHERE t.id = ?1",
+                       "looking up a trial", "trial", ID_KEY(trial_id), ARGS(V_INT(trial_id)), &s);
+    if (s) {
+        metric = strdup((const char *)sqlite3_column_text(s, 0));
         done(s);
-        if (status == DT_OK && !metric) status = dt_error(DT_ERR_OOM, "store %s", st->path);
+        if (!metric) status = dt_error(DT_ERR_OOM, "store %s", st->path);
     }
-    if (status == DT_OK)
-        status = prep(st,
+    json_array_foreach(rows, i, row) {
+        if (status != DT_OK) break;
+        const json_t *v = json_object_get(json_object_get(row, "metrics"), metric);
+        status =
+            exec_args(st,
                       "INSERT INTO metrics (trial_id, kind, batches, searcher_value, body)"
                       " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (trial_id, kind, batches)"
                       " DO UPDATE SET searcher_value = excluded.searcher_value,"
                       " body = excluded.body",
-                      &s);
-    json_array_foreach(rows, i, row) {
-        if (status != DT_OK) break;
-        sqlite3_bind_int64(s, 1, trial_id);
-        sqlite3_bind_text(s, 2, json_string_value(json_object_get(row, "kind")), -1, SQLITE_STATIC);
-        sqlite3_bind_int64(s, 3, json_integer_value(json_object_get(row, "batches")));
-        const json_t *v = json_object_get(json_object_get(row, "metrics"), metric);
-        if (json_is_number(v))
-            sqlite3_bind_double(s, 4, json_number_value(v));
-        else
-            sqlite3_bind_null(s, 4);
-        status = bind_json(st, s, 5, row);
-        status = status == DT_OK ? run(st, s, "writing metrics") : (done(s), status);
+                      "writing metrics",
+                      ARGS(V_INT(trial_id), V_TEXT(json_string_value(json_object_get(row, "kind"))),
+                           V_INT(json_integer_value(json_object_get(row, "batches"))),
+                           json_is_number(v) ? V_REAL(json_number_value(v)) : V_NULL, V_JSON(row)));
     }
     free(metric);
     if (status == DT_OK && n_written) *n_written = (int64_t)json_array_size(rows);
@@ -971,17 +914,15 @@ dt_status dt_store_metrics_insert(dt_store *st, int64_t trial_id, const json_t *
     return status;
 }
 
-static json_t *metric_row(sqlite3_stmt *s) {
-    const char *t = (const char *)sqlite3_column_text(s, 0);
-    return t ? json_loads(t, 0, NULL) : NULL;
-}
+/* a metric row is the object the trial reported, stored whole */
+static const row_kind METRIC_ROWS = {"metric row", NULL, 0};
 
-/* Check the trial and the kind of a metric query. */
-static dt_status metric_query_args(dt_store *st, int64_t trial_id, const char *kind) {
+/* Check the kind of a metric query. */
+static dt_status metric_kind_arg(const char *kind) {
     if (kind && !in_list(kind, METRIC_KINDS))
         return dt_error(DT_ERR_INVALID,
                         "unknown metric kind \"%s\"; hint: training, validation or profiler", kind);
-    return need(st, NEED_TRIAL, "trial", trial_id);
+    return DT_OK;
 }
 
 dt_status dt_store_metrics_query(dt_store *st, int64_t trial_id, const char *kind,
@@ -989,47 +930,31 @@ dt_status dt_store_metrics_query(dt_store *st, int64_t trial_id, const char *kin
     if (!out) return dt_error(DT_ERR_INVALID, "store: NULL out");
     *out = NULL;
     if (limit < 0) return dt_error(DT_ERR_INVALID, "store: negative limit %lld", (long long)limit);
-    lock(st);
-    dt_status status = metric_query_args(st, trial_id, kind);
-    sqlite3_stmt *s;
-    if (status == DT_OK)
-        status = prep(st,
-                      "SELECT body FROM metrics WHERE trial_id = ?1"
-                      " AND (?2 IS NULL OR kind = ?2) AND batches > ?3"
-                      " ORDER BY batches, id LIMIT ?4",
-                      &s);
-    if (status == DT_OK) {
-        sqlite3_bind_int64(s, 1, trial_id);
-        if (kind) sqlite3_bind_text(s, 2, kind, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_int64(s, 3, after_batches);
-        sqlite3_bind_int64(s, 4, limit ? limit : -1);
-        status = select_rows(st, s, metric_row, false, "metric row", NULL, out);
-    }
-    unlock(st);
-    return status;
+    dt_status status = metric_kind_arg(kind);
+    if (status != DT_OK) return status;
+    return select_json(
+        st, &METRIC_ROWS, OF_TRIAL(trial_id), NULL,
+        "SELECT body FROM metrics WHERE trial_id = ?1"
+        " AND (?2 IS NULL OR kind = ?2) AND batches > ?3"
+        " ORDER BY batches, id LIMIT ?4",
+        ARGS(V_INT(trial_id), V_TEXT(kind), V_INT(after_batches), V_INT(limit ? limit : -1)), out);
 }
 
 dt_status dt_store_metrics_count(dt_store *st, int64_t trial_id, const char *kind, int64_t *n) {
     if (!n) return dt_error(DT_ERR_INVALID, "store: NULL n");
     *n = 0;
+    dt_status status = metric_kind_arg(kind);
+    if (status != DT_OK) return status;
     lock(st);
-    dt_status status = metric_query_args(st, trial_id, kind);
-    sqlite3_stmt *s;
+    status = need(st, OF_TRIAL(trial_id));
+    sqlite3_stmt *s = NULL;
     if (status == DT_OK)
-        status = prep(st,
-                      "SELECT count(*) FROM metrics WHERE trial_id = ?1"
-                      " AND (?2 IS NULL OR kind = ?2)",
-                      &s);
-    if (status == DT_OK) {
-        sqlite3_bind_int64(s, 1, trial_id);
-        if (kind) sqlite3_bind_text(s, 2, kind, -1, SQLITE_TRANSIENT);
-        int rc = sqlite3_step(s);
-        if (rc == SQLITE_ROW)
-            *n = sqlite3_column_int64(s, 0);
-        else
-            status = sql_error(st, rc, "counting metrics");
-        done(s);
-    }
+        status = first_row(st,
+                           "SELECT count(*) FROM metrics WHERE trial_id = ?1"
+                           " AND (?2 IS NULL OR kind = ?2)",
+                           "counting metrics", NULL, NULL, ARGS(V_INT(trial_id), V_TEXT(kind)), &s);
+    if (s) *n = sqlite3_column_int64(s, 0);
+    done(s);
     unlock(st);
     return status;
 }
@@ -1043,38 +968,14 @@ dt_status dt_store_metrics_count(dt_store *st, int64_t trial_id, const char *kin
     "  AND m.kind = 'validation' AND m.batches = c.batches)"                                       \
     " FROM checkpoints c JOIN trials t ON t.id = c.trial_id"
 
-static json_t *ckpt_row(sqlite3_stmt *s) {
-    json_t *o = json_object();
-    if (!o) return NULL;
-    static const char *const names[] = {
-        "uuid", "trial_id", "experiment_id", "batches",     "state",
-        "path", "metadata", "resources",     "report_time", "validation_metric"};
-    for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++) {
-        json_t *v;
-        switch (i) {
-        case 1:
-        case 2:
-        case 3:
-            v = col_int(s, i);
-            break;
-        case 6:
-        case 7:
-            v = col_json(s, i);
-            break;
-        case 9:
-            v = col_real(s, i);
-            break;
-        default:
-            v = col_text(s, i);
-            break;
-        }
-        if (json_object_set_new(o, names[i], v)) {
-            json_decref(o);
-            return NULL;
-        }
-    }
-    return o;
-}
+static const col_def CKPT_COLS[] = {
+    {"uuid", COL_TEXT},         {"trial_id", COL_INT},
+    {"experiment_id", COL_INT}, {"batches", COL_INT},
+    {"state", COL_TEXT},        {"path", COL_TEXT},
+    {"metadata", COL_JSON},     {"resources", COL_JSON},
+    {"report_time", COL_TEXT},  {"validation_metric", COL_REAL},
+};
+static const row_kind CKPT_ROWS = ROW_KIND("checkpoint", CKPT_COLS);
 
 dt_status dt_store_ckpt_insert(dt_store *st, int64_t trial_id, const char *uuid, const char *path,
                                int64_t batches, const json_t *metadata, const json_t *resources) {
@@ -1096,33 +997,26 @@ dt_status dt_store_ckpt_insert(dt_store *st, int64_t trial_id, const char *uuid,
     }
     dt_status status = write_begin(st);
     if (status != DT_OK) return status;
-    status = need(st, NEED_TRIAL, "trial", trial_id);
-    sqlite3_stmt *s;
+    status = need(st, OF_TRIAL(trial_id));
     /* the same report again (a retried request) updates the row; another trial's uuid fails */
+    json_t *empty = json_object();
     if (status == DT_OK)
-        status = prep(st,
-                      "INSERT INTO checkpoints (uuid, trial_id, batches, state, path, metadata,"
-                      " resources, report_time) VALUES (?1, ?2, ?3, 'COMPLETED', ?4, ?5, ?6, " NOW
-                      ") ON CONFLICT (uuid) DO UPDATE SET batches = excluded.batches,"
-                      " path = excluded.path, metadata = excluded.metadata,"
-                      " resources = excluded.resources WHERE trial_id = excluded.trial_id",
-                      &s);
-    if (status == DT_OK) {
-        json_t *empty = json_object();
-        sqlite3_bind_text(s, 1, uuid, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_int64(s, 2, trial_id);
-        sqlite3_bind_int64(s, 3, batches);
-        sqlite3_bind_text(s, 4, path, -1, SQLITE_TRANSIENT);
-        status = bind_json(st, s, 5, metadata ? metadata : empty);
-        if (status == DT_OK) status = bind_json(st, s, 6, resources ? resources : empty);
-        json_decref(empty);
-        status = status == DT_OK ? run(st, s, "adding a checkpoint") : (done(s), status);
-        if (status == DT_OK && sqlite3_changes(st->db) == 0)
-            status = dt_error(DT_ERR_INVALID,
-                              "checkpoint %s is already recorded for another trial; hint: "
-                              "every checkpoint needs its own uuid",
-                              uuid);
-    }
+        status = exec_args(
+            st,
+            "INSERT INTO checkpoints (uuid, trial_id, batches, state, path, metadata,"
+            " resources, report_time) VALUES (?1, ?2, ?3, 'COMPLETED', ?4, ?5, ?6, " NOW
+            ") ON CONFLICT (uuid) DO UPDATE SET batches = excluded.batches,"
+            " path = excluded.path, metadata = excluded.metadata,"
+            " resources = excluded.resources WHERE trial_id = excluded.trial_id",
+            "adding a checkpoint",
+            ARGS(V_TEXT(uuid), V_INT(trial_id), V_INT(batches), V_TEXT(path),
+                 V_JSON(metadata ? metadata : empty), V_JSON(resources ? resources : empty)));
+    json_decref(empty);
+    if (status == DT_OK && sqlite3_changes(st->db) == 0)
+        status = dt_error(DT_ERR_INVALID,
+                          "checkpoint %s is already recorded for another trial; hint: "
+                          "every checkpoint needs its own uuid",
+                          uuid);
     return write_end(st, status);
 }
 
@@ -1130,17 +1024,10 @@ dt_status dt_store_ckpt_get(dt_store *st, const char *uuid, json_t **out) {
     if (!out) return dt_error(DT_ERR_INVALID, "store: NULL out");
     *out = NULL;
     if (!uuid) return dt_error(DT_ERR_INVALID, "store: NULL checkpoint uuid");
-    char what[96];
-    snprintf(what, sizeof what, "%.80s", uuid);
-    lock(st);
-    sqlite3_stmt *s;
-    dt_status status = prep(st, CKPT_SELECT " WHERE c.uuid = ?1", &s);
-    if (status == DT_OK) {
-        sqlite3_bind_text(s, 1, uuid, -1, SQLITE_TRANSIENT);
-        status = select_rows(st, s, ckpt_row, true, "checkpoint", what, out);
-    }
-    unlock(st);
-    return status;
+    char key[96];
+    snprintf(key, sizeof key, "%.80s", uuid);
+    return select_json(st, &CKPT_ROWS, NULL, key, CKPT_SELECT " WHERE c.uuid = ?1",
+                       ARGS(V_TEXT(uuid)), out);
 }
 
 dt_status dt_store_ckpt_list(dt_store *st, int64_t exp_id, int64_t trial_id, json_t **out) {
@@ -1148,45 +1035,28 @@ dt_status dt_store_ckpt_list(dt_store *st, int64_t exp_id, int64_t trial_id, jso
     *out = NULL;
     if ((exp_id != 0) == (trial_id != 0))
         return dt_error(DT_ERR_INVALID, "store_ckpt_list: give an experiment or a trial");
-    lock(st);
-    dt_status status =
-        exp_id ? need(st, NEED_EXP, "experiment", exp_id) : need(st, NEED_TRIAL, "trial", trial_id);
-    sqlite3_stmt *s;
-    if (status == DT_OK)
-        status = prep(st,
-                      exp_id ? CKPT_SELECT " WHERE t.experiment_id = ?1"
-                                           " ORDER BY c.trial_id, c.batches, c.rowid"
-                             : CKPT_SELECT " WHERE c.trial_id = ?1 ORDER BY c.batches, c.rowid",
-                      &s);
-    if (status == DT_OK) {
-        sqlite3_bind_int64(s, 1, exp_id ? exp_id : trial_id);
-        status = select_rows(st, s, ckpt_row, false, "checkpoint", NULL, out);
-    }
-    unlock(st);
-    return status;
+    return select_json(st, &CKPT_ROWS, exp_id ? OF_EXP(exp_id) : OF_TRIAL(trial_id), NULL,
+                       exp_id ? CKPT_SELECT " WHERE t.experiment_id = ?1"
+                                            " ORDER BY c.trial_id, c.batches, c.rowid"
+                              : CKPT_SELECT " WHERE c.trial_id = ?1 ORDER BY c.batches, c.rowid",
+                       ARGS(V_INT(exp_id ? exp_id : trial_id)), out);
 }
 
 dt_status dt_store_ckpt_set_state(dt_store *st, const char *uuid, const char *state) {
     if (!uuid) return dt_error(DT_ERR_INVALID, "store: NULL checkpoint uuid");
     if (!in_list(state, CKPT_STATES)) return bad_state("checkpoint", state);
-    dt_status status = write_begin(st);
-    if (status != DT_OK) return status;
-    sqlite3_stmt *s;
-    status = prep(st, "UPDATE checkpoints SET state = ?2 WHERE uuid = ?1", &s);
-    if (status == DT_OK) {
-        sqlite3_bind_text(s, 1, uuid, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_text(s, 2, state, -1, SQLITE_TRANSIENT);
-        status = run(st, s, "setting a checkpoint's state");
-        if (status == DT_OK && sqlite3_changes(st->db) == 0)
-            status = dt_error(DT_ERR_INVALID,
-                              "no checkpoint %s; hint: list them to see which "
-                              "exist",
-                              uuid);
-    }
-    return write_end(st, status);
+    return WRITE_ROW(st, "UPDATE checkpoints SET state = ?2 WHERE uuid = ?1",
+                     "setting a checkpoint's state", "checkpoint", uuid, V_TEXT(uuid),
+                     V_TEXT(state));
 }
 
 /* ---- logs ---- */
+
+static const col_def LOG_COLS[] = {
+    {"id", COL_INT},    {"trial_id", COL_INT}, {"rank", COL_INT},
+    {"time", COL_TEXT}, {"line", COL_TEXT},
+};
+static const row_kind LOG_ROWS = ROW_KIND("log line", LOG_COLS);
 
 dt_status dt_store_logs_insert(dt_store *st, int64_t trial_id, const int *ranks,
                                const char *const *lines, int n) {
@@ -1198,25 +1068,13 @@ dt_status dt_store_logs_insert(dt_store *st, int64_t trial_id, const int *ranks,
                             n);
     dt_status status = write_begin(st);
     if (status != DT_OK) return status;
-    status = need(st, NEED_TRIAL, "trial", trial_id);
-    sqlite3_stmt *s;
-    if (status == DT_OK)
-        status = prep(
-            st, "INSERT INTO logs (trial_id, rank, time, line) VALUES (?1, ?2, " NOW ", ?3)", &s);
-    for (int i = 0; status == DT_OK && i < n; i++) {
-        sqlite3_bind_int64(s, 1, trial_id);
-        sqlite3_bind_int(s, 2, ranks ? ranks[i] : 0);
-        sqlite3_bind_text(s, 3, lines[i], -1, SQLITE_STATIC);
-        status = run(st, s, "writing log lines");
-    }
+    status = need(st, OF_TRIAL(trial_id));
+    for (int i = 0; status == DT_OK && i < n; i++)
+        status = exec_args(
+            st, "INSERT INTO logs (trial_id, rank, time, line) VALUES (?1, ?2, " NOW ", ?3)",
+            "writing log lines",
+            ARGS(V_INT(trial_id), V_INT(ranks ? ranks[i] : 0), V_TEXT(lines[i])));
     return write_end(st, status);
-}
-
-static json_t *log_row(sqlite3_stmt *s) {
-    return json_pack("{s:I,s:I,s:i,s:s,s:s}", "id", (json_int_t)sqlite3_column_int64(s, 0),
-                     "trial_id", (json_int_t)sqlite3_column_int64(s, 1), "rank",
-                     sqlite3_column_int(s, 2), "time", (const char *)sqlite3_column_text(s, 3),
-                     "line", (const char *)sqlite3_column_text(s, 4));
 }
 
 dt_status dt_store_logs_query(dt_store *st, int64_t exp_id, int64_t trial_id, int64_t after_id,
@@ -1226,24 +1084,12 @@ dt_status dt_store_logs_query(dt_store *st, int64_t exp_id, int64_t trial_id, in
     if (!exp_id && !trial_id)
         return dt_error(DT_ERR_INVALID, "store_logs_query: give an experiment or a trial");
     if (limit < 0) return dt_error(DT_ERR_INVALID, "store: negative limit %lld", (long long)limit);
-    lock(st);
-    dt_status status = trial_id ? need(st, NEED_TRIAL, "trial", trial_id)
-                                : need(st, NEED_EXP, "experiment", exp_id);
-    sqlite3_stmt *s;
-    if (status == DT_OK)
-        status = prep(st,
-                      trial_id ? "SELECT id, trial_id, rank, time, line FROM logs"
-                                 " WHERE trial_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3"
-                               : "SELECT l.id, l.trial_id, l.rank, l.time, l.line FROM logs l"
-                                 " JOIN trials t ON t.id = l.trial_id WHERE t.experiment_id = ?1"
-                                 " AND l.id > ?2 ORDER BY l.id LIMIT ?3",
-                      &s);
-    if (status == DT_OK) {
-        sqlite3_bind_int64(s, 1, trial_id ? trial_id : exp_id);
-        sqlite3_bind_int64(s, 2, after_id);
-        sqlite3_bind_int64(s, 3, limit ? limit : -1);
-        status = select_rows(st, s, log_row, false, "log line", NULL, out);
-    }
-    unlock(st);
-    return status;
+    return select_json(
+        st, &LOG_ROWS, trial_id ? OF_TRIAL(trial_id) : OF_EXP(exp_id), NULL,
+        trial_id ? "SELECT id, trial_id, rank, time, line FROM logs"
+                   " WHERE trial_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3"
+                 : "SELECT l.id, l.trial_id, l.rank, l.time, l.line FROM logs l"
+                   " JOIN trials t ON t.id = l.trial_id WHERE t.experiment_id = ?1"
+                   " AND l.id > ?2 ORDER BY l.id LIMIT ?3",
+        ARGS(V_INT(trial_id ? trial_id : exp_id), V_INT(after_id), V_INT(limit ? limit : -1)), out);
 }
