@@ -164,6 +164,25 @@ static int rm_tree(const char *path) {
     return rm_tree_at(AT_FDCWD, path);
 }
 
+void dt__ckpt_remove_partial(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    int dfd = dirfd(d);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *tag = strstr(e->d_name, CK_TMP_TAG);
+        if (!tag || tag == e->d_name) continue;
+        const char *pid = tag + strlen(CK_TMP_TAG);
+        if (!*pid || pid[strspn(pid, "0123456789")]) continue; /* not "<name>.tmp.<pid>" */
+        int err = rm_tree_at(dfd, e->d_name);
+        dt_log(err ? DT_LOG_WARN : DT_LOG_INFO,
+               "%s a partial checkpoint an earlier run left: %s/%s%s%s",
+               err ? "could not remove" : "removed", dir, e->d_name, err ? ": " : "",
+               err ? strerror(err) : "");
+    }
+    closedir(d);
+}
+
 /* A checkpoint name: one path component, not "." / "..", no ".tmp." (reserved for
  * temporary directories). */
 static bool valid_name(const char *name) {

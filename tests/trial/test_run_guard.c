@@ -111,6 +111,28 @@ static dt_status write_ckpt(const char *name) {
     return dt_ckpt_commit(w, NULL);
 }
 
+/* The lock's new holder removes what an earlier run left half-written, and nothing else. */
+static void test_partial_removed(void) {
+    char dir[512], p[700];
+    snprintf(dir, sizeof dir, "%s/partial", g_tmp);
+    const char *dirs[] = {"batch_30.tmp.6807", "batch_20", "notes.tmp.x", "batch_10.tmp."};
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, dirs[i]);
+        CHECK(dt__ckpt_mkdir(p) == DT_OK);
+    }
+    snprintf(p, sizeof p, "%s/batch_30.tmp.6807/model.safetensors", dir);
+    FILE *f = fopen(p, "w");
+    CHECK(f && fputs("half", f) >= 0 && fclose(f) == 0);
+    int fd = -1;
+    CHECK(dt__ckpt_dir_lock(dir, &fd) == DT_OK);
+    bool want[] = {false, true, true, true};
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, dirs[i]);
+        CHECK_MSG(exists(p) == want[i], "%s %s", dirs[i], want[i] ? "removed" : "kept");
+    }
+    dt__ckpt_dir_unlock(dir, fd);
+}
+
 static void test_launcher_gone(void) {
     char p[300];
     CHECK(write_ckpt("kept") == DT_OK);
@@ -168,6 +190,7 @@ static void test_watch_dies_with_launcher(void) {
 int main(void) {
     CHECK(mkdtemp(g_tmp) != NULL);
     TEST_RUN(test_lock);
+    TEST_RUN(test_partial_removed);
     TEST_RUN(test_launcher_gone);
     TEST_RUN(test_watch_dies_with_launcher);
     char cmd[300];
