@@ -74,6 +74,10 @@ typedef struct dt_ckpt_writer dt_ckpt_writer;
  * DT_CKPT_OVERWRITE is not set, or something that is not a checkpoint has that name),
  * DT_ERR_IO naming the directory that could not be created. */
 DT_API dt_ckpt_writer *dt_ckpt_begin(const char *parent_dir, const char *name);
+/* Remove every "<name>.tmp.<pid>" directory in `dir`: checkpoints a killed run was writing.
+ * Only for the holder of the directory's lock (the next run, when it takes it) or when no run
+ * can write there any more (the master, once a trial has ended). Logs what it removes. */
+DT_API void dt_ckpt_remove_partial(const char *dir);
 DT_API dt_ckpt_writer *dt_ckpt_begin_ex(const char *parent_dir, const char *name, unsigned flags);
 
 /* The temporary directory being filled (owned by ck): a save hook may write its own files and

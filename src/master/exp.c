@@ -14,6 +14,7 @@
 #include "gc.h"
 
 #include "dtrain/runner.h"
+#include "dtrain/trialio.h"
 
 #include "base/base_impl.h"
 
@@ -141,6 +142,13 @@ static m_trial *add_trial(m_exp *e) {
 
 void m_trial_set_state(master *m, m_trial *t, const char *state, const char *reason) {
     snprintf(t->state, sizeof t->state, "%s", state);
+    if (m_state_terminal(state) && !t->run) {
+        /* no run of it will write there again: a checkpoint a killed run left half-written
+         * goes now */
+        char dir[4600];
+        m_trial_ckpt_dir(t, dir, sizeof dir);
+        dt_ckpt_remove_partial(dir);
+    }
     if (dt_store_trial_set_state(m->store, t->id, state, reason) != DT_OK)
         dt_log(DT_LOG_ERROR, "trial %lld: %s", (long long)t->id, dt_last_error());
 }

@@ -164,7 +164,7 @@ static int rm_tree(const char *path) {
     return rm_tree_at(AT_FDCWD, path);
 }
 
-void dt__ckpt_remove_partial(const char *dir) {
+void dt_ckpt_remove_partial(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return;
     int dfd = dirfd(d);

@@ -118,7 +118,7 @@ dt_status dt__ckpt_dir_lock(const char *dir, int *fd_out) {
                 /* the lock holds without its note; the other run's error says less */
             }
             *fd_out = fd;
-            dt__ckpt_remove_partial(dir); /* ours now: what is half-written is garbage */
+            dt_ckpt_remove_partial(dir); /* ours now: what is half-written is garbage */
             return DT_OK;
         }
         int err = errno;

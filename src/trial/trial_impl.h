@@ -115,10 +115,6 @@ dt_status dt__ckpt_launcher_alive(const char *what);
  * it (after a grace of a few seconds for a holder that is exiting); DT_ERR_IO when the
  * directory or its lock file cannot be made. */
 dt_status dt__ckpt_dir_lock(const char *dir, int *fd);
-/* Remove every "<name>.tmp.<pid>" directory in `dir`: a checkpoint an earlier run was writing
- * when it died. Only the holder of the directory's lock calls it, before it writes anything,
- * so no such directory belongs to a live writer. Logs what it removes. */
-void dt__ckpt_remove_partial(const char *dir);
 /* Release the lock (fd < 0: nothing), removing the lock file. Cannot fail. */
 void dt__ckpt_dir_unlock(const char *dir, int fd);
 
