@@ -465,6 +465,12 @@ typedef struct dt_fit_opts {
      * borrowed). NULL: a local core (dt_core_local_new) made from max_length, metrics_out,
      * progress, quiet, checkpoint_dir and save_trial_*, which are then not used otherwise. */
     dt_core *core;
+    /* Called on every slot after each training batch (its metrics reported, before the
+     * validation, checkpoint and stop checks of that batch), with batch_user; NULL: none. A
+     * status other than DT_OK stops the loop with that error. (dsat reads the engine's timers
+     * here and asks the loop to stop with dt_trial_set_stop_requested.) */
+    dt_status (*on_batch_end)(void *batch_user, dt_trial_ctx *c);
+    void *batch_user;
 } dt_fit_opts;
 
 /* Run a trial to completion (or until stopped by dt_trial_set_stop_requested, SIGINT or

@@ -650,6 +650,8 @@ static dt_status train_loop(trainer *t) {
             bool last = c->batches_trained >= t->max_batches || t->o->test_mode;
             if (period_hit(report_every, c->batches_trained) || last)
                 if ((st = report_training(t)) != DT_OK) return st;
+            if (t->o->on_batch_end && (st = t->o->on_batch_end(t->o->batch_user, c)) != DT_OK)
+                return st;
             if (period_hit(val_every, c->batches_trained) && !last)
                 if ((st = validate_and_policy(t)) != DT_OK) return st;
             if (period_hit(ckpt_every, c->batches_trained) && !last)
