@@ -18,6 +18,7 @@ declare -A HEADER=(
   [engine.h]=engine [pipe.h]=engine
   [trial.h]=trial [trialio.h]=trial [core.h]=trial [dtrain.h]=trial
   [config.h]=runner [runner.h]=runner [bench.h]=runner [search.h]=runner [launcher.h]=runner
+  [dsat.h]=runner
   [master.h]=master
 )
 # Internal headers a higher layer may include: each is documented in its header comment as
