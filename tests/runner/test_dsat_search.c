@@ -53,6 +53,7 @@ typedef struct driver {
     int n;
     int violations;           /* proposals fits rejects, or outside the stages */
     int smaller_than_success; /* random: proposals below a reported success of the stage */
+    int stage3_after12;       /* random: stage-3 proposals after a stage 1/2 success */
     int64_t best_ok[4];       /* largest reported successful mbs per stage */
 } driver;
 
@@ -65,6 +66,7 @@ static bool fill(dt__dsat_method *m, driver *d, int conc) {
     for (int i = 0; i < got; i++) {
         if (!fake_fits(m->sp.arg, &c[i].knobs)) d->violations++;
         if (c[i].knobs.mbs < d->best_ok[c[i].knobs.zero_stage]) d->smaller_than_success++;
+        if (c[i].knobs.zero_stage == 3 && (d->best_ok[1] || d->best_ok[2])) d->stage3_after12++;
         if (d->n < MAXLOG) d->log[d->n++] = c[i];
         d->running[d->nrun++] = c[i].id;
     }
@@ -193,16 +195,15 @@ static void test_random_rules(void) {
     m = mk("random", &o, &sp);
     s = (script){.oom_at = {0, 1000, 1000, 1000}};
     d = (driver){0};
-    drive(m, &d, &s, 1, 30);
-    int too_long = 0, stage3_late = 0;
-    bool seen12 = false;
+    drive(m, &d, &s, 8, 30); /* 8 at once: stage-3 lineages run when stage 1/2 succeed */
+    int too_long = 0, stage3 = 0;
     for (int64_t i = 0; i < m->nt; i++) {
         too_long += m->l[m->t[i].lineage].n_done > 2;
-        if (seen12) stage3_late += m->t[i].k.zero_stage == 3;
-        seen12 |= m->t[i].k.zero_stage != 3; /* reported before the next proposal */
+        stage3 += m->t[i].k.zero_stage == 3;
     }
-    CHECK(too_long == 0);
-    CHECK_MSG(stage3_late == 0, "%d stage-3 trials after stage 1/2 succeeded", stage3_late);
+    CHECK_MSG(too_long == 0 && stage3 > 0, "%d too long, %d at stage 3", too_long, stage3);
+    CHECK_MSG(d.stage3_after12 == 0, "%d stage-3 trials after stage 1/2 succeeded",
+              d.stage3_after12);
     CHECK_MSG(d.smaller_than_success == 0, "%d proposals below a success of their stage",
               d.smaller_than_success);
     dt__dsat_stats st;
@@ -235,6 +236,11 @@ static void test_random_early_stopping(void) {
     drive(m, &d, &s, 1, 100);
     why = dt__dsat_done_reason(m);
     CHECK(m->nt == 20 && why && strstr(why, "max_trials reached"));
+    dt__dsat_stats st;
+    dt__dsat_get_stats(m, &st);
+    CHECK_MSG(st.discarded > 0 && d.smaller_than_success == 0,
+              "%lld discarded, %d proposals below a success of their stage",
+              (long long)st.discarded, d.smaller_than_success);
     dt__dsat_method_free(m);
 }
 
@@ -304,7 +310,7 @@ static void test_nothing_fits(void) {
         dt__dsat_method_free(m);
     }
     /* stage 1 never fits, stage 2 only offloaded; big buckets need more room */
-    f = (fake){.limit = {0, 0, 0, 0}, .offload = {0, 0, 6, 0}, .big_bucket = 3};
+    f = (fake){.limit = {0, 0, 0, 0}, .offload = {0, 6, 6, 0}, .big_bucket = 3}; /* 1: no */
     int st12[] = {2, 1};
     sp = space_of(&f, 2, st12, 1);
     dt__dsat_opts o = opts(false);
@@ -376,25 +382,34 @@ static void test_seed_and_snapshot(void) {
         dt__dsat_method_free(b);
         sp.seed = 42;
 
-        /* snapshot mid-search (3 running), through text, into a fresh method */
-        b = mk(names[i], &o, &sp);
-        db = (driver){0};
-        drive(b, &db, &s, 3, 9);
-        fill(b, &db, 3);
-        json_t *snap = dt__dsat_save(b);
-        char *text = snap ? json_dumps(snap, JSON_COMPACT) : NULL;
-        json_decref(snap);
-        dt__dsat_method_free(b);
-        json_t *back = text ? json_loads(text, 0, NULL) : NULL;
-        free(text);
-        dt__dsat_method *c = mk(names[i], &o, &sp);
-        CHECK_MSG(back && dt__dsat_load(c, back) == DT_OK, "%s: load: %s", names[i],
-                  dt_last_error());
-        drive(c, &db, &s, 3, 200); /* continues the caller's running trials */
-        CHECK_MSG(same_log(&da, &db, -1), "%s: snapshot -> load changed the trials", names[i]);
-        double ma = 0, mc = 0;
-        CHECK(dt__dsat_best(a, NULL, NULL, &ma) && dt__dsat_best(c, NULL, NULL, &mc) && ma == mc);
-        dt__dsat_method_free(c);
+        /* snapshot mid-search, through text, into a fresh method: after a result (2 running,
+         * a decision pending) and after the next proposals (3 running) */
+        json_t *back = NULL;
+        for (int cut = 0; cut < 2; cut++) {
+            b = mk(names[i], &o, &sp);
+            db = (driver){0};
+            drive(b, &db, &s, 3, 9);
+            if (cut) fill(b, &db, 3);
+            json_t *snap = dt__dsat_save(b);
+            char *text = snap ? json_dumps(snap, JSON_COMPACT) : NULL;
+            json_decref(snap);
+            dt__dsat_method_free(b);
+            json_decref(back);
+            back = text ? json_loads(text, 0, NULL) : NULL;
+            free(text);
+            dt__dsat_method *c = mk(names[i], &o, &sp);
+            CHECK_MSG(back && dt__dsat_load(c, back) == DT_OK, "%s: load: %s", names[i],
+                      dt_last_error());
+            CHECK(json_array_size(json_object_get(back, "pending")) == (size_t)!cut);
+            drive(c, &db, &s, 3, 200); /* continues the caller's running trials */
+            CHECK_MSG(same_log(&da, &db, -1), "%s: snapshot %d -> load changed the trials",
+                      names[i], cut);
+            double ma = 0, mc = 0;
+            CHECK(dt__dsat_best(a, NULL, NULL, &ma) && dt__dsat_best(c, NULL, NULL, &mc) &&
+                  ma == mc);
+            dt__dsat_method_free(c);
+        }
+        dt__dsat_method *c;
 
         /* refused: another seed, another method, a broken snapshot; the method unchanged */
         sp.seed = 43;
