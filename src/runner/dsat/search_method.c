@@ -203,17 +203,12 @@ static int32_t fresh(dt__dsat_method *m) {
 
 dt_status dt__dsat_next(dt__dsat_method *m, int n, dt__dsat_config *out, int *got) {
     *got = 0;
+    if (n > m->o.max_trials - m->nt) n = (int)(m->o.max_trials - m->nt);
     if (n <= 0 || m->stop[0]) return DT_OK;
     dt_status st = reserve(m, n);
     if (st) return st;
     int64_t misses = 0; /* proposals in a row skipped or discarded */
-    while (*got < n && m->nt < m->o.max_trials) {
-        if (m->o.early_stopping > 0 && m->since_best >= m->o.early_stopping) {
-            snprintf(m->stop, sizeof m->stop,
-                     "early stopping: %lld trials in a row without a better result",
-                     (long long)m->since_best);
-            break;
-        }
+    while (*got < n) {
         int32_t L = -1;
         if (m->head < m->tail) {
             int32_t q = m->pending[m->head++];
@@ -281,6 +276,10 @@ dt_status dt__dsat_report(dt__dsat_method *m, int64_t id, dt_dsat_result r) {
     }
     m->rules->update(m, l, t);
     m->pending[m->tail++] = t->lineage;
+    if (!m->stop[0] && m->o.early_stopping > 0 && m->since_best >= m->o.early_stopping)
+        snprintf(m->stop, sizeof m->stop,
+                 "early stopping: %lld trials in a row without a better result",
+                 (long long)m->since_best);
     return DT_OK;
 }
 
