@@ -28,9 +28,8 @@ static void series_of(master *m, int64_t id, const json_t *row, const dt_http_re
         json_array_foreach(names, i, v) if (sm && !strcmp(json_string_value(v), sm)) name = sm;
         if (!name) name = json_string_value(json_array_get(names, 0));
     }
-    if (st == DT_OK && name)
+    if (st == DT_OK)
         st = dt_store_metric_series(m->store, id, trial, kind, name, x, points, &series);
-    if (st == DT_OK && !series) series = json_array();
     m_api_status(resp, st,
                  st == DT_OK
                      ? json_pack("{sssssssIsoso}", "kind", kind, "name", name ? name : "", "x", x,

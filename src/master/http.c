@@ -78,6 +78,24 @@ static void url_decode(char *s) {
     *o = 0;
 }
 
+/* libmicrohttpd's unescaping of paths and query arguments, but %00 stays as it is: a NUL would
+ * cut a path short ("/static/app.js%00.png" must not name app.js). Returns the new length. */
+static size_t unescape(void *cls, struct MHD_Connection *conn, char *s) {
+    (void)cls, (void)conn;
+    char *o = s, *p = s;
+    for (; *p; p++) {
+        int hi = p[0] == '%' ? hexval(p[1]) : -1, lo = hi >= 0 ? hexval(p[2]) : -1;
+        if (lo >= 0 && (hi || lo)) {
+            *o++ = (char)(hi * 16 + lo);
+            p += 2;
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o = 0;
+    return (size_t)(o - s);
+}
+
 /* Split "k=v&k2=v2" in place (buf) into req->args, decoded. False when there are too many. */
 static bool parse_args(char *buf, dt_http_req *req) {
     char *save = NULL;
@@ -484,11 +502,11 @@ dt_status dt_http_start_opts(const dt_http_opts *o, const dt_http_route *routes,
         return DT_ERR_IO;
     }
     /* one polling thread: handlers are called one at a time */
-    s->mhd =
-        MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO, 0, NULL, NULL, on_request,
-                         s, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-                         NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
-                         MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000, MHD_OPTION_END);
+    s->mhd = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO, 0, NULL, NULL, on_request, s,
+        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+        MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000, MHD_OPTION_END);
     if (!s->mhd) {
         close(fd);
         server_free(s);

@@ -1125,11 +1125,13 @@ dt_status dt_store_metric_series(dt_store *st, int64_t exp_id, int64_t trial_id,
                         "unknown metric kind \"%s\"; hint: training, validation or profiler", kind);
     if (strcmp(x, "batches") && strcmp(x, "epochs") && strcmp(x, "records"))
         return dt_error(DT_ERR_INVALID, "x must be batches, epochs or records, not \"%s\"", x);
-    if (!*name || strpbrk(name, "\"\\"))
+    if (name && (!*name || strpbrk(name, "\"\\")))
         return dt_error(DT_ERR_INVALID,
                         "metric name \"%s\" cannot be charted; hint: pass name=METRIC", name);
     if (points < 2 || points > 100000)
         return dt_error(DT_ERR_INVALID, "points must be 2..100000, not %lld", (long long)points);
+    *out = NULL;
+    if (!name) return (*out = json_array()) ? DT_OK : dt_error(DT_ERR_OOM, "out of memory");
     char path[512], xpath[16];
     snprintf(path, sizeof path, "$.metrics.\"%s\"", name);
     snprintf(xpath, sizeof xpath, "$.%s", x);
