@@ -88,8 +88,7 @@ def main():
 
         # the experiment page: one series per trial, each with its stored point count
         load(d, f"/experiments/{FIN}", "experiment.png")
-        c = wait(d, "return window.dtrain.charts.curves && window.dtrain.charts.curves.graph"
-                    " && window.dtrain.charts.curves")
+        c = wait(d, "return !!(window.dtrain.charts.curves && window.dtrain.charts.curves.graph)")
         trials = api(f"/api/v1/experiments/{FIN}/trials")["trials"]
         if check(c, "no learning-curve chart"):
             g = d.execute_script("var g = window.dtrain.charts.curves.graph; var n = g.numColumns();"
