@@ -36,22 +36,21 @@ void w_raw(w_buf *b, const char *markup) {
     put(b, markup, strlen(markup));
 }
 
-/* vprintf into a new string (NULL when out of memory). */
-static char *vfmt(const char *fmt, va_list ap) {
+/* vprintf, then `put` (w_raw or w_esc) of the result; oom when it cannot be formatted. */
+static void vput(w_buf *b, void (*put_fn)(w_buf *, const char *), const char *fmt, va_list ap) {
     char *s = NULL;
-    return vasprintf(&s, fmt, ap) < 0 ? NULL : s;
+    if (vasprintf(&s, fmt, ap) < 0)
+        b->oom = true;
+    else
+        put_fn(b, s);
+    free(s);
 }
 
 void w_rawf(w_buf *b, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    char *s = vfmt(fmt, ap);
+    vput(b, w_raw, fmt, ap);
     va_end(ap);
-    if (!s)
-        b->oom = true;
-    else
-        w_raw(b, s);
-    free(s);
 }
 
 void w_esc(w_buf *b, const char *text) {
@@ -75,13 +74,8 @@ void w_esc(w_buf *b, const char *text) {
 void w_escf(w_buf *b, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    char *s = vfmt(fmt, ap);
+    vput(b, w_esc, fmt, ap);
     va_end(ap);
-    if (!s)
-        b->oom = true;
-    else
-        w_esc(b, s);
-    free(s);
 }
 
 void w_esc_json(w_buf *b, const json_t *v) {
