@@ -5,13 +5,15 @@ JOBS ?= 2
 # What building and running dtrain needs (no Python: `make run` never uses it)
 DEB_PACKAGES := build-essential cmake pkg-config libopenblas-openmp-dev libopenmpi-dev \
 	openmpi-bin libjansson-dev libyaml-dev zlib1g-dev libsqlite3-dev libdnnl-dev \
-	libmicrohttpd-dev libcurl4-openssl-dev dataset-fashion-mnist
+	libmicrohttpd-dev libcurl4-openssl-dev dataset-fashion-mnist libjs-dygraphs libjs-d3
 # What the tests add: Python for the real readers of our files (TensorBoard's event reader, the
 # safetensors loader) and the REST API client of the end-to-end scripts; procps (ps, pgrep) for
 # the scripts that check no process outlives its run. Debian's system Python refuses
 # `pip install`, so the two PyPI packages Debian lacks go into a virtual environment of our own
-# (numpy comes from Debian).
-DEB_TEST_PACKAGES := python3 python3-venv python3-numpy procps
+# (numpy comes from Debian). The web UI's browser tests drive Debian's headless Chromium with
+# Selenium.
+DEB_TEST_PACKAGES := python3 python3-venv python3-numpy procps chromium chromium-driver \
+	python3-selenium
 VENV := $(CURDIR)/build/venv
 PY := $(VENV)/bin/python3
 PY_TEST_PACKAGES := tensorboard safetensors

@@ -19,11 +19,11 @@ declare -A HEADER=(
   [trial.h]=trial [trialio.h]=trial [core.h]=trial [dtrain.h]=trial
   [config.h]=runner [runner.h]=runner [bench.h]=runner [search.h]=runner [launcher.h]=runner
   [dsat.h]=runner
-  [master.h]=master
+  [master.h]=master [web.h]=web
 )
 # Internal headers a higher layer may include: each is documented in its header comment as
 # its layer's interface to the layers above.
-INTERFACES=" base/base_impl.h tensor/tensor_iface.h nn/nn_iface.h "
+INTERFACES=" base/base_impl.h tensor/tensor_iface.h nn/nn_iface.h master/http.h "
 # Headers the build generates (CMakeLists.txt), with the one file allowed to include each.
 declare -A GENERATED=([dt_build_paths.h]=src/runner/modeldir.c)
 

@@ -28,13 +28,22 @@ extern "C" {
 
 /* ---- the master ---- */
 
+struct dt_http_route; /* the server's route shape (src/master/http.h), for the web UI's routes */
+
 typedef struct dt_master_opts {
     const char *host; /* default 127.0.0.1 */
     int port;         /* default 8080; 0: any free port (written to <home>/master.port) */
     int slots;        /* default: the machine's cores */
     const char *home; /* NULL: $DTRAIN_HOME, else ~/.dtrain (the store, logs, pid file) */
     bool quiet;       /* no log lines on stderr */
+    const struct dt_http_route *routes; /* more routes after the REST API's (the web UI) */
+    int n_routes;
 } dt_master_opts;
+
+/* The master's access token: <home>/master.token (home NULL: dt_master_home), created with
+ * mode 0600 when missing (64 hex digits). Every request needs it when the master is bound to
+ * any address but 127.0.0.1 / ::1 / localhost. DT_ERR_IO naming the file. */
+DT_API dt_status dt_master_token(const char *home, char *buf, size_t n);
 
 /* Where dtrain keeps its state: $DTRAIN_HOME, else $HOME/.dtrain (written to buf). */
 DT_API const char *dt_master_home(char *buf, size_t n);
@@ -50,8 +59,9 @@ DT_API dt_status dt_master_run(const dt_master_opts *o);
 
 typedef struct dt_client dt_client;
 
-/* url NULL: $DTRAIN_MASTER or the default. NULL with DT_ERR_OOM / DT_ERR_CONFIG (a URL that
- * is not http://host:port). */
+/* url NULL: $DTRAIN_MASTER or the default. Requests carry the token of $DTRAIN_TOKEN, else of
+ * $DTRAIN_HOME/master.token when that file is readable, and the X-Dtrain-Csrf header. NULL with
+ * DT_ERR_OOM / DT_ERR_CONFIG (a URL that is not http://host:port). */
 DT_API dt_client *dt_client_new(const char *url);
 DT_API void dt_client_free(dt_client *c);
 DT_API const char *dt_client_url(const dt_client *c);

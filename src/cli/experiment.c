@@ -159,7 +159,8 @@ static int create(int argc, char **argv) {
         fprintf(stderr, "warning: %s\n", json_string_value(w) ? json_string_value(w) : "");
     int64_t id = json_integer_value(json_object_get(ans, "id"));
     json_decref(ans);
-    printf("created experiment %lld\n", (long long)id);
+    printf("created experiment %lld\nsee it at %s/experiments/%lld\n", (long long)id,
+           dt_client_url(c), (long long)id);
     fflush(stdout);
     if (follow) {
         char path[96], *state = NULL;

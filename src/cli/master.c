@@ -1,8 +1,11 @@
 /* master.c — `dtrain master [--host H] [--port P] [--slots N]` (the master, in the
- * foreground), `dtrain master stop` and `dtrain master status` (of the master at
- * $DTRAIN_MASTER). */
+ * foreground, serving the web UI's routes too), `dtrain master stop` and `dtrain master
+ * status` (of the master at $DTRAIN_MASTER), `dtrain master token` (the access token of
+ * $DTRAIN_HOME). */
 #include "args.h"
 #include "cli.h"
+
+#include "dtrain/web.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -13,11 +16,14 @@
 #define STOP_WAIT_S 30
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: dtrain master [--host 127.0.0.1] [--port 8080] [--slots N]\n"
-               "                            run the master in the foreground (state in\n"
-               "                            $DTRAIN_HOME, default ~/.dtrain)\n"
-               "       dtrain master stop    stop the master at $DTRAIN_MASTER\n"
-               "       dtrain master status [--json]\n");
+    fprintf(f,
+            "usage: dtrain master [--host 127.0.0.1] [--port 8080] [--slots N]\n"
+            "                            run the master in the foreground (state in\n"
+            "                            $DTRAIN_HOME, default ~/.dtrain)\n"
+            "       dtrain master stop    stop the master at $DTRAIN_MASTER\n"
+            "       dtrain master status [--json]\n"
+            "       dtrain master token   print the token a master bound to a non-loopback\n"
+            "                            address wants (open the UI once as URL/?token=TOKEN)\n");
 }
 
 /* A whole number in [lo, hi] for option `name`; false with err. */
@@ -44,6 +50,7 @@ static int run(int argc, char **argv) {
     if (n == DT_CLI_HELP) return usage(stdout), DT_EXIT_OK;
     if (n < 0) return dt_cli_usage_error(WHO, err, usage);
     dt_master_opts o = {.host = host ? host : "127.0.0.1", .port = 8080};
+    o.routes = dt_web_routes(&o.n_routes);
     if (port_s && !parse_int(port_s, "--port", 0, 65535, &o.port, err, sizeof err))
         return dt_cli_usage_error(WHO, err, usage);
     if (slots_s && !parse_int(slots_s, "--slots", 1, 1 << 20, &o.slots, err, sizeof err))
@@ -101,7 +108,22 @@ static int status(dt_client *c, bool json) {
     return DT_EXIT_OK;
 }
 
+static int token(int argc, char **argv) {
+    if (argc > 1) {
+        if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) return usage(stdout), DT_EXIT_OK;
+        return dt_cli_usage_error(WHO " token", "token takes no arguments", usage);
+    }
+    char tok[80];
+    if (dt_master_token(NULL, tok, sizeof tok) != DT_OK) {
+        fprintf(stderr, WHO " token: error: %s\n", dt_last_error());
+        return DT_EXIT_FAILED;
+    }
+    printf("%s\n", tok);
+    return DT_EXIT_OK;
+}
+
 int dt_cli_master(int argc, char **argv) {
+    if (argc >= 1 && !strcmp(argv[0], "token")) return token(argc, argv);
     if (argc < 1 || (strcmp(argv[0], "stop") && strcmp(argv[0], "status"))) return run(argc, argv);
     bool is_stop = !strcmp(argv[0], "stop"), json = false;
     char err[256], who[32];

@@ -1,7 +1,8 @@
 /*
  * api.c — the REST API's route table (docs/api.md) and the handlers for the master itself.
  * The experiment handlers are in api_exp.c, the log handlers in api_logs.c, the trial and
- * checkpoint handlers in api_trial.c. Every handler takes the master's lock for its whole run.
+ * checkpoint handlers in api_trial.c, the chart data and searcher snapshot in api_charts.c. Every
+ * handler takes the master's lock for its whole run.
  */
 #include "api_impl.h"
 
@@ -74,8 +75,29 @@ void m_api_read(void *app, const dt_http_req *req, dt_http_resp *resp, m_owner k
     pthread_mutex_unlock(&m->lock);
 }
 
-void m_api_list(dt_http_resp *resp, dt_status st, const char *key, json_t *list) {
-    m_api_status(resp, st, st == DT_OK ? json_pack("{so}", key, list) : NULL);
+void m_api_list(const dt_http_req *req, dt_http_resp *resp, dt_status st, const char *key,
+                json_t *list) {
+    if (st != DT_OK) {
+        m_api_fail(resp, st);
+        return;
+    }
+    int64_t total = (int64_t)json_array_size(list),
+            offset = req ? m_api_query_int(req, "offset", 0) : 0,
+            limit = req ? m_api_query_int(req, "limit", 0) : 0;
+    if (offset < 0 || limit < 0) {
+        json_decref(list);
+        dt_http_error(resp, 400, "offset and limit must be >= 0");
+        return;
+    }
+    if (offset > 0 || limit > 0) {
+        json_t *page = json_array();
+        for (int64_t i = offset; page && i < total && (!limit || i < offset + limit); i++)
+            json_array_append(page, json_array_get(list, (size_t)i));
+        json_decref(list);
+        list = page;
+    }
+    m_api_status(resp, list ? DT_OK : dt_error(DT_ERR_OOM, "out of memory paging %s", key),
+                 list ? json_pack("{sosI}", key, list, "total", (json_int_t)total) : NULL);
 }
 
 /* ---- the master ---- */
@@ -109,6 +131,8 @@ const dt_http_route m_routes[] = {
     {"GET", "/api/v1/experiments/{}/trials", m_api_experiment_trials},
     {"GET", "/api/v1/experiments/{}/checkpoints", m_api_experiment_checkpoints},
     {"GET", "/api/v1/experiments/{}/logs", m_api_experiment_logs},
+    {"GET", "/api/v1/experiments/{}/metrics", m_api_experiment_metrics},
+    {"GET", "/api/v1/experiments/{}/searcher", m_api_experiment_searcher},
     {"POST", "/api/v1/experiments/{}/{}", m_api_experiment_action},
     {"GET", "/api/v1/trials/{}", m_api_get_trial},
     {"GET", "/api/v1/trials/{}/metrics", m_api_trial_metrics},

@@ -30,13 +30,12 @@ void m_api_create_experiment(void *app, const dt_http_req *req, dt_http_resp *re
 }
 
 void m_api_list_experiments(void *app, const dt_http_req *req, dt_http_resp *resp) {
-    (void)req;
     master *m = app;
     json_t *list = NULL;
     pthread_mutex_lock(&m->lock);
     dt_status st = dt_store_exp_list(m->store, &list);
     pthread_mutex_unlock(&m->lock);
-    m_api_status(resp, st, st == DT_OK ? json_pack("{so}", "experiments", list) : NULL);
+    m_api_list(req, resp, st, "experiments", list);
 }
 
 static void describe(master *m, int64_t id, const json_t *row, const dt_http_req *req,
@@ -64,10 +63,10 @@ void m_api_delete_experiment(void *app, const dt_http_req *req, dt_http_resp *re
 
 static void trials_of(master *m, int64_t id, const json_t *row, const dt_http_req *req,
                       dt_http_resp *resp) {
-    (void)row, (void)req;
+    (void)row;
     json_t *list = NULL;
     dt_status st = dt_store_trial_list(m->store, id, &list);
-    m_api_list(resp, st, "trials", list);
+    m_api_list(req, resp, st, "trials", list);
 }
 
 void m_api_experiment_trials(void *app, const dt_http_req *req, dt_http_resp *resp) {
@@ -76,10 +75,10 @@ void m_api_experiment_trials(void *app, const dt_http_req *req, dt_http_resp *re
 
 static void checkpoints_of(master *m, int64_t id, const json_t *row, const dt_http_req *req,
                            dt_http_resp *resp) {
-    (void)row, (void)req;
+    (void)row;
     json_t *list = NULL;
     dt_status st = dt_store_ckpt_list(m->store, id, 0, &list);
-    m_api_list(resp, st, "checkpoints", list);
+    m_api_list(req, resp, st, "checkpoints", list);
 }
 
 void m_api_experiment_checkpoints(void *app, const dt_http_req *req, dt_http_resp *resp) {

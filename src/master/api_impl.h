@@ -22,8 +22,10 @@ typedef void (*m_read_fn)(master *m, int64_t id, const json_t *row, const dt_htt
                           dt_http_resp *resp);
 void m_api_read(void *app, const dt_http_req *req, dt_http_resp *resp, m_owner kind,
                 m_read_fn read);
-/* {key: list} on DT_OK (list stolen), else m_api_fail. */
-void m_api_list(dt_http_resp *resp, dt_status st, const char *key, json_t *list);
+/* {key: list, "total": n} on DT_OK (list stolen), else m_api_fail. The query's offset and
+ * limit (both optional; req NULL: none) page the list; total counts the whole list. */
+void m_api_list(const dt_http_req *req, dt_http_resp *resp, dt_status st, const char *key,
+                json_t *list);
 
 /* api_exp.c */
 void m_api_create_experiment(void *app, const dt_http_req *req, dt_http_resp *resp);
@@ -33,6 +35,10 @@ void m_api_delete_experiment(void *app, const dt_http_req *req, dt_http_resp *re
 void m_api_experiment_trials(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_api_experiment_checkpoints(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_api_experiment_action(void *app, const dt_http_req *req, dt_http_resp *resp);
+
+/* api_charts.c */
+void m_api_experiment_metrics(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_experiment_searcher(void *app, const dt_http_req *req, dt_http_resp *resp);
 
 /* api_logs.c */
 void m_api_experiment_logs(void *app, const dt_http_req *req, dt_http_resp *resp);

@@ -68,7 +68,7 @@ static void metrics_of(master *m, int64_t id, const json_t *row, const dt_http_r
     json_t *rows = NULL;
     dt_status st = dt_store_metrics_query(m->store, id, kind, m_api_query_int(req, "after", -1),
                                           m_api_query_int(req, "limit", 0), &rows);
-    m_api_list(resp, st, "metrics", rows);
+    m_api_list(NULL, resp, st, "metrics", rows);
 }
 
 void m_api_trial_metrics(void *app, const dt_http_req *req, dt_http_resp *resp) {
@@ -80,7 +80,7 @@ static void checkpoints_of(master *m, int64_t id, const json_t *row, const dt_ht
     (void)row, (void)req;
     json_t *list = NULL;
     dt_status st = dt_store_ckpt_list(m->store, 0, id, &list);
-    m_api_list(resp, st, "checkpoints", list);
+    m_api_list(req, resp, st, "checkpoints", list);
 }
 
 void m_api_trial_checkpoints(void *app, const dt_http_req *req, dt_http_resp *resp) {

@@ -1,7 +1,8 @@
 /* client.c — the client of the master's REST API (dtrain/master.h, "the client"): one libcurl
  * easy handle per client, reused call after call so the connection stays open (keep-alive).
  *
- * A call sends the body (if any) as compact JSON with Content-Type application/json and parses
+ * A call sends the body (if any) as compact JSON with Content-Type application/json, the
+ * X-Dtrain-Csrf header and the master's token when one is known (master.h), and parses
  * the answer. Errors: DT_ERR_COMM when the master is not reached (curl's reason and how to
  * start one), else the master's own {"error"} message mapped by HTTP status (master.h).
  */
@@ -16,6 +17,7 @@
 struct dt_client {
     CURL *curl;
     char url[512];
+    char auth[128]; /* "Authorization: Bearer TOKEN", or empty */
     double timeout_s;
     char errbuf[CURL_ERROR_SIZE];
 };
@@ -41,6 +43,26 @@ static bool valid_url(const char *url) {
     return *e == 0 || !strcmp(e, "/");
 }
 
+/* The token to send: $DTRAIN_TOKEN, else $DTRAIN_HOME/master.token when readable (never
+ * created here), as an Authorization header line into auth (empty when there is none). */
+static void find_token(char *auth, size_t n) {
+    char tok[80] = "", home[4096], p[4200];
+    const char *env = getenv("DTRAIN_TOKEN");
+    if (env && *env) {
+        snprintf(tok, sizeof tok, "%s", env);
+    } else {
+        snprintf(p, sizeof p, "%s/master.token", dt_master_home(home, sizeof home));
+        FILE *f = fopen(p, "r");
+        if (f) {
+            if (!fgets(tok, sizeof tok, f)) tok[0] = 0;
+            fclose(f);
+            tok[strcspn(tok, "\r\n")] = 0;
+        }
+    }
+    auth[0] = 0;
+    if (tok[0]) snprintf(auth, n, "Authorization: Bearer %s", tok);
+}
+
 dt_client *dt_client_new(const char *url) {
     if (!url || !*url) url = getenv("DTRAIN_MASTER");
     if (!url || !*url) url = DT_MASTER_DEFAULT_URL;
@@ -62,6 +84,7 @@ dt_client *dt_client_new(const char *url) {
     size_t n = strlen(c->url);
     if (c->url[n - 1] == '/') c->url[n - 1] = 0;
     c->timeout_s = 30;
+    find_token(c->auth, sizeof c->auth);
     return c;
 }
 
@@ -120,6 +143,8 @@ dt_status dt_client_call(dt_client *c, const char *method, const char *path, con
     curl_easy_reset(h);
     struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
     hdr = curl_slist_append(hdr, "Expect:"); /* no 100-continue round trip for big bodies */
+    hdr = curl_slist_append(hdr, "X-Dtrain-Csrf: 1"); /* a state change from a client of ours */
+    if (c->auth[0]) hdr = curl_slist_append(hdr, c->auth);
     buf b = {0};
     c->errbuf[0] = 0;
     curl_easy_setopt(h, CURLOPT_URL, url);

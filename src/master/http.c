@@ -1,11 +1,13 @@
 /* http.c — the master's HTTP server (http.h): libmicrohttpd with one internal polling thread,
- * so handlers run one at a time, under a table of routes.
+ * so handlers run one at a time, under a table of routes, with the token and CSRF checks of
+ * http.h run before any handler.
  *
  * The listening socket is made here (bound to the given host only; port 0 picks a free port)
  * and handed to libmicrohttpd, so a bind failure can say why. A request's body is gathered
  * up to DT_HTTP_MAX_BODY (413 beyond) and parsed as JSON (400 when it is not) before the
  * route's handler runs; a path no route matches is 404, one that matches with another method
- * 405. Answers are encoded once, compactly, by json_dumps.
+ * 405. Answers are encoded once, compactly, by json_dumps. dt_http_call runs a route in the
+ * calling thread without a connection (the web pages read the API so).
  */
 #include "http.h"
 
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -29,6 +32,9 @@ struct dt_http_server {
     int n_routes;
     void *app;
     int port;
+    char *token; /* NULL: none needed */
+    bool csrf;
+    char *form_csrf; /* NULL: no form token accepted */
 };
 
 /* One request in progress: its body as it arrives. */
@@ -39,8 +45,88 @@ typedef struct pending {
 } pending;
 
 const char *dt_http_query(const dt_http_req *req, const char *key) {
-    return MHD_lookup_connection_value((struct MHD_Connection *)req->conn, MHD_GET_ARGUMENT_KIND,
-                                       key);
+    for (int i = 0; i < req->n_args; i++)
+        if (!strcmp(req->args[i][0], key)) return req->args[i][1];
+    return NULL;
+}
+
+const char *dt_http_header(const dt_http_req *req, const char *name) {
+    if (!req->conn) return NULL;
+    return MHD_lookup_connection_value((struct MHD_Connection *)req->conn, MHD_HEADER_KIND, name);
+}
+
+static int hexval(char c) {
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* URL-decode s in place ('+' is a space; a bad %XX stays as it is). */
+static void url_decode(char *s) {
+    char *o = s;
+    for (; *s; s++) {
+        if (*s == '+') {
+            *o++ = ' ';
+        } else if (*s == '%' && hexval(s[1]) >= 0 && hexval(s[2]) >= 0) {
+            *o++ = (char)(hexval(s[1]) * 16 + hexval(s[2]));
+            s += 2;
+        } else {
+            *o++ = *s;
+        }
+    }
+    *o = 0;
+}
+
+/* libmicrohttpd's unescaping of paths and query arguments, but %00 stays as it is: a NUL would
+ * cut a path short ("/static/app.js%00.png" must not name app.js). Returns the new length. */
+static size_t unescape(void *cls, struct MHD_Connection *conn, char *s) {
+    (void)cls, (void)conn;
+    char *o = s, *p = s;
+    for (; *p; p++) {
+        int hi = p[0] == '%' ? hexval(p[1]) : -1, lo = hi >= 0 ? hexval(p[2]) : -1;
+        if (lo >= 0 && (hi || lo)) {
+            *o++ = (char)(hi * 16 + lo);
+            p += 2;
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o = 0;
+    return (size_t)(o - s);
+}
+
+/* Split "k=v&k2=v2" in place (buf) into req->args, decoded. False when there are too many. */
+static bool parse_args(char *buf, dt_http_req *req) {
+    char *save = NULL;
+    for (char *kv = strtok_r(buf, "&", &save); kv; kv = strtok_r(NULL, "&", &save)) {
+        if (req->n_args == DT_HTTP_MAX_ARGS) return false;
+        char *eq = strchr(kv, '=');
+        if (eq) *eq = 0;
+        url_decode(kv);
+        if (eq) url_decode(eq + 1);
+        req->args[req->n_args][0] = kv;
+        req->args[req->n_args++][1] = eq ? eq + 1 : "";
+    }
+    return true;
+}
+
+const char *dt_http_form(const dt_http_req *req, const char *key, char *buf, size_t n) {
+    if (!req->form) return NULL;
+    size_t kl = strlen(key);
+    for (const char *p = req->form; *p;) {
+        size_t len = strcspn(p, "&");
+        if (len > kl && !strncmp(p, key, kl) && p[kl] == '=') {
+            size_t vl = len - kl - 1;
+            if (vl >= n) return NULL;
+            memcpy(buf, p + kl + 1, vl);
+            buf[vl] = 0;
+            url_decode(buf);
+            return buf;
+        }
+        p += len + (p[len] == '&');
+    }
+    return NULL;
 }
 
 void dt_http_error(dt_http_resp *resp, int status, const char *fmt, ...) {
@@ -114,7 +200,8 @@ static const dt_http_route *route(dt_http_server *s, dt_http_req *req, char *buf
 
 /* ---- libmicrohttpd callbacks ---- */
 
-static enum MHD_Result send_resp(struct MHD_Connection *conn, dt_http_resp *resp) {
+static enum MHD_Result send_resp(struct MHD_Connection *conn, dt_http_resp *resp,
+                                 const char *cookie) {
     char *body;
     size_t len;
     const char *type = "application/json";
@@ -136,9 +223,87 @@ static enum MHD_Result send_resp(struct MHD_Connection *conn, dt_http_resp *resp
         return MHD_NO;
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL,
+                            resp->cache_control ? resp->cache_control : "no-store");
+    if (resp->location[0]) MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, resp->location);
+    if (resp->disposition)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_DISPOSITION, resp->disposition);
+    if (cookie) MHD_add_response_header(r, MHD_HTTP_HEADER_SET_COOKIE, cookie);
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)resp->status, r);
     MHD_destroy_response(r);
     return ret;
+}
+
+static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value) {
+    (void)kind;
+    dt_http_req *req = cls;
+    if (req->n_args < DT_HTTP_MAX_ARGS) {
+        req->args[req->n_args][0] = key;
+        req->args[req->n_args][1] = value ? value : "";
+    }
+    req->n_args++; /* one over the maximum: refused by the caller */
+    return MHD_YES;
+}
+
+/* Equal strings, in time independent of where they differ. */
+static bool same_secret(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned char d = la != lb;
+    for (size_t i = 0; i < la && i < lb; i++) d |= (unsigned char)(a[i] ^ b[i]);
+    return !d;
+}
+
+/* The request's token: the Authorization bearer, else the dtrain_token cookie. */
+static const char *carried_token(const dt_http_req *req) {
+    const char *auth = dt_http_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (auth && !strncmp(auth, "Bearer ", 7)) return auth + 7;
+    return MHD_lookup_connection_value((struct MHD_Connection *)req->conn, MHD_COOKIE_KIND,
+                                       "dtrain_token");
+}
+
+enum { GUARD_PASS, GUARD_REFUSED, GUARD_COOKIE };
+
+/* The token and CSRF rules of http.h. GUARD_COOKIE: a right ?token=, answered with a redirect
+ * to the same path that sets the cookie (in `cookie`). */
+static int guard(dt_http_server *s, const dt_http_req *req, dt_http_resp *resp, char *cookie,
+                 size_t n) {
+    if (s->token) {
+        const char *q = dt_http_query(req, "token"), *t = carried_token(req);
+        if (q && same_secret(q, s->token) && strlen(req->path) < sizeof resp->location) {
+            snprintf(cookie, n, "dtrain_token=%s; Path=/; HttpOnly; SameSite=Strict", s->token);
+            snprintf(resp->location, sizeof resp->location, "%s", req->path);
+            resp->status = 303;
+            resp->json = json_object();
+            return GUARD_COOKIE;
+        }
+        if (!t || !same_secret(t, s->token)) {
+            dt_http_error(resp, 401,
+                          "%s token; hint: this master is bound to a non-loopback address: "
+                          "send Authorization: Bearer TOKEN (dtrain master token prints it; the "
+                          "CLI reads DTRAIN_TOKEN or $DTRAIN_HOME/master.token) or open the UI "
+                          "once as /?token=TOKEN",
+                          t || q ? "a wrong" : "no");
+            return GUARD_REFUSED;
+        }
+    }
+    if (!s->csrf || !strcmp(req->method, "GET") || !strcmp(req->method, "HEAD")) return GUARD_PASS;
+    const char *site = dt_http_header(req, "Sec-Fetch-Site");
+    const char *type = dt_http_header(req, MHD_HTTP_HEADER_CONTENT_TYPE);
+    char ftok[128];
+    const char *f = dt_http_form(req, "csrf", ftok, sizeof ftok);
+    bool ok = dt_http_header(req, "X-Dtrain-Csrf") ||
+              (type && !strncasecmp(type, "application/json", 16)) ||
+              (f && s->form_csrf && same_secret(f, s->form_csrf));
+    if (site && !strcmp(site, "cross-site")) ok = false;
+    if (ok) return GUARD_PASS;
+    dt_http_error(resp, 403,
+                  "%s %s is a state change without a CSRF proof; hint: send it as JSON "
+                  "(Content-Type: application/json) or with the X-Dtrain-Csrf header, from the "
+                  "master's own pages",
+                  req->method, req->path);
+    return GUARD_REFUSED;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -175,27 +340,69 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     /* the whole request is here */
     dt_http_resp resp = {.status = 200};
-    dt_http_req req = {.method = method, .path = url, .conn = conn};
-    char buf[2048];
+    dt_http_req req = {.method = method, .path = url, .conn = conn, .server = s};
+    char buf[2048], cookie[256];
     if (p->too_big) {
         dt_http_error(&resp, 413, "the body is over %u bytes; hint: send less at once",
                       DT_HTTP_MAX_BODY);
-        return send_resp(conn, &resp);
+        return send_resp(conn, &resp, NULL);
+    }
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_arg, &req);
+    if (req.n_args > DT_HTTP_MAX_ARGS) {
+        dt_http_error(&resp, 400, "more than %d query arguments; hint: send fewer",
+                      DT_HTTP_MAX_ARGS);
+        return send_resp(conn, &resp, NULL);
+    }
+    const char *type = dt_http_header(&req, MHD_HTTP_HEADER_CONTENT_TYPE);
+    bool form = type && !strncasecmp(type, "application/x-www-form-urlencoded", 33);
+    if (form && p->len) {
+        char *nb = realloc(p->buf, p->len + 1);
+        if (!nb) return MHD_NO;
+        p->buf = nb;
+        p->buf[p->len] = 0;
+        req.form = p->buf;
+    }
+    switch (guard(s, &req, &resp, cookie, sizeof cookie)) {
+    case GUARD_REFUSED:
+        return send_resp(conn, &resp, NULL);
+    case GUARD_COOKIE:
+        return send_resp(conn, &resp, cookie);
+    default:
+        break;
     }
     const dt_http_route *rt = route(s, &req, buf, sizeof buf, &resp);
-    if (!rt) return send_resp(conn, &resp);
-    if (p->len) {
+    if (!rt) return send_resp(conn, &resp, NULL);
+    if (p->len && !form) {
         json_error_t err;
         req.body = json_loadb(p->buf, p->len, JSON_DECODE_ANY, &err);
         if (!req.body) {
             dt_http_error(&resp, 400, "the body is not JSON: %s at %d:%d", err.text, err.line,
                           err.column);
-            return send_resp(conn, &resp);
+            return send_resp(conn, &resp, NULL);
         }
     }
     rt->fn(s->app, &req, &resp);
     json_decref(req.body);
-    return send_resp(conn, &resp);
+    return send_resp(conn, &resp, NULL);
+}
+
+void dt_http_call(dt_http_server *s, const char *method, const char *target, json_t **out,
+                  int *status) {
+    char path[1024], query[2048], buf[2048];
+    size_t pl = strcspn(target, "?");
+    snprintf(path, sizeof path, "%.*s", (int)(pl < sizeof path ? pl : sizeof path - 1), target);
+    snprintf(query, sizeof query, "%s", target[pl] ? target + pl + 1 : "");
+    dt_http_resp resp = {.status = 200};
+    dt_http_req req = {.method = method, .path = path, .server = s};
+    const dt_http_route *rt = NULL;
+    if (!parse_args(query, &req))
+        dt_http_error(&resp, 400, "more than %d query arguments", DT_HTTP_MAX_ARGS);
+    else
+        rt = route(s, &req, buf, sizeof buf, &resp);
+    if (rt) rt->fn(s->app, &req, &resp);
+    free(resp.raw);
+    *status = resp.status;
+    *out = resp.json;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -261,33 +468,57 @@ static int listen_on(const char *host, int port, int *bound_port) {
     return fd;
 }
 
+static void server_free(dt_http_server *s) {
+    free(s->token);
+    free(s->form_csrf);
+    free(s);
+}
+
 dt_status dt_http_start(const char *host, int port, const dt_http_route *routes, int n_routes,
                         void *app, dt_http_server **out) {
+    dt_http_opts o = {.host = host, .port = port};
+    return dt_http_start_opts(&o, routes, n_routes, app, out);
+}
+
+dt_status dt_http_start_opts(const dt_http_opts *o, const dt_http_route *routes, int n_routes,
+                             void *app, dt_http_server **out) {
     *out = NULL;
+    const char *host = o->host;
+    int port = o->port;
     dt_http_server *s = calloc(1, sizeof *s);
     if (!s) return dt_error(DT_ERR_OOM, "out of memory starting the HTTP server");
+    s->csrf = o->csrf;
+    if ((o->token && !(s->token = strdup(o->token))) ||
+        (o->form_csrf && !(s->form_csrf = strdup(o->form_csrf)))) {
+        server_free(s);
+        return dt_error(DT_ERR_OOM, "out of memory starting the HTTP server");
+    }
     s->routes = routes;
     s->n_routes = n_routes;
     s->app = app;
     int fd = listen_on(host, port, &s->port);
     if (fd < 0) {
-        free(s);
+        server_free(s);
         return DT_ERR_IO;
     }
     /* one polling thread: handlers are called one at a time */
-    s->mhd =
-        MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO, 0, NULL, NULL, on_request,
-                         s, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-                         NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
-                         MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000, MHD_OPTION_END);
+    s->mhd = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO, 0, NULL, NULL, on_request, s,
+        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+        MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000, MHD_OPTION_END);
     if (!s->mhd) {
         close(fd);
-        free(s);
+        server_free(s);
         return dt_error(DT_ERR_IO, "cannot serve HTTP on %s:%d: libmicrohttpd did not start", host,
                         port);
     }
     *out = s;
     return DT_OK;
+}
+
+const char *dt_http_form_token(const dt_http_server *s) {
+    return s->form_csrf;
 }
 
 int dt_http_port(const dt_http_server *s) {
@@ -297,5 +528,5 @@ int dt_http_port(const dt_http_server *s) {
 void dt_http_stop(dt_http_server *s) {
     if (!s) return;
     MHD_stop_daemon(s->mhd); /* closes the listening socket too */
-    free(s);
+    server_free(s);
 }

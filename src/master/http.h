@@ -9,6 +9,18 @@
  * {"error": "what was wrong; hint: what to do"} with a 4xx/5xx status (dt_http_error).
  * The server runs its own thread; handlers are called one at a time (the server serialises
  * them), so the master's state needs no lock of its own against other requests.
+ *
+ * Security (dt_http_opts, the master turns it on; docs/webui.md "Security"): with a token,
+ * every request must carry it (Authorization: Bearer, the dtrain_token cookie, or once as
+ * ?token= which sets the cookie and redirects); with csrf, every request but GET / HEAD must
+ * carry a JSON content type or the X-Dtrain-Csrf header (neither is sent cross-site without a
+ * CORS preflight, which the server never grants), or a form body whose csrf field is the
+ * server's form token; a request marked Sec-Fetch-Site: cross-site is refused either way.
+ * Refusals are 401 / 403 JSON errors before any handler runs.
+ *
+ * This header is the master layer's interface to the web layer above it (tools/
+ * check_layers.sh INTERFACES): the web UI's routes are handlers of this shape, and they read
+ * the REST API through dt_http_call, never the store.
  */
 #ifndef DTRAIN_MASTER_HTTP_H
 #define DTRAIN_MASTER_HTTP_H
@@ -16,28 +28,43 @@
 #include "dtrain/base.h"
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #define DT_HTTP_MAX_BODY (64u << 20)
+#define DT_HTTP_MAX_ARGS 16 /* query-string arguments kept per request (the rest: 400) */
+
+typedef struct dt_http_server dt_http_server;
 
 typedef struct dt_http_req {
-    const char *method; /* "GET", "POST", "DELETE", ... */
-    const char *path;   /* without the query string */
+    const char *method;    /* "GET", "POST", "DELETE", ... */
+    const char *path;      /* without the query string */
     const char *params[4]; /* the pattern's {} segments, in order (URL-decoded) */
     int n_params;
-    json_t *body; /* the parsed body, or NULL when empty (borrowed) */
-    void *conn;   /* for dt_http_query */
+    json_t *body;     /* the parsed body, or NULL when empty (borrowed) */
+    const char *form; /* an application/x-www-form-urlencoded body (NUL-ended), or NULL */
+    const char *args[DT_HTTP_MAX_ARGS][2]; /* the query string's key / value pairs (decoded) */
+    int n_args;
+    dt_http_server *server; /* for dt_http_call */
+    void *conn;             /* the connection (NULL for dt_http_call) */
 } dt_http_req;
 
 /* A query-string argument, or NULL. */
 const char *dt_http_query(const dt_http_req *req, const char *key);
+/* A request header, or NULL (always NULL inside dt_http_call). */
+const char *dt_http_header(const dt_http_req *req, const char *name);
+/* The value of `key` in a form body, URL-decoded into buf (n bytes), or NULL. */
+const char *dt_http_form(const dt_http_req *req, const char *key, char *buf, size_t n);
 
 typedef struct dt_http_resp {
-    int status;       /* default 200 */
-    json_t *json;     /* the body as JSON (stolen by the server), or NULL */
-    char *raw;        /* or raw bytes (malloc'd, freed by the server) ... */
+    int status;   /* default 200 */
+    json_t *json; /* the body as JSON (stolen by the server), or NULL */
+    char *raw;    /* or raw bytes (malloc'd, freed by the server) ... */
     size_t raw_len;
-    const char *content_type; /* ... of this type (a static string) */
+    const char *content_type;  /* ... of this type (a static string) */
+    const char *cache_control; /* a Cache-Control header (a static string), or NULL */
+    char location[512];        /* a Location header (for 3xx), or empty */
+    const char *disposition;   /* a Content-Disposition header (a static string), or NULL */
 } dt_http_resp;
 
 /* Set resp to `status` with {"error": <printf message>}. */
@@ -52,7 +79,27 @@ typedef struct dt_http_route {
     dt_http_handler fn;
 } dt_http_route;
 
-typedef struct dt_http_server dt_http_server;
+typedef struct dt_http_opts {
+    const char *host;      /* the address to bind */
+    int port;              /* 0: any free port */
+    const char *token;     /* NULL: none needed; else every request must carry it (copied) */
+    bool csrf;             /* check state-changing requests (see above) */
+    const char *form_csrf; /* the form token for no-JS forms (copied; NULL: none accepted) */
+} dt_http_opts;
+
+/* As dt_http_start, with the security options. */
+dt_status dt_http_start_opts(const dt_http_opts *o, const dt_http_route *routes, int n_routes,
+                             void *app, dt_http_server **out);
+
+/* Run `method` on `target` (a path with an optional query string) through the server's
+ * routes in this thread, as a request without a body would be: *out gets the JSON answer (a
+ * new reference; NULL for a raw one), *status its HTTP status. For the web pages, which read
+ * the REST API as every other client does. */
+void dt_http_call(dt_http_server *s, const char *method, const char *target, json_t **out,
+                  int *status);
+
+/* The form token pages put into their no-JS forms (a hidden csrf field), or NULL. */
+const char *dt_http_form_token(const dt_http_server *s);
 
 /* Listen on host:port (port 0: any free port) and serve `routes` (borrowed, with `app`)
  * until dt_http_stop. DT_ERR_IO naming the address and the reason when it cannot bind, with

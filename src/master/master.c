@@ -2,7 +2,8 @@
  * master.c — the `dtrain master` process, in the order it runs:
  *   1. claim the home directory (a lock file: one master per store) and write the pid file;
  *   2. open the store (migrating it) and load the live experiments (exp.c, m_exp_recover);
- *   3. serve the REST API (http.c, the routes of api.c) on its own thread;
+ *   3. serve the REST API (http.c, the routes of api.c, then the caller's: the web UI) on its
+ *      own thread, with the token (any address but loopback) and the CSRF check of http.h;
  *   4. run the scheduler (sched.c) on this thread until a signal or the shutdown route —
  *      this thread also launches every trial run, so a run's PR_SET_PDEATHSIG fires only
  *      when the master itself is gone;
@@ -120,6 +121,61 @@ static void remove_file(const char *home, const char *name) {
     unlink(p);
 }
 
+/* 64 hex digits from the kernel's random source into buf (>= 65 bytes). */
+static dt_status random_hex(char *buf) {
+    unsigned char raw[32];
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    ssize_t r = fd >= 0 ? read(fd, raw, sizeof raw) : -1;
+    if (fd >= 0) close(fd);
+    if (r != (ssize_t)sizeof raw)
+        return dt_error(DT_ERR_IO, "cannot read /dev/urandom: %s", strerror(errno));
+    for (size_t i = 0; i < sizeof raw; i++) sprintf(buf + 2 * i, "%02x", raw[i]);
+    return DT_OK;
+}
+
+dt_status dt_master_token(const char *home, char *buf, size_t n) {
+    char h[4096], p[4200];
+    if (!home) home = dt_master_home(h, sizeof h);
+    snprintf(p, sizeof p, "%s/master.token", home);
+    if (n < 65) return dt_error(DT_ERR_INVALID, "the token needs a 65-byte buffer");
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int fd = open(p, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            ssize_t r = read(fd, buf, 64);
+            close(fd);
+            buf[r > 0 ? r : 0] = 0;
+            if (r == 64 && strspn(buf, "0123456789abcdef") == 64) return DT_OK;
+            return dt_error(DT_ERR_IO,
+                            "%s is not a token (64 hex digits); hint: delete it and "
+                            "restart the master to make a new one",
+                            p);
+        }
+        if (errno != ENOENT)
+            return dt_error(DT_ERR_IO, "cannot read %s: %s; hint: check DTRAIN_HOME", p,
+                            strerror(errno));
+        char tok[65];
+        dt_status st = random_hex(tok);
+        if (st != DT_OK) return st;
+        fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0 && errno == EEXIST) continue; /* made meanwhile: read it */
+        if (fd < 0 || write(fd, tok, 64) != 64 || fsync(fd) != 0) {
+            int e = errno;
+            if (fd >= 0) close(fd), unlink(p);
+            return dt_error(DT_ERR_IO, "cannot write %s: %s; hint: check DTRAIN_HOME", p,
+                            strerror(e));
+        }
+        close(fd);
+        snprintf(buf, n, "%s", tok);
+        return DT_OK;
+    }
+    return dt_error(DT_ERR_IO, "cannot read %s", p);
+}
+
+/* Bound here, may others reach the master without the token? Only the loopback default. */
+static bool loopback(const char *host) {
+    return !strcmp(host, "127.0.0.1") || !strcmp(host, "::1") || !strcmp(host, "localhost");
+}
+
 static void master_free(master *m) {
     for (int i = 0; i < m->n_exps; i++) m_exp_free(m->exps[i]);
     free(m->exps);
@@ -171,6 +227,24 @@ dt_status dt_master_run(const dt_master_opts *o) {
         goto out;
     }
     if ((st = m_exp_recover(&m)) != DT_OK) goto out;
+    char token[80], form_token[80];
+    if ((st = dt_master_token(m.home, token, sizeof token)) != DT_OK ||
+        (st = random_hex(form_token)) != DT_OK)
+        goto out;
+    snprintf(m.token, sizeof m.token, "%s", token);
+    dt_http_route *routes = malloc((size_t)(m_n_routes + m.o.n_routes) * sizeof *routes);
+    if (!routes) {
+        st = dt_error(DT_ERR_OOM, "out of memory starting the master");
+        goto out;
+    }
+    memcpy(routes, m_routes, (size_t)m_n_routes * sizeof *routes);
+    if (m.o.n_routes > 0)
+        memcpy(routes + m_n_routes, m.o.routes, (size_t)m.o.n_routes * sizeof *routes);
+    dt_http_opts hopts = {.host = m.o.host,
+                          .port = m.o.port,
+                          .token = loopback(m.o.host) ? NULL : token,
+                          .csrf = true,
+                          .form_csrf = form_token};
 
     struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term, old_pipe;
     sigemptyset(&sa.sa_mask);
@@ -184,7 +258,8 @@ dt_status dt_master_run(const dt_master_opts *o) {
     if (pipe2(g_wake, O_NONBLOCK | O_CLOEXEC) != 0) g_wake[0] = g_wake[1] = -1;
     sigaction(SIGCHLD, &chld, &old_chld);
 
-    if ((st = dt_http_start(m.o.host, m.o.port, m_routes, m_n_routes, &m, &m.http)) == DT_OK) {
+    if ((st = dt_http_start_opts(&hopts, routes, m_n_routes + m.o.n_routes, &m, &m.http)) ==
+        DT_OK) {
         int port = dt_http_port(m.http);
         const char *h = strcmp(m.o.host, "0.0.0.0") ? m.o.host : "127.0.0.1";
         snprintf(m.url, sizeof m.url, "http://%s:%d", h, port);
@@ -212,6 +287,7 @@ dt_status dt_master_run(const dt_master_opts *o) {
     sigaction(SIGCHLD, &old_chld, NULL);
     for (int i = 0; i < 2; i++)
         if (g_wake[i] >= 0) close(g_wake[i]), g_wake[i] = -1;
+    free(routes);
 out:
     DT_KEEP_ERROR(master_free(&m));
     if (lock_fd >= 0) close(lock_fd);

@@ -81,7 +81,8 @@ typedef struct master {
     pthread_mutex_t lock;
     dt_master_opts o;
     char home[4096];
-    char url[256]; /* how trials reach us */
+    char url[256];  /* how trials reach us */
+    char token[80]; /* the access token (passed to trials as DTRAIN_TOKEN) */
     dt_store *store;
     dt_http_server *http;
     dt_launcher *launcher;

@@ -132,12 +132,13 @@ static dt_status launch(master *m, m_trial *t) {
         return dt_error(DT_ERR_IO, "cannot build the trial's command line");
     }
     t->run_id++;
-    char e_master[300], e_trial[64], e_run[64], e_omp[64];
+    char e_master[300], e_trial[64], e_run[64], e_omp[64], e_token[128];
     snprintf(e_master, sizeof e_master, "DTRAIN_MASTER=%s", m->url);
     snprintf(e_trial, sizeof e_trial, "DTRAIN_TRIAL_ID=%lld", (long long)t->id);
     snprintf(e_run, sizeof e_run, "DTRAIN_TRIAL_RUN=%lld", (long long)t->run_id);
     snprintf(e_omp, sizeof e_omp, "OMP_NUM_THREADS=%d", cps);
-    char *env[] = {e_master, e_trial, e_run, e_omp, NULL};
+    snprintf(e_token, sizeof e_token, "DTRAIN_TOKEN=%s", m->token);
+    char *env[] = {e_master, e_trial, e_run, e_omp, e_token, NULL};
     dt_launch_spec spec = {.trial_id = t->id,
                            .argv = argv,
                            .env = env,

@@ -581,7 +581,14 @@ void dt_store_rollback(dt_store *st) {
     " ELSE"                                                                                        \
     "  (SELECT max(m.searcher_value) FROM trials t JOIN metrics m ON m.trial_id = t.id"            \
     "   WHERE t.experiment_id = e.id AND m.kind = 'validation') END,"                              \
-    " e.so_path FROM experiments e"
+    " e.so_path,"                                                                                  \
+    " (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id"                                 \
+    "  AND t.state NOT IN ('COMPLETED', 'CANCELED', 'ERROR')),"                                    \
+    " (SELECT count(*) FROM checkpoints c JOIN trials t ON c.trial_id = t.id"                      \
+    "  WHERE t.experiment_id = e.id AND c.state = 'COMPLETED'),"                                   \
+    " (SELECT coalesce(sum(r.value), 0) FROM checkpoints c JOIN trials t ON c.trial_id = t.id,"    \
+    "  json_each(c.resources) r WHERE t.experiment_id = e.id AND c.state = 'COMPLETED')"           \
+    " FROM experiments e"
 
 static const col_def EXP_COLS[] = {
     {"id", COL_INT},
@@ -599,6 +606,9 @@ static const col_def EXP_COLS[] = {
     {"num_trials", COL_INT},
     {"best_metric", COL_REAL},
     {"so_path", COL_TEXT},
+    {"active_trials", COL_INT},
+    {"checkpoint_count", COL_INT},
+    {"checkpoint_bytes", COL_INT},
 };
 static const row_kind EXP_ROWS = ROW_KIND("experiment", EXP_COLS);
 
@@ -752,7 +762,9 @@ dt_status dt_store_searcher_load(dt_store *st, int64_t exp_id, json_t **out) {
     " t.best_validation,"                                                                          \
     " (SELECT c.uuid FROM checkpoints c WHERE c.trial_id = t.id AND c.state = 'COMPLETED'"         \
     "  ORDER BY c.batches DESC, c.rowid DESC LIMIT 1),"                                            \
-    " t.ops, t.exit_reason FROM trials t"
+    " t.ops, t.exit_reason,"                                                                       \
+    " (SELECT m.searcher_value FROM metrics m WHERE m.trial_id = t.id AND m.kind = 'validation'"   \
+    "  ORDER BY m.batches DESC LIMIT 1) FROM trials t"
 
 static const col_def TRIAL_COLS[] = {
     {"id", COL_INT},        {"experiment_id", COL_INT},    {"request_id", COL_INT},
@@ -760,7 +772,7 @@ static const col_def TRIAL_COLS[] = {
     {"restarts", COL_INT},  {"run_id", COL_INT},           {"pgid", COL_INT},
     {"batches", COL_INT},   {"total_batches", COL_INT},    {"start_time", COL_TEXT},
     {"end_time", COL_TEXT}, {"best_validation", COL_REAL}, {"latest_checkpoint", COL_TEXT},
-    {"ops", COL_JSON},      {"exit_reason", COL_TEXT},
+    {"ops", COL_JSON},      {"exit_reason", COL_TEXT},     {"latest_validation", COL_REAL},
 };
 static const row_kind TRIAL_ROWS = ROW_KIND("trial", TRIAL_COLS);
 
@@ -956,6 +968,172 @@ dt_status dt_store_metrics_count(dt_store *st, int64_t trial_id, const char *kin
     if (s) *n = sqlite3_column_int64(s, 0);
     done(s);
     unlock(st);
+    return status;
+}
+
+/* ---- metric series (charts) ---- */
+
+/* One trial's points while a series is read: x and y in batch order. */
+typedef struct series_buf {
+    double *x, *y;
+    size_t n, cap;
+} series_buf;
+
+static bool series_push(series_buf *b, double x, double y) {
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 1024;
+        double *nx = realloc(b->x, cap * sizeof *nx);
+        if (!nx) return false;
+        b->x = nx;
+        double *ny = realloc(b->y, cap * sizeof *ny);
+        if (!ny) return false;
+        b->y = ny;
+        b->cap = cap;
+    }
+    b->x[b->n] = x;
+    b->y[b->n++] = y;
+    return true;
+}
+
+static bool point_append(json_t *data, double x, double y) {
+    return !json_array_append_new(data, json_pack("[ff]", x, y));
+}
+
+/* {"trial_id","total","data":[[x,y],...]}: every point when they fit in `points`, else per
+ * bucket of consecutive points its minimum and its maximum, in x order. NULL when out of
+ * memory. */
+static json_t *series_json(int64_t trial_id, const series_buf *b, int64_t points) {
+    json_t *data = json_array();
+    json_t *o = json_pack("{sIsIso}", "trial_id", (json_int_t)trial_id, "total", (json_int_t)b->n,
+                          "data", data);
+    if (!o) return NULL;
+    bool ok = true;
+    if ((int64_t)b->n <= points) {
+        for (size_t i = 0; ok && i < b->n; i++) ok = point_append(data, b->x[i], b->y[i]);
+    } else {
+        size_t buckets = (size_t)(points / 2 > 0 ? points / 2 : 1);
+        for (size_t k = 0; ok && k < buckets; k++) {
+            size_t lo = b->n * k / buckets, hi = b->n * (k + 1) / buckets, imin = lo, imax = lo;
+            for (size_t i = lo; i < hi; i++) {
+                if (b->y[i] < b->y[imin]) imin = i;
+                if (b->y[i] > b->y[imax]) imax = i;
+            }
+            if (hi == lo) continue;
+            size_t first = imin < imax ? imin : imax, second = imin < imax ? imax : imin;
+            ok = point_append(data, b->x[first], b->y[first]) &&
+                 (first == second || point_append(data, b->x[second], b->y[second]));
+        }
+    }
+    if (!ok) json_decref(o);
+    return ok ? o : NULL;
+}
+
+dt_status dt_store_metric_series(dt_store *st, int64_t exp_id, int64_t trial_id, const char *kind,
+                                 const char *name, const char *x, int64_t points, json_t **out) {
+    *out = NULL;
+    if (!in_list(kind, METRIC_KINDS))
+        return dt_error(DT_ERR_INVALID,
+                        "unknown metric kind \"%s\"; hint: training, validation or profiler", kind);
+    if (strcmp(x, "batches") && strcmp(x, "epochs") && strcmp(x, "records"))
+        return dt_error(DT_ERR_INVALID, "x must be batches, epochs or records, not \"%s\"", x);
+    if (name && (!*name || strpbrk(name, "\"\\")))
+        return dt_error(DT_ERR_INVALID,
+                        "metric name \"%s\" cannot be charted; hint: pass name=METRIC", name);
+    if (points < 2 || points > 100000)
+        return dt_error(DT_ERR_INVALID, "points must be 2..100000, not %lld", (long long)points);
+    *out = NULL;
+    if (!name) return (*out = json_array()) ? DT_OK : dt_error(DT_ERR_OOM, "out of memory");
+    char path[512], xpath[16];
+    snprintf(path, sizeof path, "$.metrics.\"%s\"", name);
+    snprintf(xpath, sizeof xpath, "$.%s", x);
+    lock(st);
+    sqlite3_stmt *s;
+    dt_status status = need(st, OF_EXP(exp_id));
+    if (status == DT_OK)
+        status = prep(st,
+                      "SELECT m.trial_id, CASE WHEN ?4 = '$.batches' THEN m.batches ELSE"
+                      " json_extract(m.body, ?4) END, json_extract(m.body, ?3) FROM trials t"
+                      " JOIN metrics m ON m.trial_id = t.id AND m.kind = ?2"
+                      " WHERE t.experiment_id = ?1 AND (?5 = 0 OR t.id = ?5)"
+                      " ORDER BY m.trial_id, m.batches",
+                      &s);
+    json_t *series = json_array();
+    if (status == DT_OK) {
+        sqlite3_bind_int64(s, 1, exp_id);
+        sqlite3_bind_text(s, 2, kind, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 3, path, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 4, xpath, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 5, trial_id);
+        series_buf b = {0};
+        int64_t cur = 0;
+        int rc;
+        bool ok = series != NULL;
+        while (ok && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+            int64_t t = sqlite3_column_int64(s, 0);
+            if (t != cur && cur) {
+                ok = !json_array_append_new(series, series_json(cur, &b, points));
+                b.n = 0;
+            }
+            cur = t;
+            if (sqlite3_column_type(s, 1) != SQLITE_NULL &&
+                sqlite3_column_type(s, 2) != SQLITE_NULL)
+                ok =
+                    ok && series_push(&b, sqlite3_column_double(s, 1), sqlite3_column_double(s, 2));
+        }
+        if (ok && cur) ok = !json_array_append_new(series, series_json(cur, &b, points));
+        if (!ok)
+            status = dt_error(DT_ERR_OOM, "store %s: out of memory reading a series", st->path);
+        else if (rc != SQLITE_DONE)
+            status = sql_error(st, rc, "reading a metric series");
+        free(b.x);
+        free(b.y);
+        done(s);
+    }
+    unlock(st);
+    if (status == DT_OK)
+        *out = series;
+    else
+        json_decref(series);
+    return status;
+}
+
+dt_status dt_store_metric_names(dt_store *st, int64_t exp_id, int64_t trial_id, const char *kind,
+                                json_t **out) {
+    *out = NULL;
+    if (!in_list(kind, METRIC_KINDS))
+        return dt_error(DT_ERR_INVALID,
+                        "unknown metric kind \"%s\"; hint: training, validation or profiler", kind);
+    lock(st);
+    sqlite3_stmt *s;
+    dt_status status = need(st, OF_EXP(exp_id));
+    if (status == DT_OK)
+        status = prep(st,
+                      "SELECT DISTINCT j.key FROM trials t, json_each((SELECT m.body FROM metrics m"
+                      " WHERE m.trial_id = t.id AND m.kind = ?2 ORDER BY m.batches DESC LIMIT 1),"
+                      " '$.metrics') j WHERE t.experiment_id = ?1 AND (?3 = 0 OR t.id = ?3)"
+                      " ORDER BY j.key",
+                      &s);
+    json_t *names = json_array();
+    if (status == DT_OK) {
+        sqlite3_bind_int64(s, 1, exp_id);
+        sqlite3_bind_text(s, 2, kind, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 3, trial_id);
+        int rc;
+        bool ok = names != NULL;
+        while (ok && (rc = sqlite3_step(s)) == SQLITE_ROW)
+            ok =
+                !json_array_append_new(names, json_string((const char *)sqlite3_column_text(s, 0)));
+        if (!ok)
+            status = dt_error(DT_ERR_OOM, "store %s: out of memory", st->path);
+        else if (rc != SQLITE_DONE)
+            status = sql_error(st, rc, "reading metric names");
+        done(s);
+    }
+    unlock(st);
+    if (status == DT_OK)
+        *out = names;
+    else
+        json_decref(names);
     return status;
 }
 

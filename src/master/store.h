@@ -102,6 +102,17 @@ dt_status dt_store_metrics_insert(dt_store *st, int64_t trial_id, const json_t *
 dt_status dt_store_metrics_query(dt_store *st, int64_t trial_id, const char *kind,
                                  int64_t after_batches, int64_t limit, json_t **out);
 dt_status dt_store_metrics_count(dt_store *st, int64_t trial_id, const char *kind, int64_t *n);
+/* One metric of `kind` against x ("batches", "epochs", "records") for every trial of an
+ * experiment (trial_id 0) or one of its trials: an array of {"trial_id","total" (points
+ * stored),"data":[[x,y],...]}, trials in id order, rows without the metric skipped. A trial
+ * with more than `points` (2..100000) points gets per bucket of consecutive points its minimum
+ * and maximum. DT_ERR_INVALID for an unknown experiment, kind or x, or a bad name; name NULL
+ * checks the rest and gives an empty array. */
+dt_status dt_store_metric_series(dt_store *st, int64_t exp_id, int64_t trial_id, const char *kind,
+                                 const char *name, const char *x, int64_t points, json_t **out);
+/* The metric names of `kind` in each trial's latest row (experiment or one trial), sorted. */
+dt_status dt_store_metric_names(dt_store *st, int64_t exp_id, int64_t trial_id, const char *kind,
+                                json_t **out);
 
 /* ---- checkpoints ----
  * A checkpoint row: {"uuid","trial_id","experiment_id","batches","state","path",

@@ -84,12 +84,13 @@ static void test_row_shapes(void) {
     check_shape("new experiment", e,
                 "id:i name:s description:s state:s config:o config_text:s model_dir:s "
                 "progress:r start_time:s end_time:n searcher_metric:s smaller_is_better:b "
-                "num_trials:i best_metric:n so_path:n");
+                "num_trials:i best_metric:n so_path:n active_trials:i checkpoint_count:i "
+                "checkpoint_bytes:i");
     CHECK(dt_store_trial_get(st, trial, &t) == DT_OK);
     check_shape("new trial", t,
                 "id:i experiment_id:i request_id:i state:s hparams:o seed:i restarts:i run_id:i "
                 "pgid:i batches:i total_batches:i start_time:s end_time:n best_validation:n "
-                "latest_checkpoint:s ops:n exit_reason:n");
+                "latest_checkpoint:s ops:n exit_reason:n latest_validation:n");
     CHECK(dt_store_ckpt_get(st, "u-1", &c) == DT_OK);
     check_shape("checkpoint", c,
                 "uuid:s trial_id:i experiment_id:i batches:i state:s path:s metadata:o "

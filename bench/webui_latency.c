@@ -1,0 +1,183 @@
+/*
+ * webui_latency.c — the web UI's data at scale: API latency for what the experiment page asks
+ * for, with 100 trials x 10 000 metric points, and the pages' weight.
+ *
+ * bench_webui_latency [TRIALS] [POINTS] [REPEATS]: fills a store in a temporary DTRAIN_HOME
+ * with one finished experiment of TRIALS trials (default 100), each with POINTS training rows
+ * (default 10 000, every batch) and POINTS/10 validation rows, starts the master on a free
+ * loopback port in this process, then times REPEATS (default 30) rounds of the requests the
+ * experiment page makes (the page itself, the experiment, its trials, its searcher, the
+ * learning curves of training and of validation at 500 points) and prints one JSON line:
+ *   {"bench":"webui_latency","trials":T,"points":P,"requests":{"<path>":{"p50_ms","p95_ms",
+ *    "bytes"},...},"page_p95_ms":X,"page_weight_bytes":{"html","assets"}}
+ * page_p95_ms is the p95 of a whole round (all of the page's requests one after another).
+ * The target is p95 <= 100 ms per request. Not a test: nothing is asserted.
+ */
+#include "dtrain/master.h"
+#include "dtrain/web.h"
+#include "master/store.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(double *v, int n, double p) {
+    qsort(v, (size_t)n, sizeof *v, cmp);
+    int i = (int)(p * (n - 1) + 0.5);
+    return v[i];
+}
+
+static int fill(const char *home, int trials, int points) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/store.db", home);
+    dt_store *st;
+    if (dt_store_open(p, &st) != DT_OK) return 1;
+    json_t *cfg =
+        json_pack("{s:s,s:s,s:{s:s,s:s,s:b}}", "name", "bench", "entrypoint", "m:T", "searcher",
+                  "name", "random", "metric", "validation_loss", "smaller_is_better", 1);
+    int64_t exp;
+    if (dt_store_exp_insert(st, cfg, "name: bench\n", "/m", &exp) != DT_OK) return 1;
+    json_decref(cfg);
+    for (int t = 0; t < trials; t++) {
+        json_t *hp = json_pack("{s:f,s:i}", "lr", 1e-3 * (t + 1), "hidden", 64 + t % 4 * 32);
+        int64_t tid;
+        if (dt_store_trial_insert(st, exp, t + 1, hp, (uint64_t)t, &tid) != DT_OK) return 1;
+        json_decref(hp);
+        json_t *rows = json_array();
+        for (int b = 1; b <= points; b++) {
+            double loss = 2.0 / (1 + b * 1e-3 * (1 + t % 7)) + 0.01 * ((b * 7919) % 13);
+            json_array_append_new(rows, json_pack("{s:s,s:i,s:f,s:i,s:{s:f}}", "kind", "training",
+                                                  "batches", b, "epochs", b / 1000.0, "records",
+                                                  b * 32, "metrics", "loss", loss));
+            if (b % 10 == 0)
+                json_array_append_new(rows,
+                                      json_pack("{s:s,s:i,s:f,s:i,s:{s:f}}", "kind", "validation",
+                                                "batches", b, "epochs", b / 1000.0, "records",
+                                                b * 32, "metrics", "validation_loss", loss * 1.1));
+            if (json_array_size(rows) >= 2000 || b == points) {
+                if (dt_store_metrics_insert(st, tid, rows, NULL) != DT_OK) return 1;
+                json_array_clear(rows);
+            }
+        }
+        json_decref(rows);
+        dt_store_trial_set_state(st, tid, "COMPLETED", NULL);
+    }
+    dt_store_exp_set_state(st, exp, "COMPLETED");
+    dt_store_close(st);
+    return 0;
+}
+
+static void *serve(void *arg) {
+    if (dt_master_run(arg) != DT_OK) fprintf(stderr, "master: %s\n", dt_last_error());
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    int trials = argc > 1 ? atoi(argv[1]) : 100, points = argc > 2 ? atoi(argv[2]) : 10000,
+        reps = argc > 3 ? atoi(argv[3]) : 30;
+    char home[] = "/tmp/dtrain_webbench_XXXXXX";
+    if (!mkdtemp(home)) return 1;
+    double t0 = now();
+    if (fill(home, trials, points)) {
+        fprintf(stderr, "bench_webui_latency: filling the store: %s\n", dt_last_error());
+        return 1;
+    }
+    fprintf(stderr, "store filled in %.1f s\n", now() - t0);
+    dt_master_opts o = {.host = "127.0.0.1", .port = 0, .slots = 1, .home = home, .quiet = true};
+    o.routes = dt_web_routes(&o.n_routes);
+    pthread_t th;
+    pthread_create(&th, NULL, serve, &o);
+    char pf[512], url[128];
+    snprintf(pf, sizeof pf, "%s/master.port", home);
+    int port = 0;
+    for (int i = 0; i < 500 && !port; i++) {
+        FILE *f = fopen(pf, "r");
+        if (f) {
+            if (fscanf(f, "%d", &port) != 1) port = 0;
+            fclose(f);
+        }
+        if (!port) usleep(20000);
+    }
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    setenv("DTRAIN_HOME", home, 1);
+    dt_client *c = dt_client_new(url);
+    static const char *const paths[] = {
+        "/experiments/1",
+        "/api/v1/experiments/1",
+        "/api/v1/experiments/1/trials",
+        "/api/v1/experiments/1/searcher",
+        "/api/v1/experiments/1/metrics?kind=validation&name=validation_loss&x=batches&points=500",
+        "/api/v1/experiments/1/metrics?kind=training&name=loss&x=batches&points=500"};
+    enum { NP = sizeof paths / sizeof *paths };
+    double *lat[NP], *round = calloc((size_t)reps, sizeof *round);
+    long bytes[NP] = {0};
+    for (int k = 0; k < NP; k++) lat[k] = calloc((size_t)reps, sizeof *lat[k]);
+    for (int r = 0; r < reps; r++) {
+        double rs = now();
+        for (int k = 0; k < NP; k++) {
+            json_t *ans = NULL;
+            long code = 0;
+            double s = now();
+            dt_status st = dt_client_call(c, "GET", paths[k], NULL, &ans, &code);
+            lat[k][r] = now() - s;
+            if (k > 0 && st != DT_OK) fprintf(stderr, "%s: %s\n", paths[k], dt_last_error());
+            if (k > 0 && ans) {
+                char *txt = json_dumps(ans, JSON_COMPACT);
+                bytes[k] = txt ? (long)strlen(txt) : 0;
+                free(txt);
+            }
+            if (k == 0) dt_clear_error(); /* HTML is not JSON: timed all the same */
+            json_decref(ans);
+        }
+        round[r] = now() - rs;
+    }
+    printf("{\"bench\":\"webui_latency\",\"trials\":%d,\"points\":%d,\"repeats\":%d,\"requests\":{",
+           trials, points, reps);
+    for (int k = 0; k < NP; k++) {
+        double p50 = pct(lat[k], reps, 0.5), p95 = pct(lat[k], reps, 0.95);
+        printf("%s\"%s\":{\"p50_ms\":%.2f,\"p95_ms\":%.2f,\"bytes\":%ld}", k ? "," : "", paths[k],
+               p50 * 1e3, p95 * 1e3, bytes[k]);
+    }
+    printf("},\"page_p95_ms\":%.2f", pct(round, reps, 0.95) * 1e3);
+    /* page weight: the HTML page and the embedded files it loads */
+    char cmd[1024];
+    long html = 0, assets = 0;
+    static const char *const files[] = {"/experiments/1",          "/static/dygraph.min.js",
+                                        "/static/dygraph.min.css", "/static/d3.min.js",
+                                        "/static/app.css",         "/static/app.js"};
+    for (int k = 0; k < 6; k++) {
+        snprintf(cmd, sizeof cmd,
+                 "curl -s --noproxy '*' -o /dev/null -w '%%{size_download}' '%s%s'", url, files[k]);
+        FILE *p = popen(cmd, "r");
+        long n = 0;
+        if (p) {
+            if (fscanf(p, "%ld", &n) != 1) n = 0;
+            pclose(p);
+        }
+        if (k == 0)
+            html = n;
+        else
+            assets += n;
+    }
+    printf(",\"page_weight_bytes\":{\"html\":%ld,\"assets\":%ld}}\n", html, assets);
+    dt_client_call(c, "POST", "/api/v1/master/shutdown", NULL, NULL, NULL);
+    pthread_join(th, NULL);
+    dt_client_free(c);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", home);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", home);
+    return 0;
+}

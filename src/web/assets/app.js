@@ -1,0 +1,337 @@
+/* app.js — the web UI's behaviour (embedded into the binary; docs/webui.md): charts with
+ * dygraphs (learning curves) and d3 (parallel coordinates, scatter plots), live updates by
+ * polling the REST API, and the pause / activate / kill buttons as JSON requests. Every value
+ * from the API reaches the page as text (textContent, d3 .text), never as markup.
+ * window.dtrain exposes what the charts hold, for the browser tests. */
+(function () {
+  "use strict";
+  var TERMINAL = { COMPLETED: 1, CANCELED: 1, ERROR: 1, DELETED: 1 };
+  var POLL_MS = 3000;
+  var state = (window.dtrain = { charts: {} });
+
+  function api(path) {
+    return fetch(path, { credentials: "same-origin" }).then(function (r) {
+      return r.json().then(function (j) {
+        if (!r.ok) throw new Error(j.error || "HTTP " + r.status);
+        return j;
+      });
+    });
+  }
+
+  function chartLibs(el) {
+    if (typeof Dygraph === "undefined" || typeof d3 === "undefined") {
+      el.textContent = "The chart library did not load.";
+      el.className += " chart-error";
+      throw new Error("dtrain: the chart library (dygraphs / d3) is missing");
+    }
+  }
+
+  /* series [{trial_id, data: [[x, y]...]}] -> dygraph rows over the union of x values */
+  function toRows(series) {
+    var xs = {}, index = {};
+    series.forEach(function (s, k) {
+      s.data.forEach(function (p) {
+        if (!(p[0] in xs)) xs[p[0]] = [];
+        xs[p[0]].push([k, p[1]]);
+      });
+    });
+    var keys = Object.keys(xs).map(Number).sort(function (a, b) { return a - b; });
+    return keys.map(function (x) {
+      var row = [x];
+      for (var k = 0; k < series.length; k++) row.push(null);
+      xs[x].forEach(function (kv) { row[kv[0] + 1] = kv[1]; });
+      return row;
+    });
+  }
+
+  /* ---- the experiment page: learning curves ---- */
+  function curves() {
+    var el = document.getElementById("curves");
+    if (!el) return null;
+    chartLibs(el);
+    var exp = el.getAttribute("data-exp");
+    var kind = document.getElementById("curve-kind"), metric = document.getElementById("curve-metric");
+    var xsel = document.getElementById("curve-x"), logc = document.getElementById("curve-log");
+    var summary = document.getElementById("exp");
+    var wanted = summary ? summary.getAttribute("data-metric") : "";
+    function load() {
+      var q = "/api/v1/experiments/" + exp + "/metrics?points=500&kind=" + encodeURIComponent(kind.value) +
+        "&x=" + encodeURIComponent(xsel.value);
+      var name = metric.value || wanted;
+      if (name) q += "&name=" + encodeURIComponent(name);
+      return api(q).then(function (ans) {
+        var keep = metric.value;
+        metric.textContent = "";
+        ans.names.forEach(function (n) {
+          var o = document.createElement("option");
+          o.textContent = n;
+          metric.appendChild(o);
+        });
+        if (ans.names.indexOf(ans.name) >= 0) metric.value = ans.name;
+        else if (keep) metric.value = keep;
+        var series = ans.series.filter(function (s) { return s.data.length > 0; });
+        state.charts.curves = { name: ans.name, kind: ans.kind, x: ans.x,
+          series: ans.series.map(function (s) { return { trial_id: s.trial_id, total: s.total, points: s.data.length }; }) };
+        if (!series.length) {
+          el.textContent = "No " + ans.kind + " points of " + (ans.name || "any metric") + " yet.";
+          state.charts.curves.graph = null;
+          return;
+        }
+        var labels = [ans.x].concat(series.map(function (s) { return "trial " + s.trial_id; }));
+        var rows = toRows(series), g = state.charts.curves.graph;
+        var opts = { labels: labels, logscale: logc.checked, connectSeparatedPoints: true,
+          xlabel: ans.x, ylabel: ans.name, legend: "follow", labelsSeparateLines: true,
+          highlightSeriesOpts: { strokeWidth: 2 } };
+        if (state.curvesGraph) {
+          opts.file = rows;
+          state.curvesGraph.updateOptions(opts);
+        } else {
+          el.textContent = "";
+          state.curvesGraph = new Dygraph(el, rows, opts);
+        }
+        state.charts.curves.graph = state.curvesGraph;
+      });
+    }
+    [kind, metric, xsel].forEach(function (s) { s.addEventListener("change", function () {
+      if (s === kind) metric.value = "";
+      load().catch(report);
+    }); });
+    logc.addEventListener("change", function () {
+      if (state.curvesGraph) state.curvesGraph.updateOptions({ logscale: logc.checked });
+    });
+    return load;
+  }
+
+  /* ---- the experiment page: hyperparameters ---- */
+  function hpViews(trials, metricName) {
+    var pc = document.getElementById("hp-parallel"), sc = document.getElementById("hp-scatter");
+    if (!pc || !sc) return;
+    var names = {};
+    trials.forEach(function (t) { Object.keys(t.hparams || {}).forEach(function (k) { names[k] = 1; }); });
+    var hps = Object.keys(names).filter(function (k) {
+      var vals = {};
+      trials.forEach(function (t) { vals[JSON.stringify(t.hparams[k])] = 1; });
+      return Object.keys(vals).length > 1; /* constants say nothing */
+    });
+    var rows = trials.filter(function (t) { return typeof t.best_validation === "number"; });
+    pc.textContent = "";
+    sc.textContent = "";
+    state.charts.hp = { dims: hps.length, trials: rows.length };
+    if (!rows.length || !hps.length) {
+      pc.textContent = !rows.length ? "No trial has validated yet." : "Every trial has the same hyperparameters.";
+      return;
+    }
+    function scaleFor(k, range) {
+      var vals = rows.map(function (t) { return t.hparams[k]; });
+      if (vals.every(function (v) { return typeof v === "number"; })) {
+        var s = d3.scale.linear().domain(d3.extent(vals)).range(range);
+        if (s.domain()[0] === s.domain()[1]) s.domain([s.domain()[0] - 1, s.domain()[1] + 1]);
+        return s.nice();
+      }
+      var u = [];
+      vals.forEach(function (v) { v = String(v); if (u.indexOf(v) < 0) u.push(v); });
+      var o = d3.scale.ordinal().domain(u).rangePoints(range, 1);
+      return function (v) { return o(String(v)); };
+    }
+    var dims = hps.concat([metricName]);
+    var W = pc.clientWidth || 900, H = 300, m = { t: 24, r: 70, b: 12, l: 60 };
+    var metricOf = function (t) { return t.best_validation; };
+    var x = d3.scale.ordinal().domain(dims).rangePoints([m.l, W - m.r]);
+    var y = {};
+    hps.forEach(function (k) { y[k] = scaleFor(k, [H - m.b, m.t]); });
+    var ext = d3.extent(rows, metricOf);
+    if (ext[0] === ext[1]) ext = [ext[0] - 1, ext[1] + 1];
+    y[metricName] = d3.scale.linear().domain(ext).range([H - m.b, m.t]).nice();
+    var color = d3.scale.linear().domain(ext).range(["#1b9e77", "#d95f02"]);
+    var svg = d3.select(pc).append("svg").attr("width", W).attr("height", H);
+    svg.selectAll("path.pc-line").data(rows).enter().append("path").attr("class", "pc-line")
+      .attr("stroke", function (t) { return color(metricOf(t)); })
+      .attr("d", function (t) {
+        return "M" + dims.map(function (k) {
+          return x(k) + "," + (k === metricName ? y[k](metricOf(t)) : y[k](t.hparams[k]));
+        }).join("L");
+      }).append("title").text(function (t) { return "trial " + t.id + ": " + metricOf(t); });
+    dims.forEach(function (k) {
+      var g = svg.append("g").attr("class", "axis").attr("transform", "translate(" + x(k) + ",0)");
+      if (y[k].ticks) g.call(d3.svg.axis().scale(y[k]).orient("left").ticks(5));
+      else rows.forEach(function (t) {
+        g.append("text").attr("x", 4).attr("y", y[k](t.hparams[k])).text(String(t.hparams[k]));
+      });
+      g.append("text").attr("y", 12).attr("text-anchor", "middle").text(k);
+    });
+    /* the metric against each hyperparameter */
+    hps.forEach(function (k) {
+      var w = 280, h = 200, mm = { t: 20, r: 10, b: 30, l: 50 };
+      var sx = scaleFor(k, [mm.l, w - mm.r]);
+      var sy = d3.scale.linear().domain(ext).range([h - mm.b, mm.t]).nice();
+      var s = d3.select(sc).append("svg").attr("width", w).attr("height", h).attr("class", "hp-scatter");
+      s.append("text").attr("x", w / 2).attr("y", 12).attr("text-anchor", "middle").text(metricName + " vs " + k);
+      s.append("g").attr("class", "axis").attr("transform", "translate(" + mm.l + ",0)")
+        .call(d3.svg.axis().scale(sy).orient("left").ticks(5));
+      if (sx.ticks) s.append("g").attr("class", "axis").attr("transform", "translate(0," + (h - mm.b) + ")")
+        .call(d3.svg.axis().scale(sx).orient("bottom").ticks(4));
+      s.selectAll("circle").data(rows).enter().append("circle").attr("r", 4)
+        .attr("cx", function (t) { return sx(t.hparams[k]); })
+        .attr("cy", function (t) { return sy(metricOf(t)); })
+        .attr("fill", function (t) { return color(metricOf(t)); })
+        .append("title").text(function (t) { return "trial " + t.id + ": " + k + "=" + t.hparams[k] + ", " + metricOf(t); });
+    });
+  }
+
+  /* Replace the tbody of table #id with the one of the same page fetched again. */
+  function refreshTable(id) {
+    return fetch(location.href, { credentials: "same-origin" }).then(function (r) { return r.text(); })
+      .then(function (html) {
+        var doc = new DOMParser().parseFromString(html, "text/html");
+        var fresh = doc.querySelector("#" + id + " tbody"), old = document.querySelector("#" + id + " tbody");
+        if (fresh && old) old.parentNode.replaceChild(document.importNode(fresh, true), old);
+      });
+  }
+
+  function report(e) {
+    var f = document.getElementById("flash");
+    if (!f) {
+      f = document.createElement("p");
+      f.id = "flash";
+      f.className = "flash";
+      var main = document.querySelector("main");
+      main.insertBefore(f, main.firstChild);
+    }
+    f.textContent = String(e && e.message ? e.message : e);
+  }
+
+  function setState(el, s) {
+    el.setAttribute("data-state", s);
+    var badge = el.querySelector(".state");
+    if (badge) { badge.textContent = s; badge.className = "state " + s; }
+  }
+
+  function experimentPage() {
+    var sum = document.getElementById("exp");
+    if (!sum) return;
+    var exp = sum.getAttribute("data-exp");
+    var loadCurves = curves();
+    function loadHp() {
+      return api("/api/v1/experiments/" + exp + "/trials").then(function (a) {
+        hpViews(a.trials, sum.getAttribute("data-metric"));
+      });
+    }
+    function tick() {
+      return api("/api/v1/experiments/" + exp).then(function (a) {
+        var e = a.experiment;
+        setState(sum, e.state);
+        document.getElementById("exp-progress").value = e.progress;
+        document.getElementById("exp-progress-text").textContent = Math.round(100 * e.progress) + "%";
+        document.getElementById("exp-best").textContent =
+          typeof e.best_metric === "number" ? e.best_metric.toPrecision(6) : "–";
+        return Promise.all([loadCurves ? loadCurves() : null, loadHp(), refreshTable("trials")]);
+      });
+    }
+    document.querySelectorAll(".actions form").forEach(function (f) {
+      f.addEventListener("submit", function (ev) {
+        ev.preventDefault();
+        var act = f.getAttribute("action").split("/").pop();
+        fetch("/api/v1/experiments/" + exp + "/" + act, { method: "POST", credentials: "same-origin",
+          headers: { "Content-Type": "application/json", "X-Dtrain-Csrf": "1" } })
+          .then(function (r) { return r.json().then(function (j) {
+            if (!r.ok) throw new Error(j.error || "HTTP " + r.status);
+            setState(sum, j.experiment.state);
+            schedule();
+          }); }).catch(report);
+      });
+    });
+    var timer = null;
+    function schedule() {
+      if (timer || TERMINAL[sum.getAttribute("data-state")]) return;
+      timer = setTimeout(function () {
+        timer = null;
+        tick().then(schedule, function (e) { report(e); schedule(); });
+      }, POLL_MS);
+    }
+    Promise.all([loadCurves ? loadCurves() : null, loadHp()]).then(function () {
+      state.ready = true;
+    }, function (e) { state.ready = true; throw e; });
+    schedule();
+  }
+
+  /* ---- the trial page ---- */
+  function trialPage() {
+    var sum = document.getElementById("trial"), box = document.getElementById("trial-charts");
+    if (!sum || !box) return;
+    chartLibs(box);
+    var id = sum.getAttribute("data-trial"), exp = sum.getAttribute("data-exp");
+    var base = "/api/v1/experiments/" + exp + "/metrics?points=1000&trial=" + id;
+    state.charts.trial = {};
+    function draw() {
+      return Promise.all([api(base + "&kind=training"), api(base + "&kind=validation")]).then(function (two) {
+        var names = {};
+        two.forEach(function (a) { a.names.forEach(function (n) { names[n] = 1; }); });
+        return Promise.all(Object.keys(names).sort().map(function (n) {
+          return Promise.all(["training", "validation"].map(function (k) {
+            return api(base + "&kind=" + k + "&name=" + encodeURIComponent(n));
+          })).then(function (pair) {
+            var series = [], labels = ["batches"];
+            pair.forEach(function (a) {
+              var s = a.series[0];
+              if (s && s.data.length) { series.push(s); labels.push(a.kind); }
+            });
+            if (!series.length) return;
+            var el = document.getElementById("chart-" + n);
+            if (!el) {
+              var h = document.createElement("h3");
+              h.textContent = n;
+              box.appendChild(h);
+              el = document.createElement("div");
+              el.id = "chart-" + n;
+              el.className = "trial-chart";
+              box.appendChild(el);
+            }
+            var opts = { labels: labels, connectSeparatedPoints: true, legend: "follow", drawPoints: true };
+            var c = state.charts.trial[n];
+            if (c) c.updateOptions(Object.assign({ file: toRows(series) }, opts));
+            else { el.textContent = ""; state.charts.trial[n] = new Dygraph(el, toRows(series), opts); }
+          });
+        }));
+      });
+    }
+    var logs = document.getElementById("logs"), follow = document.getElementById("log-follow");
+    function pollLogs() {
+      if (logs.getAttribute("data-done") === "true") return Promise.resolve(true);
+      return api("/api/v1/trials/" + id + "/logs?limit=1000&after=" + logs.getAttribute("data-after"))
+        .then(function (a) {
+          a.logs.forEach(function (l) {
+            logs.appendChild(document.createTextNode("[rank " + l.rank + "] " + l.line + "\n"));
+            logs.setAttribute("data-after", l.id);
+          });
+          logs.setAttribute("data-done", a.done ? "true" : "false");
+          if (follow.checked) logs.scrollTop = logs.scrollHeight;
+          return a.done;
+        });
+    }
+    function loop() {
+      setTimeout(function () {
+        Promise.all([api("/api/v1/trials/" + id), pollLogs()]).then(function (r) {
+          setState(sum, r[0].trial.state);
+          var live = !TERMINAL[r[0].trial.state];
+          return (live ? draw() : null), live || !r[1];
+        }).then(function (again) { if (again) loop(); }, function (e) { report(e); loop(); });
+      }, POLL_MS);
+    }
+    draw().then(function () { state.ready = true; }, function (e) { state.ready = true; throw e; });
+    if (!TERMINAL[sum.getAttribute("data-state")] || logs.getAttribute("data-done") !== "true") loop();
+  }
+
+  /* ---- the experiments list ---- */
+  function listPage() {
+    var t = document.getElementById("experiments");
+    if (!t) return;
+    state.ready = true;
+    setInterval(function () { refreshTable("experiments").catch(report); }, 5000);
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    listPage();
+    experimentPage();
+    trialPage();
+  });
+})();

@@ -1,0 +1,352 @@
+/* test_web.c — the web UI and the master's request guards over real HTTP: a master on a free
+ * loopback port (its own DTRAIN_HOME) whose store holds an experiment named with <script> and a
+ * trial that logged one; escaping on every page, traversal attempts on the embedded files,
+ * unknown and malformed ids, the CSRF rule, oversized and malformed requests, and the token
+ * on a non-loopback bind (127.0.0.2: any address but the loopback default needs it). */
+#define _GNU_SOURCE
+#include "test.h"
+
+#include "dtrain/web.h"
+#include "master/store.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char g_home[256], g_host[32], g_token[80];
+static int g_port;
+
+/* One request written as is; the whole answer into `ans` (NUL-ended). */
+static void raw(const char *req, size_t req_len, char *ans, size_t n) {
+    ans[0] = 0;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_port)};
+    inet_pton(AF_INET, g_host, &sa.sin_addr);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        return;
+    }
+    for (size_t off = 0; off < req_len;) {
+        ssize_t k = write(fd, req + off, req_len - off);
+        if (k <= 0) break;
+        off += (size_t)k;
+    }
+    size_t got = 0;
+    ssize_t k;
+    while (got < n - 1 && (k = read(fd, ans + got, n - 1 - got)) > 0) got += (size_t)k;
+    ans[got] = 0;
+    close(fd);
+}
+
+/* METHOD path with extra header lines (each ending \r\n) and a body. */
+static void http(const char *method, const char *path, const char *headers, const char *body,
+                 char *ans, size_t n) {
+    char *req = NULL;
+    int len =
+        asprintf(&req,
+                 "%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n%sContent-Length: "
+                 "%zu\r\n\r\n%s",
+                 method, path, headers ? headers : "", body ? strlen(body) : 0, body ? body : "");
+    if (len < 0) {
+        ans[0] = 0;
+        return;
+    }
+    raw(req, (size_t)len, ans, n);
+    free(req);
+}
+
+static int status_of(const char *ans) {
+    int s = 0;
+    return sscanf(ans, "HTTP/1.1 %d", &s) == 1 ? s : 0;
+}
+
+static bool json_error(const char *ans) {
+    return strstr(ans, "application/json") && strstr(ans, "{\"error\":");
+}
+
+/* ---- the master in a thread ---- */
+
+static void *run_master(void *arg) {
+    dt_master_opts *o = arg;
+    if (dt_master_run(o) != DT_OK) fprintf(stderr, "master: %s\n", dt_last_error());
+    return NULL;
+}
+
+static pthread_t g_thread;
+static dt_master_opts g_opts;
+
+static bool start(const char *host) {
+    snprintf(g_host, sizeof g_host, "%s", host);
+    char p[512];
+    snprintf(p, sizeof p, "%s/master.port", g_home);
+    unlink(p);
+    g_opts = (dt_master_opts){.host = g_host, .port = 0, .slots = 1, .home = g_home, .quiet = true};
+    g_opts.routes = dt_web_routes(&g_opts.n_routes);
+    if (pthread_create(&g_thread, NULL, run_master, &g_opts)) return false;
+    for (int i = 0; i < 200; i++) {
+        FILE *f = fopen(p, "r");
+        if (f) {
+            bool ok = fscanf(f, "%d", &g_port) == 1;
+            fclose(f);
+            if (ok) return true;
+        }
+        usleep(20000);
+    }
+    return false;
+}
+
+static void stop(void) {
+    char ans[4096], hdr[200];
+    snprintf(hdr, sizeof hdr, "Content-Type: application/json\r\nAuthorization: Bearer %s\r\n",
+             g_token);
+    http("POST", "/api/v1/master/shutdown", hdr, NULL, ans, sizeof ans);
+    pthread_join(g_thread, NULL);
+}
+
+/* The store before the master starts: a finished experiment named with markup, a trial that
+ * logged markup. */
+static bool fill_store(void) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/store.db", g_home);
+    dt_store *st = NULL;
+    if (dt_store_open(p, &st) != DT_OK) return false;
+    json_t *cfg = json_pack("{s:s,s:s,s:{s:s,s:s,s:b}}", "name", "<script>alert('x')</script>",
+                            "entrypoint", "model_def:T", "searcher", "name", "single", "metric",
+                            "loss", "smaller_is_better", 1);
+    json_t *hp = json_pack("{s:f}", "lr", 0.1);
+    int64_t exp = 0, trial = 0;
+    int ranks[2] = {0, 1};
+    const char *lines[2] = {"<script>alert(2)</script>", "plain & simple"};
+    bool ok = dt_store_exp_insert(st, cfg, "name: x\n", "/m", &exp) == DT_OK &&
+              dt_store_trial_insert(st, exp, 1, hp, 1, &trial) == DT_OK &&
+              dt_store_logs_insert(st, trial, ranks, lines, 2) == DT_OK &&
+              dt_store_trial_set_state(st, trial, "COMPLETED", NULL) == DT_OK &&
+              dt_store_exp_set_state(st, exp, "COMPLETED") == DT_OK;
+    json_decref(cfg);
+    json_decref(hp);
+    dt_store_close(st);
+    return ok;
+}
+
+/* ---- the tests ---- */
+
+static char g_ans[1 << 20];
+
+static void test_escaping(void) {
+    /* each page, with a piece it must hold: the markup in the store shown as text */
+    static const char *const pages[][3] = {
+        {"/", "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;", "text/html"},
+        {"/experiments/1", "Experiment 1: &lt;script&gt;", "text/html"},
+        {"/trials/1", "[rank 0] &lt;script&gt;alert(2)&lt;/script&gt;", "[rank 1] plain &amp; "}};
+    for (size_t i = 0; i < sizeof pages / sizeof *pages; i++) {
+        http("GET", pages[i][0], NULL, NULL, g_ans, sizeof g_ans);
+        CHECK_MSG(status_of(g_ans) == 200, "%s: %.300s", pages[i][0], g_ans);
+        CHECK_MSG(strstr(g_ans, pages[i][1]) && strstr(g_ans, pages[i][2]), "%s", pages[i][0]);
+        CHECK_MSG(!strstr(g_ans, "<script>alert"), "%s: markup from the store", pages[i][0]);
+    }
+    /* the filter echoes its input escaped */
+    http("GET", "/?name=%22%3E%3Cscript%3E", NULL, NULL, g_ans, sizeof g_ans);
+    CHECK(strstr(g_ans, "value=\"&quot;&gt;&lt;script&gt;\"") != NULL);
+    CHECK(strstr(g_ans, "\"><script>") == NULL);
+    /* the download is plain text, as an attachment */
+    http("GET", "/trials/1/logs.txt", NULL, NULL, g_ans, sizeof g_ans);
+    CHECK(status_of(g_ans) == 200 && strstr(g_ans, "text/plain") && strstr(g_ans, "attachment") &&
+          strstr(g_ans, "nosniff"));
+}
+
+static void test_assets(void) {
+    http("GET", "/static/app.js", NULL, NULL, g_ans, sizeof g_ans);
+    CHECK(status_of(g_ans) == 200 && strstr(g_ans, "text/javascript") && strstr(g_ans, "max-age="));
+    http("GET", "/static/dygraph.min.js", NULL, NULL, g_ans, sizeof g_ans);
+    CHECK(status_of(g_ans) == 200 && strstr(g_ans, "Dygraph"));
+    http("GET", "/static/d3.min.js", NULL, NULL, g_ans, sizeof g_ans);
+    CHECK(status_of(g_ans) == 200 && strstr(g_ans, "d3"));
+    static const char *const bad[] = {"/static/../../../etc/passwd",
+                                      "/static/..%2f..%2f..%2fetc%2fpasswd",
+                                      "/static/%2e%2e/%2e%2e/etc/passwd",
+                                      "/static/app.js/../../../etc/passwd",
+                                      "/static//etc/passwd",
+                                      "/static/..",
+                                      "/../../etc/passwd",
+                                      "/static/app.js%00.png"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        http("GET", bad[i], NULL, NULL, g_ans, sizeof g_ans);
+        CHECK_MSG(status_of(g_ans) == 404 && json_error(g_ans) && !strstr(g_ans, "root:"),
+                  "%s: %.200s", bad[i], g_ans);
+    }
+}
+
+static void test_ids(void) {
+    static const char *const unknown[] = {"/experiments/999",
+                                          "/trials/999",
+                                          "/trials/999/logs.txt",
+                                          "/api/v1/experiments/999/metrics",
+                                          "/api/v1/experiments/999/searcher",
+                                          "/nowhere"};
+    for (size_t i = 0; i < sizeof unknown / sizeof *unknown; i++) {
+        http("GET", unknown[i], NULL, NULL, g_ans, sizeof g_ans);
+        CHECK_MSG(status_of(g_ans) == 404 && json_error(g_ans), "%s: %.200s", unknown[i], g_ans);
+    }
+    static const char *const bad[] = {"/experiments/abc", "/trials/-1", "/experiments/1e3",
+                                      "/trials/99999999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        http("GET", bad[i], NULL, NULL, g_ans, sizeof g_ans);
+        CHECK_MSG(status_of(g_ans) == 400 && json_error(g_ans), "%s: %.200s", bad[i], g_ans);
+    }
+    http("GET", "/api/v1/experiments/1/metrics?kind=nope", NULL, NULL, g_ans, sizeof g_ans);
+    CHECK(status_of(g_ans) == 400 && json_error(g_ans));
+    http("GET", "/api/v1/experiments/1/metrics?points=1", NULL, NULL, g_ans, sizeof g_ans);
+    CHECK(status_of(g_ans) == 400 && json_error(g_ans));
+}
+
+static void test_csrf(void) {
+    /* a form post from another site: no JSON type, no header, no form token */
+    http("POST", "/api/v1/experiments/1/pause", "Content-Type: text/plain\r\n", "x", g_ans,
+         sizeof g_ans);
+    CHECK_MSG(status_of(g_ans) == 403 && json_error(g_ans), "%.300s", g_ans);
+    http("POST", "/experiments/1/kill", "Content-Type: application/x-www-form-urlencoded\r\n",
+         "csrf=wrong", g_ans, sizeof g_ans);
+    CHECK_MSG(status_of(g_ans) == 403 && json_error(g_ans), "%.300s", g_ans);
+    http("DELETE", "/api/v1/experiments/1", NULL, NULL, g_ans, sizeof g_ans);
+    CHECK_MSG(status_of(g_ans) == 403, "%.300s", g_ans);
+    /* JSON, but the browser says it comes from another site */
+    http("POST", "/api/v1/experiments/1/pause",
+         "Content-Type: application/json\r\nSec-Fetch-Site: cross-site\r\n", NULL, g_ans,
+         sizeof g_ans);
+    CHECK_MSG(status_of(g_ans) == 403, "%.300s", g_ans);
+    /* the page's own form token passes the guard (a finished experiment cannot pause: 409) */
+    http("GET", "/experiments/1", NULL, NULL, g_ans, sizeof g_ans);
+    char tok[80] = "", body[128];
+    const char *v = strstr(g_ans, "name=\"csrf\" value=\"");
+    if (v) sscanf(v + 19, "%64[0-9a-f]", tok);
+    CHECK(strlen(tok) == 64);
+    snprintf(body, sizeof body, "csrf=%s", tok);
+    http("POST", "/experiments/1/pause", "Content-Type: application/x-www-form-urlencoded\r\n",
+         body, g_ans, sizeof g_ans);
+    CHECK_MSG(status_of(g_ans) == 409 && json_error(g_ans), "%.300s", g_ans);
+    http("POST", "/api/v1/experiments/1/pause", "X-Dtrain-Csrf: 1\r\n", NULL, g_ans, sizeof g_ans);
+    CHECK_MSG(status_of(g_ans) == 409, "%.300s", g_ans);
+    /* reads need nothing */
+    http("GET", "/api/v1/experiments", NULL, NULL, g_ans, sizeof g_ans);
+    CHECK(status_of(g_ans) == 200);
+}
+
+static void test_bad_requests(void) {
+    /* a body over the limit: 413, and the master still answers */
+    size_t big = (64u << 20) + 16;
+    char *req = malloc(big + 256);
+    if (req) {
+        int h = snprintf(req, 256,
+                         "POST /api/v1/experiments HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                         "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+                         big);
+        memset(req + h, ' ', big);
+        raw(req, (size_t)h + big, g_ans, sizeof g_ans);
+        CHECK_MSG(status_of(g_ans) == 413 && json_error(g_ans), "%.300s", g_ans);
+        free(req);
+    }
+    http("POST", "/api/v1/experiments", "Content-Type: application/json\r\n", "{\"a\": [1,", g_ans,
+         sizeof g_ans);
+    CHECK(status_of(g_ans) == 400 && json_error(g_ans));
+    const char *junk = "GARBAGE\r\n\r\n";
+    raw(junk, strlen(junk), g_ans, sizeof g_ans);
+    CHECK_MSG(status_of(g_ans) == 0 || status_of(g_ans) >= 400, "%.200s", g_ans);
+    const char *nul = "GET /\0/x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    raw(nul, 50, g_ans, sizeof g_ans);
+    CHECK(status_of(g_ans) == 0 || status_of(g_ans) >= 200);
+    /* a huge header and a huge URL */
+    char *hdr = malloc(200000);
+    if (hdr) {
+        memset(hdr, 'a', 199990);
+        memcpy(hdr, "X-Big: ", 7);
+        strcpy(hdr + 199990, "\r\n");
+        http("GET", "/", hdr, NULL, g_ans, sizeof g_ans);
+        CHECK_MSG(status_of(g_ans) == 0 || status_of(g_ans) >= 400, "%.200s", g_ans);
+        http("GET", "/api/v1/master", NULL, NULL, g_ans, sizeof g_ans);
+        CHECK_MSG(status_of(g_ans) == 200, "after a big header: %.200s", g_ans);
+        memset(hdr, 'a', 100000);
+        hdr[0] = '/';
+        hdr[100000] = 0;
+        http("GET", hdr, NULL, NULL, g_ans, sizeof g_ans);
+        CHECK_MSG(status_of(g_ans) == 0 || status_of(g_ans) >= 400, "%.200s", g_ans);
+        free(hdr);
+    }
+    http("GET", "/api/v1/master", NULL, NULL, g_ans, sizeof g_ans);
+    CHECK_MSG(status_of(g_ans) == 200, "the master stopped answering: %.200s", g_ans);
+    /* too many query arguments */
+    http("GET", "/?a=1&b=2&c=3&d=4&e=5&f=6&g=7&h=8&i=9&j=10&k=11&l=12&m=13&n=14&o=15&p=16&q=17",
+         NULL, NULL, g_ans, sizeof g_ans);
+    CHECK(status_of(g_ans) == 400 && json_error(g_ans));
+    http("GET", "/api/v1/master", NULL, NULL, g_ans, sizeof g_ans);
+    CHECK_MSG(status_of(g_ans) == 200, "the master stopped answering: %.200s", g_ans);
+}
+
+static void test_token(void) {
+    /* no token, a wrong one: 401 on every route, pages and assets included */
+    static const char *const paths[] = {"/", "/api/v1/experiments", "/static/app.js", "/trials/1"};
+    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
+        http("GET", paths[i], NULL, NULL, g_ans, sizeof g_ans);
+        CHECK_MSG(status_of(g_ans) == 401 && json_error(g_ans), "%s: %.200s", paths[i], g_ans);
+        http("GET", paths[i], "Authorization: Bearer 0123\r\n", NULL, g_ans, sizeof g_ans);
+        CHECK_MSG(status_of(g_ans) == 401, "%s: %.200s", paths[i], g_ans);
+    }
+    http("GET", "/?token=nope", NULL, NULL, g_ans, sizeof g_ans);
+    CHECK(status_of(g_ans) == 401);
+    http("GET", "/", "Cookie: dtrain_token=nope\r\n", NULL, g_ans, sizeof g_ans);
+    CHECK(status_of(g_ans) == 401);
+    char hdr[200], path[200];
+    snprintf(hdr, sizeof hdr, "Authorization: Bearer %s\r\n", g_token);
+    http("GET", "/api/v1/experiments", hdr, NULL, g_ans, sizeof g_ans);
+    CHECK_MSG(status_of(g_ans) == 200, "%.300s", g_ans);
+    /* the browser's way in: ?token= once, then the cookie */
+    snprintf(path, sizeof path, "/experiments/1?token=%s", g_token);
+    http("GET", path, NULL, NULL, g_ans, sizeof g_ans);
+    CHECK_MSG(status_of(g_ans) == 303 && strstr(g_ans, "Set-Cookie: dtrain_token=") &&
+                  strstr(g_ans, "HttpOnly") && strstr(g_ans, "Location: /experiments/1"),
+              "%.400s", g_ans);
+    snprintf(hdr, sizeof hdr, "Cookie: dtrain_token=%s\r\n", g_token);
+    http("GET", "/experiments/1", hdr, NULL, g_ans, sizeof g_ans);
+    CHECK_MSG(status_of(g_ans) == 200, "%.300s", g_ans);
+    /* the token passes the gate, not the CSRF check */
+    snprintf(hdr, sizeof hdr, "Authorization: Bearer %s\r\nContent-Type: text/plain\r\n", g_token);
+    http("POST", "/api/v1/experiments/1/pause", hdr, "x", g_ans, sizeof g_ans);
+    CHECK(status_of(g_ans) == 403);
+    /* the token file is private */
+    char p[512];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/master.token", g_home);
+    CHECK(stat(p, &sb) == 0 && (sb.st_mode & 0777) == 0600);
+}
+
+int main(void) {
+    snprintf(g_home, sizeof g_home, "/tmp/dtrain_web_XXXXXX");
+    if (!mkdtemp(g_home)) return 1;
+    CHECK(fill_store());
+    CHECK(dt_master_token(g_home, g_token, sizeof g_token) == DT_OK);
+    if (start("127.0.0.1")) {
+        TEST_RUN(test_escaping);
+        TEST_RUN(test_assets);
+        TEST_RUN(test_ids);
+        TEST_RUN(test_csrf);
+        TEST_RUN(test_bad_requests);
+        stop();
+    } else {
+        CHECK_MSG(0, "the master did not start on 127.0.0.1");
+    }
+    if (start("127.0.0.2")) {
+        TEST_RUN(test_token);
+        stop();
+    } else {
+        CHECK_MSG(0, "the master did not start on 127.0.0.2");
+    }
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_home);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_home);
+    TEST_END();
+}
