@@ -55,8 +55,21 @@ typedef struct dt_hparam {
     dt_yaml_pos pos;       /* where it is defined (line 0 if unknown) */
 } dt_hparam;
 
+/* searcher.dsat: the autotuner's options (docs/dsat.md), the reference's defaults. */
+typedef struct dt_dsat_searcher_conf {
+    int zero_stages[4];                           /* distinct, 0..3 (default 1 2 3) */
+    int n_zero_stages;                            /* 1..4 */
+    int64_t start_profile_step, end_profile_step; /* 1 <= start <= end (3, 5) */
+    int64_t random_seed;                          /* 42 */
+    double search_range_factor;                   /* > 0 (1.0) */
+    int64_t trials_per_random_config;             /* random: 5 */
+    int64_t early_stopping;                       /* random: 0 = never */
+    int64_t max_rungs, min_binary_search_trials;  /* asha: 5, 3 */
+    int64_t asha_early_stopping, divisor;         /* asha: 0, 2 */
+} dt_dsat_searcher_conf;
+
 typedef struct dt_searcher_conf {
-    char *name;                    /* single | grid | random | adaptive_asha | custom; "single" */
+    char *name;                    /* single | grid | random | adaptive_asha | custom | dsat */
     char *metric;                  /* required */
     bool smaller_is_better;        /* default true */
     dt_length max_length;          /* n = 0 when not given (only allowed with the flag below) */
@@ -68,7 +81,9 @@ typedef struct dt_searcher_conf {
     bool stop_once;                /* adaptive_asha: default false */
     int64_t source_trial_id;       /* 0 = not given */
     char *source_checkpoint_uuid;  /* NULL = not given */
-    char *method;                  /* custom: the model directory's dt_search_method_new_fn */
+    char *method;                  /* custom: the model directory's dt_search_method_new_fn;
+                                    * dsat: binary | random | asha */
+    dt_dsat_searcher_conf dsat;    /* dsat only */
 } dt_searcher_conf;
 
 typedef struct dt_ckpt_storage_conf {

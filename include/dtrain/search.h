@@ -70,6 +70,10 @@ DT_API dt_status dt_search_shutdown(dt_search_ops *out, bool cancel, bool failur
 /* The experiment config, and the searcher's uniform random number in [0, 1). */
 DT_API const dt_expconf *dt_search_config(const dt_search_ctx *sc);
 DT_API double dt_search_uniform(dt_search_ctx *sc);
+/* The latest validation metrics of request_id's trial, as the caller of the searcher keeps
+ * them (dt_searcher_set_metrics_source): a new reference to {name: number | null}, or NULL
+ * when there are none or no source is set. */
+DT_API json_t *dt_search_trial_metrics(dt_search_ctx *sc, int64_t request_id);
 
 /* A search method: a table of event handlers over the method's own state. Every handler
  * appends its operations to `out` and returns DT_OK, or an error that ends the search in
@@ -110,6 +114,10 @@ DT_API dt_status dt_searcher_new(const dt_expconf *cfg, uint64_t seed, dt_search
 DT_API dt_status dt_searcher_new_custom(const dt_expconf *cfg, uint64_t seed,
                                         const dt_search_method *method, dt_searcher **out);
 DT_API void dt_searcher_free(dt_searcher *s);
+/* Where dt_search_trial_metrics reads a trial's latest validation metrics: fn(arg,
+ * request_id) returns a new reference or NULL (arg is borrowed). */
+typedef json_t *(*dt_search_metrics_fn)(void *arg, int64_t request_id);
+DT_API void dt_searcher_set_metrics_source(dt_searcher *s, dt_search_metrics_fn fn, void *arg);
 
 /* The events; each appends the method's operations to `out`. The master reports trial_closed
  * for every created trial once its process has exited (after trial_exited_early too); a repeated

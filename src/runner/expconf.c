@@ -437,16 +437,90 @@ dt_status dt_expconf_length_batches(const dt_expconf *cfg, dt_length len, const 
 
 /* ---- sections -------------------------------------------------------------------------------- */
 
-static const char *const SEARCHERS[] = {"single",        "grid",   "random",
-                                        "adaptive_asha", "custom", NULL};
+static const char *const SEARCHERS[] = {"single", "grid", "random", "adaptive_asha",
+                                        "custom", "dsat", NULL};
+static const char *const DSAT_METHODS[] = {"binary", "random", "asha", NULL};
 static const char *const ASHA_MODES[] = {"aggressive", "standard", "conservative", NULL};
 
+/* searcher.dsat (the autotuner's options; every key optional, the reference's defaults). */
+static dt_status parse_dsat(vctx *v, const dt_conf_sec *searcher, dt_dsat_searcher_conf *d) {
+    static const char *const known[] = {"zero_stages",
+                                        "start_profile_step",
+                                        "end_profile_step",
+                                        "random_seed",
+                                        "search_range_factor",
+                                        "trials_per_random_config",
+                                        "early_stopping",
+                                        "max_rungs",
+                                        "min_binary_search_trials",
+                                        "asha_early_stopping",
+                                        "divisor",
+                                        NULL};
+    *d = (dt_dsat_searcher_conf){.zero_stages = {1, 2, 3},
+                                 .n_zero_stages = 3,
+                                 .start_profile_step = 3,
+                                 .end_profile_step = 5,
+                                 .random_seed = 42,
+                                 .search_range_factor = 1.0,
+                                 .trials_per_random_config = 5,
+                                 .max_rungs = 5,
+                                 .min_binary_search_trials = 3,
+                                 .divisor = 2};
+    dt_conf_sec o;
+    TRY(section(v, searcher, "dsat", known, NULL, &o));
+    const json_t *zs = NULL, *z;
+    TRY(dt_conf_list(&o, "zero_stages", &zs));
+    if (zs) {
+        size_t i;
+        d->n_zero_stages = 0;
+        if (json_array_size(zs) < 1 || json_array_size(zs) > 4)
+            return dt_conf_expected(&o, "zero_stages", "a list of 1 to 4 distinct stages 0..3",
+                                    "e.g. zero_stages: [1, 2, 3]");
+        json_array_foreach(zs, i, z) {
+            int64_t st;
+            bool dup = false;
+            for (int k = 0; dt_conf_as_int(z, &st) && k < d->n_zero_stages; k++)
+                dup |= d->zero_stages[k] == st;
+            if (!dt_conf_as_int(z, &st) || st < 0 || st > 3 || dup)
+                return dt_conf_expected(&o, "zero_stages", "a list of 1 to 4 distinct stages 0..3",
+                                        "e.g. zero_stages: [1, 2, 3]");
+            d->zero_stages[d->n_zero_stages++] = (int)st;
+        }
+    }
+    TRY(dt_conf_int(&o, "start_profile_step", 1, 1000000, &d->start_profile_step));
+    TRY(dt_conf_int(&o, "end_profile_step", 1, 1000000, &d->end_profile_step));
+    if (d->end_profile_step < d->start_profile_step)
+        return dt_conf_error(&o, "end_profile_step",
+                             "searcher.dsat.end_profile_step (%lld) is below start_profile_step "
+                             "(%lld); hint: profile steps start..end, inclusive",
+                             (long long)d->end_profile_step, (long long)d->start_profile_step);
+    TRY(dt_conf_int(&o, "random_seed", 0, INT64_MAX, &d->random_seed));
+    TRY(dt_conf_real(&o, "search_range_factor", 0, true, &d->search_range_factor));
+    TRY(dt_conf_int(&o, "trials_per_random_config", 1, INT64_MAX, &d->trials_per_random_config));
+    TRY(dt_conf_int(&o, "early_stopping", 0, INT64_MAX, &d->early_stopping));
+    TRY(dt_conf_int(&o, "max_rungs", 1, 64, &d->max_rungs));
+    TRY(dt_conf_int(&o, "min_binary_search_trials", 1, INT64_MAX, &d->min_binary_search_trials));
+    TRY(dt_conf_int(&o, "asha_early_stopping", 0, 64, &d->asha_early_stopping));
+    TRY(dt_conf_int(&o, "divisor", 2, 1024, &d->divisor));
+    return DT_OK;
+}
+
 static dt_status parse_searcher(vctx *v, const dt_conf_sec *root, unsigned flags) {
-    static const char *const known[] = {"name",       "metric",          "smaller_is_better",
-                                        "max_length", "max_trials",      "max_concurrent_trials",
-                                        "mode",       "divisor",         "max_rungs",
-                                        "stop_once",  "source_trial_id", "source_checkpoint_uuid",
-                                        "method",     NULL};
+    static const char *const known[] = {"name",
+                                        "metric",
+                                        "smaller_is_better",
+                                        "max_length",
+                                        "max_trials",
+                                        "max_concurrent_trials",
+                                        "mode",
+                                        "divisor",
+                                        "max_rungs",
+                                        "stop_once",
+                                        "source_trial_id",
+                                        "source_checkpoint_uuid",
+                                        "method",
+                                        "dsat",
+                                        NULL};
     static const char *const accepted[] = {"bracket_rungs", "time_metric", "max_time", NULL};
     dt_searcher_conf *s = &v->cfg->searcher;
     dt_conf_sec obj;
@@ -486,11 +560,18 @@ static dt_status parse_searcher(vctx *v, const dt_conf_sec *root, unsigned flags
     TRY(dt_conf_int(&obj, "source_trial_id", 1, INT64_MAX, &s->source_trial_id));
     TRY(get_str(&obj, "source_checkpoint_uuid", false, true, NULL, &s->source_checkpoint_uuid));
     bool custom = !strcmp(s->name, "custom");
-    TRY(get_str(&obj, "method", custom, true,
-                "the function the model directory exports that makes the search method, e.g. "
-                "`method: my_search` for `dt_status my_search(const dt_expconf *, "
-                "dt_search_method *)`",
-                &s->method));
+    if (!strcmp(s->name, "dsat")) {
+        int m = 0;
+        TRY(dt_conf_enum(&obj, "method", DSAT_METHODS, NULL, &m));
+        if (!(s->method = strdup(DSAT_METHODS[m]))) return dt_error(DT_ERR_OOM, "out of memory");
+        TRY(parse_dsat(v, &obj, &s->dsat));
+    } else {
+        TRY(get_str(&obj, "method", custom, true,
+                    "the function the model directory exports that makes the search method, "
+                    "e.g. `method: my_search` for `dt_status my_search(const dt_expconf *, "
+                    "dt_search_method *)`",
+                    &s->method));
+    }
     /* grid needs a count for every range hyperparameter */
     if (!strcmp(s->name, "grid")) {
         for (int i = 0; i < v->cfg->n_hparams; i++) {

@@ -835,6 +835,10 @@ dt_status dt_trainer_fit(const dt_trial_def *def, const json_t *config, uint64_t
 out:
     c->tb = NULL;
     if (t.core != opts->core) dt_core_free(t.core);
+    /* the caller's core outlives the context: it must not broadcast over its freed comm (a
+     * report after the loop, such as a dsat trial's, then asks the master from each slot) */
+    else if (t.core)
+        t.core->comm = NULL;
     dt_loader_free(t.train);
     dt_loader_free(t.val);
     if (t.self && def->free) def->free(t.self);

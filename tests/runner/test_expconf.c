@@ -565,8 +565,30 @@ static void test_enums(void) {
     if (c) CHECK(!strcmp(c->searcher.method, "my_search"));
     dt_expconf_free(c);
     e = cerr("entrypoint: m:T\nsearcher: {name: singel, metric: l, max_length: {batches: 1}}\n", 0);
-    CHECK_HAS(e, "searcher.name must be one of single, grid, random, adaptive_asha, custom; got "
-                 "\"singel\" (did you mean 'single'?)");
+    CHECK_HAS(e, "searcher.name must be one of single, grid, random, adaptive_asha, custom, "
+                 "dsat; got \"singel\" (did you mean 'single'?)");
+    /* dsat: the method is one of three, searcher.dsat typed with the reference's defaults */
+    c = cload(
+        "entrypoint: m:T\nsearcher: {name: dsat, method: asha, metric: throughput, max_length: "
+        "{batches: 5}, dsat: {zero_stages: [2, 0], divisor: 3}}\n",
+        0);
+    if (c)
+        CHECK(c->searcher.dsat.n_zero_stages == 2 && c->searcher.dsat.zero_stages[1] == 0 &&
+              c->searcher.dsat.divisor == 3 && c->searcher.dsat.end_profile_step == 5 &&
+              c->searcher.dsat.random_seed == 42 && !strcmp(c->searcher.method, "asha"));
+    dt_expconf_free(c);
+    e = cerr("entrypoint: m:T\nsearcher: {name: dsat, method: grid, metric: l, max_length: "
+             "{batches: 1}}\n",
+             0);
+    CHECK_HAS(e, "searcher.method must be one of binary, random, asha");
+    e = cerr("entrypoint: m:T\nsearcher: {name: dsat, method: binary, metric: l, max_length: "
+             "{batches: 1}, dsat: {zero_stages: [1, 1]}}\n",
+             0);
+    CHECK_HAS(e, "zero_stages must be a list of 1 to 4 distinct stages 0..3");
+    e = cerr("entrypoint: m:T\nsearcher: {name: dsat, method: binary, metric: l, max_length: "
+             "{batches: 1}, dsat: {start_profile_step: 4, end_profile_step: 2}}\n",
+             0);
+    CHECK_HAS(e, "end_profile_step (2) is below start_profile_step (4)");
     e = cerr("entrypoint: m:T\nsearcher: {name: pbt, metric: l, max_length: {batches: 1}}\n", 0);
     CHECK_HAS(e, "searcher.name must be one of");
     CHECK(!HAS(e, "did you mean"));

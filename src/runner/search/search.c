@@ -43,6 +43,8 @@ struct dt_searcher {
     bool shutdown;
     uint8_t *req; /* flags of request id i + 1 */
     int64_t req_cap;
+    dt_search_metrics_fn metrics_fn; /* the caller's per-trial validation metrics, or NULL */
+    void *metrics_arg;
 };
 
 static const char *const EXIT_KEYS[3] = {"errored", "invalid_hp", "user_canceled"};
@@ -136,6 +138,16 @@ const dt_expconf *dt_search_config(const dt_search_ctx *sc) {
 
 double dt_search_uniform(dt_search_ctx *sc) {
     return dt_rng_uniform(&sc->s->rng);
+}
+
+json_t *dt_search_trial_metrics(dt_search_ctx *sc, int64_t request_id) {
+    dt_searcher *s = sc->s;
+    return s->metrics_fn ? s->metrics_fn(s->metrics_arg, request_id) : NULL;
+}
+
+void dt_searcher_set_metrics_source(dt_searcher *s, dt_search_metrics_fn fn, void *arg) {
+    s->metrics_fn = fn;
+    s->metrics_arg = arg;
 }
 
 dt_status dt__search_start(dt_search_ctx *sc, const json_t *hparams, dt_length len,
