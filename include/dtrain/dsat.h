@@ -16,6 +16,7 @@
 
 #include "dtrain/engine.h"
 #include "dtrain/runner.h"
+#include "dtrain/search.h"
 
 #include <jansson.h>
 
@@ -154,6 +155,16 @@ DT_API dt_status dt_dsat_profile_from_metrics(const dt_metrics *m, dt_dsat_profi
  * trial's own error. */
 DT_API dt_status dt_dsat_trial_run(const dt_trial_lib *lib, const dt_prepared_trial *t,
                                    dt_dsat_metrics *metrics, dt_dsat_profile *profile);
+
+/* ---- the search runner ---------------------------------------------------------------------
+ * The search method of `searcher: {name: dsat, method: binary | random | asha, dsat: {...}}`
+ * (docs/dsat.md): profile trials, then the method's configurations as trials, the best config
+ * and a summary written to `out_dir` after every trial. `cfg` (borrowed for the method's life)
+ * is the experiment config, `model_dir` where hyperparameters.deepspeed_config is found.
+ * DT_ERR_CONFIG (nothing created) when the metric, the hyperparameters (const only) or the
+ * DeepSpeed config cannot run, saying what to fix. */
+DT_API dt_status dt_dsat_runner_new(const dt_expconf *cfg, const char *model_dir,
+                                    const char *out_dir, dt_search_method *out);
 
 #ifdef __cplusplus
 }

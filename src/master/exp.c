@@ -13,6 +13,7 @@
 
 #include "gc.h"
 
+#include "dtrain/dsat.h"
 #include "dtrain/runner.h"
 #include "dtrain/trialio.h"
 
@@ -486,12 +487,47 @@ dt_status m_exp_delete(master *m, int64_t id) {
 
 /* ---- the searcher ---- */
 
-/* A built-in searcher, or (custom) the method the experiment's built object exports under
- * searcher.method. */
-static dt_status make_searcher(m_exp *e) {
+/* The latest validation metrics of the experiment's trial `rid` (dt_search_trial_metrics). */
+static json_t *trial_metrics(void *arg, int64_t rid) {
+    m_exp *e = arg;
+    m_trial *t = trial_by_request(e, rid);
+    json_t *rows = NULL;
+    if (!t || dt_store_metrics_query(e->owner->store, t->id, "validation", -1, 0, &rows) != DT_OK)
+        return NULL;
+    json_t *m =
+        json_incref(json_object_get(json_array_get(rows, json_array_size(rows) - 1), "metrics"));
+    json_decref(rows);
+    return m;
+}
+
+/* The dsat search runner, writing to the experiment's checkpoint directory. */
+static dt_status make_dsat(m_exp *e) {
+    char dir[4600], failed[4600];
+    snprintf(dir, sizeof dir, "%s/exp-%lld", e->ckpt_root, (long long)e->id);
+    int err = dt__mkdir_p(dir, failed, sizeof failed);
+    if (err) return dt_error(DT_ERR_IO, "cannot create %s: %s", failed, strerror(err));
+    dt_search_method method = {0};
+    dt_status st = dt_dsat_runner_new(e->cfg, e->model_dir, dir, &method);
+    if (st != DT_OK) return st;
+    st = dt_searcher_new_custom(e->cfg, e->cfg->experiment_seed, &method, &e->search);
+    if (st != DT_OK) method.free(method.state);
+    return st;
+}
+
+/* A built-in searcher, the dsat runner, or (custom) the method the experiment's built object
+ * exports under searcher.method. */
+static dt_status make_searcher(master *m, m_exp *e) {
     const dt_expconf *cfg = e->cfg;
-    if (strcmp(cfg->searcher.name, "custom"))
-        return dt_searcher_new(cfg, cfg->experiment_seed, &e->search);
+    e->owner = m;
+    dt_status st = DT_OK;
+    if (!strcmp(cfg->searcher.name, "dsat"))
+        st = make_dsat(e);
+    else if (strcmp(cfg->searcher.name, "custom"))
+        st = dt_searcher_new(cfg, cfg->experiment_seed, &e->search);
+    if (st != DT_OK || e->search) {
+        if (e->search) dt_searcher_set_metrics_source(e->search, trial_metrics, e);
+        return st;
+    }
     if (!e->so_path || !*e->so_path)
         return dt_error(DT_ERR_CONFIG, "searcher.method needs a model directory built into an "
                                        "object (a module:Symbol entrypoint)");
@@ -506,9 +542,10 @@ static dt_status make_searcher(m_exp *e) {
                         "(non-static) in the model directory",
                         e->so_path, cfg->searcher.method, cfg->searcher.method);
     dt_search_method method = {0};
-    dt_status st = fn(cfg, &method);
-    if (st != DT_OK) return st;
-    return dt_searcher_new_custom(cfg, cfg->experiment_seed, &method, &e->search);
+    if ((st = fn(cfg, &method)) != DT_OK) return st;
+    st = dt_searcher_new_custom(cfg, cfg->experiment_seed, &method, &e->search);
+    if (e->search) dt_searcher_set_metrics_source(e->search, trial_metrics, e);
+    return st;
 }
 
 /* ---- create ---- */
@@ -577,7 +614,7 @@ static dt_status parse_config(const json_t *body, dt_expconf **cfg) {
     return dt_expconf_from_doc(doc, 0, cfg);
 }
 
-static char *checkpoint_root(master *m, const dt_expconf *cfg) {
+char *m_exp_ckpt_root(master *m, const dt_expconf *cfg) {
     const dt_ckpt_storage_conf *c = &cfg->checkpoint_storage;
     char base[4200], p[8400];
     if (c->host_path)
@@ -631,11 +668,12 @@ dt_status m_exp_create(master *m, const json_t *body, int64_t *id, json_t **warn
     }
     e->cfg = cfg;
     e->model_dir = strdup(dir);
-    e->ckpt_root = checkpoint_root(m, cfg);
+    e->ckpt_root = m_exp_ckpt_root(m, cfg);
     bool paused = json_is_false(json_object_get(body, "activate"));
     snprintf(e->state, sizeof e->state, "%s", paused ? "PAUSED" : "ACTIVE");
-    bool custom = !strcmp(cfg->searcher.name, "custom");
-    if (!custom && (st = make_searcher(e)) != DT_OK) goto fail; /* checked before any write */
+    /* a custom searcher comes from the build, dsat's writes under the experiment's id */
+    bool custom = !strcmp(cfg->searcher.name, "custom") || !strcmp(cfg->searcher.name, "dsat");
+    if (!custom && (st = make_searcher(m, e)) != DT_OK) goto fail; /* checked before any write */
     const char *text = json_string_value(json_object_get(body, "config_text"));
     if ((st = dt_store_exp_insert(m->store, cfg->json, text, dir, &e->id)) != DT_OK) goto fail;
     /* build the model directory once for every trial of the experiment */
@@ -648,7 +686,7 @@ dt_status m_exp_create(master *m, const json_t *body, int64_t *id, json_t **warn
         (st = dt_modeldir_build(dir, cfg->entry_command ? NULL : cfg->entry_module, out_dir, so,
                                 sizeof so)) != DT_OK ||
         (st = dt_store_exp_set_build(m->store, e->id, so)) != DT_OK ||
-        (custom && (e->so_path = strdup(so)) && (st = make_searcher(e)) != DT_OK)) {
+        (custom && (e->so_path = strdup(so)) && (st = make_searcher(m, e)) != DT_OK)) {
         char msg[2048];
         snprintf(msg, sizeof msg, "%s", dt_last_error());
         dt_store_exp_delete(m->store, e->id);
@@ -736,8 +774,8 @@ dt_status m_exp_recover(master *m) {
         e->so_path = so ? strdup(so) : NULL;
         st = dt_expconf_from_json(json_object_get(row, "config"), 0, &e->cfg);
         if (st == DT_OK) {
-            e->ckpt_root = checkpoint_root(m, e->cfg);
-            st = make_searcher(e);
+            e->ckpt_root = m_exp_ckpt_root(m, e->cfg);
+            st = make_searcher(m, e);
         }
         if (st == DT_OK) st = dt_store_searcher_load(m->store, e->id, &snap);
         if (st == DT_OK && snap) st = dt_searcher_load(e->search, snap);

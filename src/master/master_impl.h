@@ -68,6 +68,7 @@ struct m_exp {
     int n_trials, cap_trials;
     bool shutdown; /* the searcher said the search is over */
     bool shutdown_cancel, shutdown_failure;
+    struct master *owner; /* the master (its store answers the searcher's metrics queries) */
 };
 
 /* A line a trial printed, waiting to go into the store. */
@@ -127,6 +128,9 @@ bool m_state_terminal(const char *state);
 /* Where the trial's checkpoints go: <ckpt_root>/<exp uuid-ish>/trial-<id>. */
 void m_trial_ckpt_dir(const m_trial *t, char *buf, size_t n);
 void m_exp_free(m_exp *e);
+/* The checkpoint root of an experiment with config `cfg` (malloc'd; NULL when out of memory):
+ * its trials' and its searcher's files are under <root>/exp-<id>. */
+char *m_exp_ckpt_root(master *m, const dt_expconf *cfg);
 
 /* ---- sched.c ---- */
 /* One scheduling pass: reap ended runs, flush logs, start what fits. */

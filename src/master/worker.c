@@ -4,7 +4,8 @@
  * It reads its trial from the environment (trial_env.h), gets the spec from the master (on
  * the chief, shared with every slot), opens the experiment's already built model directory,
  * prepares the trial with the spec's hyperparameters, seed, checkpoint directory and resume
- * point, and runs the fit loop with the master-backed core. A command entrypoint is executed
+ * point, and runs the fit loop with the master-backed core (a trial of the dsat search runner,
+ * whose hyperparameters carry `dsat`, through dt_dsat_trial_run). A command entrypoint is executed
  * instead, in the model directory, with the same environment (it uses the Core API).
  *
  * Exit status: 0 done (or stopped with a checkpoint); 3 the trial called its hyperparameters
@@ -13,6 +14,7 @@
  */
 #include "trial_env.h"
 
+#include "dtrain/dsat.h"
 #include "dtrain/master.h"
 #include "dtrain/runner.h"
 
@@ -89,7 +91,12 @@ static dt_status run_spec(const json_t *spec, int64_t trial, int64_t run, dt_com
     }
     if (st == DT_OK) {
         pt->fit.core = core;
-        st = dt_trial_run_local(lib, pt);
+        /* a trial of the dsat search runner measures itself (docs/dsat.md) */
+        bool dsat = false;
+        dt_dsat_run how;
+        st = dt_dsat_run_from_hparams(lo.hparams, &dsat, &how);
+        if (st == DT_OK)
+            st = dsat ? dt_dsat_trial_run(lib, pt, NULL, NULL) : dt_trial_run_local(lib, pt);
     }
     DT_KEEP_ERROR(dt_core_free(core); dt_prepared_trial_free(pt); dt_trial_lib_free(lib));
 out:
