@@ -58,6 +58,18 @@ int dt_cli_change(dt_client *c, const char *who, const char *path, const char *h
 /* Print a usage error (`err`) as `who`, then the verb's usage: returns 2. */
 int dt_cli_usage_error(const char *who, const char *err, void (*usage)(FILE *));
 
+/* ---- experiment.c ---- */
+/* Submit the config at `config_path` with `overrides` (an array of "KEY=VALUE" strings) on the
+ * model directory, and say so: 0 with *client (the caller frees it) and *id, else the exit
+ * code after printing why as `who`. */
+int dt_cli_create_experiment(const char *who, const char *config_path, const char *model_dir,
+                             const json_t *overrides, bool activate, dt_client **client,
+                             int64_t *id);
+/* Stream the experiment's logs until it ends, then print "experiment ID: STATE" on stderr: 0
+ * with *state (malloc'd), or the exit code of the request that failed. */
+int dt_cli_follow_experiment(dt_client *c, const char *who, int64_t id, char **state);
+/* ---- dsat.c ---- */
+int dt_cli_dsat(int argc, char **argv);
 /* ---- trial.c ---- */
 
 /* The trials table of `describe` and `trial list`: id, state, batches, best validation,

@@ -100,6 +100,66 @@ static void print_summary(dt_client *c, int64_t id) {
     json_decref(ans);
 }
 
+int dt_cli_create_experiment(const char *who, const char *config_path, const char *model_dir,
+                             const json_t *overrides, bool activate, dt_client **client,
+                             int64_t *id) {
+    *client = NULL;
+    size_t len;
+    char *text = read_file(config_path, &len);
+    if (!text) {
+        fprintf(stderr,
+                "%s: error: cannot read the config '%s': %s\nhint: give the "
+                "path of the experiment's YAML config\n",
+                who, config_path, strerror(errno));
+        return DT_EXIT_FAILED;
+    }
+    char dir[PATH_MAX];
+    struct stat sb;
+    if (!realpath(model_dir, dir) || stat(dir, &sb) || !S_ISDIR(sb.st_mode)) {
+        fprintf(stderr,
+                "%s: error: the model directory '%s' %s\nhint: give the "
+                "directory with the model's sources (its entrypoint)\n",
+                who, model_dir, errno ? strerror(errno) : "is not a directory");
+        free(text);
+        return DT_EXIT_FAILED;
+    }
+    json_t *body = json_pack("{s:s%,s:s,s:O,s:b}", "config_text", text, len, "model_dir", dir,
+                             "overrides", overrides, "activate", activate);
+    free(text);
+    if (!body) {
+        fprintf(stderr, "%s: error: the config '%s' is not UTF-8 text\nhint: save it as UTF-8\n",
+                who, config_path);
+        return DT_EXIT_FAILED;
+    }
+    dt_client *c = dt_cli_connect(who, true);
+    if (!c) return json_decref(body), DT_EXIT_UNREACHABLE;
+    json_t *ans;
+    int rc = dt_cli_request(c, who, "POST", "/api/v1/experiments", body, &ans,
+                            "fix the config and submit it again");
+    json_decref(body);
+    if (rc) return dt_client_free(c), rc;
+    size_t i;
+    json_t *w;
+    json_array_foreach(json_object_get(ans, "warnings"), i, w)
+        fprintf(stderr, "warning: %s\n", json_string_value(w) ? json_string_value(w) : "");
+    *id = json_integer_value(json_object_get(ans, "id"));
+    json_decref(ans);
+    printf("created experiment %lld\nsee it at %s/experiments/%lld\n", (long long)*id,
+           dt_client_url(c), (long long)*id);
+    fflush(stdout);
+    *client = c;
+    return DT_EXIT_OK;
+}
+
+int dt_cli_follow_experiment(dt_client *c, const char *who, int64_t id, char **state) {
+    char path[96];
+    snprintf(path, sizeof path, "/api/v1/experiments/%lld/logs", (long long)id);
+    int rc = dt_cli_print_logs(c, who, path, true, true);
+    if (!rc) rc = dt_cli_wait_experiment(c, who, id, state);
+    if (!rc) fprintf(stderr, "experiment %lld: %s\n", (long long)id, *state);
+    return rc;
+}
+
 static int create(int argc, char **argv) {
     bool follow = false, paused = false;
     dt_cli_list overrides = {0};
@@ -115,60 +175,17 @@ static int create(int argc, char **argv) {
         if (!dt_cli_check_override(overrides.v[i], err, sizeof err))
             return dt_cli_usage_error(WHO " create", err, usage);
 
-    size_t len;
-    char *text = read_file(pos[0], &len);
-    if (!text) {
-        fprintf(stderr,
-                WHO " create: error: cannot read the config '%s': %s\nhint: give the "
-                    "path of the experiment's YAML config\n",
-                pos[0], strerror(errno));
-        return DT_EXIT_FAILED;
-    }
-    char dir[PATH_MAX];
-    struct stat sb;
-    if (!realpath(pos[1], dir) || stat(dir, &sb) || !S_ISDIR(sb.st_mode)) {
-        fprintf(stderr,
-                WHO " create: error: the model directory '%s' %s\nhint: give the "
-                    "directory with the model's sources (its entrypoint)\n",
-                pos[1], errno ? strerror(errno) : "is not a directory");
-        free(text);
-        return DT_EXIT_FAILED;
-    }
     json_t *ov = json_array();
     for (int i = 0; i < overrides.n; i++) json_array_append_new(ov, json_string(overrides.v[i]));
-    json_t *body = json_pack("{s:s%,s:s,s:o,s:b}", "config_text", text, len, "model_dir", dir,
-                             "overrides", ov, "activate", !paused);
-    free(text);
-    if (!body) {
-        fprintf(stderr,
-                WHO " create: error: the config '%s' is not UTF-8 text\nhint: save it "
-                    "as UTF-8\n",
-                pos[0]);
-        return DT_EXIT_FAILED;
-    }
-    dt_client *c = dt_cli_connect(WHO " create", true);
-    if (!c) return json_decref(body), DT_EXIT_UNREACHABLE;
-    json_t *ans;
-    int rc = dt_cli_request(c, WHO " create", "POST", "/api/v1/experiments", body, &ans,
-                            "fix the config and submit it again");
-    json_decref(body);
+    dt_client *c = NULL;
+    int64_t id = 0;
+    int rc = dt_cli_create_experiment(WHO " create", pos[0], pos[1], ov, !paused, &c, &id);
+    json_decref(ov);
     if (rc) return dt_client_free(c), rc;
-    size_t i;
-    json_t *w;
-    json_array_foreach(json_object_get(ans, "warnings"), i, w)
-        fprintf(stderr, "warning: %s\n", json_string_value(w) ? json_string_value(w) : "");
-    int64_t id = json_integer_value(json_object_get(ans, "id"));
-    json_decref(ans);
-    printf("created experiment %lld\nsee it at %s/experiments/%lld\n", (long long)id,
-           dt_client_url(c), (long long)id);
-    fflush(stdout);
     if (follow) {
-        char path[96], *state = NULL;
-        snprintf(path, sizeof path, "/api/v1/experiments/%lld/logs", (long long)id);
-        rc = dt_cli_print_logs(c, WHO " create", path, true, true);
-        if (!rc) rc = dt_cli_wait_experiment(c, WHO " create", id, &state);
+        char *state = NULL;
+        rc = dt_cli_follow_experiment(c, WHO " create", id, &state);
         if (!rc) {
-            fprintf(stderr, "experiment %lld: %s\n", (long long)id, state);
             rc = strcmp(state, "COMPLETED") ? DT_EXIT_FAILED : DT_EXIT_OK;
             print_summary(c, id);
         }

@@ -13,6 +13,7 @@ static void usage(FILE *f) {
                "  bench train --model mlp|cnn|gpt [options] [--json]   time training steps\n"
                "  bench gemm [--size N] [--backend dtrain|openblas] [--json]  the sgemm rate\n"
                "  master [--host H] [--port P] [--slots N] | stop | status   the master\n"
+               "  dsat asha|binary|random CONFIG.yaml MODEL_DIR [flags]  tune DeepSpeed configs\n"
                "  experiment create|list|describe|logs|pause|activate|cancel|kill|delete|wait\n"
                "  trial list|describe|logs|metrics|kill\n"
                "  checkpoint list|describe|export\n"
@@ -31,6 +32,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "worker")) return dt_cli_worker(argc - 2, argv + 2); /* (the master's) */
     if (!strcmp(argv[1], "master")) return dt_cli_master(argc - 2, argv + 2);
     if (!strcmp(argv[1], "experiment")) return dt_cli_experiment(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "dsat")) return dt_cli_dsat(argc - 2, argv + 2);
     if (!strcmp(argv[1], "trial")) return dt_cli_trial(argc - 2, argv + 2);
     if (!strcmp(argv[1], "checkpoint")) return dt_cli_checkpoint(argc - 2, argv + 2);
     if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {

@@ -1,0 +1,365 @@
+/* dsat.c — `dtrain dsat asha|binary|random CONFIG.yaml MODEL_DIR [flags]`: the DeepSpeed
+ * autotuner. Checks every flag, submits the user's config with its searcher replaced by the
+ * dsat search runner's (config overrides), follows the experiment's logs, then prints the
+ * runner's log, the summary of every trial (or --json) and where the best config is; with
+ * --run-full-experiment it then submits the user's experiment with that config (docs/dsat.md). */
+#define _GNU_SOURCE
+#include "args.h"
+#include "cli.h"
+
+#include "dtrain/yaml.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WHO "dtrain dsat"
+
+static void usage(FILE *f) {
+    fprintf(
+        f, "usage: dtrain dsat asha|binary|random CONFIG.yaml MODEL_DIR [flags]\n"
+           "  tunes the DeepSpeed config of an engine-based trial (hyperparameters.\n"
+           "  deepspeed_config): a profile trial, then configurations the memory model says fit\n"
+           "  --max-trials N (50)              trials in all, the profile trials included\n"
+           "  --max-concurrent-trials N (16)   trials at once\n"
+           "  --max-slots N                    slots the trials may use at once\n"
+           "  --metric M (FLOPS_per_gpu)       FLOPS_per_gpu|throughput|forward|backward|latency\n"
+           "  --zero-stages S... (1 2 3)       the ZeRO stages to search\n"
+           "  --start-profile-step N (3)  --end-profile-step N (5)   the measured steps\n"
+           "  --random-seed N (42)\n"
+           "  --run-full-experiment            then run the config with the best DeepSpeed config\n"
+           "  --json                           the summary as JSON\n"
+           "  asha:   --max-rungs N (5) --min-binary-search-trials N (3)\n"
+           "          --asha-early-stopping N (0) --divisor N (2) --search-range-factor F (1.0)\n"
+           "  binary: --search-range-factor F (1.0)\n"
+           "  random: --trials-per-random-config N (5) --early-stopping N (0: never)\n");
+}
+
+/* An integer flag in [lo, hi]; false with err. */
+static bool int_flag(const char *name, const char *s, long long lo, long long hi, long long *out,
+                     char *err, size_t n) {
+    char *end = NULL;
+    errno = 0;
+    long long v = s ? strtoll(s, &end, 10) : 0;
+    if (!s || !*s || *end || errno || v < lo || v > hi) {
+        snprintf(err, n, "%s must be an integer in [%lld, %lld], got '%s'", name, lo, hi,
+                 s ? s : "");
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+enum {
+    F_MAX_TRIALS,
+    F_MAX_CONC,
+    F_MAX_SLOTS,
+    F_START,
+    F_END,
+    F_SEED,
+    F_MAX_RUNGS,
+    F_MIN_BST,
+    F_ASHA_ES,
+    F_DIVISOR,
+    F_TPRC,
+    F_ES,
+    N_INT
+};
+static const struct {
+    const char *flag, *key; /* key: searcher.dsat's (NULL: elsewhere) */
+    long long lo, hi;
+    const char *method; /* the only method that takes it, or NULL */
+} INTS[N_INT] = {
+    {"--max-trials", NULL, 1, 100000, NULL},
+    {"--max-concurrent-trials", NULL, 1, 100000, NULL},
+    {"--max-slots", NULL, 1, 100000, NULL},
+    {"--start-profile-step", "start_profile_step", 1, 1000000, NULL},
+    {"--end-profile-step", "end_profile_step", 1, 1000000, NULL},
+    {"--random-seed", "random_seed", 0, INT_MAX, NULL},
+    {"--max-rungs", "max_rungs", 1, 64, "asha"},
+    {"--min-binary-search-trials", "min_binary_search_trials", 1, 100000, "asha"},
+    {"--asha-early-stopping", "asha_early_stopping", 0, 64, "asha"},
+    {"--divisor", "divisor", 2, 1024, "asha"},
+    {"--trials-per-random-config", "trials_per_random_config", 1, 100000, "random"},
+    {"--early-stopping", "early_stopping", 0, 100000, "random"},
+};
+
+/* --zero-stages takes the values after it: pull them out of argv into `stages` (a flow list).
+ * Returns the new argc; -1 with err for a bad stage. */
+static int take_stages(int argc, char **argv, char *stages, size_t n, bool *given, char *err,
+                       size_t errn) {
+    int w = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--zero-stages")) {
+            argv[w++] = argv[i];
+            continue;
+        }
+        int seen = 0, count = 0;
+        snprintf(stages, n, "[");
+        while (i + 1 < argc && argv[i + 1][0] != '-' && strspn(argv[i + 1], "0123456789") &&
+               !argv[i + 1][strspn(argv[i + 1], "0123456789")]) {
+            long long s;
+            if (!int_flag("--zero-stages", argv[++i], 0, 3, &s, err, errn)) return -1;
+            if (seen & (1 << s)) {
+                snprintf(err, errn, "--zero-stages names stage %lld twice", s);
+                return -1;
+            }
+            seen |= 1 << s;
+            snprintf(stages + strlen(stages), n - strlen(stages), "%s%lld", count++ ? ", " : "", s);
+        }
+        if (!count) {
+            snprintf(err, errn,
+                     "--zero-stages needs one or more stages 0..3, e.g. --zero-stages "
+                     "1 2 3");
+            return -1;
+        }
+        snprintf(stages + strlen(stages), n - strlen(stages), "]");
+        *given = true;
+    }
+    return w;
+}
+
+/* ---- the summary --------------------------------------------------------------------------- */
+
+static json_t *load_json(const char *dir, const char *name) {
+    char p[PATH_MAX + 64];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return json_load_file(p, 0, NULL);
+}
+
+static void put_bytes(dt_cli_table *t, const json_t *v) {
+    double b;
+    if (dt_json_number(v, &b) && b > 0)
+        dt_cli_table_putf(t, "%.1f MB", b / 1e6);
+    else
+        dt_cli_table_put(t, NULL);
+}
+
+static void print_trials(const json_t *summary, bool json) {
+    if (json) {
+        dt_cli_print_json(stdout, summary);
+        return;
+    }
+    const char *hdr[] = {"REQUEST",   "KIND",     "STAGE",  "MBS",   "KNOBS",
+                         "PREDICTED", "MEASURED", "METRIC", "RESULT"};
+    dt_cli_table *t = dt_cli_table_new(9, hdr);
+    size_t i;
+    json_t *r;
+    json_array_foreach(json_object_get(summary, "trials"), i, r) {
+        const json_t *k = json_object_get(r, "knobs");
+        dt_cli_table_row(t);
+        dt_cli_table_put_json(t, json_object_get(r, "request_id"));
+        dt_cli_table_put_json(t, json_object_get(r, "kind"));
+        dt_cli_table_put_json(t, json_object_get(k, "zero_stage"));
+        dt_cli_table_put_json(t, json_object_get(k, "mbs"));
+        char knobs[256] = "";
+        static const char *const B[] = {"overlap_comm", "reduce_scatter", "contiguous_gradients",
+                                        "allgather_partitions"};
+        static const char *const SHORT[] = {"oc", "rs", "cg", "ap"};
+        double rb = 0, ab = 0;
+        dt_json_number(json_object_get(k, "reduce_bucket_size"), &rb);
+        dt_json_number(json_object_get(k, "allgather_bucket_size"), &ab);
+        if (rb > 0) snprintf(knobs + strlen(knobs), sizeof knobs - strlen(knobs), "rb=%.0g ", rb);
+        if (ab > 0) snprintf(knobs + strlen(knobs), sizeof knobs - strlen(knobs), "ab=%.0g ", ab);
+        for (int b = 0; b < 4; b++) {
+            json_int_t v = json_integer_value(json_object_get(k, B[b]));
+            if (v >= 0)
+                snprintf(knobs + strlen(knobs), sizeof knobs - strlen(knobs), "%s=%d ", SHORT[b],
+                         (int)v);
+        }
+        if (json_is_true(json_object_get(k, "offload_optimizer")))
+            snprintf(knobs + strlen(knobs), sizeof knobs - strlen(knobs), "offload ");
+        if (knobs[0]) knobs[strlen(knobs) - 1] = 0;
+        dt_cli_table_put(t, knobs[0] ? knobs : "-");
+        put_bytes(t, json_object_get(r, "predicted_bytes"));
+        put_bytes(t, json_object_get(r, "measured_bytes"));
+        double mv;
+        if (dt_json_number(json_object_get(r, "metric"), &mv))
+            dt_cli_table_putf(t, "%.4g", mv);
+        else
+            dt_cli_table_put(t, NULL);
+        dt_cli_table_put_json(t, json_object_get(r, "result"));
+    }
+    dt_cli_table_print(t, stdout, dt_cli_mode_for(false, stdout), true);
+    dt_cli_table_free(t);
+}
+
+/* The runner's log, the trials and the files, from the experiment's checkpoint directory;
+ * *dir gets it (malloc'd) for --run-full-experiment. */
+static int print_summary(dt_client *c, int64_t id, bool json, char **dir) {
+    char path[96];
+    json_t *ans = NULL;
+    snprintf(path, sizeof path, "/api/v1/experiments/%lld", (long long)id);
+    int rc = dt_cli_request(c, WHO, "GET", path, NULL, &ans, NULL);
+    if (rc) return rc;
+    const char *d =
+        json_string_value(json_object_get(json_object_get(ans, "experiment"), "checkpoint_dir"));
+    *dir = d ? strdup(d) : NULL;
+    json_decref(ans);
+    json_t *summary = *dir ? load_json(*dir, "dsat_summary.json") : NULL;
+    if (!summary) {
+        fprintf(stderr,
+                WHO ": error: the search runner left no summary%s%s\nhint: dtrain "
+                    "experiment logs %lld shows what happened\n",
+                *dir ? " in " : "", *dir ? *dir : "", (long long)id);
+        return DT_EXIT_FAILED;
+    }
+    if (!json) {
+        char p[PATH_MAX + 64], line[2048];
+        snprintf(p, sizeof p, "%s/dsat.log", *dir);
+        FILE *f = fopen(p, "r");
+        while (f && fgets(line, sizeof line, f)) fputs(line, stdout);
+        if (f) fclose(f);
+    }
+    print_trials(summary, json);
+    json_decref(summary);
+    json_t *best = load_json(*dir, "best_ds_metrics.json");
+    if (!json && best)
+        printf("best: request %lld, %s %g\n  %s/best_ds_config.json\n  %s/best_ds_metrics.json\n",
+               (long long)json_integer_value(json_object_get(best, "request_id")),
+               json_string_value(json_object_get(best, "metric")),
+               json_number_value(json_object_get(best, "value")), *dir, *dir);
+    else if (!json)
+        printf("no trial succeeded: no best config (the trials' logs say why)\n");
+    json_decref(best);
+    return DT_EXIT_OK;
+}
+
+/* The user's experiment with the best DeepSpeed config. */
+static int run_full(const char *config, const char *model_dir, const char *dir) {
+    json_t *best = load_json(dir, "best_ds_config.json");
+    if (!best) {
+        fprintf(stderr, WHO ": error: --run-full-experiment: no best config in %s\n", dir);
+        return DT_EXIT_FAILED;
+    }
+    char *ds = json_dumps(best, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(best);
+    char *a = NULL;
+    json_t *ov = json_array();
+    if (ds && asprintf(&a, "hyperparameters.deepspeed_config={type: const, val: %s}", ds) > 0)
+        json_array_append_new(ov, json_string(a));
+    json_array_append_new(
+        ov, json_string("hyperparameters.overwrite_deepspeed_args={type: const, val: {}}"));
+    free(ds);
+    free(a);
+    dt_client *c = NULL;
+    int64_t id = 0;
+    int rc = dt_cli_create_experiment(WHO " --run-full-experiment", config, model_dir, ov, true, &c,
+                                      &id);
+    json_decref(ov);
+    dt_client_free(c);
+    if (!rc) printf("full experiment: %lld\n", (long long)id);
+    return rc;
+}
+
+int dt_cli_dsat(int argc, char **argv) {
+    char err[512], stages[64] = "[1, 2, 3]";
+    if (argc < 1 || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))
+        return usage(argc < 1 ? stderr : stdout), argc < 1 ? DT_EXIT_USAGE : DT_EXIT_OK;
+    const char *method = argv[0];
+    if (strcmp(method, "asha") && strcmp(method, "binary") && strcmp(method, "random")) {
+        snprintf(err, sizeof err, "unknown method '%s': use asha, binary or random", method);
+        return dt_cli_usage_error(WHO, err, usage);
+    }
+    char **av = malloc((size_t)argc * sizeof *av);
+    if (!av) return DT_EXIT_FAILED;
+    memcpy(av, argv + 1, (size_t)(argc - 1) * sizeof *av);
+    bool stages_given = false, full = false, json = false;
+    int ac = take_stages(argc - 1, av, stages, sizeof stages, &stages_given, err, sizeof err);
+    const char *vals[N_INT] = {0}, *metric = NULL, *factor_s = NULL, *include = NULL;
+    dt_cli_opt opts[N_INT + 5];
+    for (int i = 0; i < N_INT; i++) opts[i] = (dt_cli_opt){.name = INTS[i].flag, .value = &vals[i]};
+    opts[N_INT] = (dt_cli_opt){.name = "--metric", .value = &metric};
+    opts[N_INT + 1] = (dt_cli_opt){.name = "--search-range-factor", .value = &factor_s};
+    opts[N_INT + 2] = (dt_cli_opt){.name = "--run-full-experiment", .flag = &full};
+    opts[N_INT + 3] = (dt_cli_opt){.name = "--json", .flag = &json};
+    opts[N_INT + 4] = (dt_cli_opt){.name = "--include", .value = &include};
+    const char *pos[2];
+    int n = ac < 0 ? DT_CLI_BAD
+                   : dt_cli_parse(ac, av, opts, N_INT + 5, pos, 2, 2, "CONFIG MODEL_DIR", err,
+                                  sizeof err);
+    free(av);
+    if (n == DT_CLI_HELP) return usage(stdout), DT_EXIT_OK;
+    if (n < 0) return dt_cli_usage_error(WHO, err, usage);
+    long long v[N_INT] = {50, 16, 0, 3, 5, 42, 5, 3, 0, 2, 5, 0};
+    for (int i = 0; i < N_INT; i++) {
+        if (!vals[i]) continue;
+        if (INTS[i].method && strcmp(INTS[i].method, method)) {
+            snprintf(err, sizeof err, "%s is a flag of dtrain dsat %s, not %s", INTS[i].flag,
+                     INTS[i].method, method);
+            return dt_cli_usage_error(WHO, err, usage);
+        }
+        if (!int_flag(INTS[i].flag, vals[i], INTS[i].lo, INTS[i].hi, &v[i], err, sizeof err))
+            return dt_cli_usage_error(WHO, err, usage);
+    }
+    if (v[F_END] < v[F_START]) {
+        snprintf(err, sizeof err, "--end-profile-step (%lld) is below --start-profile-step (%lld)",
+                 v[F_END], v[F_START]);
+        return dt_cli_usage_error(WHO, err, usage);
+    }
+    static const char *const METRICS[] = {"FLOPS_per_gpu", "throughput", "forward", "backward",
+                                          "latency"};
+    int mi = 0;
+    while (metric && mi < 5 && strcmp(metric, METRICS[mi])) mi++;
+    if (mi == 5) {
+        snprintf(err, sizeof err,
+                 "--metric must be FLOPS_per_gpu, throughput, forward, backward or latency, got "
+                 "'%s'",
+                 metric);
+        return dt_cli_usage_error(WHO, err, usage);
+    }
+    double factor = 1.0;
+    char *end = NULL;
+    if (factor_s && !strcmp(method, "random")) {
+        snprintf(err, sizeof err, "--search-range-factor is a flag of asha and binary");
+        return dt_cli_usage_error(WHO, err, usage);
+    }
+    if (factor_s &&
+        (factor = strtod(factor_s, &end), !*factor_s || *end || !isfinite(factor) || factor <= 0)) {
+        snprintf(err, sizeof err, "--search-range-factor must be a number > 0, got '%s'", factor_s);
+        return dt_cli_usage_error(WHO, err, usage);
+    }
+    if (include) {
+        snprintf(err, sizeof err,
+                 "--include: the master reads MODEL_DIR in place, so extra "
+                 "files belong in it (or a path the trial reads)");
+        return dt_cli_usage_error(WHO, err, usage);
+    }
+
+    /* the searcher: the dsat runner with these settings */
+    char s[2048], *a = NULL;
+    int k = snprintf(s, sizeof s,
+                     "searcher={name: dsat, method: %s, metric: %s, smaller_is_better: %s, "
+                     "max_trials: %lld, max_concurrent_trials: %lld, max_length: {batches: %lld}, "
+                     "dsat: {zero_stages: %s, search_range_factor: %.17g",
+                     method, METRICS[mi], mi >= 2 ? "true" : "false", v[F_MAX_TRIALS],
+                     v[F_MAX_CONC], v[F_END], stages, factor);
+    for (int i = F_START; i < N_INT; i++)
+        if (!INTS[i].method || !strcmp(INTS[i].method, method))
+            k += snprintf(s + k, sizeof s - (size_t)k, ", %s: %lld", INTS[i].key, v[i]);
+    snprintf(s + k, sizeof s - (size_t)k, "}}");
+    json_t *ov = json_array();
+    json_array_append_new(ov, json_string(s));
+    /* a failed trial is a result of the search, not something to run again */
+    json_array_append_new(ov, json_string("max_restarts=0"));
+    if (v[F_MAX_SLOTS] && asprintf(&a, "resources.max_slots=%lld", v[F_MAX_SLOTS]) > 0)
+        json_array_append_new(ov, json_string(a));
+    free(a);
+    dt_client *c = NULL;
+    int64_t id = 0;
+    int rc = dt_cli_create_experiment(WHO, pos[0], pos[1], ov, true, &c, &id);
+    json_decref(ov);
+    char *state = NULL, *dir = NULL;
+    if (!rc) rc = dt_cli_follow_experiment(c, WHO, id, &state);
+    if (!rc) {
+        rc = print_summary(c, id, json, &dir);
+        if (!rc && strcmp(state, "COMPLETED")) rc = DT_EXIT_FAILED;
+        if (!rc && full) rc = run_full(pos[0], pos[1], dir);
+    }
+    free(state);
+    free(dir);
+    dt_client_free(c);
+    return rc;
+}

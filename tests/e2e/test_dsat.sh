@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# End-to-end test of `dtrain dsat` (docs/dsat.md) on tests/e2e/dsat_toy, a small engine-based
+# trial, against a master of its own on a free loopback port with its own DTRAIN_HOME and a
+# 4 MB device budget (DT_DEVICE_MEMORY) that makes large micro-batches run out of memory:
+#   - bad flags and a config without deepspeed_config fail before any trial, saying why;
+#   - `dtrain dsat binary` completes, writes best_ds_config.json and best_ds_metrics.json,
+#     prints the summary; an OOM trial is a result (the search goes on, no restart);
+#   - asha and random complete; --json gives the summary; --run-full-experiment runs the
+#     user's experiment with the best config.
+# usage: test_dsat.sh DTRAIN_BINARY SOURCE_DIR
+# Prints "N passed, M failed" and exits non-zero on any failure.
+set -u
+DTRAIN=$1
+SRC=$2
+PY=${PYTHON:-python3}
+W=$(mktemp -d /tmp/dtrain-dsat.XXXXXX)
+. "$SRC/tests/e2e/master_env.sh"
+export DT_DEVICE_MEMORY=4M
+cleanup() {
+  [ -n "$MPID" ] && kill "$MPID" 2> /dev/null && wait "$MPID" 2> /dev/null
+  rm -rf "$W"
+}
+trap cleanup EXIT
+. "$SRC/tests/e2e/check.sh"
+start_master 2 || exit 1
+
+TOY=$SRC/tests/e2e/dsat_toy
+n_exps() { $API get /api/v1/experiments 'len(r["experiments"])'; }
+
+# ---- bad input: usage errors (exit 2) and a config that cannot run, before any trial ----
+"$DTRAIN" dsat binary "$TOY/const.yaml" "$TOY" --max-trials x > "$W/o" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q "max-trials must be an integer" "$W/o"' "a bad --max-trials: $(cat "$W/o")"
+"$DTRAIN" dsat binary "$TOY/const.yaml" "$TOY" --max-rungs 3 > "$W/o" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q "max-rungs is a flag of dtrain dsat asha" "$W/o"' "an asha flag to binary: $(cat "$W/o")"
+"$DTRAIN" dsat binary "$TOY/const.yaml" "$TOY" --zero-stages 1 4 > "$W/o" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q "zero-stages" "$W/o"' "stage 4: $(cat "$W/o")"
+"$DTRAIN" dsat binary "$TOY/const.yaml" "$TOY" --metric speed > "$W/o" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q "metric must be" "$W/o"' "a bad metric: $(cat "$W/o")"
+"$DTRAIN" dsat grid "$TOY/const.yaml" "$TOY" > "$W/o" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q "unknown method" "$W/o"' "an unknown method: $(cat "$W/o")"
+"$DTRAIN" dsat binary "$TOY/no_ds.yaml" "$TOY" > "$W/o" 2>&1
+rc=$?
+check '[ $rc -eq 1 ] && grep -q "deepspeed_config" "$W/o"' "no deepspeed_config: $(cat "$W/o")"
+check '[ "$(n_exps)" = 0 ]' "a refused search left an experiment behind"
+
+# ---- binary: completes, an OOM is a result, the two files ----
+"$DTRAIN" dsat binary "$TOY/const.yaml" "$TOY" --max-trials 8 --max-concurrent-trials 2 \
+  > "$W/bin.out" 2> "$W/bin.err"
+rc=$?
+check '[ $rc -eq 0 ]' "dsat binary failed ($rc): $(tail -5 "$W/bin.err") $(tail -5 "$W/bin.out")"
+EXP=$(sed -n 's/^created experiment \([0-9]*\)$/\1/p' "$W/bin.out" | head -1)
+DIR=$($API get /api/v1/experiments/$EXP 'r["experiment"]["checkpoint_dir"]')
+check '[ -s "$DIR/best_ds_config.json" ] && [ -s "$DIR/best_ds_metrics.json" ]' "no best files in $DIR"
+check '$PY -c "import json,sys; c=json.load(open(sys.argv[1])); assert \"autotuning\" not in c; assert c[\"train_batch_size\"] == c[\"train_micro_batch_size_per_gpu\"]" "$DIR/best_ds_config.json"' \
+  "best_ds_config.json is not a merged config: $(cat "$DIR/best_ds_config.json")"
+check 'grep -q "the search is over: max_trials" "$W/bin.out"' "no done reason: $(cat "$W/bin.out")"
+check 'grep -q "approximate max micro-batch" "$W/bin.out"' "no per-stage estimate in the log"
+check 'grep -qE "^1[[:space:]]+profile" "$W/bin.out"' "no summary table: $(cat "$W/bin.out")"
+check '[ "$($API get /api/v1/experiments/$EXP "len(r[\"trials\"])")" = 8 ]' "binary did not run 8 trials"
+NOOM=$(grep -cE "[[:space:]]oom$" "$W/bin.out")
+check '[ "$NOOM" -ge 1 ]' "no trial ran out of memory under the 4 MB budget: $(cat "$W/bin.out")"
+check '[ "$($API get /api/v1/experiments/$EXP "sum(t[\"restarts\"] for t in r[\"trials\"])")" = 0 ]' \
+  "a trial was restarted"
+check '[ "$($API get /api/v1/experiments/$EXP "[t[\"state\"] for t in r[\"trials\"]].count(\"COMPLETED\")")" = 8 ]' \
+  "not every trial COMPLETED (an OOM is a result): $($API get /api/v1/experiments/$EXP '[t["state"] for t in r["trials"]]')"
+
+# ---- asha (--json) and random ----
+"$DTRAIN" dsat asha "$TOY/const.yaml" "$TOY" --max-trials 7 --max-concurrent-trials 2 \
+  --min-binary-search-trials 2 --zero-stages 1 2 --json > "$W/asha.out" 2> "$W/asha.err"
+rc=$?
+check '[ $rc -eq 0 ]' "dsat asha failed ($rc): $(tail -5 "$W/asha.err")"
+check '$PY -c "import json,sys; s=json.load(open(sys.argv[1])); assert s[\"done\"] and len(s[\"trials\"]) == 7" <(sed -n "/^{/,\$p" "$W/asha.out")' \
+  "asha --json: $(cat "$W/asha.out")"
+"$DTRAIN" dsat random "$TOY/const.yaml" "$TOY" --max-trials 6 --max-concurrent-trials 2 \
+  --trials-per-random-config 3 --metric throughput > "$W/rnd.out" 2> "$W/rnd.err"
+rc=$?
+check '[ $rc -eq 0 ] && grep -q "best: request" "$W/rnd.out"' "dsat random failed ($rc): $(tail -5 "$W/rnd.err")"
+
+# ---- --run-full-experiment ----
+"$DTRAIN" dsat binary "$TOY/const.yaml" "$TOY" --max-trials 4 --max-concurrent-trials 2 \
+  --run-full-experiment > "$W/full.out" 2> "$W/full.err"
+rc=$?
+FULL=$(sed -n 's/^full experiment: \([0-9]*\)$/\1/p' "$W/full.out")
+check '[ $rc -eq 0 ] && [ -n "$FULL" ]' "--run-full-experiment failed ($rc): $(tail -5 "$W/full.err")"
+if [ -n "$FULL" ]; then
+  "$DTRAIN" experiment wait "$FULL" > /dev/null 2>&1
+  rc=$?
+  check '[ $rc -eq 0 ]' "the full experiment did not complete"
+  check '$API get /api/v1/experiments/$FULL "r[\"trials\"][0][\"hparams\"][\"deepspeed_config\"][\"train_micro_batch_size_per_gpu\"]" > /dev/null' \
+    "the full experiment does not run the best config"
+fi
+summary
