@@ -574,13 +574,16 @@ void dt_store_rollback(dt_store *st) {
 #define EXP_SELECT                                                                                 \
     "SELECT e.id, e.name, e.description, e.state, e.config, e.config_text, e.model_dir,"           \
     " e.progress, e.start_time, e.end_time, e.searcher_metric, e.smaller_is_better,"               \
-    " (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id),"                               \
+    " (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id)," /* per trial first: each      \
+                                                                        inner min / max is one     \
+                                                                        look-up in                 \
+                                                                        metrics_kind_value */      \
     " CASE WHEN e.smaller_is_better THEN"                                                          \
-    "  (SELECT min(m.searcher_value) FROM trials t JOIN metrics m ON m.trial_id = t.id"            \
-    "   WHERE t.experiment_id = e.id AND m.kind = 'validation')"                                   \
+    "  (SELECT min((SELECT min(m.searcher_value) FROM metrics m WHERE m.trial_id = t.id"           \
+    "   AND m.kind = 'validation')) FROM trials t WHERE t.experiment_id = e.id)"                   \
     " ELSE"                                                                                        \
-    "  (SELECT max(m.searcher_value) FROM trials t JOIN metrics m ON m.trial_id = t.id"            \
-    "   WHERE t.experiment_id = e.id AND m.kind = 'validation') END,"                              \
+    "  (SELECT max((SELECT max(m.searcher_value) FROM metrics m WHERE m.trial_id = t.id"           \
+    "   AND m.kind = 'validation')) FROM trials t WHERE t.experiment_id = e.id) END,"              \
     " e.so_path,"                                                                                  \
     " (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id"                                 \
     "  AND t.state NOT IN ('COMPLETED', 'CANCELED', 'ERROR')),"                                    \

@@ -1,6 +1,6 @@
 /* test_store.c — the experiment store (src/master/store.c, store_schema.c): every function's
- * round trip and its errors, migration from schema 1, foreign and newer files left untouched,
- * 8 threads writing metrics at once, and a writer killed mid-batch. */
+ * round trip and its errors, migration from schemas 1 and 2, foreign and newer files left
+ * untouched, 8 threads writing metrics at once, and a writer killed mid-batch. */
 #define _GNU_SOURCE
 #include "master/store_impl.h"
 #include "test.h"
@@ -464,6 +464,88 @@ static void test_migration(void) {
     json_decref(cfg);
 }
 
+/* The query plan of `sql` as one line ("SEARCH m USING ... | ..."). */
+static void query_plan(dt_store *st, const char *sql, char *out, size_t n) {
+    char q[1024];
+    snprintf(q, sizeof q, "EXPLAIN QUERY PLAN %s", sql);
+    sqlite3_stmt *s = NULL;
+    size_t len = 0;
+    out[0] = 0;
+    if (sqlite3_prepare_v2(dt__store_db(st), q, -1, &s, NULL) != SQLITE_OK) return;
+    while (sqlite3_step(s) == SQLITE_ROW && len + 1 < n)
+        len += (size_t)snprintf(out + len, n - len, "%s | ", sqlite3_column_text(s, 3));
+    sqlite3_finalize(s);
+}
+
+/* Schema 2 -> 3: the best-metric index gains kind; best values read the same after it. */
+static void test_migration_v2(void) {
+    char path[512];
+    path_in(path, sizeof path, "v2.db");
+    dt_store *st = NULL;
+    CHECK(dt__store_open_at_version(path, 2, &st) == DT_OK);
+    if (!st) return;
+    CHECK(count_rows(st, "PRAGMA user_version") == 2);
+    json_t *cfg = test_config();
+    json_t *hp = json_pack("{s:i}", "units", 32);
+    int64_t small = 0, large = 0, t[3] = {0}, nw = 0;
+    CHECK(dt_store_exp_insert(st, cfg, "text", "/m", &small) == DT_OK);
+    CHECK(dt_store_exp_insert(st, cfg, "text", "/m", &large) == DT_OK);
+    CHECK(sqlite3_exec(dt__store_db(st),
+                       "UPDATE experiments SET smaller_is_better = 0 WHERE id = 2", NULL, NULL,
+                       NULL) == SQLITE_OK);
+    CHECK(dt_store_trial_insert(st, small, 1, hp, 1, &t[0]) == DT_OK);
+    CHECK(dt_store_trial_insert(st, small, 2, hp, 2, &t[1]) == DT_OK);
+    CHECK(dt_store_trial_insert(st, large, 1, hp, 3, &t[2]) == DT_OK);
+    /* training rows hold the searcher metric too: only validation rows count */
+    json_t *r0 = json_pack("[o,o,o]", mrow("validation", 10, 0.5), mrow("validation", 20, 0.3),
+                           mrow("training", 20, 0.01));
+    json_t *r1 = json_pack("[o,o]", mrow("validation", 10, 0.4), mrow("validation", 20, 0.45));
+    json_t *r2 = json_pack("[o,o,o]", mrow("validation", 10, 0.2), mrow("validation", 20, 0.6),
+                           mrow("training", 20, 0.9));
+    CHECK(dt_store_metrics_insert(st, t[0], r0, &nw) == DT_OK && nw == 3);
+    CHECK(dt_store_metrics_insert(st, t[1], r1, &nw) == DT_OK && nw == 2);
+    CHECK(dt_store_metrics_insert(st, t[2], r2, &nw) == DT_OK && nw == 3);
+    dt_store_close(st);
+
+    st = NULL;
+    CHECK(dt_store_open(path, &st) == DT_OK);
+    if (!st) return;
+    CHECK(count_rows(st, "PRAGMA user_version") == dt_store_schema_version());
+    CHECK(dt_store_check(st) == DT_OK);
+    CHECK(count_rows(st, "SELECT count(*) FROM sqlite_master WHERE name = 'metrics_kind_value'") ==
+          1);
+    CHECK(count_rows(st, "SELECT count(*) FROM sqlite_master WHERE name = 'metrics_validation'") ==
+          0);
+    json_t *e = NULL, *tr = NULL;
+    CHECK(dt_store_exp_get(st, small, &e) == DT_OK);
+    CHECK(json_real_value(json_object_get(e, "best_metric")) == 0.3);
+    json_decref(e);
+    CHECK(dt_store_exp_get(st, large, &e) == DT_OK);
+    CHECK(json_real_value(json_object_get(e, "best_metric")) == 0.6);
+    json_decref(e);
+    CHECK(dt_store_trial_get(st, t[1], &tr) == DT_OK);
+    CHECK(json_real_value(json_object_get(tr, "latest_validation")) == 0.45);
+    json_decref(tr);
+    /* a trial's best validation is read from the index alone */
+    char plan[1024];
+    query_plan(st,
+               "SELECT min(searcher_value) FROM metrics WHERE trial_id = 1 AND kind = 'validation'",
+               plan, sizeof plan);
+    CHECK_MSG(strstr(plan, "COVERING INDEX metrics_kind_value"), "plan: %s", plan);
+    /* a new experiment with no validation yet has no best */
+    int64_t none = 0;
+    CHECK(dt_store_exp_insert(st, cfg, "text", "/m", &none) == DT_OK);
+    CHECK(dt_store_exp_get(st, none, &e) == DT_OK);
+    CHECK(json_is_null(json_object_get(e, "best_metric")));
+    json_decref(e);
+    dt_store_close(st);
+    json_decref(r0);
+    json_decref(r1);
+    json_decref(r2);
+    json_decref(hp);
+    json_decref(cfg);
+}
+
 static void test_foreign_files(void) {
     char path[512];
     size_t n0 = 0, n1 = 0;
@@ -654,6 +736,7 @@ int main(void) {
     TEST_RUN(test_experiments);
     TEST_RUN(test_trials_metrics_ckpts_logs);
     TEST_RUN(test_migration);
+    TEST_RUN(test_migration_v2);
     TEST_RUN(test_foreign_files);
     TEST_RUN(test_concurrent_writers);
     TEST_RUN(test_killed_writer);
