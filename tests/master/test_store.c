@@ -1,6 +1,6 @@
 /* test_store.c — the experiment store (src/master/store.c, store_schema.c): every function's
- * round trip and its errors, migration from schemas 1 and 2, foreign and newer files left
- * untouched, 8 threads writing metrics at once, and a writer killed mid-batch. */
+ * round trip and its errors, migration from schemas 1 and 2, the chart series cache, foreign and
+ * newer files left untouched, 8 threads writing metrics at once, and a writer killed mid-batch. */
 #define _GNU_SOURCE
 #include "master/store_impl.h"
 #include "test.h"
@@ -546,6 +546,90 @@ static void test_migration_v2(void) {
     json_decref(cfg);
 }
 
+/* The loss series of the experiment's trials, x = batches, at most `points` points a trial. */
+static json_t *loss_series(dt_store *st, int64_t exp, int64_t points) {
+    json_t *out = NULL;
+    CHECK(dt_store_metric_series(st, exp, 0, "training", "loss", "batches", points, &out) == DT_OK);
+    return out;
+}
+
+/* y of trial index i's point at batches b in a series (every point kept), or -1. */
+static double y_at(const json_t *series, size_t i, int64_t b) {
+    size_t k;
+    json_t *p;
+    json_array_foreach(json_object_get(json_array_get(series, i), "data"), k, p) {
+        if (json_number_value(json_array_get(p, 0)) == (double)b)
+            return json_number_value(json_array_get(p, 1));
+    }
+    return -1;
+}
+
+/* Rows of trial `t` at batches lo..hi with loss = base + batches / 1000. */
+static void put_rows(dt_store *st, int64_t t, int64_t lo, int64_t hi, double base) {
+    json_t *rows = json_array();
+    for (int64_t b = lo; b <= hi; b++)
+        json_array_append_new(rows, mrow("training", b, base + (double)b / 1000));
+    CHECK(dt_store_metrics_insert(st, t, rows, NULL) == DT_OK);
+    json_decref(rows);
+}
+
+/* Chart series come from the store's cache, extended with the rows that arrive after it was
+ * read: they read the same as a fresh handle's after new rows, upserts of rows already read and
+ * a rolled-back group. */
+static void test_series_cache(void) {
+    char path[512];
+    path_in(path, sizeof path, "series.db");
+    dt_store *st = NULL, *fresh = NULL;
+    CHECK(dt_store_open(path, &st) == DT_OK);
+    if (!st) return;
+    json_t *cfg = test_config(), *hp = json_pack("{s:i}", "units", 8);
+    int64_t exp = 0, t1 = 0, t2 = 0;
+    CHECK(dt_store_exp_insert(st, cfg, "text", "/m", &exp) == DT_OK);
+    CHECK(dt_store_trial_insert(st, exp, 1, hp, 1, &t1) == DT_OK);
+    CHECK(dt_store_trial_insert(st, exp, 2, hp, 2, &t2) == DT_OK);
+    put_rows(st, t1, 1, 100, 0);
+    json_t *a = loss_series(st, exp, 1000); /* t2 has no rows: not listed */
+    CHECK(json_array_size(a) == 1 && y_at(a, 0, 100) == 0.1);
+    json_decref(a);
+    /* rows after the ones read: appended */
+    put_rows(st, t1, 101, 150, 0);
+    put_rows(st, t2, 1, 10, 1);
+    a = loss_series(st, exp, 1000);
+    CHECK(json_array_size(a) == 2);
+    CHECK(json_integer_value(json_object_get(json_array_get(a, 0), "total")) == 150);
+    CHECK(y_at(a, 0, 150) == 0.15 && y_at(a, 1, 10) == 1.01);
+    json_decref(a);
+    /* an upsert of a row already read (a resumed trial reporting again) replaces its point */
+    put_rows(st, t1, 40, 40, 5);
+    a = loss_series(st, exp, 1000);
+    CHECK(y_at(a, 0, 40) == 5.04 && y_at(a, 0, 39) == 0.039);
+    CHECK(json_integer_value(json_object_get(json_array_get(a, 0), "total")) == 150);
+    json_decref(a);
+    /* a group's rows read before its rollback are forgotten with it */
+    CHECK(dt_store_begin(st) == DT_OK);
+    put_rows(st, t1, 151, 160, 0);
+    a = loss_series(st, exp, 1000);
+    CHECK(y_at(a, 0, 160) == 0.16);
+    json_decref(a);
+    dt_store_rollback(st);
+    a = loss_series(st, exp, 1000);
+    CHECK(y_at(a, 0, 160) == -1 &&
+          json_integer_value(json_object_get(json_array_get(a, 0), "total")) == 150);
+    json_decref(a);
+    /* downsampled (min and max per bucket) and whole, the same as a handle that read nothing */
+    CHECK(dt_store_open(path, &fresh) == DT_OK);
+    for (int64_t points = 10; fresh && points <= 1000; points *= 10) {
+        json_t *warm = loss_series(st, exp, points), *cold = loss_series(fresh, exp, points);
+        CHECK_MSG(json_equal(warm, cold), "points %lld", (long long)points);
+        json_decref(warm);
+        json_decref(cold);
+    }
+    dt_store_close(fresh);
+    dt_store_close(st);
+    json_decref(hp);
+    json_decref(cfg);
+}
+
 static void test_foreign_files(void) {
     char path[512];
     size_t n0 = 0, n1 = 0;
@@ -737,6 +821,7 @@ int main(void) {
     TEST_RUN(test_trials_metrics_ckpts_logs);
     TEST_RUN(test_migration);
     TEST_RUN(test_migration_v2);
+    TEST_RUN(test_series_cache);
     TEST_RUN(test_foreign_files);
     TEST_RUN(test_concurrent_writers);
     TEST_RUN(test_killed_writer);
