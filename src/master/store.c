@@ -51,6 +51,7 @@ struct dt_store {
     stmt_slot *cache;   /* open addressing on the SQL text's hash; cap a power of two */
     int cache_n, cache_cap;
     dt__series_cache *series; /* chart series read so far (series_cache.h) */
+    uint64_t metrics_gen;     /* dt_store_metrics_generation */
 };
 
 /* The chart series cache's budget: 16 bytes a point, 64 MB (100 trials x 10 000 points of two
@@ -66,6 +67,19 @@ static void lock(dt_store *st) {
 }
 static void unlock(dt_store *st) {
     pthread_mutex_unlock(&st->mu);
+}
+
+/* Metric rows may have changed (a write or an undo): forget what was read of them. */
+static void metrics_changed(dt_store *st) {
+    dt__series_cache_clear(st->series);
+    st->metrics_gen++;
+}
+
+uint64_t dt_store_metrics_generation(dt_store *st) {
+    lock(st);
+    uint64_t g = st->metrics_gen;
+    unlock(st);
+    return g;
 }
 
 static dt_status sql_error(dt_store *st, int rc, const char *what) {
@@ -285,7 +299,7 @@ static dt_status write_end(dt_store *st, dt_status status) {
     if (status == DT_OK) status = exec(st, "RELEASE w");
     if (status != DT_OK) {
         DT_KEEP_ERROR(exec(st, "ROLLBACK TO w"); exec(st, "RELEASE w"));
-        dt__series_cache_clear(st->series); /* it may hold rows read before the undo */
+        metrics_changed(st); /* the cache may hold rows read before the undo */
     }
     unlock(st);
     return status;
@@ -564,7 +578,7 @@ dt_status dt_store_commit(dt_store *st) {
     dt_status status = exec(st, "COMMIT");
     if (status != DT_OK) {
         DT_KEEP_ERROR(exec(st, "ROLLBACK"));
-        dt__series_cache_clear(st->series);
+        metrics_changed(st);
     }
     st->in_group = false;
     unlock(st);
@@ -576,7 +590,7 @@ void dt_store_rollback(dt_store *st) {
     lock(st);
     if (st->in_group) {
         DT_KEEP_ERROR(exec(st, "ROLLBACK"));
-        dt__series_cache_clear(st->series);
+        metrics_changed(st);
         st->in_group = false;
         unlock(st); /* the group's */
     }
@@ -744,7 +758,7 @@ dt_status dt_store_exp_delete(dt_store *st, int64_t id) {
     lock(st);
     dt_status status = WRITE_ROW(st, "DELETE FROM experiments WHERE id = ?1", NULL, "experiment",
                                  ID_KEY(id), V_INT(id));
-    if (status == DT_OK) dt__series_cache_clear(st->series); /* its trials' series */
+    if (status == DT_OK) metrics_changed(st); /* its trials' rows are gone */
     unlock(st);
     return status;
 }
@@ -920,6 +934,7 @@ dt_status dt_store_metrics_insert(dt_store *st, int64_t trial_id, const json_t *
     }
     dt_status status = write_begin(st);
     if (status != DT_OK) return status;
+    st->metrics_gen++;
     /* the searcher metric's name (and the trial's existence) */
     sqlite3_stmt *s;
     char *metric = NULL;

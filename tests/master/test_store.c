@@ -575,7 +575,7 @@ static void put_rows(dt_store *st, int64_t t, int64_t lo, int64_t hi, double bas
 
 /* Chart series come from the store's cache, extended with the rows that arrive after it was
  * read: they read the same as a fresh handle's after new rows, upserts of rows already read and
- * a rolled-back group. */
+ * a rolled-back group; the metrics generation moves with every change of the rows. */
 static void test_series_cache(void) {
     char path[512];
     path_in(path, sizeof path, "series.db");
@@ -587,8 +587,12 @@ static void test_series_cache(void) {
     CHECK(dt_store_exp_insert(st, cfg, "text", "/m", &exp) == DT_OK);
     CHECK(dt_store_trial_insert(st, exp, 1, hp, 1, &t1) == DT_OK);
     CHECK(dt_store_trial_insert(st, exp, 2, hp, 2, &t2) == DT_OK);
+    uint64_t gen = dt_store_metrics_generation(st);
     put_rows(st, t1, 1, 100, 0);
-    json_t *a = loss_series(st, exp, 1000); /* t2 has no rows: not listed */
+    CHECK(dt_store_metrics_generation(st) != gen);
+    gen = dt_store_metrics_generation(st);
+    json_t *a = loss_series(st, exp, 1000);        /* t2 has no rows: not listed */
+    CHECK(dt_store_metrics_generation(st) == gen); /* reads change nothing */
     CHECK(json_array_size(a) == 1 && y_at(a, 0, 100) == 0.1);
     json_decref(a);
     /* rows after the ones read: appended */
@@ -611,7 +615,9 @@ static void test_series_cache(void) {
     a = loss_series(st, exp, 1000);
     CHECK(y_at(a, 0, 160) == 0.16);
     json_decref(a);
+    gen = dt_store_metrics_generation(st);
     dt_store_rollback(st);
+    CHECK(dt_store_metrics_generation(st) != gen);
     a = loss_series(st, exp, 1000);
     CHECK(y_at(a, 0, 160) == -1 &&
           json_integer_value(json_object_get(json_array_get(a, 0), "total")) == 150);
@@ -625,6 +631,9 @@ static void test_series_cache(void) {
         json_decref(cold);
     }
     dt_store_close(fresh);
+    gen = dt_store_metrics_generation(st);
+    CHECK(dt_store_exp_delete(st, exp) == DT_OK);
+    CHECK(dt_store_metrics_generation(st) != gen);
     dt_store_close(st);
     json_decref(hp);
     json_decref(cfg);
