@@ -401,13 +401,30 @@ static void test_trials_metrics_ckpts_logs(void) {
 
 /* ---- migration, foreign and newer files ---- */
 
+/* A new store `name` (its path into path[512]) built at schema `version`, or NULL. */
+static dt_store *old_store(char *path, const char *name, int version) {
+    path_in(path, 512, name);
+    dt_store *st = NULL;
+    CHECK(dt__store_open_at_version(path, version, &st) == DT_OK);
+    if (st) CHECK(count_rows(st, "PRAGMA user_version") == version);
+    return st;
+}
+
+/* Close `st` and open `path` again: migrated to this build's schema, intact; or NULL. */
+static dt_store *reopen_migrated(dt_store *st, const char *path) {
+    dt_store_close(st);
+    st = NULL;
+    CHECK(dt_store_open(path, &st) == DT_OK);
+    if (!st) return NULL;
+    CHECK(count_rows(st, "PRAGMA user_version") == dt_store_schema_version());
+    CHECK(dt_store_check(st) == DT_OK);
+    return st;
+}
+
 static void test_migration(void) {
     char path[512];
-    path_in(path, sizeof path, "v1.db");
-    dt_store *st = NULL;
-    CHECK(dt__store_open_at_version(path, 1, &st) == DT_OK);
+    dt_store *st = old_store(path, "v1.db", 1);
     if (!st) return;
-    CHECK(count_rows(st, "PRAGMA user_version") == 1);
     CHECK(count_rows(st, "SELECT count(*) FROM sqlite_master WHERE name = 'logs'") == 0);
     json_t *cfg = test_config();
     json_t *hp = json_pack("{s:i}", "units", 32);
@@ -422,13 +439,8 @@ static void test_migration(void) {
                        " report_time) VALUES ('old-ck', 1, 100, 'COMPLETED', '/ck/old', '{}',"
                        " '2024-01-01T00:00:00.000Z')",
                        NULL, NULL, NULL) == SQLITE_OK);
-    dt_store_close(st);
-
-    st = NULL;
-    CHECK(dt_store_open(path, &st) == DT_OK);
+    st = reopen_migrated(st, path);
     if (!st) return;
-    CHECK(count_rows(st, "PRAGMA user_version") == dt_store_schema_version());
-    CHECK(dt_store_check(st) == DT_OK);
     json_t *e = NULL, *q = NULL, *c = NULL;
     CHECK(dt_store_exp_get(st, exp, &e) == DT_OK);
     CHECK(json_equal(json_object_get(e, "config"), cfg));
@@ -480,11 +492,8 @@ static void query_plan(dt_store *st, const char *sql, char *out, size_t n) {
 /* Schema 2 -> 3: the best-metric index gains kind; best values read the same after it. */
 static void test_migration_v2(void) {
     char path[512];
-    path_in(path, sizeof path, "v2.db");
-    dt_store *st = NULL;
-    CHECK(dt__store_open_at_version(path, 2, &st) == DT_OK);
+    dt_store *st = old_store(path, "v2.db", 2);
     if (!st) return;
-    CHECK(count_rows(st, "PRAGMA user_version") == 2);
     json_t *cfg = test_config();
     json_t *hp = json_pack("{s:i}", "units", 32);
     int64_t small = 0, large = 0, t[3] = {0}, nw = 0;
@@ -505,13 +514,8 @@ static void test_migration_v2(void) {
     CHECK(dt_store_metrics_insert(st, t[0], r0, &nw) == DT_OK && nw == 3);
     CHECK(dt_store_metrics_insert(st, t[1], r1, &nw) == DT_OK && nw == 2);
     CHECK(dt_store_metrics_insert(st, t[2], r2, &nw) == DT_OK && nw == 3);
-    dt_store_close(st);
-
-    st = NULL;
-    CHECK(dt_store_open(path, &st) == DT_OK);
+    st = reopen_migrated(st, path);
     if (!st) return;
-    CHECK(count_rows(st, "PRAGMA user_version") == dt_store_schema_version());
-    CHECK(dt_store_check(st) == DT_OK);
     CHECK(count_rows(st, "SELECT count(*) FROM sqlite_master WHERE name = 'metrics_kind_value'") ==
           1);
     CHECK(count_rows(st, "SELECT count(*) FROM sqlite_master WHERE name = 'metrics_validation'") ==
