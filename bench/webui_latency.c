@@ -9,8 +9,12 @@
  * experiment page makes (the page itself, the experiment, its trials, its searcher, the
  * learning curves of training and of validation at 500 points) and prints one JSON line:
  *   {"bench":"webui_latency","trials":T,"points":P,"requests":{"<path>":{"p50_ms","p95_ms",
- *    "bytes"},...},"page_p95_ms":X,"page_weight_bytes":{"html","assets"}}
- * page_p95_ms is the p95 of a whole round (all of the page's requests one after another).
+ *    "first_ms","bytes"},...},"page_p95_ms":X,"reencoded":{"p50_ms","p95_ms"},
+ *    "page_weight_bytes":{"html","assets"}}
+ * page_p95_ms is the p95 of a whole round (all of the page's requests one after another);
+ * first_ms the first round's time (the master's caches empty). reencoded times REPEATS
+ * training-curve requests each with another point count, so no encoded answer is kept for
+ * it: the cost while trials report (series in memory, the answer built and encoded again).
  * The target is p95 <= 100 ms per request. Not a test: nothing is asserted.
  */
 #include "dtrain/master.h"
@@ -145,14 +149,29 @@ int main(int argc, char **argv) {
         }
         round[r] = now() - rs;
     }
+    /* training curves with another point count each time: no kept answer fits */
+    double *again = calloc((size_t)reps, sizeof *again);
+    for (int r = 0; r < reps; r++) {
+        char path[160];
+        snprintf(path, sizeof path,
+                 "/api/v1/experiments/1/metrics?kind=training&name=loss&x=batches&points=%d",
+                 400 + r);
+        json_t *ans = NULL;
+        double s = now();
+        if (dt_client_call(c, "GET", path, NULL, &ans, NULL) != DT_OK)
+            fprintf(stderr, "%s: %s\n", path, dt_last_error());
+        again[r] = now() - s;
+        json_decref(ans);
+    }
     printf("{\"bench\":\"webui_latency\",\"trials\":%d,\"points\":%d,\"repeats\":%d,\"requests\":{",
            trials, points, reps);
     for (int k = 0; k < NP; k++) {
-        double p50 = pct(lat[k], reps, 0.5), p95 = pct(lat[k], reps, 0.95);
-        printf("%s\"%s\":{\"p50_ms\":%.2f,\"p95_ms\":%.2f,\"bytes\":%ld}", k ? "," : "", paths[k],
-               p50 * 1e3, p95 * 1e3, bytes[k]);
+        double first = lat[k][0], p50 = pct(lat[k], reps, 0.5), p95 = pct(lat[k], reps, 0.95);
+        printf("%s\"%s\":{\"p50_ms\":%.2f,\"p95_ms\":%.2f,\"first_ms\":%.2f,\"bytes\":%ld}",
+               k ? "," : "", paths[k], p50 * 1e3, p95 * 1e3, first * 1e3, bytes[k]);
     }
-    printf("},\"page_p95_ms\":%.2f", pct(round, reps, 0.95) * 1e3);
+    printf("},\"page_p95_ms\":%.2f,\"reencoded\":{\"p50_ms\":%.2f,\"p95_ms\":%.2f}",
+           pct(round, reps, 0.95) * 1e3, pct(again, reps, 0.5) * 1e3, pct(again, reps, 0.95) * 1e3);
     /* page weight: the HTML page and the embedded files it loads */
     char cmd[1024];
     long html = 0, assets = 0;
@@ -177,6 +196,9 @@ int main(int argc, char **argv) {
     dt_client_call(c, "POST", "/api/v1/master/shutdown", NULL, NULL, NULL);
     pthread_join(th, NULL);
     dt_client_free(c);
+    for (int k = 0; k < NP; k++) free(lat[k]);
+    free(round);
+    free(again);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", home);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", home);
     return 0;

@@ -3,9 +3,14 @@
  * a metric of every trial of an experiment downsampled for a chart (the store keeps each
  * bucket's minimum and maximum, so spikes survive), and the searcher's snapshot (adaptive_asha's
  * brackets and rungs).
+ *
+ * A chart's answer is large (100 trials x 500 points is 1.4 MB of JSON, its encoding most of
+ * the request's time) and pages poll it: the last M_CHART_ANSWERS answers are kept encoded,
+ * each with the store's metrics generation, and sent again while no metric row changed.
  */
 #include "api_impl.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define CHART_POINTS 500 /* per trial, by default */
@@ -38,8 +43,82 @@ static void series_of(master *m, int64_t id, const json_t *row, const dt_http_re
     if (st != DT_OK) json_decref(names), json_decref(series);
 }
 
+void m_charts_free(master *m) {
+    for (int i = 0; i < M_CHART_ANSWERS; i++) {
+        free(m->charts[i].key);
+        free(m->charts[i].body);
+        m->charts[i] = (m_chart_answer){0};
+    }
+}
+
+/* The kept answer of `key` made at generation `gen`, or NULL. */
+static m_chart_answer *kept_answer(master *m, const char *key, uint64_t gen) {
+    for (int i = 0; i < M_CHART_ANSWERS; i++) {
+        m_chart_answer *a = &m->charts[i];
+        if (a->key && a->gen == gen && !strcmp(a->key, key)) {
+            a->used = ++m->charts_clock;
+            return a;
+        }
+    }
+    return NULL;
+}
+
+/* Keep a copy of `body` as the answer of `key` in the least recently used slot (nothing is kept
+ * when out of memory). */
+static void keep_answer(master *m, const char *key, uint64_t gen, const char *body, size_t len) {
+    m_chart_answer *a = &m->charts[0];
+    for (int i = 1; i < M_CHART_ANSWERS; i++)
+        if (m->charts[i].used < a->used) a = &m->charts[i];
+    free(a->key);
+    free(a->body);
+    *a = (m_chart_answer){
+        .key = strdup(key), .gen = gen, .used = ++m->charts_clock, .body = malloc(len), .len = len};
+    if (a->key && a->body) {
+        memcpy(a->body, body, len);
+    } else {
+        free(a->key);
+        free(a->body);
+        *a = (m_chart_answer){0};
+    }
+}
+
+/* Answer with a copy of `body` as JSON; false when out of memory. */
+static bool send_text(dt_http_resp *resp, const char *body, size_t len) {
+    if (!(resp->raw = malloc(len))) return false;
+    memcpy(resp->raw, body, len);
+    resp->raw_len = len;
+    return true;
+}
+
+static void kept_series_of(master *m, int64_t id, const json_t *row, const dt_http_req *req,
+                           dt_http_resp *resp) {
+    /* the key: every query argument the answer depends on */
+    json_t *k = json_pack("[Is?s?s?s?s?]", (json_int_t)id, dt_http_query(req, "kind"),
+                          dt_http_query(req, "name"), dt_http_query(req, "x"),
+                          dt_http_query(req, "points"), dt_http_query(req, "trial"));
+    char *key = k ? json_dumps(k, JSON_COMPACT) : NULL;
+    json_decref(k);
+    uint64_t gen = dt_store_metrics_generation(m->store);
+    m_chart_answer *a = key ? kept_answer(m, key, gen) : NULL;
+    if (!a || !send_text(resp, a->body, a->len)) {
+        series_of(m, id, row, req, resp);
+        char *body = resp->status == 200 && resp->json && key
+                         ? json_dumps(resp->json, JSON_COMPACT | JSON_ENCODE_ANY)
+                         : NULL;
+        if (body) {
+            size_t len = strlen(body);
+            keep_answer(m, key, gen, body, len);
+            json_decref(resp->json);
+            resp->json = NULL;
+            resp->raw = body;
+            resp->raw_len = len;
+        }
+    }
+    free(key);
+}
+
 void m_api_experiment_metrics(void *app, const dt_http_req *req, dt_http_resp *resp) {
-    m_api_read(app, req, resp, M_OWNER_EXPERIMENT, series_of);
+    m_api_read(app, req, resp, M_OWNER_EXPERIMENT, kept_series_of);
 }
 
 static void searcher_of(master *m, int64_t id, const json_t *row, const dt_http_req *req,

@@ -400,6 +400,8 @@ void dt_http_call(dt_http_server *s, const char *method, const char *target, jso
     else
         rt = route(s, &req, buf, sizeof buf, &resp);
     if (rt) rt->fn(s->app, &req, &resp);
+    if (resp.raw && !resp.content_type && !resp.json) /* JSON sent as encoded text */
+        resp.json = json_loadb(resp.raw, resp.raw_len, 0, NULL);
     free(resp.raw);
     *status = resp.status;
     *out = resp.json;

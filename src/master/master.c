@@ -183,6 +183,7 @@ static void master_free(master *m) {
     free(m->logs);
     free(m->slot_busy);
     if (m->launcher) m->launcher->ops->free(m->launcher);
+    m_charts_free(m);
     dt_store_close(m->store);
     pthread_mutex_destroy(&m->lock);
     pthread_mutex_destroy(&m->log_lock);

@@ -78,6 +78,17 @@ typedef struct m_log {
     char *line;
 } m_log;
 
+/* An encoded answer of the metrics route (api_charts.c), kept while the store's metrics are
+ * unchanged. */
+typedef struct m_chart_answer {
+    char *key;    /* the experiment and the query, as JSON text; NULL: a free slot */
+    uint64_t gen; /* dt_store_metrics_generation when it was made */
+    uint64_t used;
+    char *body; /* the JSON text */
+    size_t len;
+} m_chart_answer;
+#define M_CHART_ANSWERS 8
+
 typedef struct master {
     pthread_mutex_t lock;
     dt_master_opts o;
@@ -97,7 +108,13 @@ typedef struct master {
     m_log *logs;
     int n_logs, cap_logs;
     double started;
+    m_chart_answer charts[M_CHART_ANSWERS];
+    uint64_t charts_clock;
 } master;
+
+/* ---- api_charts.c ---- */
+/* Free the kept chart answers. */
+void m_charts_free(master *m);
 
 /* ---- exp.c ---- */
 /* Create an experiment from a request body (config_text, model_dir, overrides, activate).

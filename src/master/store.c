@@ -26,6 +26,7 @@
  */
 #define _GNU_SOURCE /* PTHREAD_MUTEX_RECURSIVE */
 #include "master/store_impl.h"
+#include "master/series_cache.h"
 #include "base/base_impl.h"
 
 #include <errno.h>
@@ -49,7 +50,13 @@ struct dt_store {
     bool in_group;      /* between dt_store_begin and commit / rollback (mu held meanwhile) */
     stmt_slot *cache;   /* open addressing on the SQL text's hash; cap a power of two */
     int cache_n, cache_cap;
+    dt__series_cache *series; /* chart series read so far (series_cache.h) */
+    uint64_t metrics_gen;     /* dt_store_metrics_generation */
 };
+
+/* The chart series cache's budget: 16 bytes a point, 64 MB (100 trials x 10 000 points of two
+ * metrics and x axes) */
+#define SERIES_CACHE_POINTS ((size_t)4 << 20)
 
 sqlite3 *dt__store_db(dt_store *st) {
     return st ? st->db : NULL;
@@ -60,6 +67,19 @@ static void lock(dt_store *st) {
 }
 static void unlock(dt_store *st) {
     pthread_mutex_unlock(&st->mu);
+}
+
+/* Metric rows may have changed (a write or an undo): forget what was read of them. */
+static void metrics_changed(dt_store *st) {
+    dt__series_cache_clear(st->series);
+    st->metrics_gen++;
+}
+
+uint64_t dt_store_metrics_generation(dt_store *st) {
+    lock(st);
+    uint64_t g = st->metrics_gen;
+    unlock(st);
+    return g;
 }
 
 static dt_status sql_error(dt_store *st, int rc, const char *what) {
@@ -279,6 +299,7 @@ static dt_status write_end(dt_store *st, dt_status status) {
     if (status == DT_OK) status = exec(st, "RELEASE w");
     if (status != DT_OK) {
         DT_KEEP_ERROR(exec(st, "ROLLBACK TO w"); exec(st, "RELEASE w"));
+        metrics_changed(st); /* the cache may hold rows read before the undo */
     }
     unlock(st);
     return status;
@@ -458,6 +479,7 @@ void dt_store_close(dt_store *st) {
         free(st->cache[i].sql);
     }
     free(st->cache);
+    dt__series_cache_free(st->series);
     sqlite3_close(st->db); /* a group left open is rolled back */
     pthread_mutex_destroy(&st->mu);
     free(st->path);
@@ -471,7 +493,9 @@ dt_status dt__store_open_at_version(const char *path, int version, dt_store **ou
     dt_status status = make_parent_dir(path);
     if (status != DT_OK) return status;
     dt_store *st = calloc(1, sizeof *st);
-    if (!st || !(st->path = strdup(path))) {
+    if (!st || !(st->path = strdup(path)) ||
+        !(st->series = dt__series_cache_new(SERIES_CACHE_POINTS))) {
+        if (st) free(st->path);
         free(st);
         return dt_error(DT_ERR_OOM, "store %s", path);
     }
@@ -552,7 +576,10 @@ dt_status dt_store_commit(dt_store *st) {
         return dt_error(DT_ERR_STATE, "store %s: dt_store_commit without dt_store_begin", st->path);
     }
     dt_status status = exec(st, "COMMIT");
-    if (status != DT_OK) DT_KEEP_ERROR(exec(st, "ROLLBACK"));
+    if (status != DT_OK) {
+        DT_KEEP_ERROR(exec(st, "ROLLBACK"));
+        metrics_changed(st);
+    }
     st->in_group = false;
     unlock(st);
     unlock(st); /* the group's */
@@ -563,10 +590,38 @@ void dt_store_rollback(dt_store *st) {
     lock(st);
     if (st->in_group) {
         DT_KEEP_ERROR(exec(st, "ROLLBACK"));
+        metrics_changed(st);
         st->in_group = false;
         unlock(st); /* the group's */
     }
     unlock(st);
+}
+
+/* Step `s` to its end (then done with it), collecting its first column: *ids (malloc'd) and
+ * *count. On error *ids is NULL and *count 0; SQLite's errors name `doing`. */
+static dt_status read_ids(dt_store *st, sqlite3_stmt *s, const char *doing, int64_t **ids,
+                          int *count) {
+    int64_t *v = NULL;
+    int k = 0, cap = 0, rc;
+    dt_status status = DT_OK;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (k == cap) {
+            cap = cap ? 2 * cap : 16;
+            int64_t *w = realloc(v, (size_t)cap * sizeof *v);
+            if (!w) {
+                status = dt_error(DT_ERR_OOM, "store %s", st->path);
+                break;
+            }
+            v = w;
+        }
+        v[k++] = sqlite3_column_int64(s, 0);
+    }
+    if (status == DT_OK && rc != SQLITE_DONE) status = sql_error(st, rc, doing);
+    done(s);
+    if (status != DT_OK) free(v);
+    *ids = status == DT_OK ? v : NULL;
+    *count = status == DT_OK ? k : 0;
+    return status;
 }
 
 /* ---- experiments ---- */
@@ -574,13 +629,16 @@ void dt_store_rollback(dt_store *st) {
 #define EXP_SELECT                                                                                 \
     "SELECT e.id, e.name, e.description, e.state, e.config, e.config_text, e.model_dir,"           \
     " e.progress, e.start_time, e.end_time, e.searcher_metric, e.smaller_is_better,"               \
-    " (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id),"                               \
+    " (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id)," /* per trial first: each      \
+                                                                        inner min / max is one     \
+                                                                        look-up in                 \
+                                                                        metrics_kind_value */      \
     " CASE WHEN e.smaller_is_better THEN"                                                          \
-    "  (SELECT min(m.searcher_value) FROM trials t JOIN metrics m ON m.trial_id = t.id"            \
-    "   WHERE t.experiment_id = e.id AND m.kind = 'validation')"                                   \
+    "  (SELECT min((SELECT min(m.searcher_value) FROM metrics m WHERE m.trial_id = t.id"           \
+    "   AND m.kind = 'validation')) FROM trials t WHERE t.experiment_id = e.id)"                   \
     " ELSE"                                                                                        \
-    "  (SELECT max(m.searcher_value) FROM trials t JOIN metrics m ON m.trial_id = t.id"            \
-    "   WHERE t.experiment_id = e.id AND m.kind = 'validation') END,"                              \
+    "  (SELECT max((SELECT max(m.searcher_value) FROM metrics m WHERE m.trial_id = t.id"           \
+    "   AND m.kind = 'validation')) FROM trials t WHERE t.experiment_id = e.id) END,"              \
     " e.so_path,"                                                                                  \
     " (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id"                                 \
     "  AND t.state NOT IN ('COMPLETED', 'CANCELED', 'ERROR')),"                                    \
@@ -667,30 +725,9 @@ dt_status dt_store_exp_ids(dt_store *st, const char *const *states, int n, int64
                                  "SELECT id FROM experiments WHERE state IN"
                                  " (SELECT value FROM json_each(?1)) ORDER BY id",
                                  ARGS(V_JSON(arr)), &s);
-    int64_t *v = NULL;
-    int k = 0, cap = 0, rc = SQLITE_DONE;
-    while (status == DT_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (k == cap) {
-            cap = cap ? 2 * cap : 16;
-            int64_t *w = realloc(v, (size_t)cap * sizeof *v);
-            if (!w) {
-                status = dt_error(DT_ERR_OOM, "store %s", st->path);
-                break;
-            }
-            v = w;
-        }
-        v[k++] = sqlite3_column_int64(s, 0);
-    }
-    if (status == DT_OK && rc != SQLITE_DONE) status = sql_error(st, rc, "listing experiments");
-    done(s);
+    if (status == DT_OK) status = read_ids(st, s, "listing experiments", ids, count);
     unlock(st);
     json_decref(arr);
-    if (status == DT_OK) {
-        *ids = v;
-        *count = k;
-    } else {
-        free(v);
-    }
     return status;
 }
 
@@ -718,8 +755,12 @@ dt_status dt_store_exp_set_build(dt_store *st, int64_t id, const char *so_path) 
 }
 
 dt_status dt_store_exp_delete(dt_store *st, int64_t id) {
-    return WRITE_ROW(st, "DELETE FROM experiments WHERE id = ?1", NULL, "experiment", ID_KEY(id),
-                     V_INT(id));
+    lock(st);
+    dt_status status = WRITE_ROW(st, "DELETE FROM experiments WHERE id = ?1", NULL, "experiment",
+                                 ID_KEY(id), V_INT(id));
+    if (status == DT_OK) metrics_changed(st); /* its trials' rows are gone */
+    unlock(st);
+    return status;
 }
 
 dt_status dt_store_searcher_save(dt_store *st, int64_t exp_id, const json_t *snapshot) {
@@ -893,6 +934,7 @@ dt_status dt_store_metrics_insert(dt_store *st, int64_t trial_id, const json_t *
     }
     dt_status status = write_begin(st);
     if (status != DT_OK) return status;
+    st->metrics_gen++;
     /* the searcher metric's name (and the trial's existence) */
     sqlite3_stmt *s;
     char *metric = NULL;
@@ -907,6 +949,10 @@ dt_status dt_store_metrics_insert(dt_store *st, int64_t trial_id, const json_t *
     }
     json_array_foreach(rows, i, row) {
         if (status != DT_OK) break;
+        /* a cached series that read this batch or later ones may hold what the row replaces */
+        dt__series_cache_invalidate(st->series, trial_id,
+                                    json_string_value(json_object_get(row, "kind")),
+                                    json_integer_value(json_object_get(row, "batches")));
         const json_t *v = json_object_get(json_object_get(row, "metrics"), metric);
         status =
             exec_args(st,
@@ -973,59 +1019,45 @@ dt_status dt_store_metrics_count(dt_store *st, int64_t trial_id, const char *kin
 
 /* ---- metric series (charts) ---- */
 
-/* One trial's points while a series is read: x and y in batch order. */
-typedef struct series_buf {
-    double *x, *y;
-    size_t n, cap;
-} series_buf;
-
-static bool series_push(series_buf *b, double x, double y) {
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 1024;
-        double *nx = realloc(b->x, cap * sizeof *nx);
-        if (!nx) return false;
-        b->x = nx;
-        double *ny = realloc(b->y, cap * sizeof *ny);
-        if (!ny) return false;
-        b->y = ny;
-        b->cap = cap;
-    }
-    b->x[b->n] = x;
-    b->y[b->n++] = y;
-    return true;
+/* The ids of an experiment's trials (or of its trial `trial_id` when not 0), in id order. */
+static dt_status trial_ids(dt_store *st, int64_t exp_id, int64_t trial_id, int64_t **ids,
+                           int *count) {
+    sqlite3_stmt *s;
+    dt_status status = prep_args(st,
+                                 "SELECT id FROM trials WHERE experiment_id = ?1"
+                                 " AND (?2 = 0 OR id = ?2) ORDER BY id",
+                                 ARGS(V_INT(exp_id), V_INT(trial_id)), &s);
+    return status == DT_OK ? read_ids(st, s, "listing trials", ids, count) : status;
 }
 
-static bool point_append(json_t *data, double x, double y) {
-    return !json_array_append_new(data, json_pack("[ff]", x, y));
-}
-
-/* {"trial_id","total","data":[[x,y],...]}: every point when they fit in `points`, else per
- * bucket of consecutive points its minimum and its maximum, in x order. NULL when out of
- * memory. */
-static json_t *series_json(int64_t trial_id, const series_buf *b, int64_t points) {
-    json_t *data = json_array();
-    json_t *o = json_pack("{sIsIso}", "trial_id", (json_int_t)trial_id, "total", (json_int_t)b->n,
-                          "data", data);
-    if (!o) return NULL;
+/* Read the rows of the entry's trial and kind after its last batch into it. */
+static dt_status series_extend(dt_store *st, dt__series *e, const char *ypath, const char *xpath) {
+    sqlite3_stmt *s;
+    dt_status status = prep(st,
+                            "SELECT batches, CASE WHEN ?4 = '$.batches' THEN batches ELSE"
+                            " json_extract(body, ?4) END, json_extract(body, ?3) FROM metrics"
+                            " WHERE trial_id = ?1 AND kind = ?2 AND batches > ?5 ORDER BY batches",
+                            &s);
+    if (status != DT_OK) return status;
+    sqlite3_bind_int64(s, 1, e->trial_id);
+    sqlite3_bind_text(s, 2, e->kind, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, ypath, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, xpath, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 5, e->last_batches);
+    int rc;
     bool ok = true;
-    if ((int64_t)b->n <= points) {
-        for (size_t i = 0; ok && i < b->n; i++) ok = point_append(data, b->x[i], b->y[i]);
-    } else {
-        size_t buckets = (size_t)(points / 2 > 0 ? points / 2 : 1);
-        for (size_t k = 0; ok && k < buckets; k++) {
-            size_t lo = b->n * k / buckets, hi = b->n * (k + 1) / buckets, imin = lo, imax = lo;
-            for (size_t i = lo; i < hi; i++) {
-                if (b->y[i] < b->y[imin]) imin = i;
-                if (b->y[i] > b->y[imax]) imax = i;
-            }
-            if (hi == lo) continue;
-            size_t first = imin < imax ? imin : imax, second = imin < imax ? imax : imin;
-            ok = point_append(data, b->x[first], b->y[first]) &&
-                 (first == second || point_append(data, b->x[second], b->y[second]));
-        }
+    while (ok && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        e->last_batches = sqlite3_column_int64(s, 0);
+        e->rows++;
+        if (sqlite3_column_type(s, 1) != SQLITE_NULL && sqlite3_column_type(s, 2) != SQLITE_NULL)
+            ok = dt__series_push(e, sqlite3_column_double(s, 1), sqlite3_column_double(s, 2));
     }
-    if (!ok) json_decref(o);
-    return ok ? o : NULL;
+    if (!ok)
+        status = dt_error(DT_ERR_OOM, "store %s: out of memory reading a series", st->path);
+    else if (rc != SQLITE_DONE)
+        status = sql_error(st, rc, "reading a metric series");
+    done(s);
+    return status;
 }
 
 dt_status dt_store_metric_series(dt_store *st, int64_t exp_id, int64_t trial_id, const char *kind,
@@ -1041,54 +1073,28 @@ dt_status dt_store_metric_series(dt_store *st, int64_t exp_id, int64_t trial_id,
                         "metric name \"%s\" cannot be charted; hint: pass name=METRIC", name);
     if (points < 2 || points > 100000)
         return dt_error(DT_ERR_INVALID, "points must be 2..100000, not %lld", (long long)points);
-    *out = NULL;
     if (!name) return (*out = json_array()) ? DT_OK : dt_error(DT_ERR_OOM, "out of memory");
     char path[512], xpath[16];
     snprintf(path, sizeof path, "$.metrics.\"%s\"", name);
     snprintf(xpath, sizeof xpath, "$.%s", x);
     lock(st);
-    sqlite3_stmt *s;
+    int64_t *trials = NULL;
+    int n_trials = 0;
     dt_status status = need(st, OF_EXP(exp_id));
-    if (status == DT_OK)
-        status = prep(st,
-                      "SELECT m.trial_id, CASE WHEN ?4 = '$.batches' THEN m.batches ELSE"
-                      " json_extract(m.body, ?4) END, json_extract(m.body, ?3) FROM trials t"
-                      " JOIN metrics m ON m.trial_id = t.id AND m.kind = ?2"
-                      " WHERE t.experiment_id = ?1 AND (?5 = 0 OR t.id = ?5)"
-                      " ORDER BY m.trial_id, m.batches",
-                      &s);
+    if (status == DT_OK) status = trial_ids(st, exp_id, trial_id, &trials, &n_trials);
     json_t *series = json_array();
-    if (status == DT_OK) {
-        sqlite3_bind_int64(s, 1, exp_id);
-        sqlite3_bind_text(s, 2, kind, -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 3, path, -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 4, xpath, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(s, 5, trial_id);
-        series_buf b = {0};
-        int64_t cur = 0;
-        int rc;
-        bool ok = series != NULL;
-        while (ok && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-            int64_t t = sqlite3_column_int64(s, 0);
-            if (t != cur && cur) {
-                ok = !json_array_append_new(series, series_json(cur, &b, points));
-                b.n = 0;
-            }
-            cur = t;
-            if (sqlite3_column_type(s, 1) != SQLITE_NULL &&
-                sqlite3_column_type(s, 2) != SQLITE_NULL)
-                ok =
-                    ok && series_push(&b, sqlite3_column_double(s, 1), sqlite3_column_double(s, 2));
-        }
-        if (ok && cur) ok = !json_array_append_new(series, series_json(cur, &b, points));
-        if (!ok)
+    if (!series && status == DT_OK) status = dt_error(DT_ERR_OOM, "store %s", st->path);
+    /* each trial's series from the cache, extended with the rows stored since */
+    for (int i = 0; status == DT_OK && i < n_trials; i++) {
+        dt__series *e = dt__series_cache_get(st->series, trials[i], kind, name, x);
+        if (!e) status = dt_error(DT_ERR_OOM, "store %s: out of memory reading a series", st->path);
+        if (status == DT_OK) status = series_extend(st, e, path, xpath);
+        if (status == DT_OK && e->rows > 0 &&
+            json_array_append_new(series, dt__series_json(e, points)))
             status = dt_error(DT_ERR_OOM, "store %s: out of memory reading a series", st->path);
-        else if (rc != SQLITE_DONE)
-            status = sql_error(st, rc, "reading a metric series");
-        free(b.x);
-        free(b.y);
-        done(s);
     }
+    free(trials);
+    dt__series_cache_trim(st->series);
     unlock(st);
     if (status == DT_OK)
         *out = series;

@@ -107,9 +107,13 @@ dt_status dt_store_metrics_count(dt_store *st, int64_t trial_id, const char *kin
  * stored),"data":[[x,y],...]}, trials in id order, rows without the metric skipped. A trial
  * with more than `points` (2..100000) points gets per bucket of consecutive points its minimum
  * and maximum. DT_ERR_INVALID for an unknown experiment, kind or x, or a bad name; name NULL
- * checks the rest and gives an empty array. */
+ * checks the rest and gives an empty array. Each trial's points stay in memory (a 64 MB budget,
+ * least recently used out first) and the next call reads only the rows stored after them. */
 dt_status dt_store_metric_series(dt_store *st, int64_t exp_id, int64_t trial_id, const char *kind,
                                  const char *name, const char *x, int64_t points, json_t **out);
+/* A number that changes whenever a metric row may have changed (a metrics write, an undone
+ * transaction, a deleted experiment): equal numbers mean metric reads answer the same. */
+uint64_t dt_store_metrics_generation(dt_store *st);
 /* The metric names of `kind` in each trial's latest row (experiment or one trial), sorted. */
 dt_status dt_store_metric_names(dt_store *st, int64_t exp_id, int64_t trial_id, const char *kind,
                                 json_t **out);

@@ -10,6 +10,9 @@
  *      indexed columns plus the row's JSON), checkpoints.
  *   2  trial logs; checkpoints' resources (the file list with sizes); indexes for the metric
  *      queries (batch order across kinds, the best validation of an experiment).
+ *   3  the best-metric index covers kind: (trial_id, kind, searcher_value) answers an
+ *      experiment's and a trial's best validation from the index alone (it replaces the partial
+ *      index of version 2).
  *
  * Times are ISO 8601 UTC text; JSON members are stored as compact JSON text.
  */
@@ -87,6 +90,10 @@ static const char *const MIGRATIONS[] = {
     "CREATE INDEX metrics_trial_batches ON metrics(trial_id, batches);"
     "CREATE INDEX metrics_validation ON metrics(trial_id, searcher_value)"
     " WHERE kind = 'validation';",
+
+    /* 2 -> 3: the best-metric index with kind in it */
+    "CREATE INDEX metrics_kind_value ON metrics(trial_id, kind, searcher_value);"
+    "DROP INDEX metrics_validation;",
 };
 
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))

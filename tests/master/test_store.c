@@ -1,6 +1,6 @@
 /* test_store.c — the experiment store (src/master/store.c, store_schema.c): every function's
- * round trip and its errors, migration from schema 1, foreign and newer files left untouched,
- * 8 threads writing metrics at once, and a writer killed mid-batch. */
+ * round trip and its errors, migration from schemas 1 and 2, the chart series cache, foreign and
+ * newer files left untouched, 8 threads writing metrics at once, and a writer killed mid-batch. */
 #define _GNU_SOURCE
 #include "master/store_impl.h"
 #include "test.h"
@@ -401,13 +401,30 @@ static void test_trials_metrics_ckpts_logs(void) {
 
 /* ---- migration, foreign and newer files ---- */
 
+/* A new store `name` (its path into path[512]) built at schema `version`, or NULL. */
+static dt_store *old_store(char *path, const char *name, int version) {
+    path_in(path, 512, name);
+    dt_store *st = NULL;
+    CHECK(dt__store_open_at_version(path, version, &st) == DT_OK);
+    if (st) CHECK(count_rows(st, "PRAGMA user_version") == version);
+    return st;
+}
+
+/* Close `st` and open `path` again: migrated to this build's schema, intact; or NULL. */
+static dt_store *reopen_migrated(dt_store *st, const char *path) {
+    dt_store_close(st);
+    st = NULL;
+    CHECK(dt_store_open(path, &st) == DT_OK);
+    if (!st) return NULL;
+    CHECK(count_rows(st, "PRAGMA user_version") == dt_store_schema_version());
+    CHECK(dt_store_check(st) == DT_OK);
+    return st;
+}
+
 static void test_migration(void) {
     char path[512];
-    path_in(path, sizeof path, "v1.db");
-    dt_store *st = NULL;
-    CHECK(dt__store_open_at_version(path, 1, &st) == DT_OK);
+    dt_store *st = old_store(path, "v1.db", 1);
     if (!st) return;
-    CHECK(count_rows(st, "PRAGMA user_version") == 1);
     CHECK(count_rows(st, "SELECT count(*) FROM sqlite_master WHERE name = 'logs'") == 0);
     json_t *cfg = test_config();
     json_t *hp = json_pack("{s:i}", "units", 32);
@@ -422,13 +439,8 @@ static void test_migration(void) {
                        " report_time) VALUES ('old-ck', 1, 100, 'COMPLETED', '/ck/old', '{}',"
                        " '2024-01-01T00:00:00.000Z')",
                        NULL, NULL, NULL) == SQLITE_OK);
-    dt_store_close(st);
-
-    st = NULL;
-    CHECK(dt_store_open(path, &st) == DT_OK);
+    st = reopen_migrated(st, path);
     if (!st) return;
-    CHECK(count_rows(st, "PRAGMA user_version") == dt_store_schema_version());
-    CHECK(dt_store_check(st) == DT_OK);
     json_t *e = NULL, *q = NULL, *c = NULL;
     CHECK(dt_store_exp_get(st, exp, &e) == DT_OK);
     CHECK(json_equal(json_object_get(e, "config"), cfg));
@@ -460,6 +472,173 @@ static void test_migration(void) {
     dt_store_close(st);
     CHECK(dt__store_open_at_version(path, dt_store_schema_version() + 1, &st) == DT_ERR_INVALID);
     json_decref(rows);
+    json_decref(hp);
+    json_decref(cfg);
+}
+
+/* The query plan of `sql` as one line ("SEARCH m USING ... | ..."). */
+static void query_plan(dt_store *st, const char *sql, char *out, size_t n) {
+    char q[1024];
+    snprintf(q, sizeof q, "EXPLAIN QUERY PLAN %s", sql);
+    sqlite3_stmt *s = NULL;
+    size_t len = 0;
+    out[0] = 0;
+    if (sqlite3_prepare_v2(dt__store_db(st), q, -1, &s, NULL) != SQLITE_OK) return;
+    while (sqlite3_step(s) == SQLITE_ROW && len + 1 < n)
+        len += (size_t)snprintf(out + len, n - len, "%s | ", sqlite3_column_text(s, 3));
+    sqlite3_finalize(s);
+}
+
+/* Schema 2 -> 3: the best-metric index gains kind; best values read the same after it. */
+static void test_migration_v2(void) {
+    char path[512];
+    dt_store *st = old_store(path, "v2.db", 2);
+    if (!st) return;
+    json_t *cfg = test_config();
+    json_t *hp = json_pack("{s:i}", "units", 32);
+    int64_t small = 0, large = 0, t[3] = {0}, nw = 0;
+    CHECK(dt_store_exp_insert(st, cfg, "text", "/m", &small) == DT_OK);
+    CHECK(dt_store_exp_insert(st, cfg, "text", "/m", &large) == DT_OK);
+    CHECK(sqlite3_exec(dt__store_db(st),
+                       "UPDATE experiments SET smaller_is_better = 0 WHERE id = 2", NULL, NULL,
+                       NULL) == SQLITE_OK);
+    CHECK(dt_store_trial_insert(st, small, 1, hp, 1, &t[0]) == DT_OK);
+    CHECK(dt_store_trial_insert(st, small, 2, hp, 2, &t[1]) == DT_OK);
+    CHECK(dt_store_trial_insert(st, large, 1, hp, 3, &t[2]) == DT_OK);
+    /* training rows hold the searcher metric too: only validation rows count */
+    json_t *r0 = json_pack("[o,o,o]", mrow("validation", 10, 0.5), mrow("validation", 20, 0.3),
+                           mrow("training", 20, 0.01));
+    json_t *r1 = json_pack("[o,o]", mrow("validation", 10, 0.4), mrow("validation", 20, 0.45));
+    json_t *r2 = json_pack("[o,o,o]", mrow("validation", 10, 0.2), mrow("validation", 20, 0.6),
+                           mrow("training", 20, 0.9));
+    CHECK(dt_store_metrics_insert(st, t[0], r0, &nw) == DT_OK && nw == 3);
+    CHECK(dt_store_metrics_insert(st, t[1], r1, &nw) == DT_OK && nw == 2);
+    CHECK(dt_store_metrics_insert(st, t[2], r2, &nw) == DT_OK && nw == 3);
+    st = reopen_migrated(st, path);
+    if (!st) return;
+    CHECK(count_rows(st, "SELECT count(*) FROM sqlite_master WHERE name = 'metrics_kind_value'") ==
+          1);
+    CHECK(count_rows(st, "SELECT count(*) FROM sqlite_master WHERE name = 'metrics_validation'") ==
+          0);
+    json_t *e = NULL, *tr = NULL;
+    CHECK(dt_store_exp_get(st, small, &e) == DT_OK);
+    CHECK(json_real_value(json_object_get(e, "best_metric")) == 0.3);
+    json_decref(e);
+    CHECK(dt_store_exp_get(st, large, &e) == DT_OK);
+    CHECK(json_real_value(json_object_get(e, "best_metric")) == 0.6);
+    json_decref(e);
+    CHECK(dt_store_trial_get(st, t[1], &tr) == DT_OK);
+    CHECK(json_real_value(json_object_get(tr, "latest_validation")) == 0.45);
+    json_decref(tr);
+    /* a trial's best validation is read from the index alone */
+    char plan[1024];
+    query_plan(st,
+               "SELECT min(searcher_value) FROM metrics WHERE trial_id = 1 AND kind = 'validation'",
+               plan, sizeof plan);
+    CHECK_MSG(strstr(plan, "COVERING INDEX metrics_kind_value"), "plan: %s", plan);
+    /* a new experiment with no validation yet has no best */
+    int64_t none = 0;
+    CHECK(dt_store_exp_insert(st, cfg, "text", "/m", &none) == DT_OK);
+    CHECK(dt_store_exp_get(st, none, &e) == DT_OK);
+    CHECK(json_is_null(json_object_get(e, "best_metric")));
+    json_decref(e);
+    dt_store_close(st);
+    json_decref(r0);
+    json_decref(r1);
+    json_decref(r2);
+    json_decref(hp);
+    json_decref(cfg);
+}
+
+/* The loss series of the experiment's trials, x = batches, at most `points` points a trial. */
+static json_t *loss_series(dt_store *st, int64_t exp, int64_t points) {
+    json_t *out = NULL;
+    CHECK(dt_store_metric_series(st, exp, 0, "training", "loss", "batches", points, &out) == DT_OK);
+    return out;
+}
+
+/* y of trial index i's point at batches b in a series (every point kept), or -1. */
+static double y_at(const json_t *series, size_t i, int64_t b) {
+    size_t k;
+    json_t *p;
+    json_array_foreach(json_object_get(json_array_get(series, i), "data"), k, p) {
+        if (json_number_value(json_array_get(p, 0)) == (double)b)
+            return json_number_value(json_array_get(p, 1));
+    }
+    return -1;
+}
+
+/* Rows of trial `t` at batches lo..hi with loss = base + batches / 1000. */
+static void put_rows(dt_store *st, int64_t t, int64_t lo, int64_t hi, double base) {
+    json_t *rows = json_array();
+    for (int64_t b = lo; b <= hi; b++)
+        json_array_append_new(rows, mrow("training", b, base + (double)b / 1000));
+    CHECK(dt_store_metrics_insert(st, t, rows, NULL) == DT_OK);
+    json_decref(rows);
+}
+
+/* Chart series come from the store's cache, extended with the rows that arrive after it was
+ * read: they read the same as a fresh handle's after new rows, upserts of rows already read and
+ * a rolled-back group; the metrics generation moves with every change of the rows. */
+static void test_series_cache(void) {
+    char path[512];
+    path_in(path, sizeof path, "series.db");
+    dt_store *st = NULL, *fresh = NULL;
+    CHECK(dt_store_open(path, &st) == DT_OK);
+    if (!st) return;
+    json_t *cfg = test_config(), *hp = json_pack("{s:i}", "units", 8);
+    int64_t exp = 0, t1 = 0, t2 = 0;
+    CHECK(dt_store_exp_insert(st, cfg, "text", "/m", &exp) == DT_OK);
+    CHECK(dt_store_trial_insert(st, exp, 1, hp, 1, &t1) == DT_OK);
+    CHECK(dt_store_trial_insert(st, exp, 2, hp, 2, &t2) == DT_OK);
+    uint64_t gen = dt_store_metrics_generation(st);
+    put_rows(st, t1, 1, 100, 0);
+    CHECK(dt_store_metrics_generation(st) != gen);
+    gen = dt_store_metrics_generation(st);
+    json_t *a = loss_series(st, exp, 1000);        /* t2 has no rows: not listed */
+    CHECK(dt_store_metrics_generation(st) == gen); /* reads change nothing */
+    CHECK(json_array_size(a) == 1 && y_at(a, 0, 100) == 0.1);
+    json_decref(a);
+    /* rows after the ones read: appended */
+    put_rows(st, t1, 101, 150, 0);
+    put_rows(st, t2, 1, 10, 1);
+    a = loss_series(st, exp, 1000);
+    CHECK(json_array_size(a) == 2);
+    CHECK(json_integer_value(json_object_get(json_array_get(a, 0), "total")) == 150);
+    CHECK(y_at(a, 0, 150) == 0.15 && y_at(a, 1, 10) == 1.01);
+    json_decref(a);
+    /* an upsert of a row already read (a resumed trial reporting again) replaces its point */
+    put_rows(st, t1, 40, 40, 5);
+    a = loss_series(st, exp, 1000);
+    CHECK(y_at(a, 0, 40) == 5.04 && y_at(a, 0, 39) == 0.039);
+    CHECK(json_integer_value(json_object_get(json_array_get(a, 0), "total")) == 150);
+    json_decref(a);
+    /* a group's rows read before its rollback are forgotten with it */
+    CHECK(dt_store_begin(st) == DT_OK);
+    put_rows(st, t1, 151, 160, 0);
+    a = loss_series(st, exp, 1000);
+    CHECK(y_at(a, 0, 160) == 0.16);
+    json_decref(a);
+    gen = dt_store_metrics_generation(st);
+    dt_store_rollback(st);
+    CHECK(dt_store_metrics_generation(st) != gen);
+    a = loss_series(st, exp, 1000);
+    CHECK(y_at(a, 0, 160) == -1 &&
+          json_integer_value(json_object_get(json_array_get(a, 0), "total")) == 150);
+    json_decref(a);
+    /* downsampled (min and max per bucket) and whole, the same as a handle that read nothing */
+    CHECK(dt_store_open(path, &fresh) == DT_OK);
+    for (int64_t points = 10; fresh && points <= 1000; points *= 10) {
+        json_t *warm = loss_series(st, exp, points), *cold = loss_series(fresh, exp, points);
+        CHECK_MSG(json_equal(warm, cold), "points %lld", (long long)points);
+        json_decref(warm);
+        json_decref(cold);
+    }
+    dt_store_close(fresh);
+    gen = dt_store_metrics_generation(st);
+    CHECK(dt_store_exp_delete(st, exp) == DT_OK);
+    CHECK(dt_store_metrics_generation(st) != gen);
+    dt_store_close(st);
     json_decref(hp);
     json_decref(cfg);
 }
@@ -654,6 +833,8 @@ int main(void) {
     TEST_RUN(test_experiments);
     TEST_RUN(test_trials_metrics_ckpts_logs);
     TEST_RUN(test_migration);
+    TEST_RUN(test_migration_v2);
+    TEST_RUN(test_series_cache);
     TEST_RUN(test_foreign_files);
     TEST_RUN(test_concurrent_writers);
     TEST_RUN(test_killed_writer);

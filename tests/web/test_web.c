@@ -1,8 +1,9 @@
 /* test_web.c — the web UI and the master's request guards over real HTTP: a master on a free
  * loopback port (its own DTRAIN_HOME) whose store holds an experiment named with <script> and a
- * trial that logged one; escaping on every page, traversal attempts on the embedded files,
- * unknown and malformed ids, the CSRF rule, oversized and malformed requests, and the token
- * on a non-loopback bind (127.0.0.2: any address but the loopback default needs it). */
+ * trial that logged one and reported 50 training rows; escaping on every page, traversal attempts
+ * on the embedded files, unknown and malformed ids, the CSRF rule, oversized and malformed
+ * requests, and the token on a non-loopback bind (127.0.0.2: any address but the loopback default
+ * needs it). */
 #define _GNU_SOURCE
 #include "test.h"
 
@@ -123,13 +124,19 @@ static bool fill_store(void) {
     int64_t exp = 0, trial = 0;
     int ranks[2] = {0, 1};
     const char *lines[2] = {"<script>alert(2)</script>", "plain & simple"};
+    json_t *rows = json_array();
+    for (int b = 1; b <= 50; b++)
+        json_array_append_new(rows, json_pack("{s:s,s:i,s:{s:f}}", "kind", "training", "batches", b,
+                                              "metrics", "loss", 1.0 / b));
     bool ok = dt_store_exp_insert(st, cfg, "name: x\n", "/m", &exp) == DT_OK &&
               dt_store_trial_insert(st, exp, 1, hp, 1, &trial) == DT_OK &&
+              dt_store_metrics_insert(st, trial, rows, NULL) == DT_OK &&
               dt_store_logs_insert(st, trial, ranks, lines, 2) == DT_OK &&
               dt_store_trial_set_state(st, trial, "COMPLETED", NULL) == DT_OK &&
               dt_store_exp_set_state(st, exp, "COMPLETED") == DT_OK;
     json_decref(cfg);
     json_decref(hp);
+    json_decref(rows);
     dt_store_close(st);
     return ok;
 }
@@ -158,6 +165,48 @@ static void test_escaping(void) {
     http("GET", "/trials/1/logs.txt", NULL, NULL, g_ans, sizeof g_ans);
     CHECK(status_of(g_ans) == 200 && strstr(g_ans, "text/plain") && strstr(g_ans, "attachment") &&
           strstr(g_ans, "nosniff"));
+}
+
+/* The JSON body of a GET (after the headers), parsed; NULL when the answer is not 200. */
+static json_t *get_json(const char *path) {
+    http("GET", path, NULL, NULL, g_ans, sizeof g_ans);
+    const char *body = strstr(g_ans, "\r\n\r\n");
+    return status_of(g_ans) == 200 && body ? json_loads(body + 4, 0, NULL) : NULL;
+}
+
+/* The points of the first series of a metrics answer, or -1. */
+static int64_t first_series_points(const json_t *ans) {
+    const json_t *s = json_array_get(json_object_get(ans, "series"), 0);
+    return s ? (int64_t)json_array_size(json_object_get(s, "data")) : -1;
+}
+
+/* Chart answers are kept encoded by their query: asking again gives the same answer, and
+ * another query (each argument) its own. */
+static void test_chart_answers(void) {
+    const char *base = "/api/v1/experiments/1/metrics?kind=training&name=loss&x=batches";
+    char path[256];
+    snprintf(path, sizeof path, "%s&points=10", base);
+    json_t *a = get_json(path), *b = get_json(path);
+    CHECK(a && json_equal(a, b) && first_series_points(a) == 10);
+    json_decref(b);
+    snprintf(path, sizeof path, "%s&points=100", base);
+    b = get_json(path);
+    CHECK(first_series_points(b) == 50);
+    json_decref(b);
+    snprintf(path, sizeof path, "%s&points=10&trial=999", base); /* not one of its trials */
+    b = get_json(path);
+    CHECK(b && json_array_size(json_object_get(b, "series")) == 0);
+    json_decref(b);
+    b = get_json("/api/v1/experiments/1/metrics?kind=validation&name=loss&x=batches&points=10");
+    CHECK(b && json_array_size(json_object_get(b, "series")) == 0);
+    json_decref(b);
+    b = get_json("/api/v1/experiments/1/metrics?kind=training&name=nope&x=batches&points=10");
+    CHECK(first_series_points(b) == 0);
+    json_decref(b);
+    b = get_json("/api/v1/experiments/1/metrics?kind=training&name=loss&x=records&points=10");
+    CHECK(first_series_points(b) == 0); /* the rows have no records */
+    json_decref(b);
+    json_decref(a);
 }
 
 static void test_assets(void) {
@@ -332,6 +381,7 @@ int main(void) {
     if (start("127.0.0.1")) {
         TEST_RUN(test_escaping);
         TEST_RUN(test_assets);
+        TEST_RUN(test_chart_answers);
         TEST_RUN(test_ids);
         TEST_RUN(test_csrf);
         TEST_RUN(test_bad_requests);

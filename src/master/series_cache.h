@@ -1,0 +1,51 @@
+/*
+ * series_cache.h — the store's memory of chart series: for each (trial, kind, metric name, x)
+ * a chart asked for, every point read so far in batch order and the last batch read, so the
+ * next request reads only the rows after it. The store owns one (under its lock), extends an
+ * entry from the rows after entry->last_batches, and drops entries a write could change (a row
+ * at or before an entry's last batch, a rolled-back transaction, a deleted experiment).
+ * Least recently used entries go when the cache holds more than its point budget.
+ */
+#ifndef DTRAIN_MASTER_SERIES_CACHE_H
+#define DTRAIN_MASTER_SERIES_CACHE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct dt__series {
+    int64_t trial_id;
+    char *kind, *name, *x; /* the key */
+    int64_t last_batches;  /* of the last row read (with or without the metric); -1: none */
+    int64_t rows;          /* rows of the kind read, with or without the metric */
+    double *xs, *ys;       /* the points, in batch order */
+    size_t n, cap;
+    uint64_t used; /* the cache's clock at the last get */
+} dt__series;
+
+typedef struct dt__series_cache dt__series_cache;
+
+/* A cache holding up to `max_points` points between trims. NULL when out of memory. */
+dt__series_cache *dt__series_cache_new(size_t max_points);
+void dt__series_cache_free(dt__series_cache *c);
+/* The entry of the key, made empty when missing. NULL when out of memory. */
+dt__series *dt__series_cache_get(dt__series_cache *c, int64_t trial_id, const char *kind,
+                                 const char *name, const char *x);
+/* Append a point; false (the entry unchanged) when out of memory. */
+bool dt__series_push(dt__series *s, double x, double y);
+/* Drop the entries of the trial and kind whose last batch is >= batches (a write there could
+ * change what they hold). */
+void dt__series_cache_invalidate(dt__series_cache *c, int64_t trial_id, const char *kind,
+                                 int64_t batches);
+/* Drop every entry. */
+void dt__series_cache_clear(dt__series_cache *c);
+/* Drop least recently used entries until the points fit the budget. */
+void dt__series_cache_trim(dt__series_cache *c);
+
+/* {"trial_id","total","data":[[x,y],...]}: every point when they fit in `points`, else per
+ * bucket of consecutive points its minimum and its maximum, in x order. NULL when out of
+ * memory. */
+json_t *dt__series_json(const dt__series *s, int64_t points);
+
+#endif
