@@ -70,11 +70,14 @@ static dt_status cmp_run(const char *model, int stage, int64_t mbs, bool bf16, b
 }
 
 /* Every stage x micro-batch x precision x offload of `model`: prints each relative error
- * (predicted / measured - 1) on rank 0 and returns the largest |error|; *over10 counts the
- * cases beyond 10%. */
+ * (predicted / measured - 1) on rank 0 and returns the largest under-prediction (the unsafe
+ * side: a config predicted to fit that does not) as a positive number; *worst_over gets the
+ * largest over-prediction (the safe side: a config skipped that would have fitted); *over10
+ * counts the cases beyond 10% either way. */
 static double cmp_model(const char *model, const int64_t *mbs, int n_mbs, int rank, int *over10,
-                        int *cases) {
+                        int *cases, double *worst_over) {
     double worst = 0;
+    *worst_over = 0;
     for (int prec = 0; prec < 2; prec++) {
         dt_dsat_profile p;
         int64_t pk;
@@ -98,7 +101,8 @@ static double cmp_model(const char *model, const int64_t *mbs, int n_mbs, int ra
                         return 1e9;
                     }
                     double err = (double)predicted / (double)measured - 1;
-                    worst = fabs(err) > worst ? fabs(err) : worst;
+                    if (err < 0 && -err > worst) worst = -err;
+                    if (err > *worst_over) *worst_over = err;
                     *over10 += fabs(err) > 0.10;
                     ++*cases;
                     if (rank == 0)
