@@ -63,7 +63,7 @@ check 'grep -q "approximate max micro-batch" "$W/bin.out"' "no per-stage estimat
 check 'grep -qE "^1[[:space:]]+profile" "$W/bin.out"' "no summary table: $(cat "$W/bin.out")"
 check '[ "$($API get /api/v1/experiments/$EXP "len(r[\"trials\"])")" = 8 ]' "binary did not run 8 trials"
 NOOM=$(grep -cE "[[:space:]]oom$" "$W/bin.out")
-check '[ "$NOOM" -ge 1 ]' "no trial ran out of memory under the 4 MB budget: $(cat "$W/bin.out")"
+check '[ "$NOOM" -ge 1 ]' "no trial ran out of memory (4 MB budget, a 64 MiB workspace from micro-batch 100): $(cat "$W/bin.out")"
 check '[ "$($API get /api/v1/experiments/$EXP "sum(t[\"restarts\"] for t in r[\"trials\"])")" = 0 ]' \
   "a trial was restarted"
 check '[ "$($API get /api/v1/experiments/$EXP "[t[\"state\"] for t in r[\"trials\"]].count(\"COMPLETED\")")" = 8 ]' \

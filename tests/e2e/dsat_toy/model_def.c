@@ -1,7 +1,9 @@
 /* A small engine-based trial for the end-to-end test of `dtrain dsat` (tests/e2e/test_dsat.sh):
  * an MLP (64 -> 256 -> 256 -> 10) on a fixed synthetic dataset (no files needed), its
  * DeepSpeed config from hyperparameters.deepspeed_config. Large micro-batches run out of the
- * device budget the test sets (DT_DEVICE_MEMORY). */
+ * device budget the test sets (DT_DEVICE_MEMORY). Hyperparameter `workspace_from_mbs` (0: off):
+ * from that micro-batch on, each step also holds a 64 MiB workspace the memory model cannot
+ * see, as a kernel's scratch might — an OOM the search must take as a result, on any CPU. */
 #include <dtrain/dtrain.h>
 #include <dtrain/engine.h>
 
@@ -65,6 +67,12 @@ static dt_metrics toy_train(void *s, dt_batch_iter *it, int64_t epoch, int64_t b
     toy *t = s;
     dt_batch *b = dt_batch_iter_next(it);
     if (!b) return dt_metrics_error();
+    int64_t from = dt_hparam_int(t->c, "workspace_from_mbs", 0);
+    if (from > 0 && dt_trial_train_micro_batch_size(t->c) >= from) {
+        dt_device *dev = dt_ctx_device(dt_trial_runtime(t->c));
+        if (dt_mem_charge(dev, DT_MEM_OTHER, 64 << 20) != DT_OK) return dt_metrics_error();
+        dt_mem_release(dev, DT_MEM_OTHER, 64 << 20);
+    }
     dt_tensor *l =
         dt_cross_entropy(dt_engine_forward(t->e, dt_batch_get(b, "x")), dt_batch_get(b, "y"), -100);
     if (!l) return dt_metrics_error();
