@@ -18,28 +18,11 @@
 #define DTRAIN_DSAT_SEARCH_H
 
 #include "dtrain/base.h"
+#include "dtrain/dsat.h" /* dt_dsat_knobs */
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
-
-/* dt_dsat_knobs belongs to dtrain/dsat.h (the memory model's header); until that header is in
- * the tree, an identical private copy stands in for it. */
-#if defined(__has_include)
-#if __has_include("dtrain/dsat.h")
-#include "dtrain/dsat.h"
-#define DT__DSAT_KNOBS_PUBLIC 1
-#endif
-#endif
-#ifndef DT__DSAT_KNOBS_PUBLIC
-typedef struct dt_dsat_knobs {                         /* one configuration to try */
-    int zero_stage;                                    /* 0..3 */
-    int64_t mbs;                                       /* train_micro_batch_size_per_gpu */
-    int64_t reduce_bucket_size, allgather_bucket_size; /* 0: the user's */
-    int overlap_comm, reduce_scatter, contiguous_gradients, allgather_partitions; /* -1: user's */
-    bool offload_optimizer;
-} dt_dsat_knobs;
-#endif
 
 /* What the methods search: the stages, the model's estimates and its budget check. */
 typedef struct dt_dsat_space {
