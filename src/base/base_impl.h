@@ -9,6 +9,30 @@
 
 #include "dtrain/base.h"
 
+/* ---- cpu.c: kernel variants (docs/performance.md, "One binary for every x86-64 CPU") ----
+ * The build's baseline is x86-64-v3 (AVX2 + FMA). A kernel's AVX-512 variant is compiled for
+ * its own target between DT__AVX512_BEGIN and DT__ISA_END (GCC's target pragma, which also
+ * defines __AVX512F__ there) and chosen at each call when dt__isa_avx512() holds; the others
+ * likewise. Keep only code (functions, static inline helpers) between the two. */
+/* clang-format off */
+#define DT__AVX2_BEGIN _Pragma("GCC push_options") \
+    _Pragma("GCC target(\"avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt\")")
+#define DT__AVX512_BEGIN _Pragma("GCC push_options") \
+    _Pragma("GCC target(\"avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,avx512f,avx512bw,avx512vl,avx512dq,avx512cd\")")
+#define DT__AVX512_BF16_BEGIN _Pragma("GCC push_options") \
+    _Pragma("GCC target(\"avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,avx512f,avx512bw,avx512vl,avx512dq,avx512cd,avx512bf16\")")
+/* clang-format on */
+#define DT__ISA_END _Pragma("GCC pop_options")
+static inline bool dt__isa_avx512(void) {
+    return dt_cpu_isa_level() >= DT_CPU_AVX512;
+}
+static inline bool dt__isa_avx2(void) {
+    return dt_cpu_isa_level() >= DT_CPU_AVX2;
+}
+/* For tests: run the kernels of `isa` (capped at the CPU's level) from now on, in the whole
+ * process; returns the previous level. Not thread-safe: call it between computations. */
+dt_cpu_isa dt__cpu_isa_override(dt_cpu_isa isa);
+
 /* p[0 .. n) = 0, spread over the OpenMP threads when n is large (a gradient buffer is zeroed
  * every step, and one core alone cannot fill the memory bandwidth). */
 void dt__zero_f32(float *p, int64_t n);

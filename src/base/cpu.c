@@ -6,17 +6,23 @@
  * the paths of a smaller CPU on a bigger one. It is read once per process: every caller sees
  * the same level, so a run never mixes two kernel families. A cap above what the CPU supports,
  * or a value that is not a level, is reported once as a warning and changes nothing.
+ *
+ * The kernels are compiled in one variant per level (the AVX-512 ones for their own target, see
+ * base_impl.h's DT__TARGET_*) and ask for the level at each call, so the binary built for
+ * x86-64-v3 runs on both kinds of CPU. dt__cpu_isa_override lets a test run each variant in one
+ * process.
  */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/base.h"
+#include "base_impl.h"
 
 static const char *const ISA_NAMES[] = {"generic", "avx2", "avx512", "avx512_bf16"};
 
 static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
 static dt_cpu_isa isa_level;
+static dt_cpu_isa isa_hw; /* what the CPU supports: the override's cap */
 
 static dt_cpu_isa detect(void) {
 #if defined(__x86_64__)
@@ -30,6 +36,7 @@ static dt_cpu_isa detect(void) {
 
 static void isa_init(void) {
     dt_cpu_isa hw = detect();
+    isa_hw = hw;
     isa_level = hw;
     const char *cap = getenv("DTRAIN_ISA");
     if (!cap || !*cap) return;
@@ -50,6 +57,13 @@ static void isa_init(void) {
 dt_cpu_isa dt_cpu_isa_level(void) {
     pthread_once(&isa_once, isa_init);
     return isa_level;
+}
+
+/* Never above the CPU's level: a variant the CPU cannot run is never chosen. */
+dt_cpu_isa dt__cpu_isa_override(dt_cpu_isa isa) {
+    dt_cpu_isa prev = dt_cpu_isa_level();
+    isa_level = isa < isa_hw ? isa : isa_hw;
+    return prev;
 }
 
 const char *dt_cpu_isa_name(dt_cpu_isa isa) {

@@ -6,15 +6,15 @@
  * With AVX-512 VBMI it takes 64 pixels at a time: the table is kept as 4 planes of bytes
  * (byte b of every entry), each looked up with two 128-entry byte permutes, and the 4 byte
  * vectors are interleaved back into floats. The same bits as the scalar lookup, 1.5x faster
- * on this machine (a float permute per 32 entries was slower than the scalar loop). */
+ * on this machine (a float permute per 32 entries was slower than the scalar loop). That path is
+ * compiled for its own target and taken when the CPU level is AVX-512 and the CPU has VBMI. */
 #include "data_impl.h"
 
+#include <immintrin.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VBMI__)
-#define IDX_VBMI 1
-#include <immintrin.h>
-#endif
+
+#include "base/base_impl.h"
 
 typedef struct idx_state {
     dt_idx images, labels;
@@ -23,10 +23,10 @@ typedef struct idx_state {
     uint8_t plane[4][256]; /* byte b of lut[v] (little-endian) */
 } idx_state;
 
-/* x[j] = s->lut[px[j]] for j < n */
-static void lookup(const idx_state *s, const uint8_t *px, float *x, int64_t n) {
+_Pragma("GCC push_options") _Pragma("GCC target(\"avx2,avx512f,avx512bw,avx512vbmi\")")
+    /* x[j] = s->lut[px[j]] for the first n / 64 * 64 pixels; returns how many */
+    static int64_t lookup_vbmi(const idx_state *s, const uint8_t *px, float *x, int64_t n) {
     int64_t j = 0;
-#ifdef IDX_VBMI
     __m512i t[4][4]; /* plane b, entries 64q .. 64q + 63 */
     for (int b = 0; b < 4; b++)
         for (int q = 0; q < 4; q++) t[b][q] = _mm512_loadu_si512(s->plane[b] + 64 * q);
@@ -50,7 +50,14 @@ static void lookup(const idx_state *s, const uint8_t *px, float *x, int64_t n) {
         _mm512_storeu_si512(x + j + 32, _mm512_shuffle_i32x4(a2, a3, 0x88));
         _mm512_storeu_si512(x + j + 48, _mm512_shuffle_i32x4(a2, a3, 0xDD));
     }
-#endif
+    return j;
+}
+DT__ISA_END
+
+/* x[j] = s->lut[px[j]] for j < n */
+static void lookup(const idx_state *s, const uint8_t *px, float *x, int64_t n) {
+    int64_t j = 0;
+    if (dt__isa_avx512() && __builtin_cpu_supports("avx512vbmi")) j = lookup_vbmi(s, px, x, n);
     for (; j < n; j++) x[j] = s->lut[px[j]];
 }
 

@@ -133,7 +133,6 @@ static void gelu_bwd(const float *x, const float *y, const float *g, float *gx, 
         for (int64_t i = 0; i < n; i++) gx[i] = g[i] * gelu_grad(x[i]);
 }
 
-#ifdef __AVX512F__
 /* gelu_tanh in AVX-512 with explicit FMAs: it runs on every GPT MLP activation (the fused
  * linear's epilogue and backward), where the auto-vectorised loop below (256-bit, no FMA
  * under -ffp-contract=off) cost as much as the AMX GEMM it follows. Tails use masked lanes,
@@ -141,6 +140,8 @@ static void gelu_bwd(const float *x, const float *y, const float *g, float *gx, 
 #include <immintrin.h>
 
 #include "cpu/simd_exp.h"
+
+DT__AVX512_BEGIN
 
 /* s = sigmoid(2u) = (1 + tanh(u)) / 2, u = sqrt(2/pi) (v + 0.044715 v^3) */
 static inline __m512 gelu_tanh_s512(__m512 v, __m512 v2) {
@@ -156,7 +157,7 @@ static inline __m512 load_biased(__mmask16 k, const float *x, const float *bias,
     return bias ? _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, bias + i)) : v;
 }
 
-static void gelu_tanh_fwd_b(const float *x, const float *bias, float *y, int64_t n) {
+static void gelu_tanh_fwd_b_512(const float *x, const float *bias, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
         __m512 v = load_biased(k, x, bias, i);
@@ -176,8 +177,8 @@ static inline __m512 gelu_tanh_grad512(__m512 v, __m512 v2, __m512 s) {
     return _mm512_fmadd_ps(t, du, s);
 }
 
-static void gelu_tanh_bwd(const float *x, const float *y, const float *g, float *gx, int64_t n,
-                          bool acc) {
+static void gelu_tanh_bwd_512(const float *x, const float *y, const float *g, float *gx, int64_t n,
+                              bool acc) {
     (void)y;
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
@@ -191,8 +192,8 @@ static void gelu_tanh_bwd(const float *x, const float *y, const float *g, float 
 
 /* stream: d goes to memory with non-temporal stores where its lines are aligned (it is read
  * again only by the backward, long after the cache has moved on) */
-static void gelu_tanh_fwd_grad_b(const float *x, const float *bias, float *y, float *d, int64_t n,
-                                 bool stream) {
+static void gelu_tanh_fwd_grad_b_512(const float *x, const float *bias, float *y, float *d,
+                                     int64_t n, bool stream) {
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
         __m512 v = load_biased(k, x, bias, i), v2 = _mm512_mul_ps(v, v);
@@ -207,13 +208,15 @@ static void gelu_tanh_fwd_grad_b(const float *x, const float *bias, float *y, fl
     if (stream) _mm_sfence();
 }
 
-#else /* portable */
+DT__ISA_END
+
+/* portable (and the AVX2 machines') variants */
 
 static inline __attribute__((always_inline)) float gelu_tanh_val(float v) {
     float u = GELU_K0 * v * (1.0f + GELU_K1 * v * v);
     return v / (1.0f + fast_exp(-2.0f * u));
 }
-static void gelu_tanh_fwd_b(const float *x, const float *bias, float *y, int64_t n) {
+static void gelu_tanh_fwd_b_gen(const float *x, const float *bias, float *y, int64_t n) {
     if (bias) {
 #pragma omp simd
         for (int64_t i = 0; i < n; i++) y[i] = gelu_tanh_val(x[i] + bias[i]);
@@ -229,13 +232,13 @@ static inline __attribute__((always_inline)) float gelu_tanh_grad(float v) {
     float du = GELU_K0 * (1.0f + 3.0f * GELU_K1 * v2);
     return s + 2.0f * v * s * (1.0f - s) * du;
 }
-static void gelu_tanh_bwd(const float *x, const float *y, const float *g, float *gx, int64_t n,
-                          bool acc) {
+static void gelu_tanh_bwd_gen(const float *x, const float *y, const float *g, float *gx, int64_t n,
+                              bool acc) {
     (void)y;
     STORE_OR_ADD(acc, n, g[i] * gelu_tanh_grad(x[i]));
 }
-static void gelu_tanh_fwd_grad_b(const float *x, const float *bias, float *y, float *d, int64_t n,
-                                 bool stream) {
+static void gelu_tanh_fwd_grad_b_gen(const float *x, const float *bias, float *y, float *d,
+                                     int64_t n, bool stream) {
     (void)stream;
     for (int64_t i = 0; i < n; i++) {
         float v = bias ? x[i] + bias[i] : x[i];
@@ -244,7 +247,19 @@ static void gelu_tanh_fwd_grad_b(const float *x, const float *bias, float *y, fl
     }
 }
 
-#endif
+/* the variant of the CPU's level */
+static void gelu_tanh_fwd_b(const float *x, const float *bias, float *y, int64_t n) {
+    (dt__isa_avx512() ? gelu_tanh_fwd_b_512 : gelu_tanh_fwd_b_gen)(x, bias, y, n);
+}
+static void gelu_tanh_bwd(const float *x, const float *y, const float *g, float *gx, int64_t n,
+                          bool acc) {
+    (dt__isa_avx512() ? gelu_tanh_bwd_512 : gelu_tanh_bwd_gen)(x, y, g, gx, n, acc);
+}
+static void gelu_tanh_fwd_grad_b(const float *x, const float *bias, float *y, float *d, int64_t n,
+                                 bool stream) {
+    (dt__isa_avx512() ? gelu_tanh_fwd_grad_b_512 : gelu_tanh_fwd_grad_b_gen)(x, bias, y, d, n,
+                                                                             stream);
+}
 
 static void gelu_tanh_fwd(const float *x, float *y, int64_t n) {
     gelu_tanh_fwd_b(x, NULL, y, n);

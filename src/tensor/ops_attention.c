@@ -72,14 +72,15 @@ static int thread_id(void) {
 /* causal skipping in the per-head products (see head_gemm) */
 enum { GM_COLS = 1, GM_KROWS, GM_KFROM };
 
-#ifdef __AVX512F__
 #include <immintrin.h>
 
 #include "cpu/simd_exp.h"
 #include "cpu/simd_transpose.h"
 
+DT__AVX512_BEGIN
+
 /* Softmax of row s[0..len) in place (len >= 1); then zero s[len..end). */
-static inline void softmax_row(float *s, int64_t len, int64_t end) {
+static inline void softmax_row_512(float *s, int64_t len, int64_t end) {
     __m512 vmx = _mm512_set1_ps(-INFINITY);
     for (int64_t j = 0; j < len; j += 16) {
         __mmask16 k = dt__tail_mask16(len - j);
@@ -104,8 +105,8 @@ static inline void softmax_row(float *s, int64_t len, int64_t end) {
 
 /* Softmax gradient of one row in place: d[j] = p[j] * (d[j] - Σ p d) * scale for j < len,
  * 0 for len <= j < end. */
-static inline void softmax_grad_row(const float *p, float *d, int64_t len, int64_t end,
-                                    float scale) {
+static inline void softmax_grad_row_512(const float *p, float *d, int64_t len, int64_t end,
+                                        float scale) {
     __m512 acc = _mm512_setzero_ps();
     for (int64_t j = 0; j < len; j += 16) {
         __mmask16 k = dt__tail_mask16(len - j);
@@ -191,9 +192,9 @@ static void gm_tile_edge(int64_t mr, int64_t nc, int64_t K, const float *A, int6
     }
 }
 
-static void head_gemm(bool ta, int64_t m, int64_t n, int64_t K, float alpha, const float *A,
-                      int64_t lda, const float *B, int64_t ldb, bool acc, float *C, int64_t ldc,
-                      int causal, int64_t co) {
+static void head_gemm_512(bool ta, int64_t m, int64_t n, int64_t K, float alpha, const float *A,
+                          int64_t lda, const float *B, int64_t ldb, bool acc, float *C, int64_t ldc,
+                          int causal, int64_t co) {
     int64_t ars = ta ? 1 : lda, aks = ta ? lda : 1;
     for (int64_t i = 0; i < m; i += GM_MR) {
         int64_t mr = m - i < GM_MR ? m - i : GM_MR, last = co + i + mr; /* one past */
@@ -235,9 +236,25 @@ static void head_gemm(bool ta, int64_t m, int64_t n, int64_t K, float alpha, con
     }
 }
 
-#else /* portable */
+/* head_copy for HD a multiple of 16 (rows of a few vectors: a memcpy call per row cost more,
+ * 0.1 ms a step) */
+static void head_copy_512(const float *src, int64_t ld, int64_t T, int64_t HD, float *dst) {
+    for (int64_t t = 0; t < T && t < 8; t++)
+        for (int64_t d = 0; d < HD; d += 16)
+            _mm_prefetch((const char *)(src + t * ld + d), _MM_HINT_T0);
+    for (int64_t t = 0; t < T; t++) {
+        if (t + 8 < T)
+            for (int64_t d = 0; d < HD; d += 16)
+                _mm_prefetch((const char *)(src + (t + 8) * ld + d), _MM_HINT_T0);
+        for (int64_t d = 0; d < HD; d += 16)
+            _mm512_storeu_ps(dst + t * HD + d, _mm512_loadu_ps(src + t * ld + d));
+    }
+}
+DT__ISA_END
 
-static inline void softmax_row(float *s, int64_t len, int64_t end) {
+/* portable (and the AVX2 machines') variants */
+
+static inline void softmax_row_gen(float *s, int64_t len, int64_t end) {
     float mx = s[0];
     for (int64_t j = 1; j < len; j++) mx = s[j] > mx ? s[j] : mx;
     float sum = 0.f;
@@ -247,8 +264,8 @@ static inline void softmax_row(float *s, int64_t len, int64_t end) {
     if (end > len) memset(s + len, 0, (size_t)(end - len) * sizeof(float));
 }
 
-static inline void softmax_grad_row(const float *p, float *d, int64_t len, int64_t end,
-                                    float scale) {
+static inline void softmax_grad_row_gen(const float *p, float *d, int64_t len, int64_t end,
+                                        float scale) {
     float D = 0.f;
     for (int64_t j = 0; j < len; j++) D += p[j] * d[j];
     for (int64_t j = 0; j < len; j++) d[j] = p[j] * (d[j] - D) * scale;
@@ -256,14 +273,32 @@ static inline void softmax_grad_row(const float *p, float *d, int64_t len, int64
 }
 
 /* the full products (the causal hints only skip exact zeros) */
-static void head_gemm(bool ta, int64_t m, int64_t n, int64_t K, float alpha, const float *A,
-                      int64_t lda, const float *B, int64_t ldb, bool acc, float *C, int64_t ldc,
-                      int causal, int64_t co) {
+static void head_gemm_gen(bool ta, int64_t m, int64_t n, int64_t K, float alpha, const float *A,
+                          int64_t lda, const float *B, int64_t ldb, bool acc, float *C, int64_t ldc,
+                          int causal, int64_t co) {
     (void)causal, (void)co;
     dt__gemm_f32(ta, false, m, n, K, alpha, A, lda, B, ldb, acc ? 1.f : 0.f, C, ldc);
 }
 
-#endif
+/* the variant of the CPU's level */
+static void softmax_row(float *s, int64_t len, int64_t end) {
+    if (dt__isa_avx512())
+        softmax_row_512(s, len, end);
+    else
+        softmax_row_gen(s, len, end);
+}
+static void softmax_grad_row(const float *p, float *d, int64_t len, int64_t end, float scale) {
+    if (dt__isa_avx512())
+        softmax_grad_row_512(p, d, len, end, scale);
+    else
+        softmax_grad_row_gen(p, d, len, end, scale);
+}
+static void head_gemm(bool ta, int64_t m, int64_t n, int64_t K, float alpha, const float *A,
+                      int64_t lda, const float *B, int64_t ldb, bool acc, float *C, int64_t ldc,
+                      int causal, int64_t co) {
+    (dt__isa_avx512() ? head_gemm_512 : head_gemm_gen)(ta, m, n, K, alpha, A, lda, B, ldb, acc, C,
+                                                       ldc, causal, co);
+}
 
 /* Geometry of one call. iattr: [0]=B [1]=T [2]=NH [3]=HD */
 typedef struct att_geom {
@@ -279,8 +314,7 @@ static att_geom geom_of(const dt_node *n) {
  * as the right-hand operand of q kᵀ (dy vᵀ). */
 static void head_transpose(const float *src, int64_t ld, int64_t T, int64_t HD, float *dst) {
     int64_t t = 0;
-#ifdef __AVX512F__
-    for (; t + 16 <= T; t += 16) {
+    for (; dt__isa_avx512() && t + 16 <= T; t += 16) {
         if (t + 32 <= T) /* the next 16 rows (see head_copy) */
             for (int i = 0; i < 16; i++)
                 for (int64_t d = 0; d < HD; d += 16)
@@ -294,7 +328,6 @@ static void head_transpose(const float *src, int64_t ld, int64_t T, int64_t HD, 
         for (; d < HD; d++)
             for (int64_t i = t; i < t + 16; i++) dst[d * T + i] = src[i * ld + d];
     }
-#endif
     for (; t < T; t++)
         for (int64_t d = 0; d < HD; d++) dst[d * T + t] = src[t * ld + d];
 }
@@ -305,21 +338,10 @@ static void head_transpose(const float *src, int64_t ld, int64_t T, int64_t HD, 
  * defeat the hardware prefetchers (a few lines per 4 KiB page), so the rows a few ahead are
  * prefetched here and in head_transpose: 0.3 ms off a GPT benchmark step. */
 static void head_copy(const float *src, int64_t ld, int64_t T, int64_t HD, float *dst) {
-#ifdef __AVX512F__
-    if (HD % 16 == 0) { /* rows of a few vectors: a memcpy call per row cost more (0.1 ms a step) */
-        for (int64_t t = 0; t < T && t < 8; t++)
-            for (int64_t d = 0; d < HD; d += 16)
-                _mm_prefetch((const char *)(src + t * ld + d), _MM_HINT_T0);
-        for (int64_t t = 0; t < T; t++) {
-            if (t + 8 < T)
-                for (int64_t d = 0; d < HD; d += 16)
-                    _mm_prefetch((const char *)(src + (t + 8) * ld + d), _MM_HINT_T0);
-            for (int64_t d = 0; d < HD; d += 16)
-                _mm512_storeu_ps(dst + t * HD + d, _mm512_loadu_ps(src + t * ld + d));
-        }
+    if (HD % 16 == 0 && dt__isa_avx512()) {
+        head_copy_512(src, ld, T, HD, dst);
         return;
     }
-#endif
     for (int64_t t = 0; t < T; t++) memcpy(dst + t * HD, src + t * ld, (size_t)HD * sizeof(float));
 }
 

@@ -116,7 +116,8 @@ static bool conv_forward_gemm(dt_ctx *ctx, const dt__conv_geom *g, const float *
     for (int64_t ch = 0; ch < nchunk; ch++) {
         float *col = scr + thread_id() * per, *tmp = col + CKK * bc * OHW;
         int64_t n0 = ch * bc, nb = g->N - n0 < bc ? g->N - n0 : bc, cols = nb * OHW;
-        for (int64_t i = 0; i < nb; i++) dt__im2col(g, X + (n0 + i) * CHW, col + i * OHW, cols);
+        for (int64_t i = 0; i < nb; i++)
+            dt__conv()->im2col(g, X + (n0 + i) * CHW, col + i * OHW, cols);
         if (nb == 1) { /* straight into y: (OC, OHW) = w (OC, CKK) · col (CKK, OHW) */
             float *y = Y + n0 * g->OC * OHW;
             if (B)
@@ -145,7 +146,7 @@ static bool conv_forward_gemm(dt_ctx *ctx, const dt__conv_geom *g, const float *
 
 static bool conv_forward_direct(dt_ctx *ctx, const dt__conv_geom *g, const float *X,
                                 const float *Wt, const float *B, float *Y) {
-    int64_t per = dt__conv_direct_scratch(g);
+    int64_t per = dt__conv()->conv_direct_scratch(g);
     bool par = omp_get_max_threads() > 1 && g->N > 1 &&
                2 * g->N * g->OC * g->OH * g->OW * g->KH * g->KW > 4 * PAR_MIN;
     int nbuf = par ? omp_get_max_threads() : 1;
@@ -154,7 +155,7 @@ static bool conv_forward_direct(dt_ctx *ctx, const dt__conv_geom *g, const float
     const int64_t HW = g->H * g->W, YS = g->OC * g->OH * g->OW;
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t n = 0; n < g->N; n++)
-        dt__conv_direct_fwd(g, X + n * HW, Wt, B, Y + n * YS, scr + thread_id() * per);
+        dt__conv()->conv_direct_fwd(g, X + n * HW, Wt, B, Y + n * YS, scr + thread_id() * per);
     return true;
 }
 
@@ -163,7 +164,7 @@ static bool conv_forward_direct(dt_ctx *ctx, const dt__conv_geom *g, const float
 #define CONV_WINO_TILES 64 /* target tile columns of one Winograd chunk */
 
 static int64_t wino_chunk_images(const dt__conv_geom *g) {
-    int64_t t = dt__wino_tiles(g);
+    int64_t t = dt__conv()->wino_tiles(g);
     int64_t b = (CONV_WINO_TILES + t - 1) / t;
     if (b > g->N) b = g->N;
     return b < 1 ? 1 : b;
@@ -180,17 +181,17 @@ typedef struct wino_plan {
 
 static bool wino_plan_make(dt_ctx *ctx, const dt__conv_geom *g, const float *Wt, wino_plan *p) {
     const int64_t C = g->C, OC = g->OC;
-    p->T = dt__wino_tiles(g);
+    p->T = dt__conv()->wino_tiles(g);
     p->bc = wino_chunk_images(g);
     p->nchunk = (g->N + p->bc - 1) / p->bc;
     p->Tc = p->bc * p->T;
     p->par = chunks_parallel(p->nchunk, 32 * OC * C * p->Tc);
     int nbuf = p->par ? omp_get_max_threads() : 1;
-    p->per = 16 * C * p->Tc + 16 * OC * p->Tc + dt__wino_scratch(g);
+    p->per = 16 * C * p->Tc + 16 * OC * p->Tc + dt__conv()->wino_scratch(g);
     p->U = dt__scratch(ctx, (size_t)(16 * OC * C) * sizeof(float));
     p->scr = dt__scratch(ctx, (size_t)(nbuf * p->per) * sizeof(float));
     if (!p->U || !p->scr) return false;
-    dt__wino_weights(g, Wt, p->U);
+    dt__conv()->wino_weights(g, Wt, p->U);
     return true;
 }
 
@@ -206,11 +207,12 @@ static bool conv_forward_wino(dt_ctx *ctx, const dt__conv_geom *g, const float *
         float *V = p.scr + thread_id() * p.per, *M = V + 16 * C * Tc, *tmp = M + 16 * OC * Tc;
         int64_t n0 = ch * bc, nb = g->N - n0 < bc ? g->N - n0 : bc, cols = nb * T;
         for (int64_t i = 0; i < nb; i++)
-            dt__wino_input(g, X + (n0 + i) * CHW, V + i * T, cols, tmp);
+            dt__conv()->wino_input(g, X + (n0 + i) * CHW, V + i * T, cols, tmp);
         for (int x = 0; x < 16; x++) // M[ξ] (OC, cols) = U[ξ] (OC, C) · V[ξ] (C, cols)
             dt__gemm(ctx, false, false, OC, cols, C, 1.f, U + x * OC * C, C, V + x * C * cols, cols,
                      0.f, M + x * OC * cols, cols);
-        for (int64_t i = 0; i < nb; i++) dt__wino_output(g, M + i * T, cols, B, Y + (n0 + i) * YS);
+        for (int64_t i = 0; i < nb; i++)
+            dt__conv()->wino_output(g, M + i * T, cols, B, Y + (n0 + i) * YS);
     }
     return true;
 }
@@ -227,12 +229,13 @@ static void conv_backward_wino(dt_ctx *ctx, const dt__conv_geom *g, const float 
     for (int64_t ch = 0; ch < p.nchunk; ch++) {
         float *dV = p.scr + thread_id() * p.per, *dM = dV + 16 * C * Tc, *tmp = dM + 16 * OC * Tc;
         int64_t n0 = ch * bc, nb = g->N - n0 < bc ? g->N - n0 : bc, cols = nb * T;
-        for (int64_t i = 0; i < nb; i++) dt__wino_dout(g, dY + (n0 + i) * YS, dM + i * T, cols);
+        for (int64_t i = 0; i < nb; i++)
+            dt__conv()->wino_dout(g, dY + (n0 + i) * YS, dM + i * T, cols);
         for (int x = 0; x < 16; x++) // dV[ξ] (C, cols) = U[ξ]ᵀ (C, OC) · dM[ξ] (OC, cols)
             dt__gemm(ctx, true, false, C, cols, OC, 1.f, U + x * OC * C, C, dM + x * OC * cols,
                      cols, 0.f, dV + x * C * cols, cols);
         for (int64_t i = 0; i < nb; i++)
-            dt__wino_dinput(g, dV + i * T, cols, dX + (n0 + i) * CHW, tmp);
+            dt__conv()->wino_dinput(g, dV + i * T, cols, dX + (n0 + i) * CHW, tmp);
     }
 }
 
@@ -269,11 +272,11 @@ static void conv_backward_gemm(dt_ctx *ctx, const dt__conv_geom *g, const float 
             if (pb)
                 for (int64_t oc = 0; oc < g->OC; oc++)
                     pb[grp * g->OC + oc] =
-                        beta * pb[grp * g->OC + oc] + dt__sum_f32(dy + oc * cols, cols);
+                        beta * pb[grp * g->OC + oc] + dt__conv()->sum_f32(dy + oc * cols, cols);
             if (pw) { // dWᵀ part (CKK, OC) += col (CKK, cols) · dy (OC, cols)ᵀ
                 /* transposed: OpenBLAS runs this shape ~15% faster than dy · colᵀ */
                 for (int64_t i = 0; i < nb; i++)
-                    dt__im2col(g, X + (n0 + i) * CHW, col + i * OHW, cols);
+                    dt__conv()->im2col(g, X + (n0 + i) * CHW, col + i * OHW, cols);
                 dt__gemm(ctx, false, true, CKK, g->OC, cols, 1.f, col, cols, dy, cols, beta,
                          pw + grp * nw, g->OC);
             }
@@ -281,7 +284,7 @@ static void conv_backward_gemm(dt_ctx *ctx, const dt__conv_geom *g, const float 
                 dt__gemm(ctx, true, false, CKK, cols, g->OC, 1.f, Wt, CKK, dy, cols, 0.f, col,
                          cols);
                 for (int64_t i = 0; i < nb; i++)
-                    dt__col2im_add(g, col + i * OHW, cols, dX + (n0 + i) * CHW);
+                    dt__conv()->col2im_add(g, col + i * OHW, cols, dX + (n0 + i) * CHW);
             }
         }
     }
@@ -310,7 +313,7 @@ static void conv_wgrad_direct(dt_ctx *ctx, const dt__conv_geom *g, const float *
     groups gr = make_groups(nchunk, g->OC * (KK + 1) * 16);
     bool par = chunks_parallel(gr.n, gr.per * 2 * g->OC * KK * bc * OHW);
     int nbuf = par ? omp_get_max_threads() : 1;
-    int64_t per = dt__conv_direct_scratch(g);
+    int64_t per = dt__conv()->conv_direct_scratch(g);
     int64_t nv = g->OC * KK * 16, nvb = g->OC * 16, nall = nv + nvb; /* lane partials */
     float *scr = dt__scratch(ctx, (size_t)(nbuf * per) * sizeof(float));
     float *vw = dt__scratch(ctx, (size_t)(gr.n * nall) * sizeof(float));
@@ -321,8 +324,8 @@ static void conv_wgrad_direct(dt_ctx *ctx, const dt__conv_geom *g, const float *
         memset(v, 0, (size_t)nall * sizeof(float));
         int64_t n0 = grp * gr.per * bc, n1 = (grp + 1) * gr.per * bc;
         if (n1 > g->N) n1 = g->N;
-        dt__conv_direct_wgrad(g, X, dY, n0, n1 - n0, v, dB ? v + nv : NULL,
-                              scr + thread_id() * per);
+        dt__conv()->conv_direct_wgrad(g, X, dY, n0, n1 - n0, v, dB ? v + nv : NULL,
+                                      scr + thread_id() * per);
     }
     /* fold groups (in order) lane-wise, then the 16 lanes */
     for (int64_t grp = 1; grp < gr.n; grp++) {
@@ -333,11 +336,11 @@ static void conv_wgrad_direct(dt_ctx *ctx, const dt__conv_geom *g, const float *
     float red[DT__CONV_DIRECT_MAX_TAPS];
     for (int64_t oc = 0; oc < g->OC; oc++) {
         if (dW) {
-            dt__conv_lanes_reduce(vw + oc * KK * 16, KK, red);
+            dt__conv()->conv_lanes_reduce(vw + oc * KK * 16, KK, red);
             for (int64_t k = 0; k < KK; k++) dW[oc * KK + k] += red[k];
         }
         if (dB) {
-            dt__conv_lanes_reduce(vw + nv + oc * 16, 1, red);
+            dt__conv()->conv_lanes_reduce(vw + nv + oc * 16, 1, red);
             dB[oc] += red[0];
         }
     }
@@ -353,14 +356,14 @@ static void conv_backward(dt_node *n) {
     float *dX = dt__wants_grad(x) ? dt__grad_f32(x) : NULL;
     float *dW = dt__wants_grad(w) ? dt__grad_f32(w) : NULL;
     float *dB = b && dt__wants_grad(b) ? dt__grad_f32(b) : NULL;
-    if (dt__wino_ok(&g)) {
+    if (dt__conv()->wino_ok(&g)) {
         /* Winograd for dx only: its weight gradient (G^T dU G) turns exact zeros (say, a
          * weight whose every product meets a dead unit or padding) into rounding noise of
          * ~1e-10, which AdamW's m / (sqrt(v) + eps) scales up to a sizeable step. The im2col
          * GEMM sums only the true products, so those stay exactly zero. */
         if (dW || dB) conv_backward_gemm(ctx, &g, x->data, w->data, dY, NULL, dW, dB);
         if (dX) conv_backward_wino(ctx, &g, w->data, dY, dX);
-    } else if (dt__conv_direct_ok(&g)) {
+    } else if (dt__conv()->conv_direct_ok(&g)) {
         if (dW || dB) conv_wgrad_direct(ctx, &g, x->data, dY, dW, dB);
         if (dX) conv_backward_gemm(ctx, &g, x->data, w->data, dY, dX, NULL, NULL);
     } else if (dW || dB || dX) {
@@ -421,9 +424,9 @@ dt_tensor *dt_conv2d(dt_tensor *x, dt_tensor *w, dt_tensor *b, int stride, int p
     bool ok = true;
     if (g.N == 0)
         ok = true;
-    else if (dt__wino_ok(&g))
+    else if (dt__conv()->wino_ok(&g))
         ok = conv_forward_wino(x->ctx, &g, x->data, w->data, B, y->data);
-    else if (dt__conv_direct_ok(&g))
+    else if (dt__conv()->conv_direct_ok(&g))
         ok = conv_forward_direct(x->ctx, &g, x->data, w->data, B, y->data);
     else
         ok = conv_forward_gemm(x->ctx, &g, x->data, w->data, B, y->data);
@@ -481,7 +484,7 @@ static void max_pool_backward(dt_node *n) {
         if (!gx) return;
 #pragma omp parallel for schedule(static) if (planes * HW > PAR_MIN)
         for (int64_t p = 0; p < planes; p++)
-            dt__max_pool_2x2_bwd(gy, idx, gx, p, p + 1, H, W, OH, OW, add);
+            dt__conv()->max_pool_2x2_bwd(gy, idx, gx, p, p + 1, H, W, OH, OW, add);
         return;
     }
     float *gx = dt__grad_f32(x);
@@ -506,7 +509,7 @@ static void avg_pool_backward(dt_node *n) {
     const float *gy = n->out->grad->data;
 #pragma omp parallel for schedule(static) if (planes * OH * OW * k * k > PAR_MIN)
     for (int64_t pl = 0; pl < planes; pl++)
-        dt__avg_pool_bwd(gy, gx, pl, pl + 1, H, W, OH, OW, k, s, p);
+        dt__conv()->avg_pool_bwd(gy, gx, pl, pl + 1, H, W, OH, OW, k, s, p);
 }
 
 /* relu_max_pool2d counts what the unfused relu (1 per input element, 2 backward) and max
@@ -573,9 +576,9 @@ static dt_tensor *pool(dt_tensor *x, int kernel, int stride, int padding, bool i
 #pragma omp parallel for schedule(static) if (planes * OH * OW * kernel * kernel > PAR_MIN)
     for (int64_t p = 0; p < planes; p++) {
         if (is_max)
-            dt__max_pool_fwd(X, Y, idx, p, p + 1, H, W, OH, OW, kernel, stride, padding);
+            dt__conv()->max_pool_fwd(X, Y, idx, p, p + 1, H, W, OH, OW, kernel, stride, padding);
         else
-            dt__avg_pool_fwd(X, Y, p, p + 1, H, W, OH, OW, kernel, stride, padding);
+            dt__conv()->avg_pool_fwd(X, Y, p, p + 1, H, W, OH, OW, kernel, stride, padding);
         if (relu) {
             float *yp = Y + p * OH * OW;
 #pragma omp simd

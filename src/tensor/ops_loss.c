@@ -14,13 +14,14 @@ static int64_t target_at(const dt_tensor *t, int64_t i) {
  * 1024 x vocab logits per step through them): each row's max and sum run over 16 lanes and
  * then one fixed lane tree, so the bits do not depend on the thread count. */
 
-#ifdef __AVX512F__
 #include <immintrin.h>
 
 #include "cpu/simd_exp.h"
 
+DT__AVX512_BEGIN
+
 /* log(sum(exp(x))) of one row of C >= 1 elements */
-static float row_lse(const float *x, int64_t C) {
+static float row_lse_512(const float *x, int64_t C) {
     __m512 vm = _mm512_set1_ps(-INFINITY);
     for (int64_t c = 0; c < C; c += 16) {
         __mmask16 k = dt__tail_mask16(C - c);
@@ -37,7 +38,7 @@ static float row_lse(const float *x, int64_t C) {
 }
 
 /* gr = g * softmax(x) (= g * exp(x - lse)), stored or added */
-static void row_grad(const float *x, float lse, float g, float *gr, int64_t C, bool add) {
+static void row_grad_512(const float *x, float lse, float g, float *gr, int64_t C, bool add) {
     __m512 l = _mm512_set1_ps(lse), gv = _mm512_set1_ps(g);
     for (int64_t c = 0; c < C; c += 16) {
         __mmask16 k = dt__tail_mask16(C - c);
@@ -48,9 +49,11 @@ static void row_grad(const float *x, float lse, float g, float *gr, int64_t C, b
     }
 }
 
-#else /* portable */
+DT__ISA_END
 
-static float row_lse(const float *x, int64_t C) {
+/* portable (and the AVX2 machines') variants */
+
+static float row_lse_gen(const float *x, int64_t C) {
     float m = -INFINITY;
     for (int64_t c = 0; c < C; c++) m = x[c] > m ? x[c] : m;
     float s = 0.f;
@@ -58,11 +61,17 @@ static float row_lse(const float *x, int64_t C) {
     return m + logf(s);
 }
 
-static void row_grad(const float *x, float lse, float g, float *gr, int64_t C, bool add) {
+static void row_grad_gen(const float *x, float lse, float g, float *gr, int64_t C, bool add) {
     for (int64_t c = 0; c < C; c++) gr[c] = (add ? gr[c] : 0.f) + g * expf(x[c] - lse);
 }
 
-#endif
+/* the variant of the CPU's level */
+static float row_lse(const float *x, int64_t C) {
+    return dt__isa_avx512() ? row_lse_512(x, C) : row_lse_gen(x, C);
+}
+static void row_grad(const float *x, float lse, float g, float *gr, int64_t C, bool add) {
+    (dt__isa_avx512() ? row_grad_512 : row_grad_gen)(x, lse, g, gr, C, add);
+}
 
 static void ce_backward(dt_node *n) {
     dt_tensor *x = n->in[0], *t = n->in[1];
@@ -86,7 +95,9 @@ static void ce_backward(dt_node *n) {
     }
 }
 
-static int64_t ce_flops(const dt_node *n) { return 4 * n->iattr[0] * n->iattr[1]; }
+static int64_t ce_flops(const dt_node *n) {
+    return 4 * n->iattr[0] * n->iattr[1];
+}
 
 DT_OP(op_cross_entropy, "cross_entropy", ce_backward, ce_flops, NULL);
 
@@ -120,8 +131,9 @@ dt_tensor *dt_cross_entropy(dt_tensor *logits, dt_tensor *targets, int64_t ignor
         int64_t tr = target_at(targets, r);
         if (tr == ignore_index) continue;
         if (tr < 0 || tr >= C) {
-            dt_error(DT_ERR_INVALID, "cross_entropy: target %lld in row %lld is not a class id in "
-                                     "[0, %lld) nor ignore_index (%lld)",
+            dt_error(DT_ERR_INVALID,
+                     "cross_entropy: target %lld in row %lld is not a class id in "
+                     "[0, %lld) nor ignore_index (%lld)",
                      (long long)tr, (long long)r, (long long)C, (long long)ignore_index);
             return NULL;
         }
@@ -169,7 +181,9 @@ static void mse_backward(dt_node *n) {
     }
 }
 
-static int64_t mse_flops(const dt_node *n) { return 3 * dt_numel(n->in[0]); }
+static int64_t mse_flops(const dt_node *n) {
+    return 3 * dt_numel(n->in[0]);
+}
 
 DT_OP(op_mse, "mse", mse_backward, mse_flops, NULL);
 

@@ -2,11 +2,11 @@
 #include "tensor_impl.h"
 
 #include <math.h>
-#ifdef __AVX512BF16__
 #include <immintrin.h>
-#endif
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "base/base_impl.h"
 
 /* ---- dtypes ---- */
 
@@ -352,16 +352,22 @@ static inline uint16_t bf16_one(float f) {
     return (uint16_t)(u >> 16);
 }
 
+DT__AVX512_BF16_BEGIN
+/* The first n / 32 * 32 elements; returns how many. vcvtne2ps2bf16 rounds to nearest even and
+ * quiets NaNs: the same result as bf16_one. */
+static int64_t f32_to_bf16_avx512bf16(const float *src, uint16_t *dst, int64_t n) {
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512 lo = _mm512_loadu_ps(src + i), hi = _mm512_loadu_ps(src + i + 16);
+        _mm512_storeu_si512((void *)(dst + i), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    }
+    return i;
+}
+DT__ISA_END
+
 void dt__f32_to_bf16_seq(const float *src, uint16_t *dst, int64_t n) {
     int64_t i = 0;
-#ifdef __AVX512BF16__
-    /* vcvtne2ps2bf16 rounds to nearest even and quiets NaNs: the same result as bf16_one */
-    if (dt_cpu_isa_level() >= DT_CPU_AVX512_BF16)
-        for (; i + 32 <= n; i += 32) {
-            __m512 lo = _mm512_loadu_ps(src + i), hi = _mm512_loadu_ps(src + i + 16);
-            _mm512_storeu_si512((void *)(dst + i), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-        }
-#endif
+    if (dt_cpu_isa_level() >= DT_CPU_AVX512_BF16) i = f32_to_bf16_avx512bf16(src, dst, n);
     for (; i < n; i++) dst[i] = bf16_one(src[i]);
 }
 

@@ -63,7 +63,7 @@ static inline __mmask16 range_mask(int64_t o, int64_t lo, int64_t hi) {
 }
 #endif
 
-void dt__im2col(const dt__conv_geom *g, const float *x, float *col, int64_t ldcol) {
+static void im2col(const dt__conv_geom *g, const float *x, float *col, int64_t ldcol) {
     const int64_t H = g->H, W = g->W, OH = g->OH, OW = g->OW, s = g->stride, p = g->pad;
     for (int64_t c = 0; c < g->C; c++) {
         const float *xc = x + c * H * W;
@@ -100,7 +100,7 @@ void dt__im2col(const dt__conv_geom *g, const float *x, float *col, int64_t ldco
     }
 }
 
-void dt__col2im_add(const dt__conv_geom *g, const float *col, int64_t ldcol, float *x) {
+static void col2im_add(const dt__conv_geom *g, const float *col, int64_t ldcol, float *x) {
     const int64_t H = g->H, W = g->W, OH = g->OH, OW = g->OW, s = g->stride, p = g->pad;
     for (int64_t c = 0; c < g->C; c++) {
         float *xc = x + c * H * W;
@@ -155,11 +155,11 @@ static dgeom direct_geom(const dt__conv_geom *g) {
     return d;
 }
 
-bool dt__conv_direct_ok(const dt__conv_geom *g) {
+static bool conv_direct_ok(const dt__conv_geom *g) {
     return g->C == 1 && g->stride == 1 && g->KH * g->KW <= DT__CONV_DIRECT_MAX_TAPS;
 }
 
-int64_t dt__conv_direct_scratch(const dt__conv_geom *g) {
+static int64_t conv_direct_scratch(const dt__conv_geom *g) {
     dgeom d = direct_geom(g);
     return d.Hp * d.Wp + 16 /* slack */ + d.Wv /* row buffer */ + 16;
 }
@@ -255,8 +255,8 @@ direct_wgrad_512(const dt__conv_geom *g, const dgeom *d, const float *xp, const 
 }
 #endif
 
-void dt__conv_direct_fwd(const dt__conv_geom *g, const float *x, const float *w, const float *b,
-                         float *y, float *scratch) {
+static void conv_direct_fwd(const dt__conv_geom *g, const float *x, const float *w, const float *b,
+                            float *y, float *scratch) {
     dgeom d = direct_geom(g);
     float *xp = scratch, *row = scratch + d.Hp * d.Wp + 16;
     pad_image(g, &d, x, xp);
@@ -323,8 +323,8 @@ wgrad_image(const dt__conv_geom *g, const dgeom *d, const float *xp, const float
     }
 }
 
-void dt__conv_direct_wgrad(const dt__conv_geom *g, const float *x, const float *dy, int64_t n0,
-                           int64_t nb, float *vw, float *vb, float *scratch) {
+static void conv_direct_wgrad(const dt__conv_geom *g, const float *x, const float *dy, int64_t n0,
+                              int64_t nb, float *vw, float *vb, float *scratch) {
     dgeom d = direct_geom(g);
     float *xp = scratch, *row = scratch + d.Hp * d.Wp + 16;
     memset(row, 0, (size_t)d.Wv * sizeof(float));
@@ -348,7 +348,7 @@ void dt__conv_direct_wgrad(const dt__conv_geom *g, const float *x, const float *
     }
 }
 
-float dt__sum_f32(const float *p, int64_t n) {
+static float sum_f32(const float *p, int64_t n) {
     v16 acc = (v16){0};
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) acc += ldu(p + i);
@@ -358,7 +358,7 @@ float dt__sum_f32(const float *p, int64_t n) {
     return s;
 }
 
-void dt__conv_lanes_reduce(const float *v, int64_t n, float *out) {
+static void conv_lanes_reduce(const float *v, int64_t n, float *out) {
     for (int64_t i = 0; i < n; i++) {
         float s = 0.f;
         for (int l = 0; l < 16; l++) s += v[i * 16 + l];
@@ -492,8 +492,8 @@ static void max_pool_2x2_bwd_rows(const float *gy, const int32_t *idx, float *gx
 }
 #endif
 
-void dt__max_pool_2x2_bwd(const float *gy, const int32_t *idx, float *gx, int64_t p0, int64_t p1,
-                          int64_t H, int64_t W, int64_t OH, int64_t OW, bool add) {
+static void max_pool_2x2_bwd(const float *gy, const int32_t *idx, float *gx, int64_t p0, int64_t p1,
+                             int64_t H, int64_t W, int64_t OH, int64_t OW, bool add) {
     for (int64_t pl = p0; pl < p1; pl++) {
         float *g = gx + pl * H * W;
         const float *gp = gy + pl * OH * OW;
@@ -517,8 +517,8 @@ static inline void pool_window(int64_t o, int s, int p, int k, int64_t n, int64_
     if (*hi > n) *hi = n;
 }
 
-void dt__max_pool_fwd(const float *x, float *y, int32_t *idx, int64_t p0, int64_t p1, int64_t H,
-                      int64_t W, int64_t OH, int64_t OW, int k, int s, int p) {
+static void max_pool_fwd(const float *x, float *y, int32_t *idx, int64_t p0, int64_t p1, int64_t H,
+                         int64_t W, int64_t OH, int64_t OW, int k, int s, int p) {
     if (k == 2 && s == 2 && p == 0) {
         max_pool_2x2(x, y, idx, p0, p1, H, W, OH, OW);
         return;
@@ -547,8 +547,8 @@ void dt__max_pool_fwd(const float *x, float *y, int32_t *idx, int64_t p0, int64_
 }
 
 /* count_include_pad: every window divides by k*k (windows never leave the padded input). */
-void dt__avg_pool_fwd(const float *x, float *y, int64_t p0, int64_t p1, int64_t H, int64_t W,
-                      int64_t OH, int64_t OW, int k, int s, int p) {
+static void avg_pool_fwd(const float *x, float *y, int64_t p0, int64_t p1, int64_t H, int64_t W,
+                         int64_t OH, int64_t OW, int k, int s, int p) {
     const float inv = 1.f / (float)(k * k);
     for (int64_t pl = p0; pl < p1; pl++) {
         const float *xp = x + pl * H * W;
@@ -567,8 +567,8 @@ void dt__avg_pool_fwd(const float *x, float *y, int64_t p0, int64_t p1, int64_t 
     }
 }
 
-void dt__avg_pool_bwd(const float *gy, float *gx, int64_t p0, int64_t p1, int64_t H, int64_t W,
-                      int64_t OH, int64_t OW, int k, int s, int p) {
+static void avg_pool_bwd(const float *gy, float *gx, int64_t p0, int64_t p1, int64_t H, int64_t W,
+                         int64_t OH, int64_t OW, int k, int s, int p) {
     const float inv = 1.f / (float)(k * k);
     for (int64_t pl = p0; pl < p1; pl++) {
         float *gp = gx + pl * H * W;
@@ -614,15 +614,15 @@ static wgeom wino_geom(const dt__conv_geom *g) {
     return w;
 }
 
-bool dt__wino_ok(const dt__conv_geom *g) {
+static bool wino_ok(const dt__conv_geom *g) {
     return g->KH == 3 && g->KW == 3 && g->stride == 1 && g->pad <= 4 && g->C >= 4 && g->OC >= 4;
 }
 
-int64_t dt__wino_tiles(const dt__conv_geom *g) {
+static int64_t wino_tiles(const dt__conv_geom *g) {
     return wino_geom(g).T;
 }
 
-int64_t dt__wino_scratch(const dt__conv_geom *g) {
+static int64_t wino_scratch(const dt__conv_geom *g) {
     wgeom w = wino_geom(g);
     return 2 * w.R * w.SE + 4 * w.SE + 64; /* E, O, a row buffer of 2*SE (+ slack) */
 }
@@ -660,7 +660,7 @@ static void wino_split(const dt__conv_geom *g, const wgeom *w, const float *xc, 
     }
 }
 
-void dt__wino_weights(const dt__conv_geom *g, const float *wt, float *U) {
+static void wino_weights(const dt__conv_geom *g, const float *wt, float *U) {
     const int64_t OC = g->OC, C = g->C;
     for (int64_t oc = 0; oc < OC; oc++)
         for (int64_t c = 0; c < C; c++) {
@@ -682,7 +682,7 @@ void dt__wino_weights(const dt__conv_geom *g, const float *wt, float *U) {
         }
 }
 
-void dt__wino_input(const dt__conv_geom *g, const float *x, float *V, int64_t ldv, float *scr) {
+static void wino_input(const dt__conv_geom *g, const float *x, float *V, int64_t ldv, float *scr) {
     wgeom w = wino_geom(g);
     float *E = scr, *O = scr + w.R * w.SE;
     const int64_t xs = g->C * ldv; /* between the 16 V matrices */
@@ -720,8 +720,8 @@ void dt__wino_input(const dt__conv_geom *g, const float *x, float *V, int64_t ld
     }
 }
 
-void dt__wino_output(const dt__conv_geom *g, const float *M, int64_t ldm, const float *b,
-                     float *y) {
+static void wino_output(const dt__conv_geom *g, const float *M, int64_t ldm, const float *b,
+                        float *y) {
     wgeom w = wino_geom(g);
     const __m512i il = _mm512_loadu_si512(k_il_lo), ih = _mm512_loadu_si512(k_il_hi);
     const int64_t ms = g->OC * ldm, OH = g->OH, OW = g->OW;
@@ -762,7 +762,7 @@ void dt__wino_output(const dt__conv_geom *g, const float *M, int64_t ldm, const 
     }
 }
 
-void dt__wino_dout(const dt__conv_geom *g, const float *dy, float *dM, int64_t ldm) {
+static void wino_dout(const dt__conv_geom *g, const float *dy, float *dM, int64_t ldm) {
     wgeom w = wino_geom(g);
     const __m512i ev = _mm512_loadu_si512(k_even), od = _mm512_loadu_si512(k_odd);
     const int64_t ms = g->OC * ldm, OH = g->OH, OW = g->OW;
@@ -802,7 +802,8 @@ void dt__wino_dout(const dt__conv_geom *g, const float *dy, float *dM, int64_t l
     }
 }
 
-void dt__wino_dinput(const dt__conv_geom *g, const float *dV, int64_t ldv, float *dx, float *scr) {
+static void wino_dinput(const dt__conv_geom *g, const float *dV, int64_t ldv, float *dx,
+                        float *scr) {
     wgeom w = wino_geom(g);
     float *E = scr, *O = scr + w.R * w.SE;
     const __m512i il = _mm512_loadu_si512(k_il_lo), ih = _mm512_loadu_si512(k_il_hi);
@@ -876,31 +877,58 @@ void dt__wino_dinput(const dt__conv_geom *g, const float *dV, int64_t ldv, float
 }
 
 #else
-bool dt__wino_ok(const dt__conv_geom *g) {
+static bool wino_ok(const dt__conv_geom *g) {
     (void)g;
     return false;
 }
-int64_t dt__wino_tiles(const dt__conv_geom *g) {
+static int64_t wino_tiles(const dt__conv_geom *g) {
     return ((g->OH + 1) / 2) * ((g->OW + 1) / 2);
 }
-int64_t dt__wino_scratch(const dt__conv_geom *g) {
+static int64_t wino_scratch(const dt__conv_geom *g) {
     (void)g;
     return 0;
 }
-void dt__wino_weights(const dt__conv_geom *g, const float *w, float *U) {
+static void wino_weights(const dt__conv_geom *g, const float *w, float *U) {
     (void)g, (void)w, (void)U;
 }
-void dt__wino_input(const dt__conv_geom *g, const float *x, float *V, int64_t ldv, float *scr) {
+static void wino_input(const dt__conv_geom *g, const float *x, float *V, int64_t ldv, float *scr) {
     (void)g, (void)x, (void)V, (void)ldv, (void)scr;
 }
-void dt__wino_output(const dt__conv_geom *g, const float *M, int64_t ldm, const float *b,
-                     float *y) {
+static void wino_output(const dt__conv_geom *g, const float *M, int64_t ldm, const float *b,
+                        float *y) {
     (void)g, (void)M, (void)ldm, (void)b, (void)y;
 }
-void dt__wino_dout(const dt__conv_geom *g, const float *dy, float *dM, int64_t ldm) {
+static void wino_dout(const dt__conv_geom *g, const float *dy, float *dM, int64_t ldm) {
     (void)g, (void)dy, (void)dM, (void)ldm;
 }
-void dt__wino_dinput(const dt__conv_geom *g, const float *dV, int64_t ldv, float *dx, float *scr) {
+static void wino_dinput(const dt__conv_geom *g, const float *dV, int64_t ldv, float *dx,
+                        float *scr) {
     (void)g, (void)dV, (void)ldv, (void)dx, (void)scr;
 }
 #endif
+
+#ifndef DT__CONV_TABLE
+#define DT__CONV_TABLE dt__conv_generic
+#endif
+const dt__conv_kernels DT__CONV_TABLE = {
+    .im2col = im2col,
+    .col2im_add = col2im_add,
+    .conv_direct_ok = conv_direct_ok,
+    .conv_direct_scratch = conv_direct_scratch,
+    .conv_direct_fwd = conv_direct_fwd,
+    .conv_direct_wgrad = conv_direct_wgrad,
+    .sum_f32 = sum_f32,
+    .conv_lanes_reduce = conv_lanes_reduce,
+    .wino_ok = wino_ok,
+    .wino_tiles = wino_tiles,
+    .wino_scratch = wino_scratch,
+    .wino_weights = wino_weights,
+    .wino_input = wino_input,
+    .wino_output = wino_output,
+    .wino_dout = wino_dout,
+    .wino_dinput = wino_dinput,
+    .max_pool_fwd = max_pool_fwd,
+    .max_pool_2x2_bwd = max_pool_2x2_bwd,
+    .avg_pool_fwd = avg_pool_fwd,
+    .avg_pool_bwd = avg_pool_bwd,
+};

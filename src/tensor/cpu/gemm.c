@@ -290,15 +290,14 @@ static void pack_panel_rows(const float *B, int64_t ldb, bool tb, int64_t K, int
         }
         return;
     }
+    const bool avx512 = dt__isa_avx512();
     for (int64_t j = 0; j < PANEL; j += 16) {
-#ifdef __AVX512F__
-        if (kh == PANEL_ROWS && nw - j >= 16) {
+        if (avx512 && kh == PANEL_ROWS && nw - j >= 16) {
             const float *rows[16];
             for (int i = 0; i < 16; i++) rows[i] = B + (n0 + j + i) * ldb + k0;
             dt__transpose16(rows, d + j, PANEL);
             continue;
         }
-#endif
         for (int64_t r = 0; r < PANEL_ROWS; r++)
             for (int64_t i = j; i < j + 16; i++)
                 d[r * PANEL + i] = r < kh && i < nw ? B[(n0 + i) * ldb + k0 + r] : 0.f;
@@ -515,9 +514,8 @@ static void transpose_block(const float *src, int64_t ld, int64_t K, int64_t m, 
     float s[TILE_M];
     if (sums) memset(s, 0, (size_t)m * sizeof(float));
     int64_t k = 0;
-#ifdef __AVX512F__
     int64_t m16 = m / 16 * 16;
-    for (; k + 16 <= K; k += 16) {
+    for (; dt__isa_avx512() && k + 16 <= K; k += 16) {
         const float *rows[16];
         for (int i = 0; i < 16; i++) rows[i] = src + (k + i) * ld;
         for (int64_t j = 0; j < m16; j += 16) {
@@ -533,7 +531,6 @@ static void transpose_block(const float *src, int64_t ld, int64_t K, int64_t m, 
                 for (int64_t j = 0; j < m; j++) s[j] += rows[i][j];
             }
     }
-#endif
     for (; k < K; k++) {
         const float *row = src + k * ld;
         for (int64_t j = 0; j < m; j++) dst[j * ldd + k] = row[j];

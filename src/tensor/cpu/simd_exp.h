@@ -8,8 +8,12 @@
 #ifndef DT_SIMD_EXP_H
 #define DT_SIMD_EXP_H
 
-#ifdef __AVX512F__
 #include <immintrin.h>
+#include <stdint.h>
+
+#include "base/base_impl.h"
+
+DT__AVX512_BEGIN
 
 static inline __m512 dt__exp512(__m512 x) {
     __m512 xc = _mm512_min_ps(_mm512_set1_ps(89.f), x);
@@ -38,6 +42,6 @@ static inline __m512 dt__exp512_nonpos(__m512 x) {
 static inline __mmask16 dt__tail_mask16(int64_t rem) {
     return rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1u);
 }
-#endif
+DT__ISA_END
 
 #endif

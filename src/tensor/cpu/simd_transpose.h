@@ -3,10 +3,12 @@
 #ifndef DT_SIMD_TRANSPOSE_H
 #define DT_SIMD_TRANSPOSE_H
 
-#ifdef __AVX512F__
 #include <immintrin.h>
 #include <stdint.h>
 
+#include "base/base_impl.h"
+
+DT__AVX512_BEGIN
 /* 16 rows r[0..15] of 16 floats each, written transposed: column i to d + i * ldd. */
 static inline void dt__transpose16(const float *const r[16], float *d, int64_t ldd) {
     __m512 a[16], b[16];
@@ -37,6 +39,6 @@ static inline void dt__transpose16(const float *const r[16], float *d, int64_t l
     }
     for (int i = 0; i < 16; i++) _mm512_storeu_ps(d + i * ldd, a[i]);
 }
-#endif
+DT__ISA_END
 
 #endif
