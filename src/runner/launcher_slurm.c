@@ -287,7 +287,7 @@ static int ended_code(slurm *s, dt_launch_run *r) {
     int rc = 0, sig = 0;
     sscanf(exitcode, "%d:%d", &rc, &sig);
     if (strcmp(state, "COMPLETED")) {
-        char line[300];
+        char line[400];
         snprintf(line, sizeof line,
                  "dtrain master: Slurm job %lld ended %s (reason %s, exit code %s)",
                  (long long)r->job, state, reason[0] ? reason : "none", exitcode);
