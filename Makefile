@@ -13,6 +13,7 @@ DEB_PACKAGES := build-essential cmake pkg-config libopenblas-openmp-dev libopenm
 # (numpy comes from Debian). The web UI's browser tests drive Debian's headless Chromium with
 # Selenium.
 DEB_TEST_PACKAGES := python3 python3-venv python3-numpy procps chromium chromium-driver \
+	slurm-wlm munge \
 	python3-selenium
 VENV := $(CURDIR)/build/venv
 PY := $(VENV)/bin/python3

@@ -95,6 +95,15 @@ typedef struct dt_ckpt_storage_conf {
     int64_t save_experiment_best; /* default 0 */
 } dt_ckpt_storage_conf;
 
+/* The experiment config's `slurm` section: how the slurm launcher submits each trial. */
+typedef struct dt_slurm_conf {
+    char *partition, *account, *time; /* NULL: not given (Slurm's defaults) */
+    int n_sbatch_args;                /* sbatch_args: more sbatch arguments, as written */
+    char **sbatch_args;
+    int64_t slots_per_node; /* 0: not given (Slurm places the tasks) */
+    int64_t cpus_per_slot;  /* default 1 */
+} dt_slurm_conf;
+
 typedef struct dt_expconf {
     json_t *json;     /* the whole config (owned); the struct's json_t pointers borrow from it */
     dt_yaml_doc *doc; /* source positions (owned); NULL when parsed from json */
@@ -138,6 +147,8 @@ typedef struct dt_expconf {
     int64_t slots_per_trial; /* resources; default 1 */
     int64_t max_slots;       /* resources: slots the experiment's trials may use at once; 0 =
                               * no cap */
+    char *launcher;          /* resources.launcher: "local" or "slurm"; NULL: the master's */
+    dt_slurm_conf slurm;     /* the slurm section (used by the slurm launcher) */
     int64_t max_restarts;    /* default 5 */
     const json_t *data;      /* free-form object (empty object when not given) */
 

@@ -10,7 +10,19 @@
  * bound to the given cores (sched_setaffinity, inherited by mpirun's ranks), with
  * PR_SET_PDEATHSIG so it dies with the thread that launched it, and its stdout and stderr
  * read line by line by a reader thread and handed to on_log (mpirun's --tag-output prefixes
- * give the rank). A run is over only when every process of its group is gone.
+ * give the rank). A run is over only when every process of its group is gone. Its handle is
+ * the process group id.
+ *
+ * Slurm launcher (dt_launcher_slurm_new, src/runner/launcher_slurm.c): each run is one
+ * `sbatch` job (ntasks = slots, cpus-per-task, partition, account, time and extra sbatch
+ * arguments from the options) whose batch script exports the spec's environment, enters the
+ * workdir and execs the command (a multi-slot `dtrain worker` runs its ranks with mpirun
+ * inside the allocation). A poller thread asks `squeue` for every run's state, `scontrol` /
+ * `sacct` for an ended job's exit code, and tails the job's output file into on_log. A job
+ * Slurm refuses is a DT_ERR_IO from start naming sbatch's message. signal is `scancel --full
+ * --signal`; kill_wait is `scancel --signal=KILL` then waits until Slurm says the job ended.
+ * Its handle is the job id. The job's files live in `job_dir`, which the compute nodes must
+ * see at the same path (as they must see the model build and checkpoint storage).
  */
 #ifndef DTRAIN_LAUNCHER_H
 #define DTRAIN_LAUNCHER_H
@@ -36,6 +48,7 @@ typedef struct dt_launch_spec {
     const char *workdir; /* NULL: the caller's */
     const int *cpus;     /* cores to bind the run to (n_cpus of them); NULL: no binding */
     int n_cpus;
+    int slots; /* processes the run starts (a cluster launcher allocates them); 0: 1 */
     dt_log_fn on_log;
     void *log_arg;
 } dt_launch_spec;
@@ -55,8 +68,13 @@ typedef struct dt_launcher_ops {
     /* SIGKILL every process of the run and return once all are gone and its output is
      * read. */
     void (*kill_wait)(dt_launcher *l, dt_launch_run *r);
-    /* The run's process group id (the master records it to clean up after a crash). */
-    pid_t (*pgid)(dt_launcher *l, dt_launch_run *r);
+    /* What identifies the run outside this process (local: its process group id, Slurm: its
+     * job id): the master records it so that a master started after a crash can reclaim it. */
+    int64_t (*handle)(dt_launcher *l, dt_launch_run *r);
+    /* Stop whatever is left of a run an earlier process started (its `handle`) and wait, up
+     * to timeout_s, until it is gone. DT_OK when gone (or never there); DT_ERR_STATE naming
+     * it when it survives the timeout; DT_ERR_INVALID for a handle that cannot be one. */
+    dt_status (*reclaim)(dt_launcher *l, int64_t handle, double timeout_s);
     /* Wait until the run's output is read to its end, then free it (the run has exited or
      * was killed). */
     void (*release)(dt_launcher *l, dt_launch_run *r);
@@ -70,6 +88,23 @@ struct dt_launcher {
 
 /* The local launcher. NULL with DT_ERR_OOM. */
 DT_API dt_launcher *dt_launcher_local_new(void);
+
+/* How a Slurm launcher submits its jobs. Strings are copied. */
+typedef struct dt_slurm_opts {
+    const char *job_dir;   /* batch scripts and job output (shared with the compute nodes) */
+    const char *partition; /* NULL: Slurm's default (likewise account and time) */
+    const char *account;
+    const char *time;               /* sbatch --time, e.g. "2:00:00" */
+    const char *const *sbatch_args; /* more sbatch arguments, n_sbatch_args of them */
+    int n_sbatch_args;
+    int slots_per_node; /* > 0: --ntasks-per-node and --nodes from it; 0: Slurm places */
+    int cpus_per_slot;  /* --cpus-per-task (and OMP_NUM_THREADS); 0: 1 */
+    double poll_s;      /* how often squeue is asked; 0: 1 s */
+} dt_slurm_opts;
+
+/* A Slurm launcher. NULL with DT_ERR_IO when sbatch is not on PATH or job_dir cannot be
+ * made, DT_ERR_OOM. */
+DT_API dt_launcher *dt_launcher_slurm_new(const dt_slurm_opts *o);
 
 /* SIGKILL process group `pgid` left by an earlier master (not our child) and wait, up to
  * `timeout_s`, until no process of it is left. DT_OK when none is left (or none was there);

@@ -38,6 +38,8 @@ typedef struct dt_master_opts {
     bool quiet;       /* no log lines on stderr */
     const struct dt_http_route *routes; /* more routes after the REST API's (the web UI) */
     int n_routes;
+    const char *launcher; /* experiments' default launcher: "local" (default) or "slurm" */
+    double slurm_poll_s;  /* how often Slurm launchers ask squeue; 0: 1 s */
 } dt_master_opts;
 
 /* The master's access token: <home>/master.token (home NULL: dt_master_home), created with

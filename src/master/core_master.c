@@ -11,7 +11,9 @@
  *                next one); rows that could not be delivered are kept and sent with the
  *                next report (up to MAX_PENDING rows).
  *   progress     at most once a second.
- *   preemption   GET .../preempt at most every PREEMPT_POLL_S (the answer is cached between).
+ *   preemption   GET .../preempt at most every PREEMPT_POLL_S (the answer is cached between);
+ *                SIGTERM / SIGINT (Slurm's scancel and time limit send SIGTERM first) too: the
+ *                loop finishes the batch, checkpoints and stops.
  *   checkpoints  reported with resources = the checkpoint's files and sizes.
  *   TensorBoard  files under the checkpoint directory, as the local core writes them.
  *   lost         a 409 (this run was replaced) or a master unreachable for lost_after_s of
@@ -23,6 +25,7 @@
 #include "dtrain/trialio.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +46,14 @@ typedef struct mcore {
     bool preempt;           /* the last answer */
     double comm_fail_since; /* first failed call of a run of failures (0: none) */
     double next_progress;
+    struct sigaction old_int, old_term;
 } mcore;
+
+static volatile sig_atomic_t g_term_signal;
+
+static void on_term(int sig) {
+    g_term_signal = sig;
+}
 
 static mcore *M(dt_core *core) {
     return core->impl;
@@ -220,7 +230,7 @@ static dt_status m_checkpoint_stored(dt_core *core, const dt_core_checkpoint *ck
 static bool m_should_preempt(dt_core *core) {
     mcore *m = M(core);
     if (!core->chief) return false;
-    if (core->lost) return true;
+    if (core->lost || g_term_signal) return true;
     double now = dt_now_sec();
     if (now < m->next_preempt) return m->preempt;
     m->next_preempt = now + PREEMPT_POLL_S;
@@ -307,6 +317,8 @@ static void m_stopped(dt_core *core, int64_t steps_completed) {
 
 static void m_free(dt_core *core) {
     mcore *m = M(core);
+    sigaction(SIGINT, &m->old_int, NULL);
+    sigaction(SIGTERM, &m->old_term, NULL);
     if (core->chief && !core->lost && json_array_size(m->pending)) flush_rows(m);
     dt_core_tb_close(core);
     json_decref(m->pending);
@@ -353,5 +365,11 @@ dt_core *dt_core_master_new(const dt_core_master_opts *o) {
         snprintf(m->core.tb_path, sizeof m->core.tb_path, "%s/tensorboard", o->checkpoint_dir);
     /* a single call waits no longer than the core may stay without its master */
     dt_client_set_timeout(m->client, m->lost_after_s > 30 ? m->lost_after_s : 30);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_term;
+    g_term_signal = 0;
+    sigaction(SIGINT, &sa, &m->old_int);
+    sigaction(SIGTERM, &sa, &m->old_term);
     return &m->core;
 }

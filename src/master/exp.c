@@ -106,6 +106,7 @@ void m_exp_free(m_exp *e) {
     for (int i = 0; i < e->n_trials; i++) trial_free(e->trials[i]);
     free(e->trials);
     dt_searcher_free(e->search);
+    if (e->own_launcher) e->launcher->ops->free(e->launcher);
     if (e->search_lib) dlclose(e->search_lib);
     dt_expconf_free(e->cfg);
     free(e->so_path);
@@ -643,7 +644,8 @@ dt_status m_exp_create(master *m, const json_t *body, int64_t *id, json_t **warn
     dt_expconf *cfg = NULL;
     dt_status st = parse_config(body, &cfg);
     if (st != DT_OK) return st;
-    if (cfg->slots_per_trial > m->slots) {
+    if (cfg->slots_per_trial > m->slots &&
+        strcmp(cfg->launcher ? cfg->launcher : m->o.launcher, "slurm")) {
         st = dt_error(DT_ERR_CONFIG,
                       "resources.slots_per_trial is %lld but the master has %d "
                       "slots; hint: lower slots_per_trial or start the master "
@@ -667,6 +669,7 @@ dt_status m_exp_create(master *m, const json_t *body, int64_t *id, json_t **warn
         return dt_error(DT_ERR_OOM, "out of memory");
     }
     e->cfg = cfg;
+    if ((st = m_sched_exp_launcher(m, e)) != DT_OK) goto fail;
     e->model_dir = strdup(dir);
     e->ckpt_root = m_exp_ckpt_root(m, cfg);
     bool paused = json_is_false(json_object_get(body, "activate"));
@@ -740,9 +743,9 @@ static dt_status recover_trials(master *m, m_exp *e) {
         load_trial_ops(t, json_object_get(r, "ops"));
         /* a run of the previous master: make sure every process of it is gone before the
          * trial runs again (from its latest checkpoint; not counted as a restart) */
-        int64_t pgid = json_integer_value(json_object_get(r, "pgid"));
-        if (pgid > 1 && !m_state_terminal(t->state)) {
-            if (dt_launch_kill_group_wait((pid_t)pgid, 30) != DT_OK)
+        int64_t handle = json_integer_value(json_object_get(r, "pgid")); /* the run's handle */
+        if (handle > 0 && !m_state_terminal(t->state)) {
+            if (e->launcher->ops->reclaim(e->launcher, handle, 30) != DT_OK)
                 dt_log(DT_LOG_ERROR, "trial %lld: %s", (long long)t->id, dt_last_error());
             dt_store_trial_set_run(m->store, t->id, t->run_id, 0);
         }
@@ -777,6 +780,7 @@ dt_status m_exp_recover(master *m) {
             e->ckpt_root = m_exp_ckpt_root(m, e->cfg);
             st = make_searcher(m, e);
         }
+        if (st == DT_OK) st = m_sched_exp_launcher(m, e);
         if (st == DT_OK) st = dt_store_searcher_load(m->store, e->id, &snap);
         if (st == DT_OK && snap) st = dt_searcher_load(e->search, snap);
         if (st == DT_OK) st = recover_trials(m, e);

@@ -176,6 +176,19 @@ static bool loopback(const char *host) {
     return !strcmp(host, "127.0.0.1") || !strcmp(host, "::1") || !strcmp(host, "localhost");
 }
 
+/* How a trial on another host (a Slurm job) reaches us: the bound address, or this host's
+ * name when bound to every address. */
+static void cluster_url(master *m, int port) {
+    char name[200] = "127.0.0.1";
+    const char *h = m->o.host;
+    if (!strcmp(h, "0.0.0.0") || !strcmp(h, "::")) {
+        if (gethostname(name, sizeof name - 1) != 0) snprintf(name, sizeof name, "127.0.0.1");
+        h = name;
+    }
+    snprintf(m->cluster_url, sizeof m->cluster_url,
+             strchr(h, ':') ? "http://[%s]:%d" : "http://%s:%d", h, port);
+}
+
 static void master_free(master *m) {
     for (int i = 0; i < m->n_exps; i++) m_exp_free(m->exps[i]);
     free(m->exps);
@@ -194,6 +207,10 @@ dt_status dt_master_run(const dt_master_opts *o) {
     memset(&m, 0, sizeof m);
     m.o = *o;
     if (!m.o.host) m.o.host = "127.0.0.1";
+    if (!m.o.launcher) m.o.launcher = "local";
+    if (strcmp(m.o.launcher, "local") && strcmp(m.o.launcher, "slurm"))
+        return dt_error(DT_ERR_CONFIG, "no launcher '%s'; hint: pass --launcher local or slurm",
+                        m.o.launcher);
     if (m.o.port < 0 || m.o.port > 65535)
         return dt_error(DT_ERR_CONFIG, "port %d is out of range; hint: pass --port 1..65535",
                         m.o.port);
@@ -264,6 +281,7 @@ dt_status dt_master_run(const dt_master_opts *o) {
         int port = dt_http_port(m.http);
         const char *h = strcmp(m.o.host, "0.0.0.0") ? m.o.host : "127.0.0.1";
         snprintf(m.url, sizeof m.url, "http://%s:%d", h, port);
+        cluster_url(&m, port);
         write_file(m.home, "master.port", port);
         write_file(m.home, "master.pid", (long)getpid());
         if (!m.o.quiet)

@@ -68,7 +68,9 @@ struct m_exp {
     int n_trials, cap_trials;
     bool shutdown; /* the searcher said the search is over */
     bool shutdown_cancel, shutdown_failure;
-    struct master *owner; /* the master (its store answers the searcher's metrics queries) */
+    struct master *owner;  /* the master (its store answers the searcher's metrics queries) */
+    dt_launcher *launcher; /* its trials' (the master's local one, or its own Slurm one) */
+    bool own_launcher;
 };
 
 /* A line a trial printed, waiting to go into the store. */
@@ -93,8 +95,9 @@ typedef struct master {
     pthread_mutex_t lock;
     dt_master_opts o;
     char home[4096];
-    char url[256];  /* how trials reach us */
-    char token[80]; /* the access token (passed to trials as DTRAIN_TOKEN) */
+    char url[256];         /* how trials reach us */
+    char cluster_url[256]; /* how trials on other hosts (a Slurm job) reach us */
+    char token[80];        /* the access token (passed to trials as DTRAIN_TOKEN) */
     dt_store *store;
     dt_http_server *http;
     dt_launcher *launcher;
@@ -154,6 +157,9 @@ char *m_exp_ckpt_root(master *m, const dt_expconf *cfg);
 void m_sched_tick(master *m);
 /* Stop every run (master shutdown: preempt, wait a little, then kill). */
 void m_sched_stop_all(master *m, double grace_s);
+/* Give experiment e its launcher: cfg->launcher (recorded into its config when the master's
+ * default chose it). DT_ERR_IO / DT_ERR_CONFIG when a Slurm launcher cannot be had. */
+dt_status m_sched_exp_launcher(master *m, m_exp *e);
 /* Kill a trial's run now (user kill) and wait until its processes are gone. */
 void m_sched_kill(master *m, m_trial *t);
 /* The launcher's log callback. */

@@ -8,6 +8,10 @@
  * main process exits), and only then are its slots free and can the trial run again — so a
  * relaunch never races the run it replaces; the checkpoint directory's lock (trial layer)
  * guards the same from the other side.
+ *
+ * Each experiment runs its trials through its launcher: the master's local one (on the slot
+ * pool) or a Slurm launcher of its own, whose jobs Slurm places — they take no local slots,
+ * and reach the master at cluster_url.
  */
 #define _GNU_SOURCE
 #include "master_impl.h"
@@ -81,6 +85,14 @@ static int slots_of(const m_trial *t) {
     return (int)t->exp->cfg->slots_per_trial;
 }
 
+/* The trial's launcher, and does it run on this machine's slots? */
+static dt_launcher *lau(const m_trial *t) {
+    return t->exp->launcher;
+}
+static bool on_slots(const master *m, const m_trial *t) {
+    return t->exp->launcher == m->launcher;
+}
+
 static void release_slots(master *m, m_trial *t) {
     for (int i = 0; i < m->slots; i++)
         if (m->slot_busy[i] == t->id) m->slot_busy[i] = 0;
@@ -120,7 +132,7 @@ static dt_status launch(master *m, m_trial *t) {
     t->cpus = calloc((size_t)(slots * cps), sizeof *t->cpus);
     if (!t->cpus) return dt_error(DT_ERR_OOM, "out of memory");
     int n_cpus = 0;
-    for (int i = 0, got = 0; i < m->slots && got < slots; i++)
+    for (int i = 0, got = 0; on_slots(m, t) && i < m->slots && got < slots; i++)
         if (m->slot_busy[i] == 0) {
             m->slot_busy[i] = t->id;
             got++;
@@ -133,7 +145,8 @@ static dt_status launch(master *m, m_trial *t) {
     }
     t->run_id++;
     char e_master[300], e_trial[64], e_run[64], e_omp[64], e_token[128];
-    snprintf(e_master, sizeof e_master, "DTRAIN_MASTER=%s", m->url);
+    snprintf(e_master, sizeof e_master, "DTRAIN_MASTER=%s",
+             on_slots(m, t) ? m->url : m->cluster_url);
     snprintf(e_trial, sizeof e_trial, "DTRAIN_TRIAL_ID=%lld", (long long)t->id);
     snprintf(e_run, sizeof e_run, "DTRAIN_TRIAL_RUN=%lld", (long long)t->run_id);
     snprintf(e_omp, sizeof e_omp, "OMP_NUM_THREADS=%d", cps);
@@ -143,11 +156,12 @@ static dt_status launch(master *m, m_trial *t) {
                            .argv = argv,
                            .env = env,
                            .workdir = t->exp->model_dir,
-                           .cpus = t->cpus,
+                           .cpus = n_cpus ? t->cpus : NULL,
                            .n_cpus = n_cpus,
+                           .slots = slots,
                            .on_log = m_sched_on_log,
                            .log_arg = m};
-    dt_status st = m->launcher->ops->start(m->launcher, &spec, &t->run);
+    dt_status st = lau(t)->ops->start(lau(t), &spec, &t->run);
     dt_launch_argv_free(argv);
     if (st != DT_OK) {
         t->run = NULL;
@@ -156,8 +170,8 @@ static dt_status launch(master *m, m_trial *t) {
     }
     t->started = m_now();
     t->first_batch_seen = false;
-    pid_t pgid = m->launcher->ops->pgid(m->launcher, t->run);
-    if (dt_store_trial_set_run(m->store, t->id, t->run_id, pgid) != DT_OK)
+    int64_t handle = lau(t)->ops->handle(lau(t), t->run);
+    if (dt_store_trial_set_run(m->store, t->id, t->run_id, handle) != DT_OK)
         dt_log(DT_LOG_ERROR, "trial %lld: %s", (long long)t->id, dt_last_error());
     dt_log(DT_LOG_INFO, "trial %lld (experiment %lld) run %lld started on %d slot(s)",
            (long long)t->id, (long long)t->exp->id, (long long)t->run_id, slots);
@@ -170,7 +184,7 @@ static void run_over(master *m, m_trial *t, int code) {
     snprintf(line, sizeof line, "dtrain master: run %lld ended with exit code %d after %.3f s",
              (long long)t->run_id, code, m_now() - t->started);
     m_sched_on_log(m, t->id, 0, line);
-    m->launcher->ops->release(m->launcher, t->run);
+    lau(t)->ops->release(lau(t), t->run);
     t->run = NULL;
     release_slots(m, t);
     if (dt_store_trial_set_run(m->store, t->id, t->run_id, 0) != DT_OK ||
@@ -180,10 +194,40 @@ static void run_over(master *m, m_trial *t, int code) {
     m_trial_run_ended(m, t, code);
 }
 
+dt_status m_sched_exp_launcher(master *m, m_exp *e) {
+    dt_expconf *cfg = e->cfg;
+    if (!cfg->launcher) { /* the master's default, recorded: a restarted master uses the same */
+        json_t *r = json_object_get(cfg->json, "resources");
+        if (!json_is_object(r)) json_object_set_new(cfg->json, "resources", r = json_object());
+        if (!(cfg->launcher = strdup(m->o.launcher)) ||
+            json_object_set_new(r, "launcher", json_string(m->o.launcher)))
+            return dt_error(DT_ERR_OOM, "out of memory");
+    }
+    if (!strcmp(cfg->launcher, "local")) {
+        e->launcher = m->launcher;
+        return DT_OK;
+    }
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/slurm", m->home);
+    const dt_slurm_conf *sc = &cfg->slurm;
+    dt_slurm_opts so = {.job_dir = dir,
+                        .partition = sc->partition,
+                        .account = sc->account,
+                        .time = sc->time,
+                        .sbatch_args = (const char *const *)sc->sbatch_args,
+                        .n_sbatch_args = sc->n_sbatch_args,
+                        .slots_per_node = (int)sc->slots_per_node,
+                        .cpus_per_slot = (int)sc->cpus_per_slot,
+                        .poll_s = m->o.slurm_poll_s};
+    if (!(e->launcher = dt_launcher_slurm_new(&so))) return dt_last_status();
+    e->own_launcher = true;
+    return DT_OK;
+}
+
 void m_sched_kill(master *m, m_trial *t) {
     if (!t->run) return;
     t->killing = true;
-    m->launcher->ops->kill_wait(m->launcher, t->run);
+    lau(t)->ops->kill_wait(lau(t), t->run);
     run_over(m, t, 128 + SIGKILL);
 }
 
@@ -207,22 +251,25 @@ void m_sched_tick(master *m) {
         for (int j = 0; j < e->n_trials; j++) {
             m_trial *t = e->trials[j];
             int code;
-            if (!t->run || !m->launcher->ops->exited(m->launcher, t->run, &code)) continue;
+            if (!t->run || !lau(t)->ops->exited(lau(t), t->run, &code)) continue;
             /* the main process is gone; whatever else of the run is left goes too */
-            m->launcher->ops->kill_wait(m->launcher, t->run);
+            lau(t)->ops->kill_wait(lau(t), t->run);
             run_over(m, t, code);
             e = m->exps[i]; /* (an experiment is never removed by a run's end) */
         }
     }
-    for (int i = 0; i < m->n_exps && free_slots(m) > 0; i++) {
+    for (int i = 0; i < m->n_exps; i++) {
         m_exp *e = m->exps[i];
         for (int j = 0; j < e->n_trials; j++) {
             m_trial *t = e->trials[j];
-            if (!wants_to_run(t) || slots_of(t) > free_slots(m)) continue;
+            if (!wants_to_run(t) || (on_slots(m, t) && slots_of(t) > free_slots(m))) continue;
             if (e->cfg->max_slots && exp_slots_used(e) + slots_of(t) > e->cfg->max_slots) break;
             if (launch(m, t) != DT_OK) {
-                dt_log(DT_LOG_ERROR, "trial %lld cannot start: %s", (long long)t->id,
-                       dt_last_error());
+                char line[1200];
+                snprintf(line, sizeof line, "dtrain master: trial %lld cannot start: %s",
+                         (long long)t->id, dt_last_error());
+                dt_log(DT_LOG_ERROR, "%s", line);
+                m_sched_on_log(m, t->id, 0, line); /* the trial's logs say why */
                 m_trial_set_state(m, t, "ERROR", "errored");
                 m_exp_settle(m, e);
             }
@@ -250,9 +297,9 @@ void m_sched_stop_all(master *m, double grace_s) {
                 m_trial *t = m->exps[i]->trials[j];
                 int code;
                 if (!t->run) continue;
-                if (late || m->launcher->ops->exited(m->launcher, t->run, &code)) {
-                    m->launcher->ops->kill_wait(m->launcher, t->run);
-                    m->launcher->ops->release(m->launcher, t->run);
+                if (late || lau(t)->ops->exited(lau(t), t->run, &code)) {
+                    lau(t)->ops->kill_wait(lau(t), t->run);
+                    lau(t)->ops->release(lau(t), t->run);
                     t->run = NULL;
                     release_slots(m, t);
                     dt_store_trial_set_run(m->store, t->id, t->run_id, 0);

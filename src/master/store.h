@@ -70,7 +70,8 @@ dt_status dt_store_searcher_load(dt_store *st, int64_t exp_id, json_t **out);
 
 /* ---- trials ----
  * A trial row: {"id","experiment_id","request_id","state","hparams" (object),"seed",
- * "restarts","run_id","pgid","batches" (steps completed as last reported),
+ * "restarts","run_id","pgid" (the run's launcher handle: local process group or Slurm job
+ * id; the column keeps its first name),"batches" (steps completed as last reported),
  * "total_batches","start_time","end_time","best_validation" (searcher metric or null),
  * "latest_checkpoint" (uuid or null),"ops" (the master's per-trial searcher state, opaque
  * JSON),"exit_reason" (null or text)}. */
@@ -81,7 +82,7 @@ dt_status dt_store_trial_get(dt_store *st, int64_t id, json_t **out);
 dt_status dt_store_trial_list(dt_store *st, int64_t exp_id, json_t **out);
 dt_status dt_store_trial_set_state(dt_store *st, int64_t id, const char *state,
                                    const char *exit_reason /* NULL: unchanged */);
-/* A new run of the trial starts: run_id, and the process group to clean up after a crash. */
+/* A new run of the trial starts: run_id, and its launcher handle to clean up after a crash. */
 dt_status dt_store_trial_set_run(dt_store *st, int64_t id, int64_t run_id, int64_t pgid);
 dt_status dt_store_trial_add_restart(dt_store *st, int64_t id, int64_t *restarts);
 dt_status dt_store_trial_set_progress(dt_store *st, int64_t id, int64_t batches,

@@ -793,6 +793,38 @@ static dt_status parse_list_of(const dt_conf_sec *s, const char *key, bool strin
     return DT_OK;
 }
 
+/* The slurm section (dt_slurm_conf). Determined's gpu_type is accepted and unused. */
+static dt_status parse_slurm(vctx *v, const dt_conf_sec *top) {
+    static const char *const known[] = {"partition",      "account",       "time", "sbatch_args",
+                                        "slots_per_node", "cpus_per_slot", NULL};
+    static const char *const accepted[] = {"gpu_type", NULL};
+    dt_slurm_conf *sc = &v->cfg->slurm;
+    dt_conf_sec obj;
+    sc->cpus_per_slot = 1;
+    TRY(section(v, top, "slurm", known, accepted, &obj));
+    TRY(get_str(&obj, "partition", false, true, NULL, &sc->partition));
+    TRY(get_str(&obj, "account", false, true, NULL, &sc->account));
+    TRY(get_str(&obj, "time", false, true, NULL, &sc->time));
+    TRY(dt_conf_int(&obj, "slots_per_node", 1, 1 << 20, &sc->slots_per_node));
+    TRY(dt_conf_int(&obj, "cpus_per_slot", 1, 1 << 20, &sc->cpus_per_slot));
+    TRY(parse_list_of(&obj, "sbatch_args", true));
+    const json_t *args = NULL;
+    TRY(dt_conf_list(&obj, "sbatch_args", &args));
+    size_t n = json_array_size(args);
+    if (n > 60)
+        return dt_conf_error(&obj, "sbatch_args",
+                             "slurm.sbatch_args has %zu items, more than 60; "
+                             "hint: put options in an sbatch script's "
+                             "defaults (SBATCH_* variables) instead",
+                             n);
+    if (n && !(sc->sbatch_args = calloc(n, sizeof *sc->sbatch_args)))
+        return dt_error(DT_ERR_OOM, "out of memory");
+    for (size_t i = 0; i < n; i++, sc->n_sbatch_args++)
+        if (!(sc->sbatch_args[i] = strdup(json_string_value(json_array_get(args, i)))))
+            return dt_error(DT_ERR_OOM, "out of memory");
+    return DT_OK;
+}
+
 static const char *const TOP_KNOWN[] = {"name",
                                         "description",
                                         "entrypoint",
@@ -814,13 +846,12 @@ static const char *const TOP_KNOWN[] = {"name",
                                         "bind_mounts",
                                         "labels",
                                         "profiling",
+                                        "slurm",
                                         NULL};
 /* Determined keys that have no effect in dtrain (accepted so configs carry over) */
-static const char *const TOP_ACCEPTED[] = {"workspace",    "project",
-                                           "debug",        "tensorboard_storage",
-                                           "log_policies", "retention_policy",
-                                           "integrations", "pbs",
-                                           "slurm",        NULL};
+static const char *const TOP_ACCEPTED[] = {
+    "workspace",    "project", "debug", "tensorboard_storage", "log_policies", "retention_policy",
+    "integrations", "pbs",     NULL};
 
 static dt_status validate(vctx *v, unsigned flags) {
     dt_expconf *c = v->cfg;
@@ -913,10 +944,10 @@ static dt_status validate(vctx *v, unsigned flags) {
 
     TRY(parse_environment(v, &top));
 
-    static const char *const res_known[] = {"slots_per_trial", "max_slots", NULL};
-    static const char *const res_accepted[] = {
-        "weight",  "native_parallel", "shm_size", "resource_pool", "priority",
-        "devices", "agent_label",     "is_single_node", NULL};
+    static const char *const res_known[] = {"slots_per_trial", "max_slots", "launcher", NULL};
+    static const char *const res_accepted[] = {"weight",        "native_parallel", "shm_size",
+                                               "resource_pool", "priority",        "devices",
+                                               "agent_label",   "is_single_node",  NULL};
     c->slots_per_trial = 1;
     TRY(section(v, &top, "resources", res_known, res_accepted, &obj));
     TRY(dt_conf_int(&obj, "slots_per_trial", 1, INT64_MAX, &c->slots_per_trial));
@@ -929,6 +960,14 @@ static dt_status validate(vctx *v, unsigned flags) {
                              "hint: raise max_slots or lower slots_per_trial",
                              full, (long long)c->max_slots, (long long)c->slots_per_trial);
     }
+
+    static const char *const LAUNCHERS[] = {"local", "slurm", NULL};
+    int launcher = -1;
+    TRY(dt_conf_enum(&obj, "launcher", LAUNCHERS,
+                     "the master's default is `dtrain master --launcher`", &launcher));
+    if (launcher >= 0 && !(c->launcher = strdup(LAUNCHERS[launcher])))
+        return dt_error(DT_ERR_OOM, "out of memory");
+    TRY(parse_slurm(v, &top));
 
     TRY(dt_conf_section(&top, "data", 0, NULL, &obj));
     if (!obj.obj && json_object_set_new(root, "data", json_object()))
@@ -982,6 +1021,12 @@ void dt_expconf_free(dt_expconf *c) {
     free(c->checkpoint_storage.type);
     free(c->checkpoint_storage.host_path);
     free(c->checkpoint_storage.storage_path);
+    free(c->launcher);
+    free(c->slurm.partition);
+    free(c->slurm.account);
+    free(c->slurm.time);
+    for (int i = 0; i < c->slurm.n_sbatch_args; i++) free(c->slurm.sbatch_args[i]);
+    free(c->slurm.sbatch_args);
     for (int i = 0; i < c->n_env; i++) {
         free(c->env_keys[i]);
         free(c->env_values[i]);

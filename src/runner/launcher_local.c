@@ -12,17 +12,16 @@
  * master's scheduler thread, or the main thread).
  *
  * One reader thread per launcher polls every run's two pipes (and a wake pipe that start()
- * and free() write to), splits the bytes into lines and calls on_log: a line that starts with
- * mpirun's --tag-output prefix "[jobid,rank]<stdout>:" (or <stderr>, <stddiag>) is given that
- * rank, prefix stripped; an untagged line is rank 0 in a single-process run and -1 (mpirun's
- * own) in a run whose command is mpirun / mpiexec or that printed tagged lines. A partial
- * last line is delivered at EOF; a line longer than LINE_MAX_BYTES is delivered in pieces.
+ * and free() write to) and cuts the bytes into lines for on_log (loglines.c: mpirun's
+ * --tag-output prefixes give the rank; a run whose command is mpirun / mpiexec has its
+ * untagged lines at rank -1).
  *
  * Stopping a run: kill_wait SIGKILLs its group and the groups of its descendants
  * (proctree.c: mpirun's ranks have groups of their own), reaps the main process, waits until
  * none of those groups has a live process and the pipes reached EOF. */
 #define _GNU_SOURCE
 #include "dtrain/launcher.h"
+#include "loglines_impl.h"
 #include "proctree_impl.h"
 
 #include <errno.h>
@@ -43,22 +42,14 @@
 
 extern char **environ;
 
-#define LINE_MAX_BYTES (16 * 1024)
-
 typedef struct stream {
     int fd; /* -1 once at EOF */
-    size_t len;
-    bool cont;     /* the last delivery was a piece of a longer line */
-    int cont_rank; /* its rank, for the next piece */
-    char buf[LINE_MAX_BYTES + 1];
+    dt__lines lines;
 } stream;
 
 struct dt_launch_run {
     pid_t pid; /* the main process; also the group id */
-    int64_t trial_id;
-    dt_log_fn on_log;
-    void *log_arg;
-    bool via_mpirun; /* untagged lines are mpirun's own: rank -1 */
+    dt__line_sink sink;
     bool reaped;
     int code;
     int open; /* streams not at EOF yet */
@@ -88,79 +79,17 @@ static void wake(local *lo) {
     (void)k; /* a full wake pipe already wakes the reader */
 }
 
-/* ---- lines ---- */
-
-/* The rank of mpirun's --tag-output prefix "[jobid,rank]<stdout>:" at the start of `s`, and
- * the prefix's length in *skip; -1 when `s` does not start with one. */
-static int tag_rank(const char *s, size_t n, size_t *skip) {
-    size_t i = 0;
-    if (n < 2 || s[i++] != '[') return -1;
-    while (i < n && s[i] >= '0' && s[i] <= '9') i++;
-    if (i == 1 || i >= n || s[i++] != ',') return -1;
-    size_t r0 = i;
-    long rank = 0;
-    while (i < n && s[i] >= '0' && s[i] <= '9' && rank < 1000000000L)
-        rank = rank * 10 + (s[i++] - '0');
-    if (i == r0 || i >= n || s[i++] != ']') return -1;
-    static const char *const kinds[] = {"<stdout>:", "<stderr>:", "<stddiag>:"};
-    for (int k = 0; k < 3; k++) {
-        size_t kl = strlen(kinds[k]);
-        if (n - i >= kl && !memcmp(s + i, kinds[k], kl)) {
-            *skip = i + kl;
-            return (int)rank;
-        }
-    }
-    return -1;
-}
-
-/* Hand one line (s[0..n), NUL-terminated by the caller) to on_log; `piece`: more of the same
- * line follows. */
-static void deliver(dt_launch_run *r, stream *st, char *s, size_t n, bool piece) {
-    int rank;
-    size_t skip = 0;
-    if (st->cont) {
-        rank = st->cont_rank;
-    } else {
-        rank = tag_rank(s, n, &skip);
-        if (rank >= 0)
-            r->via_mpirun = true;
-        else
-            rank = r->via_mpirun ? -1 : 0;
-    }
-    st->cont = piece;
-    st->cont_rank = rank;
-    if (r->on_log) r->on_log(r->log_arg, r->trial_id, rank, s + skip);
-}
-
-/* Deliver the complete lines in st->buf (all of it at EOF, pieces when it is full). */
-static void split_lines(dt_launch_run *r, stream *st, bool eof) {
-    size_t start = 0;
-    for (size_t i = 0; i < st->len; i++) {
-        if (st->buf[i] != '\n') continue;
-        st->buf[i] = 0;
-        deliver(r, st, st->buf + start, i - start, false);
-        start = i + 1;
-    }
-    size_t rest = st->len - start;
-    if (rest && (eof || rest == LINE_MAX_BYTES)) {
-        st->buf[start + rest] = 0;
-        deliver(r, st, st->buf + start, rest, !eof);
-        start += rest;
-    }
-    memmove(st->buf, st->buf + start, st->len - start);
-    st->len -= start;
-}
-
 /* Read what stream `st` of run `r` has; at EOF (or a read error) close it and tell waiters. */
 static void drain(local *lo, dt_launch_run *r, stream *st) {
-    ssize_t k = read(st->fd, st->buf + st->len, LINE_MAX_BYTES - st->len);
+    dt__lines *b = &st->lines;
+    ssize_t k = read(st->fd, b->buf + b->len, DT__LINE_MAX - b->len);
     if (k < 0 && (errno == EINTR || errno == EAGAIN)) return;
     if (k > 0) {
-        st->len += (size_t)k;
-        split_lines(r, st, false);
+        b->len += (size_t)k;
+        dt__lines_split(&r->sink, b, false);
         return;
     }
-    split_lines(r, st, true);
+    dt__lines_split(&r->sink, b, true);
     pthread_mutex_lock(&lo->mu);
     close(st->fd);
     st->fd = -1;
@@ -386,10 +315,11 @@ static dt_status local_start(dt_launcher *l, const dt_launch_spec *spec, dt_laun
     }
     const char *base = strrchr(spec->argv[0], '/');
     base = base ? base + 1 : spec->argv[0];
-    r->via_mpirun = !strcmp(base, "mpirun") || !strcmp(base, "mpiexec") || !strcmp(base, "orterun");
-    r->trial_id = spec->trial_id;
-    r->on_log = spec->on_log;
-    r->log_arg = spec->log_arg;
+    r->sink = (dt__line_sink){.trial_id = spec->trial_id,
+                              .on_log = spec->on_log,
+                              .log_arg = spec->log_arg,
+                              .via_mpirun = !strcmp(base, "mpirun") || !strcmp(base, "mpiexec") ||
+                                            !strcmp(base, "orterun")};
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0)
@@ -492,9 +422,16 @@ static void local_kill_wait(dt_launcher *l, dt_launch_run *r) {
     wait_over(LOCAL(l), r, &t);
 }
 
-static pid_t local_pgid(dt_launcher *l, dt_launch_run *r) {
+static int64_t local_handle(dt_launcher *l, dt_launch_run *r) {
     (void)l;
     return r->pid;
+}
+
+static dt_status local_reclaim(dt_launcher *l, int64_t handle, double timeout_s) {
+    (void)l;
+    if (handle <= 1 || handle > INT32_MAX)
+        return dt_error(DT_ERR_INVALID, "will not kill process group %lld", (long long)handle);
+    return dt_launch_kill_group_wait((pid_t)handle, timeout_s);
 }
 
 static void local_release(dt_launcher *l, dt_launch_run *r) {
@@ -539,7 +476,8 @@ static const dt_launcher_ops local_ops = {
     .exited = local_exited,
     .signal = local_signal,
     .kill_wait = local_kill_wait,
-    .pgid = local_pgid,
+    .handle = local_handle,
+    .reclaim = local_reclaim,
     .release = local_release,
     .free = local_free,
 };

@@ -729,6 +729,42 @@ static void test_profiling(void) {
     dt_expconf_free(c);
 }
 
+/* resources.launcher and the slurm section (the slurm launcher's options). */
+static void test_launcher_slurm(void) {
+    dt_expconf *c = cload(BASE, 0);
+    if (c) CHECK(!c->launcher && !c->slurm.partition && c->slurm.cpus_per_slot == 1);
+    dt_expconf_free(c);
+    c = cload(BASE "resources: {launcher: slurm}\n"
+                   "slurm: {partition: gpu, account: proj, time: '1:00:00', slots_per_node: 4,\n"
+                   "        cpus_per_slot: 2, sbatch_args: [--qos=low, --exclusive], gpu_type: a100}\n",
+              0);
+    if (c) {
+        CHECK(c->launcher && !strcmp(c->launcher, "slurm"));
+        CHECK(c->slurm.partition && !strcmp(c->slurm.partition, "gpu"));
+        CHECK(c->slurm.account && !strcmp(c->slurm.account, "proj"));
+        CHECK(c->slurm.time && !strcmp(c->slurm.time, "1:00:00"));
+        CHECK(c->slurm.slots_per_node == 4 && c->slurm.cpus_per_slot == 2);
+        CHECK(c->slurm.n_sbatch_args == 2 && !strcmp(c->slurm.sbatch_args[1], "--exclusive"));
+        CHECK(c->n_warnings == 0);
+    }
+    dt_expconf_free(c);
+    const char *e = cerr(BASE "resources: {launcher: slrum}\n", 0);
+    CHECK_HAS(e, "resources.launcher");
+    CHECK_HAS(e, "slurm");
+    e = cerr(BASE "slurm: {sbatch_args: [--qos=low, 3]}\n", 0);
+    CHECK_HAS(e, "sbatch_args[1] must be a string, got 3");
+    e = cerr(BASE "slurm: {cpus_per_slot: 0}\n", 0);
+    CHECK_HAS(e, "slurm.cpus_per_slot");
+    e = cerr(BASE "slurm: {partition: ''}\n", 0);
+    CHECK_HAS(e, "slurm.partition");
+    c = cload(BASE "slurm: {partiton: gpu}\n", 0);
+    if (c) {
+        CHECK(c->n_warnings == 1);
+        if (c->n_warnings == 1) CHECK_HAS(c->warnings[0], "did you mean 'partition'?");
+    }
+    dt_expconf_free(c);
+}
+
 static void test_entrypoint(void) {
     static const char *const good[] = {"model_def:MyTrial", "a:_T1", "models.mnist:T",
                                        "my-model:Trial_2", NULL};
@@ -1118,6 +1154,7 @@ int main(void) {
     TEST_RUN(test_storage_path);
     TEST_RUN(test_unknown_keys);
     TEST_RUN(test_profiling);
+    TEST_RUN(test_launcher_slurm);
     TEST_RUN(test_entrypoint);
     TEST_RUN(test_hyperparameters);
     TEST_RUN(test_hparam_names);

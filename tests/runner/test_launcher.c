@@ -164,7 +164,7 @@ static void test_exit_codes(void) {
     if (!r) return;
     int code = 0;
     CHECK(!g_l->ops->exited(g_l, r, &code));
-    CHECK(g_l->ops->pgid(g_l, r) > 1);
+    CHECK((pid_t)g_l->ops->handle(g_l, r) > 1);
     CHECK(g_l->ops->signal(g_l, r, SIGINT) == DT_OK);
     CHECK(finish(r) == 128 + SIGINT);
 }
@@ -191,7 +191,7 @@ static void test_kill_wait(void) {
     CHECK(wait_lines(3));
     pid_t pids[3] = {0};
     CHECK(read_pids(pids, 3) == 3);
-    pid_t pg = g_l->ops->pgid(g_l, r);
+    pid_t pg = (pid_t)g_l->ops->handle(g_l, r);
     g_l->ops->kill_wait(g_l, r);
     for (int i = 0; i < 3; i++)
         CHECK_MSG(pids[i] && !test_pid_alive(pids[i]), "pid %d lives", pids[i]);
@@ -260,7 +260,7 @@ static void test_pdeathsig(void) {
         char *argv[] = {"/bin/sleep", "100", NULL};
         dt_launch_spec s = {.argv = argv};
         dt_launch_run *r = NULL;
-        pid_t pid = l && l->ops->start(l, &s, &r) == DT_OK ? l->ops->pgid(l, r) : 0;
+        pid_t pid = l && l->ops->start(l, &s, &r) == DT_OK ? (pid_t)l->ops->handle(l, r) : 0;
         if (write(p[1], &pid, sizeof pid) != sizeof pid) _exit(1);
         pause();
         _exit(0);
@@ -334,7 +334,8 @@ static void test_mpirun(void) {
     }
     pthread_mutex_unlock(&g_mu);
     CHECK(r0 && r1);
-    for (int i = 0; i < 2; i++) CHECK(pids[i] && getpgid(pids[i]) != g_l->ops->pgid(g_l, r));
+    for (int i = 0; i < 2; i++)
+        CHECK(pids[i] && getpgid(pids[i]) != (pid_t)g_l->ops->handle(g_l, r));
     g_l->ops->kill_wait(g_l, r);
     for (int i = 0; i < 2; i++)
         CHECK_MSG(pids[i] && !test_pid_alive(pids[i]), "rank pid %d", pids[i]);
