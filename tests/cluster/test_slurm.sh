@@ -95,6 +95,7 @@ hyperparameters: {global_batch_size: 16, lr: 0.01, batch_ms: 100}
 searcher: {name: single, metric: validation_loss, max_length: {batches: 80}}
 min_validation_period: {batches: 20}
 min_checkpoint_period: {batches: 100}
+checkpoint_policy: none
 scheduling_unit: 5
 reproducibility: {experiment_seed: 3}
 EOF
