@@ -5,6 +5,7 @@
  *   page_list.c  /            the experiments table
  *   page_exp.c   /experiments/{id} and its action forms
  *   page_trial.c /trials/{id} and its log download
+ *   page_dsat.c  /experiments/{id}/dsat and the best configuration's download
  *   routes.c     the route table (dt_web_routes)
  * Pages read the REST API through dt_http_call (master/http.h), never the store. Every value
  * that reaches HTML goes through w_esc; markup comes only from string literals here.
@@ -76,5 +77,7 @@ void w_get_experiment(void *app, const dt_http_req *req, dt_http_resp *resp);
 void w_post_experiment_action(void *app, const dt_http_req *req, dt_http_resp *resp);
 void w_get_trial(void *app, const dt_http_req *req, dt_http_resp *resp);
 void w_get_trial_logs(void *app, const dt_http_req *req, dt_http_resp *resp);
+void w_get_dsat(void *app, const dt_http_req *req, dt_http_resp *resp);
+void w_get_best_ds_config(void *app, const dt_http_req *req, dt_http_resp *resp);
 
 #endif
