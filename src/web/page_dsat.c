@@ -270,9 +270,7 @@ void w_get_dsat(void *app, const dt_http_req *req, dt_http_resp *resp) {
     free(badge.p);
     json_decref(exp);
     json_decref(d);
-    char title[64];
-    snprintf(title, sizeof title, "dsat search %lld", id);
-    w_page(resp, title, &b);
+    w_page(resp, &b, "dsat search %lld", id);
 }
 
 void w_get_best_ds_config(void *app, const dt_http_req *req, dt_http_resp *resp) {

@@ -232,12 +232,10 @@ void w_get_experiment(void *app, const dt_http_req *req, dt_http_resp *resp) {
     free(badge.p);
     free(acts.p);
     free(dsat.p);
-    char title[64];
-    snprintf(title, sizeof title, "Experiment %lld", id);
     json_decref(exp);
     json_decref(trials);
     json_decref(snap);
-    w_page(resp, title, &b);
+    w_page(resp, &b, "Experiment %lld", id);
 }
 
 void w_post_experiment_action(void *app, const dt_http_req *req, dt_http_resp *resp) {
