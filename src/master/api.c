@@ -1,12 +1,14 @@
 /*
  * api.c — the REST API's route table (docs/api.md) and the handlers for the master itself.
  * The experiment handlers are in api_exp.c, the log handlers in api_logs.c, the trial and
- * checkpoint handlers in api_trial.c, the chart data and searcher snapshot in api_charts.c. Every
- * handler takes the master's lock for its whole run.
+ * checkpoint handlers in api_trial.c, the chart data and searcher snapshot in api_charts.c, a
+ * dsat search's results in api_dsat.c. Every handler takes the master's lock for its whole run.
  */
+#define _GNU_SOURCE
 #include "api_impl.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -100,6 +102,13 @@ void m_api_list(const dt_http_req *req, dt_http_resp *resp, dt_status st, const 
                  list ? json_pack("{sosI}", key, list, "total", (json_int_t)total) : NULL);
 }
 
+char *m_api_exp_dir(master *m, const dt_expconf *cfg, int64_t id) {
+    char *root = m_exp_ckpt_root(m, cfg), *dir = NULL;
+    if (root && asprintf(&dir, "%s/exp-%lld", root, (long long)id) < 0) dir = NULL;
+    free(root);
+    return dir;
+}
+
 /* ---- the master ---- */
 
 static void get_master(void *app, const dt_http_req *req, dt_http_resp *resp) {
@@ -133,6 +142,7 @@ const dt_http_route m_routes[] = {
     {"GET", "/api/v1/experiments/{}/logs", m_api_experiment_logs},
     {"GET", "/api/v1/experiments/{}/metrics", m_api_experiment_metrics},
     {"GET", "/api/v1/experiments/{}/searcher", m_api_experiment_searcher},
+    {"GET", "/api/v1/experiments/{}/dsat", m_api_experiment_dsat},
     {"POST", "/api/v1/experiments/{}/{}", m_api_experiment_action},
     {"GET", "/api/v1/trials/{}", m_api_get_trial},
     {"GET", "/api/v1/trials/{}/metrics", m_api_trial_metrics},

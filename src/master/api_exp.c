@@ -45,14 +45,12 @@ static void describe(master *m, int64_t id, const json_t *row, const dt_http_req
     dt_status st = dt_store_trial_list(m->store, id, &trials);
     /* where its trials' and its searcher's files are (the dsat runner's best config) */
     dt_expconf *cfg = NULL;
-    char *root = NULL, dir[4600];
+    char *dir = NULL;
     if (dt_expconf_from_json(json_object_get(row, "config"), DT_EXPCONF_MAX_LENGTH_OPTIONAL,
                              &cfg) == DT_OK &&
-        (root = m_exp_ckpt_root(m, cfg))) {
-        snprintf(dir, sizeof dir, "%s/exp-%lld", root, (long long)id);
+        (dir = m_api_exp_dir(m, cfg, id)))
         json_object_set_new((json_t *)row, "checkpoint_dir", json_string(dir));
-    }
-    free(root);
+    free(dir);
     dt_expconf_free(cfg);
     dt_clear_error();
     m_api_status(resp, st,

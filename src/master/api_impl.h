@@ -27,6 +27,10 @@ void m_api_read(void *app, const dt_http_req *req, dt_http_resp *resp, m_owner k
 void m_api_list(const dt_http_req *req, dt_http_resp *resp, dt_status st, const char *key,
                 json_t *list);
 
+/* The experiment's own directory under its checkpoint root (`<root>/exp-<id>`: its trials'
+ * checkpoints and its searcher's files), malloc'd; NULL when out of memory. */
+char *m_api_exp_dir(master *m, const dt_expconf *cfg, int64_t id);
+
 /* api_exp.c */
 void m_api_create_experiment(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_api_list_experiments(void *app, const dt_http_req *req, dt_http_resp *resp);
@@ -39,6 +43,9 @@ void m_api_experiment_action(void *app, const dt_http_req *req, dt_http_resp *re
 /* api_charts.c */
 void m_api_experiment_metrics(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_api_experiment_searcher(void *app, const dt_http_req *req, dt_http_resp *resp);
+
+/* api_dsat.c */
+void m_api_experiment_dsat(void *app, const dt_http_req *req, dt_http_resp *resp);
 
 /* api_logs.c */
 void m_api_experiment_logs(void *app, const dt_http_req *req, dt_http_resp *resp);

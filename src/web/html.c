@@ -125,7 +125,12 @@ static const char LAYOUT[] =
     "<script src=\"/static/dygraph.min.js\"></script><script src=\"/static/d3.min.js\"></script>"
     "<script src=\"/static/app.js\"></script></body></html>\n";
 
-void w_page(dt_http_resp *resp, const char *title, w_buf *body) {
+void w_page(dt_http_resp *resp, w_buf *body, const char *title_fmt, ...) {
+    char title[256];
+    va_list ap;
+    va_start(ap, title_fmt);
+    vsnprintf(title, sizeof title, title_fmt, ap);
+    va_end(ap);
     w_buf page = {0};
     const char *kv[] = {"title", title, "body", body->p ? body->p : "", NULL};
     w_fill(&page, LAYOUT, kv);

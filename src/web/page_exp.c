@@ -2,8 +2,9 @@
  * page_exp.c — GET /experiments/{id}: the header (state, progress, searcher, the config as
  * submitted, the pause / activate / kill forms), the learning curves and hyperparameter views
  * (drawn by app.js from the API), the trials table (paged, ?page=N) and, for adaptive_asha, the
- * brackets and rungs of the searcher snapshot. POST /experiments/{id}/{action}: the no-JS
- * form's state change through the REST API, then back to the page (303).
+ * brackets and rungs of the searcher snapshot; for a dsat search, a link to its page
+ * (page_dsat.c). POST /experiments/{id}/{action}: the no-JS form's state change through the
+ * REST API, then back to the page (303).
  */
 #include "web_impl.h"
 
@@ -39,7 +40,7 @@ static const char HEADER[] =
     "value=\"{{progress}}\"></progress> <span id=\"exp-progress-text\">{{percent}}</span></span> "
     "<span>Searcher {{searcher}}</span> <span>Metric {{metric}} (best <span id=\"exp-best\">"
     "{{best}}</span>)</span> <span>Trials {{trials}}</span> <span>Started {{start}}</span>"
-    "</div>\n{{{actions}}}"
+    "</div>\n{{{dsat}}}{{{actions}}}"
     "<details><summary>Configuration</summary><pre class=\"config\">{{config}}</pre></details>\n";
 
 static const char VIEWS[] =
@@ -202,6 +203,13 @@ void w_get_experiment(void *app, const dt_http_req *req, dt_http_resp *resp) {
              (long long)json_integer_value(json_object_get(e, "num_trials")));
     const char *searcher = json_string_value(
         json_object_get(json_object_get(json_object_get(e, "config"), "searcher"), "name"));
+    w_buf dsat = {0}; /* a dsat search: the link to its results */
+    if (searcher && !strcmp(searcher, "dsat"))
+        w_rawf(&dsat,
+               "<p class=\"dsat-link\"><a id=\"dsat-link\" href=\"/experiments/%lld/dsat\">"
+               "dsat results: the profile, every trial, the metric per ZeRO stage and the best "
+               "configuration</a></p>\n",
+               id);
     const char *kv[] = {"id",          sid,
                         "name",        json_string_value(json_object_get(e, "name")),
                         "state",       state,
@@ -214,6 +222,7 @@ void w_get_experiment(void *app, const dt_http_req *req, dt_http_resp *resp) {
                         "trials",      ntr,
                         "start",       json_string_value(json_object_get(e, "start_time")),
                         "actions",     acts.p,
+                        "dsat",        dsat.p,
                         "config",      json_string_value(json_object_get(e, "config_text")),
                         NULL};
     w_fill(&b, HEADER, kv);
@@ -222,12 +231,11 @@ void w_get_experiment(void *app, const dt_http_req *req, dt_http_resp *resp) {
     rungs(&b, json_object_get(snap, "searcher"), json_object_get(trials, "trials"));
     free(badge.p);
     free(acts.p);
-    char title[64];
-    snprintf(title, sizeof title, "Experiment %lld", id);
+    free(dsat.p);
     json_decref(exp);
     json_decref(trials);
     json_decref(snap);
-    w_page(resp, title, &b);
+    w_page(resp, &b, "Experiment %lld", id);
 }
 
 void w_post_experiment_action(void *app, const dt_http_req *req, dt_http_resp *resp) {

@@ -179,5 +179,5 @@ void w_get_list(void *app, const dt_http_req *req, dt_http_resp *resp) {
     w_raw(&b, "</tbody></table>\n");
     free(rows);
     json_decref(ans);
-    w_page(resp, "Experiments", &b);
+    w_page(resp, &b, "Experiments");
 }

@@ -147,9 +147,7 @@ void w_get_trial(void *app, const dt_http_req *req, dt_http_resp *resp) {
     json_decref(tr);
     json_decref(ck);
     json_decref(logs);
-    char title[64];
-    snprintf(title, sizeof title, "Trial %lld", id);
-    w_page(resp, title, &b);
+    w_page(resp, &b, "Trial %lld", id);
 }
 
 void w_get_trial_logs(void *app, const dt_http_req *req, dt_http_resp *resp) {

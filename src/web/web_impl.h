@@ -5,6 +5,7 @@
  *   page_list.c  /            the experiments table
  *   page_exp.c   /experiments/{id} and its action forms
  *   page_trial.c /trials/{id} and its log download
+ *   page_dsat.c  /experiments/{id}/dsat and the best configuration's download
  *   routes.c     the route table (dt_web_routes)
  * Pages read the REST API through dt_http_call (master/http.h), never the store. Every value
  * that reaches HTML goes through w_esc; markup comes only from string literals here.
@@ -42,9 +43,10 @@ void w_esc_json(w_buf *b, const json_t *v);
 /* Fill a template of our own: {{key}} becomes the escaped value, {{{key}}} the value as markup
  * (a fragment built with these functions). kv: key, value, ..., NULL. An unknown key is empty. */
 void w_fill(w_buf *b, const char *tpl, const char *const *kv);
-/* The page inside the common layout (title escaped, body markup), as the response (text/html);
- * 500 when the page ran out of memory. Frees body. */
-void w_page(dt_http_resp *resp, const char *title, w_buf *body);
+/* The page inside the common layout (the title, printf'd from title_fmt, escaped; body markup),
+ * as the response (text/html); 500 when the page ran out of memory. Frees body. */
+void w_page(dt_http_resp *resp, w_buf *body, const char *title_fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* The API's answer for `target` (GET through the master's routes); NULL with resp set to the
  * API's error (404 for an unknown id, ...) when it is not 200. */
 json_t *w_api(const dt_http_req *req, const char *target, dt_http_resp *resp);
@@ -76,5 +78,7 @@ void w_get_experiment(void *app, const dt_http_req *req, dt_http_resp *resp);
 void w_post_experiment_action(void *app, const dt_http_req *req, dt_http_resp *resp);
 void w_get_trial(void *app, const dt_http_req *req, dt_http_resp *resp);
 void w_get_trial_logs(void *app, const dt_http_req *req, dt_http_resp *resp);
+void w_get_dsat(void *app, const dt_http_req *req, dt_http_resp *resp);
+void w_get_best_ds_config(void *app, const dt_http_req *req, dt_http_resp *resp);
 
 #endif

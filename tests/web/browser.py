@@ -1,11 +1,13 @@
-"""browser.py URL OUT_DIR FINISHED_EXP RUNNING_EXP — the web UI in headless Chromium (Selenium).
+"""browser.py URL OUT_DIR FINISHED_EXP RUNNING_EXP DSAT_EXP — the web UI in headless Chromium.
 
-Against a master holding a finished small experiment (FINISHED_EXP) and a running one
-(RUNNING_EXP): every page loads without console errors; the experiments table lists both; the
-learning-curve chart has one series per trial, each with the point count stored (read back from
-the REST API), none empty; the hyperparameter views draw; pausing from the page changes the
-state shown without a reload; a page whose chart library is missing fails. Screenshots go to
-OUT_DIR. Prints "N passed, M failed" and exits 1 on any failure.
+Against a master holding a finished small experiment (FINISHED_EXP), a running one
+(RUNNING_EXP) and a finished dsat search (DSAT_EXP): every page loads without console errors;
+the experiments table lists them; the learning-curve chart has one series per trial, each with
+the point count stored (read back from the REST API), none empty; the hyperparameter views draw;
+the dsat page (linked from its experiment) charts every stage searched with each stage's trials,
+lists every trial, and its best-config download is the best config; pausing from the page
+changes the state shown without a reload; a page whose chart library is missing fails.
+Screenshots go to OUT_DIR. Prints "N passed, M failed" and exits 1 on any failure.
 """
 import json
 import os
@@ -18,7 +20,7 @@ from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
-URL, OUT, FIN, RUN = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+URL, OUT, FIN, RUN, DSAT = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
 passed = failed = 0
 
 
@@ -35,6 +37,53 @@ def check(ok, what):
 def api(path):
     with urllib.request.urlopen(URL + path, timeout=30) as f:
         return json.loads(f.read())
+
+
+def dsat_page(d):
+    """The dsat page: reached from its experiment, a series per stage searched, a row per trial,
+    the best config to download."""
+    d.get(URL + f"/experiments/{DSAT}")
+    links = d.find_elements(By.ID, "dsat-link")
+    if check(links, "the dsat experiment's page has no link to its dsat page"):
+        links[0].click()
+    ready = wait(d, "return window.dtrain && window.dtrain.ready && location.pathname")
+    check(ready == f"/experiments/{DSAT}/dsat", f"the dsat link led to {ready}")
+    time.sleep(0.5)
+    d.save_screenshot(os.path.join(OUT, "dsat.png"))
+    check(not errors(d), f"the dsat page: console errors: {errors(d)}")
+    ans = api(f"/api/v1/experiments/{DSAT}/dsat")
+    tried = [t for t in ans["trials"] if t["kind"] == "trial"]
+    check(ans["done"] and ans["profile"] and tried, f"the dsat search is not done: {ans}")
+    chart = d.execute_script("return window.dtrain.charts.dsat") or {"series": []}
+    stages = sorted(ans["zero_stages"])
+    check([s["stage"] for s in chart["series"]] == stages,
+          f"the chart's stages {chart['series']} are not the searched {stages}")
+    for s in chart["series"]:
+        mine = [t for t in tried if t["stage"] == s["stage"]]
+        ok = [t for t in mine if t["result"] == "ok" and t["metric"] is not None]
+        check(mine, f"stage {s['stage']} was searched but has no trial (pick other flags)")
+        check(s["points"] == len(ok) and s["failed"] == len(mine) - len(ok),
+              f"stage {s['stage']}: chart {s}, the API {len(ok)} ok of {len(mine)}")
+    drawn = d.find_elements(By.CSS_SELECTOR, "#dsat-chart g.series")
+    check(len(drawn) == len(stages), f"{len(drawn)} series drawn for stages {stages}")
+    points = d.find_elements(By.CSS_SELECTOR, "#dsat-chart g.series circle")
+    check(len(points) == sum(s["points"] for s in chart["series"]) > 0,
+          f"{len(points)} points drawn for {chart['series']}")
+    rows = [int(r.get_attribute("data-request"))
+            for r in d.find_elements(By.CSS_SELECTOR, "#dsat-trials tbody tr[data-request]")]
+    check(rows == [t["request_id"] for t in ans["trials"]],
+          f"the trials table lists requests {rows}, the API {len(ans['trials'])} trials")
+    href = d.find_element(By.ID, "best-download").get_attribute("href")
+    with urllib.request.urlopen(href, timeout=30) as f:
+        got, disp = json.loads(f.read()), f.headers.get("Content-Disposition", "")
+    check(got == ans["best"]["ds_config"] and "attachment" in disp,
+          f"the download ({disp}) is not the best config: {got}")
+    shown = json.loads(d.find_element(By.ID, "best-config").text)
+    check(shown == ans["best"]["ds_config"], "the best config shown is not the best config")
+    d.find_element(By.ID, "best-copy").click()
+    check(wait(d, "return document.getElementById('best-copied').textContent", 5),
+          "the copy button did nothing")
+    check(not errors(d), f"the dsat page after copying: console errors: {errors(d)}")
 
 
 def browser():
@@ -79,12 +128,13 @@ def main():
         load(d, "/", "experiments.png")
         ids = [int(r.get_attribute("data-id"))
                for r in d.find_elements(By.CSS_SELECTOR, "#experiments tbody tr[data-id]")]
-        check(FIN in ids and RUN in ids, f"experiments table lists {ids}, not {FIN} and {RUN}")
+        check(FIN in ids and RUN in ids and DSAT in ids,
+              f"experiments table lists {ids}, not {FIN}, {RUN} and {DSAT}")
         # filtered by state through the URL, without JS
         d.get(URL + "/?state=COMPLETED")
         ids = [int(r.get_attribute("data-id"))
                for r in d.find_elements(By.CSS_SELECTOR, "#experiments tbody tr[data-id]")]
-        check(ids == [FIN], f"?state=COMPLETED lists {ids}")
+        check(sorted(ids) == sorted([FIN, DSAT]), f"?state=COMPLETED lists {ids}")
 
         # the experiment page: one series per trial, each with its stored point count
         load(d, f"/experiments/{FIN}", "experiment.png")
@@ -116,6 +166,8 @@ def main():
         check(len(charts) >= 1, f"trial page charts: {charts}")
         check("[rank 0]" in d.find_element(By.ID, "logs").text or
               not api(f"/api/v1/trials/{tid}/logs")["logs"], "the logs are not rank-prefixed")
+
+        dsat_page(d)
 
         # pause from the page: the state shown changes without a reload
         load(d, f"/experiments/{RUN}", "running.png")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_browser.sh DTRAIN SRC OUT — the web UI in headless Chromium (tests/web/browser.py): a
 # master of its own (tests/e2e/master_env.sh) holding a finished small random search on the toy
-# trial and a slow one to pause; screenshots into OUT. Needs PYTHON with selenium, chromium and
+# trial, a finished dsat search on tests/e2e/dsat_toy (a 4 MB device budget, so that large
+# micro-batches run out of memory) and a slow one to pause; screenshots into OUT. Needs PYTHON with selenium, chromium and
 # chromedriver (make test-deps); fails with a hint without them.
 set -u
 DTRAIN=$1 SRC=$2 OUT=$3
@@ -45,9 +46,28 @@ sed -e 's/name: small search/name: slow one/' -e 's/batch_ms: 0/batch_ms: 200/' 
     -e 's/batches: 60/batches: 100000/' -e 's/max_trials: 3/max_trials: 1/' "$W/fin.yaml" > "$W/run.yaml"
 FIN=$($API create "$W/fin.yaml" "$SRC/tests/e2e/toy") || exit 1
 [ "$($API wait "$FIN" 180)" = COMPLETED ] || { echo "FAIL: the small search did not complete" >&2; exit 1; }
+# the dsat search: stages 1 and 2; seed 2 proposes both (42, the default, only stage 2)
+cat > "$W/dsat.yaml" << 'EOF2'
+name: dsat toy
+entrypoint: model_def:DsatToyTrial
+hyperparameters:
+  deepspeed_config: ds_config.json
+  workspace_from_mbs: 100
+  overwrite_deepspeed_args:
+    memory_budget: 4M
+searcher:
+  name: single
+  metric: validation_loss
+  max_length:
+    batches: 20
+EOF2
+"$DTRAIN" dsat binary "$W/dsat.yaml" "$SRC/tests/e2e/dsat_toy" --max-trials 8 \
+  --max-concurrent-trials 2 --zero-stages 1 2 --random-seed 2 > "$W/dsat.out" 2>&1 ||
+  { echo "FAIL: the dsat search failed: $(tail -5 "$W/dsat.out")" >&2; exit 1; }
+DSAT=$(sed -n 's/^created experiment \([0-9]*\)$/\1/p' "$W/dsat.out" | head -1)
 RUN=$($API create "$W/run.yaml" "$SRC/tests/e2e/toy") || exit 1
 $API until "/api/v1/experiments/$RUN/trials" 'any(t["batches"] > 0 for t in r["trials"])' 60 > /dev/null
-"$PY" "$SRC/tests/web/browser.py" "$DTRAIN_MASTER" "$OUT" "$FIN" "$RUN"
+"$PY" "$SRC/tests/web/browser.py" "$DTRAIN_MASTER" "$OUT" "$FIN" "$RUN" "$DSAT"
 rc=$?
 $API post "/api/v1/experiments/$RUN/kill" > /dev/null 2>&1
 exit $rc

@@ -1,12 +1,14 @@
 /* test_web.c — the web UI and the master's request guards over real HTTP: a master on a free
  * loopback port (its own DTRAIN_HOME) whose store holds an experiment named with <script> and a
- * trial that logged one and reported 50 training rows; escaping on every page, traversal attempts
- * on the embedded files, unknown and malformed ids, the CSRF rule, oversized and malformed
- * requests, and the token on a non-loopback bind (127.0.0.2: any address but the loopback default
- * needs it). */
+ * trial that logged one and reported 50 training rows, a finished dsat search (its searcher
+ * snapshot and the files its runner writes, with markup in them) and one with nothing yet;
+ * escaping on every page, the dsat results and their download, traversal attempts on the
+ * embedded files, unknown and malformed ids, the CSRF rule, oversized and malformed requests, and
+ * the token on a non-loopback bind (127.0.0.2: any address but the loopback default needs it). */
 #define _GNU_SOURCE
 #include "test.h"
 
+#include "dtrain/dsat.h"
 #include "dtrain/web.h"
 #include "master/store.h"
 
@@ -110,6 +112,91 @@ static void stop(void) {
     pthread_join(g_thread, NULL);
 }
 
+/* Write `text` to g_home/checkpoints/exp-2/`name` (the dsat runner's output directory). */
+static bool put_file(const char *name, const char *text) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/checkpoints/exp-2/%s", g_home, name);
+    FILE *f = fopen(p, "w");
+    bool ok = f && fputs(text, f) >= 0;
+    if (f) ok &= fclose(f) == 0;
+    return ok;
+}
+
+#define DSAT_PARAMS 85002
+
+/* Experiment 2: a finished dsat search, as its runner leaves it: a searcher snapshot with the
+ * profile and two trials (request 3 ok at stage 1, request 4 out of memory at stage 2; their
+ * trials are 2 and 3), best_ds_config.json / best_ds_metrics.json and dsat.log, with markup in
+ * the reason, the config and the log. Experiment 3: a dsat search with nothing yet. */
+static bool fill_dsat(dt_store *st) {
+    json_t *cfg = json_pack("{s:s,s:s,s:{s:{s:i}},s:{s:s,s:s,s:s,s:{s:i},s:{s:[ii]}}}", "name",
+                            "dsat search", "entrypoint", "model_def:T", "hyperparameters",
+                            "deepspeed_config", "train_micro_batch_size_per_gpu", 1, "searcher",
+                            "name", "dsat", "method", "binary", "metric", "FLOPS_per_gpu",
+                            "max_length", "batches", 5, "dsat", "zero_stages", 1, 2);
+    dt_dsat_profile prof = {.params = DSAT_PARAMS,
+                            .trainable_params = DSAT_PARAMS,
+                            .device_budget = 4 << 20,
+                            .activation_per_example = 4224,
+                            .measured_peak = 2841424,
+                            .optimizer_bytes_per_param = 8,
+                            .slots = 1,
+                            .user_stage = 1,
+                            .micro_batch = 1};
+    dt_metrics pm = dt_dsat_profile_report(&prof);
+    json_t *pj = json_object();
+    for (int i = 0; i < pm.n; i++) json_object_set_new(pj, pm.m[i].name, json_real(pm.m[i].value));
+    const char *knobs = "{s:i,s:I,s:I,s:I,s:i,s:i,s:i,s:i,s:b}";
+    json_t *t1 = json_pack(knobs, "zero_stage", 1, "mbs", (json_int_t)4, "reduce_bucket_size",
+                           (json_int_t)50000000, "allgather_bucket_size", (json_int_t)5000000,
+                           "overlap_comm", -1, "reduce_scatter", -1, "contiguous_gradients", -1,
+                           "allgather_partitions", -1, "offload_optimizer", 0);
+    json_t *t2 =
+        json_pack(knobs, "zero_stage", 2, "mbs", (json_int_t)8, "reduce_bucket_size", (json_int_t)0,
+                  "allgather_bucket_size", (json_int_t)0, "overlap_comm", 1, "reduce_scatter", 0,
+                  "contiguous_gradients", -1, "allgather_partitions", -1, "offload_optimizer", 1);
+    json_t *snap = json_pack(
+        "{s:s,s:{s:i,s:s,s:o,s:[{s:I,s:I,s:s,s:s,s:O,s:I,s:I,s:f},"
+        "{s:I,s:I,s:s,s:s,s:O,s:I,s:I,s:n}]}}",
+        "searcher", "dsat", "method", "phase", 3, "reason", "done <script>alert(3)</script>",
+        "profile", pj, "trials", "request_id", (json_int_t)3, "config_id", (json_int_t)0, "kind",
+        "trial", "result", "ok", "knobs", t1, "predicted_bytes", (json_int_t)3000000,
+        "measured_bytes", (json_int_t)2900000, "metric", 7.5e10, "request_id", (json_int_t)4,
+        "config_id", (json_int_t)1, "kind", "trial", "result", "oom", "knobs", t2,
+        "predicted_bytes", (json_int_t)3900000, "measured_bytes", (json_int_t)0, "metric");
+    json_t *best =
+        json_pack("{s:s,s:f,s:I,s:I,s:I,s:O}", "metric", "FLOPS_per_gpu", "value", 7.5e10,
+                  "request_id", (json_int_t)3, "predicted_bytes", (json_int_t)3000000,
+                  "measured_bytes", (json_int_t)2900000, "knobs", t1);
+    json_t *hp = json_object();
+    int64_t exp = 0, other = 0, trial = 0;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/checkpoints", g_home);
+    mkdir(dir, 0755);
+    snprintf(dir, sizeof dir, "%s/checkpoints/exp-2", g_home);
+    char *best_text = best ? json_dumps(best, 0) : NULL;
+    bool ok = cfg && snap && best_text &&
+              dt_store_exp_insert(st, cfg, "name: d\n", "/m", &exp) == DT_OK && exp == 2 &&
+              dt_store_trial_insert(st, exp, 3, hp, 1, &trial) == DT_OK &&
+              dt_store_trial_insert(st, exp, 4, hp, 2, &trial) == DT_OK &&
+              dt_store_searcher_save(st, exp, snap) == DT_OK &&
+              dt_store_exp_set_state(st, exp, "COMPLETED") == DT_OK &&
+              dt_store_exp_insert(st, cfg, "name: e\n", "/m", &other) == DT_OK &&
+              dt_store_exp_set_state(st, other, "COMPLETED") == DT_OK && mkdir(dir, 0755) == 0 &&
+              put_file("best_ds_config.json", "{\"train_micro_batch_size_per_gpu\": 4, \"note\": "
+                                              "\"</pre><script>alert(5)</script>\"}") &&
+              put_file("best_ds_metrics.json", best_text) &&
+              put_file("dsat.log", "dsat: one\n<script>alert(4)</script>\n");
+    free(best_text);
+    json_decref(cfg);
+    json_decref(snap);
+    json_decref(best);
+    json_decref(t1);
+    json_decref(t2);
+    json_decref(hp);
+    return ok;
+}
+
 /* The store before the master starts: a finished experiment named with markup, a trial that
  * logged markup. */
 static bool fill_store(void) {
@@ -137,6 +224,7 @@ static bool fill_store(void) {
     json_decref(cfg);
     json_decref(hp);
     json_decref(rows);
+    ok = ok && fill_dsat(st);
     dt_store_close(st);
     return ok;
 }
@@ -207,6 +295,98 @@ static void test_chart_answers(void) {
     CHECK(first_series_points(b) == 0); /* the rows have no records */
     json_decref(b);
     json_decref(a);
+}
+
+/* The body of the last answer (after the headers), or "". */
+static const char *body_of(const char *ans) {
+    const char *b = strstr(ans, "\r\n\r\n");
+    return b ? b + 4 : "";
+}
+
+/* GET /api/v1/experiments/{id}/dsat: the runner's snapshot and files, joined with the trials. */
+static void test_dsat_api(void) {
+    json_t *d = get_json("/api/v1/experiments/2/dsat");
+    CHECK_MSG(d != NULL, "%.300s", g_ans);
+    const json_t *p = json_object_get(d, "profile"), *st = json_object_get(d, "stages");
+    CHECK(json_integer_value(json_object_get(p, "params")) == DSAT_PARAMS);
+    CHECK(json_integer_value(json_object_get(p, "device_budget")) == 4 << 20);
+    CHECK(json_array_size(st) == 4);
+    CHECK(json_is_true(json_object_get(json_array_get(st, 1), "searched")) &&
+          !json_is_true(json_object_get(json_array_get(st, 3), "searched")));
+    CHECK(json_integer_value(json_object_get(json_array_get(st, 1), "approx_max_mbs")) >= 1);
+    const json_t *tr = json_object_get(d, "trials");
+    CHECK(json_array_size(tr) == 2);
+    const json_t *t0 = json_array_get(tr, 0), *t1 = json_array_get(tr, 1);
+    CHECK(json_integer_value(json_object_get(t0, "trial_id")) == 2 &&
+          json_integer_value(json_object_get(t0, "stage")) == 1 &&
+          json_integer_value(json_object_get(t0, "mbs")) == 4);
+    CHECK(json_integer_value(json_object_get(t1, "trial_id")) == 3 &&
+          !strcmp(json_string_value(json_object_get(t1, "result")), "oom") &&
+          json_is_null(json_object_get(t1, "metric")));
+    const json_t *best = json_object_get(d, "best");
+    CHECK(json_integer_value(json_object_get(best, "trial_id")) == 2);
+    CHECK(json_integer_value(json_object_get(json_object_get(best, "ds_config"),
+                                             "train_micro_batch_size_per_gpu")) == 4);
+    CHECK(json_is_true(json_object_get(d, "done")) &&
+          !strcmp(json_string_value(json_object_get(d, "phase")), "done"));
+    CHECK(json_array_size(json_object_get(d, "log")) == 2);
+    json_decref(d);
+    /* nothing yet: no profile, no best, no log */
+    d = get_json("/api/v1/experiments/3/dsat");
+    CHECK(d && json_is_null(json_object_get(d, "profile")) &&
+          json_is_null(json_object_get(d, "best")) &&
+          !json_array_size(json_object_get(d, "trials")) &&
+          !json_array_size(json_object_get(d, "log")));
+    json_decref(d);
+    /* an unknown id, an experiment of another searcher, a bad id */
+    http("GET", "/api/v1/experiments/999/dsat", NULL, NULL, g_ans, sizeof g_ans);
+    CHECK_MSG(status_of(g_ans) == 404 && json_error(g_ans), "%.300s", g_ans);
+    http("GET", "/api/v1/experiments/1/dsat", NULL, NULL, g_ans, sizeof g_ans);
+    CHECK_MSG(status_of(g_ans) == 400 && json_error(g_ans) &&
+                  strstr(g_ans, "not a dsat search (its searcher is single)") &&
+                  strstr(g_ans, "hint:"),
+              "%.300s", g_ans);
+    http("GET", "/api/v1/experiments/x/dsat", NULL, NULL, g_ans, sizeof g_ans);
+    CHECK(status_of(g_ans) == 400 && json_error(g_ans));
+}
+
+/* The dsat page: the tables without JavaScript, every value escaped, the download. */
+static void test_dsat_page(void) {
+    http("GET", "/experiments/2/dsat", NULL, NULL, g_ans, sizeof g_ans);
+    CHECK_MSG(status_of(g_ans) == 200 && strstr(g_ans, "text/html"), "%.300s", g_ans);
+    CHECK(strstr(g_ans, "<tr data-request=\"3\" class=\"best\">") &&
+          strstr(g_ans, "<tr data-request=\"4\">") && strstr(g_ans, "rb=5e+07 ab=5e+06"));
+    CHECK(strstr(g_ans, "oc=1 rs=0 offload") && strstr(g_ans, "id=\"dsat-chart\""));
+    CHECK(strstr(g_ans, "done &lt;script&gt;alert(3)") && strstr(g_ans, "&lt;script&gt;alert(4)") &&
+          strstr(g_ans, "&lt;/pre&gt;&lt;script&gt;alert(5)"));
+    CHECK_MSG(!strstr(g_ans, "<script>alert") && !strstr(g_ans, "</pre><script>"),
+              "markup from the store or the files on the dsat page");
+    http("GET", "/experiments/2", NULL, NULL, g_ans, sizeof g_ans);
+    CHECK(strstr(g_ans, "href=\"/experiments/2/dsat\"") != NULL);
+    http("GET", "/experiments/1", NULL, NULL, g_ans, sizeof g_ans);
+    CHECK(strstr(g_ans, "/dsat\"") == NULL); /* not a dsat search: no link */
+    http("GET", "/experiments/3/dsat", NULL, NULL, g_ans, sizeof g_ans);
+    CHECK(status_of(g_ans) == 200 && strstr(g_ans, "has not reported yet") &&
+          strstr(g_ans, "No trial has succeeded yet"));
+    /* the download: the file's config as an attachment */
+    http("GET", "/experiments/2/best_ds_config.json", NULL, NULL, g_ans, sizeof g_ans);
+    json_t *c = json_loads(body_of(g_ans), 0, NULL);
+    CHECK_MSG(status_of(g_ans) == 200 && strstr(g_ans, "application/json") &&
+                  strstr(g_ans, "attachment; filename=\"best_ds_config.json\"") &&
+                  json_integer_value(json_object_get(c, "train_micro_batch_size_per_gpu")) == 4,
+              "%.400s", g_ans);
+    json_decref(c);
+    static const char *const errs[][2] = {{"/experiments/3/best_ds_config.json", "404"},
+                                          {"/experiments/999/best_ds_config.json", "404"},
+                                          {"/experiments/999/dsat", "404"},
+                                          {"/experiments/1/dsat", "400"},
+                                          {"/experiments/1/best_ds_config.json", "400"},
+                                          {"/experiments/x/dsat", "400"}};
+    for (size_t i = 0; i < sizeof errs / sizeof *errs; i++) {
+        http("GET", errs[i][0], NULL, NULL, g_ans, sizeof g_ans);
+        CHECK_MSG(status_of(g_ans) == atoi(errs[i][1]) && json_error(g_ans), "%s: %.300s",
+                  errs[i][0], g_ans);
+    }
 }
 
 static void test_assets(void) {
@@ -382,6 +562,8 @@ int main(void) {
         TEST_RUN(test_escaping);
         TEST_RUN(test_assets);
         TEST_RUN(test_chart_answers);
+        TEST_RUN(test_dsat_api);
+        TEST_RUN(test_dsat_page);
         TEST_RUN(test_ids);
         TEST_RUN(test_csrf);
         TEST_RUN(test_bad_requests);

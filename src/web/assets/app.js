@@ -1,7 +1,8 @@
 /* app.js — the web UI's behaviour (embedded into the binary; docs/webui.md): charts with
  * dygraphs (learning curves) and d3 (parallel coordinates, scatter plots), live updates by
- * polling the REST API, and the pause / activate / kill buttons as JSON requests. Every value
- * from the API reaches the page as text (textContent, d3 .text), never as markup.
+ * polling the REST API, the dsat page's chart (d3), and the pause / activate / kill buttons as
+ * JSON requests. Every value from the API reaches the page as text (textContent, d3 .text),
+ * never as markup.
  * window.dtrain exposes what the charts hold, for the browser tests. */
 (function () {
   "use strict";
@@ -178,13 +179,15 @@
     });
   }
 
-  /* Replace the tbody of table #id with the one of the same page fetched again. */
-  function refreshTable(id) {
+  /* Replace the elements with these ids by the same ones of the page fetched again. */
+  function refreshParts(ids) {
     return fetch(location.href, { credentials: "same-origin" }).then(function (r) { return r.text(); })
       .then(function (html) {
         var doc = new DOMParser().parseFromString(html, "text/html");
-        var fresh = doc.querySelector("#" + id + " tbody"), old = document.querySelector("#" + id + " tbody");
-        if (fresh && old) old.parentNode.replaceChild(document.importNode(fresh, true), old);
+        ids.forEach(function (id) {
+          var fresh = doc.getElementById(id), old = document.getElementById(id);
+          if (fresh && old) old.parentNode.replaceChild(document.importNode(fresh, true), old);
+        });
       });
   }
 
@@ -224,7 +227,7 @@
         document.getElementById("exp-progress-text").textContent = Math.round(100 * e.progress) + "%";
         document.getElementById("exp-best").textContent =
           typeof e.best_metric === "number" ? e.best_metric.toPrecision(6) : "–";
-        return Promise.all([loadCurves ? loadCurves() : null, loadHp(), refreshTable("trials")]);
+        return Promise.all([loadCurves ? loadCurves() : null, loadHp(), refreshParts(["trials"])]);
       });
     }
     document.querySelectorAll(".actions form").forEach(function (f) {
@@ -321,17 +324,123 @@
     if (!TERMINAL[sum.getAttribute("data-state")] || logs.getAttribute("data-done") !== "true") loop();
   }
 
+  /* ---- the dsat page: the metric against micro-batch, one series per ZeRO stage ---- */
+  function dsatChart(el, d) {
+    var W = el.clientWidth || 900, H = 360, m = { t: 20, r: 130, b: 40, l: 80 };
+    var tried = d.trials.filter(function (t) { return t.kind === "trial" && t.result !== "running"; });
+    var stages = d.zero_stages.slice();
+    tried.forEach(function (t) { if (stages.indexOf(t.stage) < 0) stages.push(t.stage); });
+    stages.sort(function (a, b) { return a - b; });
+    var series = stages.map(function (s) {
+      var mine = tried.filter(function (t) { return t.stage === s; });
+      return { stage: s,
+        ok: mine.filter(function (t) { return t.result === "ok" && typeof t.metric === "number"; })
+          .sort(function (a, b) { return a.mbs - b.mbs; }),
+        failed: mine.filter(function (t) { return t.result !== "ok" || typeof t.metric !== "number"; }) };
+    });
+    state.charts.dsat = { metric: d.metric, series: series.map(function (s) {
+      return { stage: s.stage, points: s.ok.length, failed: s.failed.length };
+    }) };
+    el.textContent = "";
+    if (!tried.length) {
+      el.textContent = "No trial of the search has finished yet.";
+      return;
+    }
+    var ok = [].concat.apply([], series.map(function (s) { return s.ok; }));
+    var x = d3.scale.linear().domain([0, d3.max(tried, function (t) { return t.mbs; })])
+      .range([m.l, W - m.r]).nice();
+    var ext = ok.length ? d3.extent(ok, function (t) { return t.metric; }) : [0, 1];
+    if (ext[0] === ext[1]) ext = [ext[0] * 0.9 - 1e-9, ext[1] * 1.1 + 1e-9];
+    var y = d3.scale.linear().domain(ext).range([H - m.b, m.t]).nice();
+    var color = d3.scale.category10().domain([0, 1, 2, 3]);
+    var svg = d3.select(el).append("svg").attr("width", W).attr("height", H);
+    svg.append("g").attr("class", "axis").attr("transform", "translate(0," + (H - m.b) + ")")
+      .call(d3.svg.axis().scale(x).orient("bottom").ticks(8));
+    svg.append("g").attr("class", "axis").attr("transform", "translate(" + m.l + ",0)")
+      .call(d3.svg.axis().scale(y).orient("left").ticks(6).tickFormat(d3.format(".3s")));
+    svg.append("text").attr("x", (m.l + W - m.r) / 2).attr("y", H - 6).attr("text-anchor", "middle")
+      .text("micro-batch (train_micro_batch_size_per_gpu)");
+    svg.append("text").attr("transform", "rotate(-90)").attr("x", -(H - m.b + m.t) / 2).attr("y", 14)
+      .attr("text-anchor", "middle").text(d.metric);
+    var line = d3.svg.line().x(function (t) { return x(t.mbs); }).y(function (t) { return y(t.metric); });
+    series.forEach(function (s, k) {
+      var g = svg.append("g").attr("class", "series stage-" + s.stage).attr("data-stage", s.stage);
+      var c = color(s.stage);
+      g.append("path").attr("class", "dsat-line").attr("d", s.ok.length ? line(s.ok) : "")
+        .attr("stroke", c);
+      g.selectAll("circle").data(s.ok).enter().append("circle").attr("r", 4)
+        .attr("cx", function (t) { return x(t.mbs); }).attr("cy", function (t) { return y(t.metric); })
+        .attr("fill", c).append("title").text(function (t) {
+          return "stage " + t.stage + ", micro-batch " + t.mbs + ": " + d.metric + " " + t.metric +
+            " (request " + t.request_id + ")";
+        });
+      g.selectAll("text.fail").data(s.failed).enter().append("text").attr("class", "fail")
+        .attr("x", function (t) { return x(t.mbs); }).attr("y", H - m.b - 4).attr("fill", c)
+        .attr("text-anchor", "middle").text("×").append("title").text(function (t) {
+          return "stage " + t.stage + ", micro-batch " + t.mbs + ": " + t.result + " (request " +
+            t.request_id + ")";
+        });
+      var lg = svg.append("g").attr("class", "legend-item")
+        .attr("transform", "translate(" + (W - m.r + 12) + "," + (m.t + 18 * k) + ")");
+      lg.append("rect").attr("width", 10).attr("height", 10).attr("fill", c);
+      lg.append("text").attr("x", 14).attr("y", 9).text("stage " + s.stage +
+        (s.ok.length + s.failed.length ? "" : " (no trial)"));
+    });
+  }
+
+  function dsatPage() {
+    var sum = document.getElementById("dsat"), el = document.getElementById("dsat-chart");
+    if (!sum || !el) return;
+    chartLibs(el);
+    var exp = sum.getAttribute("data-exp");
+    function load() {
+      return api("/api/v1/experiments/" + exp + "/dsat").then(function (d) {
+        setState(sum, d.state);
+        dsatChart(el, d);
+        return d;
+      });
+    }
+    /* copy the best configuration: the clipboard when the browser allows it, else select it */
+    document.addEventListener("click", function (ev) {
+      if (!ev.target || ev.target.id !== "best-copy") return;
+      var pre = document.getElementById("best-config"), note = document.getElementById("best-copied");
+      function select() {
+        var r = document.createRange();
+        r.selectNodeContents(pre);
+        var sel = window.getSelection();
+        sel.removeAllRanges();
+        sel.addRange(r);
+        note.textContent = "selected: press Ctrl+C";
+      }
+      if (navigator.clipboard && navigator.clipboard.writeText)
+        navigator.clipboard.writeText(pre.textContent).then(function () { note.textContent = "copied"; }, select);
+      else select();
+    });
+    function loop() {
+      if (TERMINAL[sum.getAttribute("data-state")]) return;
+      setTimeout(function () {
+        load().then(function () {
+          return refreshParts(["dsat-reason", "dsat-profile", "dsat-stages", "dsat-trials", "dsat-best",
+            "dsat-log"]);
+        }).then(loop, function (e) { report(e); loop(); });
+      }, POLL_MS);
+    }
+    load().then(function () { state.ready = true; }, function (e) { state.ready = true; throw e; });
+    loop();
+  }
+
   /* ---- the experiments list ---- */
   function listPage() {
     var t = document.getElementById("experiments");
     if (!t) return;
     state.ready = true;
-    setInterval(function () { refreshTable("experiments").catch(report); }, 5000);
+    setInterval(function () { refreshParts(["experiments"]).catch(report); }, 5000);
   }
 
   document.addEventListener("DOMContentLoaded", function () {
     listPage();
     experimentPage();
     trialPage();
+    dsatPage();
   });
 })();
