@@ -359,6 +359,13 @@ void m_trial_run_ended(master *m, m_trial *t, int code) {
     m_exp_settle(m, e);
 }
 
+void m_trial_start_failed(master *m, m_trial *t) {
+    if (m_state_terminal(t->state)) return;
+    end_trial(m, t, "ERROR", "errored", true, true, DT_SEARCH_EXIT_ERRORED);
+    gc(m, t->exp);
+    m_exp_settle(m, t->exp);
+}
+
 void m_trial_kill(master *m, m_trial *t) {
     if (m_state_terminal(t->state)) return;
     if (t->run) {

@@ -139,6 +139,9 @@ dt_status m_trial_completed_op(master *m, m_trial *t, dt_length len, double metr
 void m_trial_run_ended(master *m, m_trial *t, int code);
 /* A user's kill of one trial: its run is killed now; it ends CANCELED. */
 void m_trial_kill(master *m, m_trial *t);
+/* A trial whose run cannot start: it ends ERROR and its searcher is told (it exited early), so
+ * a search waiting on it goes on or ends. */
+void m_trial_start_failed(master *m, m_trial *t);
 /* The experiment reaches a terminal state when nothing runs any more. */
 void m_exp_settle(master *m, m_exp *e);
 /* Set and store a trial's / experiment's state. */

@@ -270,8 +270,8 @@ void m_sched_tick(master *m) {
                          (long long)t->id, dt_last_error());
                 dt_log(DT_LOG_ERROR, "%s", line);
                 m_sched_on_log(m, t->id, 0, line); /* the trial's logs say why */
-                m_trial_set_state(m, t, "ERROR", "errored");
-                m_exp_settle(m, e);
+                flush_logs(m);
+                m_trial_start_failed(m, t);
             }
         }
     }

@@ -8,7 +8,7 @@
 #   2. a trial cancelled with `scancel` (SIGTERM first) checkpoints, and runs again from it;
 #   3. pause / activate;
 #   4. a job Slurm refuses (a partition that does not exist) is a trial error naming Slurm's
-#      message.
+#      message, and its experiment ends.
 # usage: test_slurm.sh DTRAIN_BINARY SOURCE_DIR. Needs root. Everything it starts (munged,
 # slurmctld, slurmd, the master, the jobs) is stopped on exit, failed or not; every port is a
 # free one on loopback. Prints "N passed, M failed".
@@ -135,5 +135,7 @@ D=$($API create "$W/toy.yaml" "$TOY" slurm.partition=nosuchpartition)
 TD=$(trials_of "$D")
 check '$API until "/api/v1/trials/$TD" "r[\"trial\"][\"state\"] == \"ERROR\"" 60' "the refused trial is not ERROR: $(trial "$TD" "")"
 check 'logs_of "$TD" | grep "Invalid partition name specified" > /dev/null' "the trial's logs do not name Slurm's message: $(logs_of "$TD")"
+# the searcher is told: the experiment ends instead of waiting for a trial that never runs
+check '$API wait "$D" 60 > /dev/null' "the experiment of a trial that cannot start did not end"
 
 summary
