@@ -10,7 +10,7 @@
   api.py wait EXP TIMEOUT_S       wait for a terminal state, print it (exit 1 on timeout)
   api.py until PATH EXPR TIMEOUT_S  poll GET PATH until EXPR is true (exit 1 on timeout)
 
-The master is $DTRAIN_MASTER. An error answer prints its status and message to stderr and
+The master is $DTRAIN_MASTER (with the token of $DTRAIN_TOKEN when set). An error answer prints its status and message to stderr and
 exits 1.
 """
 import json
@@ -26,8 +26,11 @@ TERMINAL = {"COMPLETED", "CANCELED", "ERROR"}
 
 def call(method, path, body=None):
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(URL + path, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    if os.environ.get("DTRAIN_TOKEN"):
+        headers["Authorization"] = "Bearer " + os.environ["DTRAIN_TOKEN"]
+        headers["X-Dtrain-Csrf"] = "1"
+    req = urllib.request.Request(URL + path, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=60) as f:
             text = f.read()
