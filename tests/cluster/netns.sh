@@ -17,7 +17,9 @@
 #                  trap runs first)
 #
 # Each run takes the first free X (the bridge's name dtnbX is the lock: `ip link add` of an
-# existing name fails), so parallel runs never share names or addresses. Where the kernel
+# existing name fails), so parallel runs never share names or addresses. The bridge's alias
+# holds the owner's pid: a run killed by SIGKILL (no trap runs) is swept by the next netns_up.
+# SIGINT, SIGTERM and SIGHUP end the script through the EXIT trap. Where the kernel
 # refuses namespaces the script prints why and exits 77 (ctest's SKIP_RETURN_CODE).
 #
 # The rsh agent stands in for ssh: OpenMPI calls it as `agent HOST COMMAND...`; it runs the
@@ -34,10 +36,29 @@ netns_skip() {
     exit $NETNS_SKIP
 }
 
+# Remove what a run that died without its trap left: bridges dtnbX whose owner is gone.
+netns_sweep() {
+    local br x owner i
+    for br in $(ip -o link show type bridge 2> /dev/null | awk -F': ' '{print $2}' | grep '^dtnb[0-9]*$'); do
+        x=${br#dtnb}
+        owner=$(ip -o link show "$br" | grep -o 'alias dtrain-netns [0-9]*' | awk '{print $3}')
+        [ -n "$owner" ] && ! kill -0 "$owner" 2> /dev/null || continue
+        for i in $(ip netns list | awk '{print $1}' | grep "^dtn${x}h[0-9]*$"); do
+            local pids
+            pids=$(ip netns pids "$i" 2> /dev/null)
+            [ -z "$pids" ] || kill -9 $pids 2> /dev/null
+            ip netns del "$i" 2> /dev/null
+        done
+        ip link del "$br" 2> /dev/null
+        rm -rf /tmp/dtrain-netns-"$x".*
+    done
+}
+
 netns_up() {
     local n=$1 i x
     [ "$(id -u)" = 0 ] || netns_skip "network namespaces need root (run the test as root)"
     command -v ip > /dev/null || netns_skip "no 'ip' (iproute2); hint: make test-deps"
+    netns_sweep
     for x in $(seq 2 250); do
         if ip link add "dtnb$x" type bridge 2> /dev/null; then NETNS_ID=$x; break; fi
     done
@@ -48,7 +69,9 @@ netns_up() {
         echo "FAIL: no free bridge name dtnb2..dtnb250" >&2
         exit 1
     fi
+    ip link set "dtnb$NETNS_ID" alias "dtrain-netns $$"
     trap '${NETNS_ON_EXIT:-:}; netns_down' EXIT
+    trap 'exit 1' INT TERM HUP
     local probe
     if ! probe=$(ip netns add "dtn${NETNS_ID}p" 2>&1); then
         netns_down

@@ -100,30 +100,11 @@ for _ in $(seq 100); do
 done
 check '$API get /api/v1/master "r[\"slots\"]" | grep -qx 4' \
     "master with a hostfile of 2 x 2 slots: $(tail -5 "$W/master.log")"
-cat > "$W/toy.yaml" << 'EOF2'
-name: toy-hosts
-entrypoint: model_def:ToyTrial
-hyperparameters:
-  global_batch_size: 16
-  lr: 0.01
-  batch_ms: 60
-searcher:
-  name: single
-  metric: validation_loss
-  max_length:
-    batches: 60
-min_validation_period:
-  batches: 10
-min_checkpoint_period:
-  batches: 10
-scheduling_unit: 5
-resources:
-  slots_per_trial: 4
-reproducibility:
-  experiment_seed: 3
-EOF2
 : > "$NETNS_DIR/rsh.log"
-E=$($API create "$W/toy.yaml" "$SRC/tests/e2e/toy" "checkpoint_storage.host_path=$W/shared")
+# the toy trial, slow enough to act on: 4 slots, a checkpoint every 10 batches, 60 batches
+E=$($API create "$SRC/tests/e2e/toy/const.yaml" "$SRC/tests/e2e/toy" resources.slots_per_trial=4 \
+    hyperparameters.batch_ms=60 'searcher.max_length={batches: 60}' \
+    'min_checkpoint_period={batches: 10}' "checkpoint_storage.host_path=$W/shared")
 T=$($API get "/api/v1/experiments/$E/trials" 'r["trials"][0]["id"]' 2> /dev/null)
 $API until "/api/v1/trials/$T" 'r["trial"]["batches"] >= 25 and r["trial"].get("pgid")' 120
 rc=$?
