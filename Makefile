@@ -11,9 +11,9 @@ DEB_PACKAGES := build-essential cmake pkg-config libopenblas-openmp-dev libopenm
 # the scripts that check no process outlives its run. Debian's system Python refuses
 # `pip install`, so the two PyPI packages Debian lacks go into a virtual environment of our own
 # (numpy comes from Debian). The web UI's browser tests drive Debian's headless Chromium with
-# Selenium.
+# Selenium. The multi-host MPI test makes its hosts as network namespaces with iproute2.
 DEB_TEST_PACKAGES := python3 python3-venv python3-numpy procps chromium chromium-driver \
-	slurm-wlm munge \
+	slurm-wlm munge iproute2 \
 	python3-selenium
 VENV := $(CURDIR)/build/venv
 PY := $(VENV)/bin/python3

@@ -34,6 +34,8 @@ typedef struct dt_master_opts {
     const char *host; /* default 127.0.0.1 */
     int port;         /* default 8080; 0: any free port (written to <home>/master.port) */
     int slots;        /* default: the machine's cores */
+    const char *hostfile; /* an MPI hostfile: trials run on its hosts, its slots are the
+                             master's (docs/clusters.md); NULL: this machine */
     const char *home; /* NULL: $DTRAIN_HOME, else ~/.dtrain (the store, logs, pid file) */
     bool quiet;       /* no log lines on stderr */
     const struct dt_http_route *routes; /* more routes after the REST API's (the web UI) */

@@ -133,6 +133,38 @@ DT_API void dt_launch_argv_free(char **argv);
  * could not run (with a hint to install it), or dt_launch_mpirun_argv's error. */
 DT_API dt_status dt_launch_mpirun(int slots, const char *subcommand, int argc, char *const *argv);
 
+/* The same over the hosts of an MPI hostfile (NULL: this machine, the calls above): `mpirun -np
+ * slots --hostfile FILE [--allow-run-as-root] --tag-output -x OMP_NUM_THREADS=<cores / the
+ * most slots of one host> -x DTRAIN_LAUNCHER_PID=<pid> -x DTRAIN_LAUNCHER_HOST=<this host>
+ * -x NAME for every DTRAIN_* variable set here <this binary> subcommand args...`, with
+ * `--slots N` and `--hostfile F` dropped from args. Ranks on other hosts get no environment
+ * but the -x'd one (as under ssh); they die with their host's MPI daemon. DT_ERR_IO /
+ * DT_ERR_CONFIG for a hostfile that cannot be read or has fewer slots than `slots`, else as
+ * dt_launch_mpirun_argv. */
+DT_API dt_status dt_launch_mpirun_hosts_argv(int slots, const char *hostfile,
+                                             const char *subcommand, int argc, char *const *argv,
+                                             char ***out);
+DT_API dt_status dt_launch_mpirun_hosts(int slots, const char *hostfile, const char *subcommand,
+                                        int argc, char *const *argv);
+
+/* An MPI hostfile read (OpenMPI's format: `HOST [slots=N] [max_slots=M]` per line, `#`
+ * comments; no slots= is one slot; a host named twice adds up). */
+typedef struct dt_hostfile {
+    int n_hosts;
+    char **hosts; /* in file order */
+    int *slots;   /* slots[i] on hosts[i] */
+    int total;    /* the sum of slots */
+} dt_hostfile;
+
+/* Read `path`. DT_ERR_IO (unreadable) or DT_ERR_CONFIG (path:line and what is wrong; no host)
+ * with *out NULL. Free with dt_hostfile_free. */
+DT_API dt_status dt_hostfile_load(const char *path, dt_hostfile **out);
+/* DT_OK when `slots` fit in h's total, else DT_ERR_CONFIG saying both counts (path names h). */
+DT_API dt_status dt_hostfile_check(const dt_hostfile *h, const char *path, int64_t slots);
+/* Write n lines `hosts[i] slots=slots[i]` to `path`. DT_ERR_IO naming it. */
+DT_API dt_status dt_hostfile_write(const char *path, char *const *hosts, const int *slots, int n);
+DT_API void dt_hostfile_free(dt_hostfile *h);
+
 #ifdef __cplusplus
 }
 #endif

@@ -148,7 +148,9 @@ DT_API dt_status dt_ckpt_remove(const char *path);
 /* Under a launcher that passed its pid as DTRAIN_LAUNCHER_PID (the ranks of dt_launch_mpirun):
  * die with it (PR_SET_PDEATHSIG SIGKILL); from then on dt_ckpt_commit and dt_ckpt_remove
  * refuse with DT_ERR_STATE once it is gone. DT_OK when there is no launcher to watch;
- * DT_ERR_STATE when it is gone already. The fit loop calls it; callers may call it earlier. */
+ * DT_ERR_STATE when it is gone already. The fit loop calls it; callers may call it earlier.
+ * On another host than DTRAIN_LAUNCHER_HOST the launcher watched is this process's parent, that
+ * host's MPI daemon. */
 DT_API dt_status dt_ckpt_watch_launcher(void);
 
 /* The checkpoints under `dir`: the names of its subdirectories that hold a metadata.json

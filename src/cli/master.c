@@ -1,7 +1,7 @@
-/* master.c — `dtrain master [--host H] [--port P] [--slots N] [--launcher L]` (the master, in the
- * foreground, serving the web UI's routes too), `dtrain master stop` and `dtrain master
- * status` (of the master at $DTRAIN_MASTER), `dtrain master token` (the access token of
- * $DTRAIN_HOME). */
+/* master.c — `dtrain master [--host H] [--port P] [--slots N | --hostfile FILE] [--launcher L]`
+ * (the master, in the foreground, serving the web UI's routes too), `dtrain master stop` and
+ * `dtrain master status` (of the master at $DTRAIN_MASTER), `dtrain master token` (the access
+ * token of $DTRAIN_HOME). */
 #include "args.h"
 #include "cli.h"
 
@@ -17,11 +17,12 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: dtrain master [--host 127.0.0.1] [--port 8080] [--slots N]\n"
+            "usage: dtrain master [--host 127.0.0.1] [--port 8080] [--slots N | --hostfile FILE]\n"
             "                     [--launcher local|slurm]\n"
             "                            run the master in the foreground (state in\n"
-            "                            $DTRAIN_HOME, default ~/.dtrain); --launcher: how\n"
-            "                            experiments without resources.launcher run trials\n"
+            "                            $DTRAIN_HOME, default ~/.dtrain); with an MPI hostfile\n"
+            "                            trials run on its hosts (docs/clusters.md); --launcher:\n"
+            "                            how experiments without resources.launcher run trials\n"
             "       dtrain master stop    stop the master at $DTRAIN_MASTER\n"
             "       dtrain master status [--json]\n"
             "       dtrain master token   print the token a master bound to a non-loopback\n"
@@ -43,16 +44,20 @@ static bool parse_int(const char *s, const char *name, long lo, long hi, int *ou
 }
 
 static int run(int argc, char **argv) {
-    const char *host = NULL, *port_s = NULL, *slots_s = NULL, *launcher = NULL;
+    const char *host = NULL, *port_s = NULL, *slots_s = NULL, *hostfile = NULL, *launcher = NULL;
     char err[256];
     dt_cli_opt opts[] = {{.name = "--host", .value = &host},
                          {.name = "--port", .value = &port_s},
                          {.name = "--slots", .value = &slots_s},
+                         {.name = "--hostfile", .value = &hostfile},
                          {.name = "--launcher", .value = &launcher}};
-    int n = dt_cli_parse(argc, argv, opts, 4, NULL, 0, 0, "", err, sizeof err);
+    int n = dt_cli_parse(argc, argv, opts, 5, NULL, 0, 0, "", err, sizeof err);
     if (n == DT_CLI_HELP) return usage(stdout), DT_EXIT_OK;
     if (n < 0) return dt_cli_usage_error(WHO, err, usage);
-    dt_master_opts o = {.host = host ? host : "127.0.0.1", .port = 8080, .launcher = launcher};
+    dt_master_opts o = {.host = host ? host : "127.0.0.1",
+                        .port = 8080,
+                        .launcher = launcher,
+                        .hostfile = hostfile};
     if (launcher && strcmp(launcher, "local") && strcmp(launcher, "slurm")) {
         snprintf(err, sizeof err, "--launcher must be local or slurm, got '%s'", launcher);
         return dt_cli_usage_error(WHO, err, usage);

@@ -29,6 +29,8 @@ static void train_usage(FILE *f) {
            "  --slots N             train data-parallel on N processes (mpirun; default:\n"
            "                        resources.slots_per_trial), one thread each unless the\n"
            "                        cores allow more\n"
+           "  --hostfile FILE       place the slots on the hosts of an MPI hostfile (lines\n"
+           "                        'HOST slots=N'; mpirun reaches them); docs/clusters.md\n"
            "  --quiet               no progress output\n");
 }
 
@@ -39,6 +41,7 @@ static void fail(const char *what) {
 int dt_cli_train(int argc, char **argv) {
     const char *cfg_path = NULL, *model_dir = NULL, *max_len = NULL, *ckpt_dir = NULL;
     const char *resume = NULL, *metrics_out = NULL, *seed_s = NULL, *slots_s = NULL;
+    const char *hostfile = NULL;
     bool test_mode = false, quiet = false;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -62,6 +65,8 @@ int dt_cli_train(int argc, char **argv) {
             slot = &seed_s;
         else if (!strcmp(a, "--slots"))
             slot = &slots_s;
+        else if (!strcmp(a, "--hostfile"))
+            slot = &hostfile;
         else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "dtrain train: unknown option '%s'\n", a);
             train_usage(stderr);
@@ -94,7 +99,8 @@ int dt_cli_train(int argc, char **argv) {
         fail("");
         return 1;
     }
-    /* several slots: re-run this command under mpirun, once per slot */
+    /* several slots, or any over a hostfile: re-run this command under mpirun, once per slot
+     * (the ranks get neither option) */
     int64_t slots = cfg->slots_per_trial;
     if (slots_s) {
         char *end;
@@ -104,6 +110,12 @@ int dt_cli_train(int argc, char **argv) {
             dt_expconf_free(cfg);
             return 2;
         }
+    }
+    if (hostfile && !getenv("OMPI_COMM_WORLD_SIZE")) {
+        dt_expconf_free(cfg);
+        dt_launch_mpirun_hosts((int)slots, hostfile, "train", argc, argv);
+        fail("--hostfile: ");
+        return 1;
     }
     if (dt_launch_needs_mpirun(slots)) {
         dt_expconf_free(cfg);

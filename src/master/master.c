@@ -195,6 +195,7 @@ static void master_free(master *m) {
     for (int i = 0; i < m->n_logs; i++) free(m->logs[i].line);
     free(m->logs);
     free(m->slot_busy);
+    m_hosts_free(m);
     if (m->launcher) m->launcher->ops->free(m->launcher);
     m_charts_free(m);
     dt_store_close(m->store);
@@ -239,6 +240,7 @@ dt_status dt_master_run(const dt_master_opts *o) {
     char store_path[4200];
     snprintf(store_path, sizeof store_path, "%s/store.db", m.home);
     if ((st = dt_store_open(store_path, &m.store)) != DT_OK) goto out;
+    if ((st = m_hosts_load(&m)) != DT_OK) goto out;
     if (!(m.slot_busy = calloc((size_t)m.slots, sizeof *m.slot_busy)) ||
         !(m.launcher = dt_launcher_local_new())) {
         st = dt_error(DT_ERR_OOM, "out of memory starting the master");

@@ -104,6 +104,8 @@ typedef struct master {
     volatile int stop; /* set by a signal or the shutdown route */
     int slots;
     int *slot_busy; /* trial id using each slot, 0 = free */
+    struct dt_hostfile *hosts; /* --hostfile: the slots' hosts (NULL: this machine) */
+    int *slot_host;            /* with hosts: slot i is on hosts->hosts[slot_host[i]] */
     m_exp **exps;
     int n_exps, cap_exps;
     /* log lines from the launcher's reader thread (own lock: never taken with the above) */
@@ -165,6 +167,15 @@ void m_sched_stop_all(master *m, double grace_s);
 dt_status m_sched_exp_launcher(master *m, m_exp *e);
 /* Kill a trial's run now (user kill) and wait until its processes are gone. */
 void m_sched_kill(master *m, m_trial *t);
+/* ---- hosts.c ---- */
+/* With o.hostfile: read it, the master's slots become its slots. DT_ERR_CONFIG / DT_ERR_IO. */
+dt_status m_hosts_load(master *m);
+/* Write the hostfile of t's current slots, its path into `path`. DT_ERR_IO / DT_ERR_OOM. */
+dt_status m_hosts_write_run(master *m, const m_trial *t, char *path, size_t n);
+/* Remove that file (the run is over). */
+void m_hosts_run_done(master *m, const m_trial *t);
+void m_hosts_free(master *m);
+
 /* The launcher's log callback. */
 void m_sched_on_log(void *arg, int64_t trial_id, int rank, const char *line);
 

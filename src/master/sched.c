@@ -107,17 +107,19 @@ static int cores_per_slot(const master *m) {
 
 /* ---- launching ---- */
 
-/* `dtrain worker --slots N`: with several slots the worker re-runs itself under mpirun
- * (src/cli/worker.c), so the process this master starts is mpirun itself. */
-static char **worker_argv(const m_trial *t) {
+/* `dtrain worker --slots N [--hostfile F]`: with several slots, or a hostfile (the run's hosts),
+ * the worker re-runs itself under mpirun (src/cli/worker.c), so the process this master starts
+ * is mpirun itself. */
+static char **worker_argv(const m_trial *t, const char *hostfile) {
     char exe[PATH_MAX], slots[32];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0) return NULL;
     exe[n] = 0;
     snprintf(slots, sizeof slots, "%d", slots_of(t));
-    const char *args[] = {exe, "worker", "--slots", slots};
-    char **argv = calloc(5, sizeof *argv);
-    for (int i = 0; argv && i < 4; i++)
+    const char *args[] = {exe, "worker", "--slots", slots, "--hostfile", hostfile};
+    int k = hostfile ? 6 : 4;
+    char **argv = calloc(7, sizeof *argv);
+    for (int i = 0; argv && i < k; i++)
         if (!(argv[i] = strdup(args[i]))) {
             dt_launch_argv_free(argv);
             return NULL;
@@ -138,7 +140,13 @@ static dt_status launch(master *m, m_trial *t) {
             got++;
             for (int c = 0; c < cps; c++) t->cpus[n_cpus++] = (int)((i * cps + c) % cores);
         }
-    char **argv = worker_argv(t);
+    char hostfile[4300];
+    bool hosts = m->hosts && on_slots(m, t); /* the master's hosts, not a Slurm allocation */
+    if (hosts && m_hosts_write_run(m, t, hostfile, sizeof hostfile) != DT_OK) {
+        release_slots(m, t);
+        return dt_last_status();
+    }
+    char **argv = worker_argv(t, hosts ? hostfile : NULL);
     if (!argv) {
         release_slots(m, t);
         return dt_error(DT_ERR_IO, "cannot build the trial's command line");
@@ -156,8 +164,8 @@ static dt_status launch(master *m, m_trial *t) {
                            .argv = argv,
                            .env = env,
                            .workdir = t->exp->model_dir,
-                           .cpus = n_cpus ? t->cpus : NULL,
-                           .n_cpus = n_cpus,
+                           .cpus = n_cpus && !m->hosts ? t->cpus : NULL, /* not other hosts' */
+                           .n_cpus = m->hosts ? 0 : n_cpus,
                            .slots = slots,
                            .on_log = m_sched_on_log,
                            .log_arg = m};
@@ -187,6 +195,7 @@ static void run_over(master *m, m_trial *t, int code) {
     lau(t)->ops->release(lau(t), t->run);
     t->run = NULL;
     release_slots(m, t);
+    m_hosts_run_done(m, t);
     if (dt_store_trial_set_run(m->store, t->id, t->run_id, 0) != DT_OK ||
         dt_store_trial_set_progress(m->store, t->id, t->batches, t->total_batches) != DT_OK)
         dt_log(DT_LOG_ERROR, "trial %lld: %s", (long long)t->id, dt_last_error());

@@ -273,54 +273,103 @@ void dt_launch_argv_free(char **argv) {
     free(argv);
 }
 
-dt_status dt_launch_mpirun_argv(int slots, const char *subcommand, int argc, char *const *argv,
-                                char ***out) {
+/* The most slots any host of `hostfile` has, after checking `slots` fit (DT_OK, *most set). */
+static dt_status hostfile_most(const char *hostfile, int slots, int *most) {
+    dt_hostfile *h = NULL;
+    if (dt_hostfile_load(hostfile, &h) != DT_OK) return dt_last_status();
+    dt_status st = dt_hostfile_check(h, hostfile, slots);
+    *most = 1;
+    for (int i = 0; i < h->n_hosts; i++)
+        if (h->slots[i] > *most) *most = h->slots[i];
+    dt_hostfile_free(h);
+    return st;
+}
+
+/* Is argv[i] an option of the launch itself (dropped for the ranks, with its value)? */
+static bool launch_option(const char *a, const char *hostfile) {
+    return !strcmp(a, "--slots") || (hostfile && !strcmp(a, "--hostfile"));
+}
+
+dt_status dt_launch_mpirun_hosts_argv(int slots, const char *hostfile, const char *subcommand,
+                                      int argc, char *const *argv, char ***out) {
     *out = NULL;
     if (slots < 1 || !subcommand || argc < 0)
         return dt_error(DT_ERR_INVALID, "dt_launch_mpirun_argv: bad argument");
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1) cores = 1;
-    int threads = (int)(cores / slots) > 0 ? (int)(cores / slots) : 1;
+    /* the ranks of one host share its cores; hosts are taken to have as many as this one */
+    int per_host = slots;
+    if (hostfile && hostfile_most(hostfile, slots, &per_host) != DT_OK) return dt_last_status();
+    if (per_host > slots) per_host = slots;
+    int threads = (int)(cores / per_host) > 0 ? (int)(cores / per_host) : 1;
     char exe[PATH_MAX];
     ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (k <= 0) return dt_error(DT_ERR_IO, "cannot locate the dtrain binary: %s", strerror(errno));
     exe[k] = 0;
-    char np[16], omp[48], lpid[64];
+    char np[16], omp[48], lpid[64], lhost[300], host[256] = "";
     snprintf(np, sizeof np, "%d", slots);
     snprintf(omp, sizeof omp, "OMP_NUM_THREADS=%d", threads);
     /* mpirun is this process after exec: the ranks (its children) die with it and commit no
      * checkpoint after it (dt_ckpt_watch_launcher) */
     snprintf(lpid, sizeof lpid, "DTRAIN_LAUNCHER_PID=%ld", (long)getpid());
-    const char **src = calloc((size_t)argc + 16, sizeof *src);
-    char **av = calloc((size_t)argc + 16, sizeof *av);
-    if (!src || !av) {
+    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "localhost");
+    snprintf(lhost, sizeof lhost, "DTRAIN_LAUNCHER_HOST=%s", host);
+    /* ranks on other hosts start with their MPI daemon's environment (as under ssh): the
+     * trial's own variables go with them by name */
+    int n_env = 0;
+    for (char **e = environ; hostfile && *e; e++) n_env += !strncmp(*e, "DTRAIN_", 7);
+    size_t cap = (size_t)argc + 20 + 2 * (size_t)n_env;
+    const char **src = calloc(cap, sizeof *src);
+    char **av = calloc(cap, sizeof *av);
+    char **names = calloc((size_t)n_env + 1, sizeof *names);
+    if (!src || !av || !names) {
         free(src);
         free(av);
+        free(names);
         return dt_error(DT_ERR_OOM, "out of memory");
     }
-    int n = 0;
+    int n = 0, n_names = 0;
+    bool ok = true;
     src[n++] = "mpirun";
     src[n++] = "-np";
     src[n++] = np;
+    if (hostfile) {
+        src[n++] = "--hostfile";
+        src[n++] = hostfile;
+    }
     if (geteuid() == 0) src[n++] = "--allow-run-as-root";
-    if (slots > cores) src[n++] = "--oversubscribe";
+    if (!hostfile && slots > cores) src[n++] = "--oversubscribe";
     src[n++] = "--tag-output"; /* "[job,rank]<stdout>:": a launcher tells the ranks apart */
     src[n++] = "-x";
     src[n++] = omp;
     src[n++] = "-x";
     src[n++] = lpid;
+    if (hostfile) {
+        src[n++] = "-x";
+        src[n++] = lhost;
+        for (char **e = environ; *e && ok; e++) {
+            const char *eq = strchr(*e, '=');
+            if (strncmp(*e, "DTRAIN_", 7) || !eq || !strncmp(*e, "DTRAIN_LAUNCHER_", 16)) continue;
+            ok = (names[n_names] = strndup(*e, (size_t)(eq - *e))) != NULL;
+            if (ok) {
+                src[n++] = "-x";
+                src[n++] = names[n_names++];
+            }
+        }
+    }
     src[n++] = exe;
     src[n++] = subcommand;
     for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--slots")) {
+        if (launch_option(argv[i], hostfile)) {
             i++;
             continue;
         }
         src[n++] = argv[i];
     }
-    bool ok = true;
     for (int i = 0; i < n && ok; i++) ok = (av[i] = strdup(src[i])) != NULL;
     free(src);
+    for (int i = 0; i < n_names; i++) free(names[i]);
+    free(names);
     if (!ok) {
         dt_launch_argv_free(av);
         return dt_error(DT_ERR_OOM, "out of memory");
@@ -329,13 +378,24 @@ dt_status dt_launch_mpirun_argv(int slots, const char *subcommand, int argc, cha
     return DT_OK;
 }
 
-dt_status dt_launch_mpirun(int slots, const char *subcommand, int argc, char *const *argv) {
+dt_status dt_launch_mpirun_argv(int slots, const char *subcommand, int argc, char *const *argv,
+                                char ***out) {
+    return dt_launch_mpirun_hosts_argv(slots, NULL, subcommand, argc, argv, out);
+}
+
+dt_status dt_launch_mpirun_hosts(int slots, const char *hostfile, const char *subcommand, int argc,
+                                 char *const *argv) {
     char **av = NULL;
-    if (dt_launch_mpirun_argv(slots, subcommand, argc, argv, &av) != DT_OK) return dt_last_status();
+    if (dt_launch_mpirun_hosts_argv(slots, hostfile, subcommand, argc, argv, &av) != DT_OK)
+        return dt_last_status();
     execvp("mpirun", av);
     dt_status st =
         dt_error(DT_ERR_IO, "cannot run mpirun for %d slots: %s; hint: install openmpi-bin", slots,
                  strerror(errno));
     dt_launch_argv_free(av);
     return st;
+}
+
+dt_status dt_launch_mpirun(int slots, const char *subcommand, int argc, char *const *argv) {
+    return dt_launch_mpirun_hosts(slots, NULL, subcommand, argc, argv);
 }

@@ -8,6 +8,12 @@
  * then act: the kill arrives as a SIGKILL that stops the rank before its next call). Nothing
  * is stored: the environment and getppid() are the state.
  *
+ * Over a hostfile, dt_launch_mpirun_hosts also passes DTRAIN_LAUNCHER_HOST, mpirun's host name.
+ * A rank on another host is a child of that host's MPI daemon (orted), which ends its ranks and
+ * itself when mpirun is gone: such a rank takes its parent at start as its launcher (rewriting
+ * DTRAIN_LAUNCHER_PID in its own environment) and is tied to it the same way. One at start
+ * whose parent is gone already (re-parented to init) refuses to start.
+ *
  * The directory lock. The chief of a run holds flock(LOCK_EX) on "<dir>/.lock" for the run's
  * life, the file holding "<pid> <host>" for the error a second run gets. The kernel drops the
  * lock with the process, however it ends. On release the file is unlinked before it is closed;
@@ -32,6 +38,7 @@
 #include <unistd.h>
 
 #define LAUNCHER_ENV "DTRAIN_LAUNCHER_PID"
+#define LAUNCHER_HOST_ENV "DTRAIN_LAUNCHER_HOST"
 #define LOCK_NAME ".lock"
 #define LOCK_GRACE_S 3.0
 
@@ -44,9 +51,29 @@ static pid_t launcher_pid(void) {
     return *end || pid <= 1 ? 0 : (pid_t)pid;
 }
 
+/* Is this process on another host than its launcher (DTRAIN_LAUNCHER_HOST)? */
+static bool launcher_remote(void) {
+    const char *h = getenv(LAUNCHER_HOST_ENV);
+    char me[256] = "";
+    if (!h || !*h || gethostname(me, sizeof me - 1) != 0) return false;
+    return strcmp(h, me) != 0;
+}
+
 dt_status dt_ckpt_watch_launcher(void) {
     pid_t l = launcher_pid();
     if (!l) return DT_OK;
+    if (launcher_remote()) { /* the launcher here is this host's MPI daemon, our parent */
+        char pid[32], me[256] = "";
+        pid_t p = getppid();
+        if (p <= 1)
+            return dt_error(DT_ERR_STATE, "start: the MPI daemon that started this process on "
+                                          "this host is gone; refusing to go on");
+        snprintf(pid, sizeof pid, "%ld", (long)p);
+        if (gethostname(me, sizeof me - 1) != 0 || setenv(LAUNCHER_ENV, pid, 1) != 0 ||
+            setenv(LAUNCHER_HOST_ENV, me, 1) != 0)
+            return dt_error(DT_ERR_OOM, "cannot record this process's launcher: %s",
+                            strerror(errno));
+    }
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
         return dt_error(DT_ERR_IO, "cannot tie this process to its launcher (pid %d): %s", (int)l,
                         strerror(errno));
