@@ -3,11 +3,14 @@
  * DeepSpeed config from hyperparameters.deepspeed_config. Large micro-batches run out of the
  * device budget the test sets (DT_DEVICE_MEMORY). Hyperparameter `workspace_from_mbs` (0: off):
  * from that micro-batch on, each step also holds a 64 MiB workspace the memory model cannot
- * see, as a kernel's scratch might — an OOM the search must take as a result, on any CPU. */
+ * see, as a kernel's scratch might — an OOM the search must take as a result, on any CPU.
+ * Hyperparameter `batch_ms` (0: off) sleeps that long in each step, so that a test can act
+ * while a search runs. */
 #include <dtrain/dtrain.h>
 #include <dtrain/engine.h>
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #define N 2048
 #define D 64
@@ -73,6 +76,8 @@ static dt_metrics toy_train(void *s, dt_batch_iter *it, int64_t epoch, int64_t b
         if (dt_mem_charge(dev, DT_MEM_OTHER, 64 << 20) != DT_OK) return dt_metrics_error();
         dt_mem_release(dev, DT_MEM_OTHER, 64 << 20);
     }
+    int64_t ms = dt_hparam_int(t->c, "batch_ms", 0);
+    if (ms > 0) usleep((useconds_t)(ms * 1000));
     dt_tensor *l =
         dt_cross_entropy(dt_engine_forward(t->e, dt_batch_get(b, "x")), dt_batch_get(b, "y"), -100);
     if (!l) return dt_metrics_error();
