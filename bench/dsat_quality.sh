@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # dsat_quality.sh [DTRAIN] — how well `dtrain dsat` searches, on this machine (docs/dsat.md):
-# the benchmark gpt (bench/dsat_quality/, 3.3 M parameters) on 2 slots (one trial of 2 ranks at
+# the benchmark gpt (3.3 M parameters; tests/e2e/dsat_toy with model: gpt) on 2 slots (one trial of 2 ranks at
 # a time) with a device budget (DT_DEVICE_MEMORY, 200 MiB per slot by default) that makes
 # micro-batches above about 9 run out of memory. An exhaustive grid over ZeRO stage 1, 2, 3 x
 # micro-batch 1..12, run as dsat trials (the same trial code and metric, FLOPS_per_gpu), against
@@ -16,12 +16,25 @@ DTRAIN=${1:-./build/dtrain}
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python3}
 W=$(mktemp -d /tmp/dtrain-bench.XXXXXX)
-MODEL=$SRC/bench/dsat_quality
+MODEL=$SRC/tests/e2e/dsat_toy
 BUDGET=${BUDGET:-200M} MAX_MBS=${MAX_MBS:-12} MAX_TRIALS=${MAX_TRIALS:-10} SEED=${SEED:-42}
 . "$SRC/tests/e2e/master_env.sh"
 export DT_DEVICE_MEMORY=$BUDGET OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 trap 'kill "$MPID" 2> /dev/null; wait "$MPID" 2> /dev/null; rm -rf "$W"' EXIT
 start_master 2
+cat > "$W/gpt.yaml" << 'YAML'
+name: dsat_quality_gpt
+entrypoint: model_def:DsatToyTrial
+hyperparameters:
+  model: gpt
+  deepspeed_config: ds_config.json
+searcher:
+  name: single
+  metric: validation_loss
+  max_length: {batches: 20}
+resources: {slots_per_trial: 2}
+reproducibility: {experiment_seed: 3}
+YAML
 
 # the grid: each point is a dsat trial of the knob set {stage, micro-batch} (the user's other
 # settings), train_batch_size = mbs x 2 slots, as dt_dsat_ds_config writes it
@@ -30,8 +43,9 @@ import json, sys
 pts = [{"zero_optimization": {"stage": s}, "train_micro_batch_size_per_gpu": m,
         "train_batch_size": 2 * m} for s in (1, 2, 3) for m in range(1, int(sys.argv[1]) + 1)]
 print("""name: dsat_quality_grid
-entrypoint: model_def:DsatGptTrial
+entrypoint: model_def:DsatToyTrial
 hyperparameters:
+  model: gpt
   deepspeed_config: ds_config.json
   dsat: {type: const, val: {mode: trial, start_profile_step: 3, end_profile_step: 5}}
   overwrite_deepspeed_args: {type: categorical, vals: %s}
@@ -55,7 +69,7 @@ done
 
 # dsat asha and binary, the same seed
 for method in asha binary; do
-  "$DTRAIN" dsat $method "$MODEL/const.yaml" "$MODEL" --max-trials "$MAX_TRIALS" \
+  "$DTRAIN" dsat $method "$W/gpt.yaml" "$MODEL" --max-trials "$MAX_TRIALS" \
     --max-concurrent-trials 1 --random-seed "$SEED" > "$W/$method.out" 2>&1 || true
   E=$(sed -n 's/^created experiment \([0-9]*\)$/\1/p' "$W/$method.out" | head -1)
   D=$($API get "/api/v1/experiments/$E" 'r["experiment"]["checkpoint_dir"]')
