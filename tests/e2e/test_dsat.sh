@@ -6,7 +6,10 @@
 #   - `dtrain dsat binary` completes, writes best_ds_config.json and best_ds_metrics.json,
 #     prints the summary; an OOM trial is a result (the search goes on, no restart);
 #   - asha and random complete; --json gives the summary; --run-full-experiment runs the
-#     user's experiment with the best config.
+#     user's experiment with the best config;
+#   - a master killed (SIGKILL) mid-search resumes it from the searcher snapshot: the search
+#     completes, writes the two files, and proposes the same trials as an uninterrupted search
+#     with the same seed, without running the profile or any finished trial again.
 # usage: test_dsat.sh DTRAIN_BINARY SOURCE_DIR
 # Prints "N passed, M failed" and exits non-zero on any failure.
 set -u
@@ -16,7 +19,9 @@ PY=${PYTHON:-python3}
 W=$(mktemp -d /tmp/dtrain-dsat.XXXXXX)
 . "$SRC/tests/e2e/master_env.sh"
 export DT_DEVICE_MEMORY=4M
+CLIPID=
 cleanup() {
+  [ -n "$CLIPID" ] && kill "$CLIPID" 2> /dev/null
   [ -n "$MPID" ] && kill "$MPID" 2> /dev/null && wait "$MPID" 2> /dev/null
   rm -rf "$W"
 }
@@ -94,4 +99,66 @@ if [ -n "$FULL" ]; then
   check '$API get /api/v1/experiments/$FULL "r[\"trials\"][0][\"hparams\"][\"deepspeed_config\"][\"train_micro_batch_size_per_gpu\"]" > /dev/null' \
     "the full experiment does not run the best config"
 fi
+
+# ---- a killed master resumes the search ----
+# One trial at a time (binary's choices then depend only on OK / OOM, not on timings), each
+# step 80 ms, so that the kill lands with some trials done and one running.
+sed 's/^  workspace_from_mbs: 100$/&\n  batch_ms: 80/' "$TOY/const.yaml" > "$W/slow.yaml"
+RESUME_FLAGS="--max-trials 9 --max-concurrent-trials 1 --random-seed 7 --zero-stages 1 2 3"
+# the trials a summary holds: kind, knobs, prediction and result (not the timings)
+trials_of() {
+  $PY -c 'import json,sys
+for t in json.load(open(sys.argv[1]))["trials"]:
+    print(t["kind"], json.dumps(t["knobs"], sort_keys=True), t["predicted_bytes"], t["result"])' "$1"
+}
+# shellcheck disable=SC2086
+"$DTRAIN" dsat binary "$W/slow.yaml" "$TOY" $RESUME_FLAGS > "$W/ref.out" 2> "$W/ref.err"
+rc=$?
+check '[ $rc -eq 0 ]' "the uninterrupted search failed ($rc): $(tail -5 "$W/ref.err")"
+REF=$(sed -n 's/^created experiment \([0-9]*\)$/\1/p' "$W/ref.out" | head -1)
+REFDIR=$($API get /api/v1/experiments/$REF 'r["experiment"]["checkpoint_dir"]')
+trials_of "$REFDIR/dsat_summary.json" > "$W/ref.trials"
+
+# shellcheck disable=SC2086
+"$DTRAIN" dsat binary "$W/slow.yaml" "$TOY" $RESUME_FLAGS > "$W/res.out" 2> "$W/res.err" &
+CLIPID=$!
+for _ in $(seq 300); do
+  RES=$(sed -n 's/^created experiment \([0-9]*\)$/\1/p' "$W/res.out" | head -1)
+  [ -n "$RES" ] && break
+  sleep 0.1
+done
+RESDIR=$($API get /api/v1/experiments/$RES 'r["experiment"]["checkpoint_dir"]')
+# kill once the two profiles and two configurations have their results
+done_n() { $PY -c 'import json,sys
+try: print(sum(t["result"] != "running" for t in json.load(open(sys.argv[1]))["trials"]))
+except Exception: print(0)' "$RESDIR/dsat_summary.json"; }
+for _ in $(seq 600); do
+  [ "$(done_n)" -ge 4 ] && break
+  sleep 0.05
+done
+kill -9 "$MPID"
+wait "$MPID" 2> /dev/null
+kill "$CLIPID" 2> /dev/null
+wait "$CLIPID" 2> /dev/null
+CLIPID=
+cp "$RESDIR/dsat_summary.json" "$W/before.json"
+BEFORE=$(done_n)
+check '[ "$BEFORE" -ge 4 ] && [ "$BEFORE" -lt 9 ]' "the kill did not land mid-search ($BEFORE of 9 trials done)"
+start_master 2 || bad "the master does not start again"
+check '[ "$($API wait "$RES" 180)" = COMPLETED ]' "the resumed search did not complete: $(tail -5 "$W/master.log")"
+check '[ -s "$RESDIR/best_ds_config.json" ] && [ -s "$RESDIR/best_ds_metrics.json" ]' \
+  "the resumed search wrote no best files in $RESDIR"
+trials_of "$RESDIR/dsat_summary.json" > "$W/res.trials"
+check 'diff "$W/ref.trials" "$W/res.trials" > /dev/null' \
+  "the resumed search proposed other trials than the uninterrupted one: $(diff "$W/ref.trials" "$W/res.trials")"
+check '[ "$($API get /api/v1/experiments/$RES "len(r[\"trials\"])")" = 9 ]' \
+  "the resumed search ran $($API get /api/v1/experiments/$RES 'len(r["trials"])') trials, not 9 (a search run again from scratch adds its own)"
+# the results known before the kill are kept as they were: same requests, not run again
+check '$PY -c "import json,sys
+b=[t for t in json.load(open(sys.argv[1]))[\"trials\"] if t[\"result\"] != \"running\"]
+a=json.load(open(sys.argv[2]))[\"trials\"]
+assert b == a[:len(b)], (b, a)" "$W/before.json" "$RESDIR/dsat_summary.json"' \
+  "the trials done before the kill changed after the restart"
+check '[ "$(grep -c "the profile trial runs first" "$RESDIR/dsat.log")" = 1 ]' \
+  "the search started again from the profile: $(cat "$RESDIR/dsat.log")"
 summary

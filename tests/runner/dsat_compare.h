@@ -1,5 +1,5 @@
 /* dsat_compare.h — the memory model against the engine's measured peak, shared by
- * tests/runner/test_dsat_model.c (one slot) and tests/mpi/test_dsat_model.c (every rank of the
+ * tests/runner/test_dsat_model.c (one slot) and tests/mpi/test_dsat_memory.c (every rank of the
  * MPI world): the benchmark models (dtrain bench's gpt and mlp at their default sizes), one
  * engine step of a fixed batch per configuration, the device's peak over the whole run
  * (building the model included) against dt_dsat_predict_bytes of a profile taken at
@@ -9,6 +9,7 @@
 
 #include "dtrain/dsat.h"
 #include "dtrain/nn.h"
+#include "test.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -114,6 +115,34 @@ static double cmp_model(const char *model, const int64_t *mbs, int n_mbs, int ra
                 }
     }
     return worst;
+}
+
+/* Within the micro-batches a search visits from a profile at 1 and 2, the model is held to
+ * the 10% target. Extrapolated 256x (mlp at 512), the first step's arena slack and the GEMM
+ * scratch that grow with the batch are not in the two profile points: the model predicts up
+ * to a third too little there (docs/dsat.md, "How close it is"). */
+#define TOLERANCE 0.10 /* either way */
+/* mlp over-predictions (the safe side) reach 12% at stage 3 with offload (the gather estimate
+ * is 1.3 MB high) and 18.5% in bf16 with offload on an AVX2 machine's kernels */
+#define TOLERANCE_MLP_OVER 0.25
+#define TOLERANCE_FAR 0.35
+
+/* Every case of both models in this process's world (one slot, or every rank of an MPI job),
+ * held to the tolerances above; rank 0 prints each error and the largest. */
+static void cmp_check_all(int rank) {
+    const int64_t gpt_mbs[] = {1, 2, 4}, mlp_mbs[] = {1, 16, 64}, far[] = {512};
+    int over = 0, cases = 0;
+    double go, mo, fo;
+    double g = cmp_model("gpt", gpt_mbs, 3, rank, &over, &cases, &go);
+    double m = cmp_model("mlp", mlp_mbs, 3, rank, &over, &cases, &mo);
+    double f = cmp_model("mlp", far, 1, rank, &over, &cases, &fo);
+    if (rank == 0)
+        printf("largest under / over-prediction: gpt %.1f%% / %.1f%%, mlp %.1f%% / %.1f%%, mlp "
+               "at 512 %.1f%% / %.1f%%; %d of %d cases beyond 10%%\n",
+               100 * g, 100 * go, 100 * m, 100 * mo, 100 * f, 100 * fo, over, cases);
+    CHECK_MSG(g <= TOLERANCE && go <= TOLERANCE, "gpt: under %.3f over %.3f", g, go);
+    CHECK_MSG(m <= TOLERANCE && mo <= TOLERANCE_MLP_OVER, "mlp: under %.3f over %.3f", m, mo);
+    CHECK_MSG(f <= TOLERANCE_FAR && fo <= TOLERANCE_FAR, "mlp at 512: under %.3f over %.3f", f, fo);
 }
 
 #endif

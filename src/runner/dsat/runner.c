@@ -222,6 +222,14 @@ static dt_status make_method(runner *r) {
     return dt__dsat_method_new(r->cfg->searcher.method, &r->opts, &sp, &r->method);
 }
 
+/* The method's max_trials: the search's less the profile trials. Returns those. */
+static int set_budget(runner *r) {
+    int profiles = 0;
+    for (int i = 0; i < r->n; i++) profiles += r->recs[i].kind != K_TRIAL;
+    r->opts.max_trials = r->cfg->searcher.max_trials - profiles;
+    return profiles;
+}
+
 /* The profile is in: say what it found, make the method. */
 static dt_status start_search(runner *r) {
     const dt_dsat_profile *p = &r->prof;
@@ -237,9 +245,7 @@ static dt_status start_search(runner *r) {
         say(r, "dsat: ZeRO stage %d: model states %lld bytes, approximate max micro-batch %lld", i,
             (long long)dt_dsat_model_state_bytes(p, &k), (long long)dt_dsat_max_mbs(p, &k));
     }
-    int profiles = 0;
-    for (int i = 0; i < r->n; i++) profiles += r->recs[i].kind != K_TRIAL;
-    r->opts.max_trials = r->cfg->searcher.max_trials - profiles;
+    int profiles = set_budget(r);
     if (r->opts.max_trials < 1) {
         snprintf(r->reason, sizeof r->reason,
                  "max_trials (%lld) was spent on the %d profile trials; hint: raise "
@@ -451,6 +457,7 @@ static dt_status h_load(void *state, const json_t *saved) {
     }
     const json_t *ms = json_object_get(saved, "method");
     if (json_is_object(ms)) {
+        set_budget(r); /* as start_search set it, or the method's options differ */
         dt_status st = make_method(r);
         if (st == DT_OK) st = dt__dsat_load(r->method, ms);
         if (st != DT_OK) return st;

@@ -7,7 +7,8 @@
  * stop; the loop skips the user's validation and writes its checkpoint. Then the steps
  * start..end become the metrics (10% trimmed means), reported as validation metrics with the
  * searcher operation completed on the metric the experiment searches. An OOM anywhere (the
- * engine's model states at init, a step's activations) is a result, not an error. */
+ * engine's model states at init, a step's activations) is a result, not an error. A trial
+ * run again always measures from its first step: it never resumes from its checkpoint. */
 #include "dtrain/core.h"
 #include "dtrain/dsat.h"
 
@@ -175,6 +176,10 @@ dt_status dt_dsat_trial_run(const dt_trial_lib *lib, const dt_prepared_trial *t,
     dt_prepared_trial run = *t;
     run.fit.on_batch_end = observe;
     run.fit.batch_user = &r;
+    /* a measurement starts from its first step: a trial run again (its master restarted after
+     * the trial's checkpoint, before its report) measures again rather than resume past the
+     * profile steps with nothing to report */
+    run.fit.latest_checkpoint = NULL;
     if (!run.fit.core) run.fit.max_length = (dt_length){DT_UNIT_BATCHES, last};
     st = dt_trial_run_local(lib, &run);
     dt_dsat_metrics res = {.peak_bytes = r.peak, .oom = st == DT_ERR_OOM};
