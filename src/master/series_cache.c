@@ -6,6 +6,9 @@
  */
 #include "master/series_cache.h"
 
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +31,7 @@ static void series_free(dt__series *s) {
     free(s->x);
     free(s->xs);
     free(s->ys);
+    free(s->enc);
     free(s);
 }
 
@@ -120,20 +124,66 @@ void dt__series_cache_trim(dt__series_cache *c) {
     }
 }
 
-static bool point_append(json_t *data, double x, double y) {
-    return !json_array_append_new(data, json_pack("[ff]", x, y));
+bool dt__text_add(dt__text *t, const char *s, size_t n) {
+    if (t->len + n + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap : 4096;
+        while (cap < t->len + n + 1) cap *= 2;
+        char *p = realloc(t->p, cap);
+        if (!p) return false;
+        t->p = p;
+        t->cap = cap;
+    }
+    memcpy(t->p + t->len, s, n);
+    t->len += n;
+    t->p[t->len] = '\0';
+    return true;
 }
 
-json_t *dt__series_json(const dt__series *s, int64_t points) {
-    json_t *data = json_array();
-    json_t *o = json_pack("{sIsIso}", "trial_id", (json_int_t)s->trial_id, "total",
-                          (json_int_t)s->n, "data", data);
-    if (!o) return NULL;
-    bool ok = true;
+int dt__real_text(double v, char buf[32]) {
+    /* integral values below 1e16 print all their digits under %.17g: the common x (batches,
+     * records) without snprintf */
+    if (v > -1e16 && v < 1e16 && v == (double)(int64_t)v && !(v == 0 && signbit(v)))
+        return snprintf(buf, 32, "%" PRId64 ".0", (int64_t)v);
+    int n = snprintf(buf, 32, "%.17g", v);
+    char *e = strchr(buf, 'e');
+    if (!e && !strchr(buf, '.')) {
+        memcpy(buf + n, ".0", 3);
+        return n + 2;
+    }
+    if (e) { /* e+05 -> e5, e-05 -> e-5 */
+        char *from = e + 1, *to = e + 1;
+        if (*from == '-') from++, to++;
+        if (*from == '+') from++;
+        while (*from == '0' && from[1]) from++;
+        memmove(to, from, strlen(from) + 1);
+        n = (int)strlen(buf);
+    }
+    return n;
+}
+
+static bool point_add(dt__text *t, double x, double y, bool first) {
+    char b[72];
+    size_t n = 0;
+    if (!first) b[n++] = ',';
+    b[n++] = '[';
+    n += (size_t)dt__real_text(x, b + n);
+    b[n++] = ',';
+    n += (size_t)dt__real_text(y, b + n);
+    b[n++] = ']';
+    return dt__text_add(t, b, n);
+}
+
+/* The entry's object for `points` into t. */
+static bool series_encode(const dt__series *s, int64_t points, dt__text *t) {
+    char head[96];
+    int hn = snprintf(head, sizeof head, "{\"trial_id\":%" PRId64 ",\"total\":%zu,\"data\":[",
+                      s->trial_id, s->n);
+    bool ok = dt__text_add(t, head, (size_t)hn);
     if ((int64_t)s->n <= points) {
-        for (size_t i = 0; ok && i < s->n; i++) ok = point_append(data, s->xs[i], s->ys[i]);
+        for (size_t i = 0; ok && i < s->n; i++) ok = point_add(t, s->xs[i], s->ys[i], i == 0);
     } else {
         size_t buckets = (size_t)(points / 2 > 0 ? points / 2 : 1);
+        bool first = true;
         for (size_t k = 0; ok && k < buckets; k++) {
             size_t lo = s->n * k / buckets, hi = s->n * (k + 1) / buckets, imin = lo, imax = lo;
             for (size_t i = lo; i < hi; i++) {
@@ -141,11 +191,27 @@ json_t *dt__series_json(const dt__series *s, int64_t points) {
                 if (s->ys[i] > s->ys[imax]) imax = i;
             }
             if (hi == lo) continue;
-            size_t first = imin < imax ? imin : imax, second = imin < imax ? imax : imin;
-            ok = point_append(data, s->xs[first], s->ys[first]) &&
-                 (first == second || point_append(data, s->xs[second], s->ys[second]));
+            size_t a = imin < imax ? imin : imax, b = imin < imax ? imax : imin;
+            ok = point_add(t, s->xs[a], s->ys[a], first) &&
+                 (a == b || point_add(t, s->xs[b], s->ys[b], false));
+            first = false;
         }
     }
-    if (!ok) json_decref(o);
-    return ok ? o : NULL;
+    return ok && dt__text_add(t, "]}", 2);
+}
+
+bool dt__series_text(dt__series *s, int64_t points, dt__text *out) {
+    if (!s->enc || s->enc_points != points || s->enc_n != s->n) {
+        dt__text t = {0};
+        if (!series_encode(s, points, &t)) {
+            free(t.p);
+            return false;
+        }
+        free(s->enc);
+        s->enc = t.p;
+        s->enc_len = t.len;
+        s->enc_points = points;
+        s->enc_n = s->n;
+    }
+    return dt__text_add(out, s->enc, s->enc_len);
 }

@@ -1060,9 +1060,11 @@ static dt_status series_extend(dt_store *st, dt__series *e, const char *ypath, c
     return status;
 }
 
-dt_status dt_store_metric_series(dt_store *st, int64_t exp_id, int64_t trial_id, const char *kind,
-                                 const char *name, const char *x, int64_t points, json_t **out) {
+dt_status dt_store_metric_series_text(dt_store *st, int64_t exp_id, int64_t trial_id,
+                                      const char *kind, const char *name, const char *x,
+                                      int64_t points, char **out, size_t *len) {
     *out = NULL;
+    *len = 0;
     if (!in_list(kind, METRIC_KINDS))
         return dt_error(DT_ERR_INVALID,
                         "unknown metric kind \"%s\"; hint: training, validation or profiler", kind);
@@ -1073,7 +1075,13 @@ dt_status dt_store_metric_series(dt_store *st, int64_t exp_id, int64_t trial_id,
                         "metric name \"%s\" cannot be charted; hint: pass name=METRIC", name);
     if (points < 2 || points > 100000)
         return dt_error(DT_ERR_INVALID, "points must be 2..100000, not %lld", (long long)points);
-    if (!name) return (*out = json_array()) ? DT_OK : dt_error(DT_ERR_OOM, "out of memory");
+    dt__text t = {0};
+    if (!name) {
+        if (!dt__text_add(&t, "[]", 2)) return dt_error(DT_ERR_OOM, "out of memory");
+        *out = t.p;
+        *len = t.len;
+        return DT_OK;
+    }
     char path[512], xpath[16];
     snprintf(path, sizeof path, "$.metrics.\"%s\"", name);
     snprintf(xpath, sizeof xpath, "$.%s", x);
@@ -1082,25 +1090,45 @@ dt_status dt_store_metric_series(dt_store *st, int64_t exp_id, int64_t trial_id,
     int n_trials = 0;
     dt_status status = need(st, OF_EXP(exp_id));
     if (status == DT_OK) status = trial_ids(st, exp_id, trial_id, &trials, &n_trials);
-    json_t *series = json_array();
-    if (!series && status == DT_OK) status = dt_error(DT_ERR_OOM, "store %s", st->path);
+    if (status == DT_OK && !dt__text_add(&t, "[", 1))
+        status = dt_error(DT_ERR_OOM, "store %s", st->path);
     /* each trial's series from the cache, extended with the rows stored since */
+    bool first = true;
     for (int i = 0; status == DT_OK && i < n_trials; i++) {
         dt__series *e = dt__series_cache_get(st->series, trials[i], kind, name, x);
         if (!e) status = dt_error(DT_ERR_OOM, "store %s: out of memory reading a series", st->path);
         if (status == DT_OK) status = series_extend(st, e, path, xpath);
-        if (status == DT_OK && e->rows > 0 &&
-            json_array_append_new(series, dt__series_json(e, points)))
+        if (status != DT_OK || e->rows == 0) continue;
+        if ((!first && !dt__text_add(&t, ",", 1)) || !dt__series_text(e, points, &t))
             status = dt_error(DT_ERR_OOM, "store %s: out of memory reading a series", st->path);
+        first = false;
     }
+    if (status == DT_OK && !dt__text_add(&t, "]", 1))
+        status = dt_error(DT_ERR_OOM, "store %s", st->path);
     free(trials);
     dt__series_cache_trim(st->series);
     unlock(st);
-    if (status == DT_OK)
-        *out = series;
-    else
-        json_decref(series);
-    return status;
+    if (status != DT_OK) {
+        free(t.p);
+        return status;
+    }
+    *out = t.p;
+    *len = t.len;
+    return DT_OK;
+}
+
+dt_status dt_store_metric_series(dt_store *st, int64_t exp_id, int64_t trial_id, const char *kind,
+                                 const char *name, const char *x, int64_t points, json_t **out) {
+    *out = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    dt_status status =
+        dt_store_metric_series_text(st, exp_id, trial_id, kind, name, x, points, &text, &len);
+    if (status != DT_OK) return status;
+    *out = json_loadb(text, len, 0, NULL);
+    free(text);
+    return *out ? DT_OK
+                : dt_error(DT_ERR_OOM, "store %s: out of memory reading a series", st->path);
 }
 
 dt_status dt_store_metric_names(dt_store *st, int64_t exp_id, int64_t trial_id, const char *kind,
