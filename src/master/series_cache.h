@@ -64,6 +64,11 @@ void dt__series_cache_trim(dt__series_cache *c);
  * when points and the point count are unchanged. False when out of memory (out may have grown
  * by a part of the object). */
 bool dt__series_text(dt__series *s, int64_t points, dt__text *out);
+/* A number in a stored metric row's JSON text (len bytes): the member `key` of the top object,
+ * or with `sub` the member `sub` of that member's object. 1 and *out set when it is a number, 0
+ * when it is missing, null or not a number, -1 when this scanner cannot tell (malformed text, or
+ * a member name written with escapes): read the row another way then. */
+int dt__row_number(const char *json, size_t len, const char *key, const char *sub, double *out);
 /* Write v as jansson writes a real (17 significant digits, ".0" on integral values, no "+" or
  * leading zeros in the exponent) into buf; returns its length. v must be finite. */
 int dt__real_text(double v, char buf[32]);

@@ -2,9 +2,10 @@
  * writes a real (so values round-trip and answers read as before), a series object equal to the
  * one jansson encodes, an entry's kept encoding renewed when it gets points or is asked for
  * another count, and a store's chart text equal to a fresh handle's (a restarted master's) while
- * rows arrive for one trial, on upserts and after a rollback. */
+ * rows arrive for one trial, on upserts and after a rollback; numbers picked out of a row's text
+ * as SQLite's json_extract reads them, or a plain "cannot tell". */
 #include "master/series_cache.h"
-#include "master/store.h"
+#include "master/store_impl.h"
 #include "test.h"
 
 #include <float.h>
@@ -111,6 +112,69 @@ static void test_series_text(void) {
     dt__series_cache_free(c);
 }
 
+/* dt__row_number agrees with json_extract (or says it cannot tell). */
+static void check_row(sqlite3 *db, const char *body, const char *key, const char *sub, int want) {
+    double got = 0;
+    int r = dt__row_number(body, strlen(body), key, sub, &got);
+    char path[128];
+    snprintf(path, sizeof path, sub ? "$.\"%s\".\"%s\"" : "$.\"%s\"", key, sub);
+    sqlite3_stmt *s = NULL;
+    CHECK(sqlite3_prepare_v2(db, "SELECT json_extract(?1, ?2)", -1, &s, NULL) == SQLITE_OK);
+    sqlite3_bind_text(s, 1, body, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, path, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    CHECK(rc == SQLITE_ROW || want == -1); /* SQLite refuses malformed text */
+    int type = sqlite3_column_type(s, 0);
+    bool number = rc == SQLITE_ROW && (type == SQLITE_INTEGER || type == SQLITE_FLOAT);
+    CHECK_MSG(r == want, "%s %s in %s: %d, want %d", key, sub ? sub : "", body, r, want);
+    if (r == 1)
+        CHECK_MSG(number && sqlite3_column_double(s, 0) == got, "%s: %s %.17g", body, path, got);
+    if (r == 0) CHECK_MSG(!number, "%s: %s is a number", body, path);
+    sqlite3_finalize(s);
+}
+
+static void test_row_number(void) {
+    sqlite3 *db = NULL;
+    CHECK(sqlite3_open(":memory:", &db) == SQLITE_OK);
+    const char *plain = "{\"kind\":\"training\",\"batches\":3,\"epochs\":0.0030000000000000001,"
+                        "\"records\":96,\"metrics\":{\"loss\":2.0540179461615158,\"a.b\":-1e-7,"
+                        "\"n\":null,\"big\":1.7976931348623157e308}}";
+    check_row(db, plain, "metrics", "loss", 1);
+    check_row(db, plain, "metrics", "a.b", 1);
+    check_row(db, plain, "metrics", "big", 1);
+    check_row(db, plain, "metrics", "n", 0);
+    check_row(db, plain, "metrics", "missing", 0);
+    check_row(db, plain, "epochs", NULL, 1);
+    check_row(db, plain, "records", NULL, 1);
+    check_row(db, plain, "loss", NULL, 0); /* only inside "metrics" */
+    /* members before it holding strings with braces, quotes and escapes, nested objects,
+     * a "metrics" that is not the top one, white space */
+    const char *busy = " { \"note\" : \"}{\\\"metrics\\\":{\\\"loss\\\":1}\" , \"x\":{\"metrics\":"
+                       "{\"loss\":7}},\"arr\":[1,[2,{\"loss\":3}],\"]\"], \"metrics\" : { \"acc\""
+                       " : 0.5 , \"loss\" : 4.25E+2 } } ";
+    check_row(db, busy, "metrics", "loss", 1);
+    check_row(db, busy, "metrics", "acc", 1);
+    check_row(db, busy, "x", NULL, 0);
+    /* a name written with escapes, or text cut short: cannot tell */
+    check_row(db, "{\"metrics\":{\"lo\\u0073s\":1.5}}", "metrics", "loss", -1);
+    check_row(db, "{\"no\\u0074e\":1,\"metrics\":{\"loss\":1.5}}", "metrics", "loss", -1);
+    check_row(db, "{\"metrics\":{\"loss\":", "metrics", "loss", -1);
+    check_row(db, "{\"metrics\":{\"acc\":1", "metrics", "loss", -1);
+    /* random doubles as jansson writes them read as json_extract reads them */
+    uint64_t r = 0x2545f4914f6cdd1dull;
+    for (int i = 0; i < 20000; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        double v;
+        memcpy(&v, &r, sizeof v);
+        if (!isfinite(v)) continue;
+        char num[32], body[96];
+        dt__real_text(v, num);
+        snprintf(body, sizeof body, "{\"metrics\":{\"loss\":%s}}", num);
+        check_row(db, body, "metrics", "loss", 1);
+    }
+    sqlite3_close(db);
+}
+
 static json_t *row(int64_t b, double loss) {
     return json_pack("{s:s,s:I,s:f,s:I,s:{s:f}}", "kind", "training", "batches", (json_int_t)b,
                      "epochs", b / 100.0, "records", (json_int_t)(b * 32), "metrics", "loss", loss);
@@ -185,6 +249,23 @@ static void test_store_text(void) {
     free(a);
     dt_store_rollback(st);
     check_same_as_fresh(st, path, exp, "rollback");
+    /* a row the scanner cannot read (a member name written with an escape) is read by SQLite */
+    CHECK(sqlite3_exec(dt__store_db(st),
+                       "UPDATE metrics SET body = '{\"batches\":5,\"epochs\":0.05,"
+                       "\"no\\u0074e\":1,\"records\":160,\"metrics\":{\"loss\":42.5}}'"
+                       " WHERE batches = 5",
+                       NULL, NULL, NULL) == SQLITE_OK);
+    dt_store *fresh = NULL;
+    CHECK(dt_store_open(path, &fresh) == DT_OK);
+    json_t *e = NULL;
+    if (fresh)
+        CHECK(dt_store_metric_series(fresh, exp, t[2], "training", "loss", "epochs", 1000, &e) ==
+              DT_OK);
+    json_t *p5 = json_array_get(json_object_get(json_array_get(e, 0), "data"), 4);
+    CHECK(json_real_value(json_array_get(p5, 0)) == 0.05 &&
+          json_real_value(json_array_get(p5, 1)) == 42.5);
+    json_decref(e);
+    dt_store_close(fresh);
     /* the JSON form reads the text */
     json_t *j = NULL;
     CHECK(dt_store_metric_series(st, exp, t[1], "training", "loss", "batches", 1000, &j) == DT_OK);
@@ -204,6 +285,7 @@ int main(void) {
     dt_log_set_level(DT_LOG_ERROR);
     TEST_RUN(test_real_text);
     TEST_RUN(test_series_text);
+    TEST_RUN(test_row_number);
     TEST_RUN(test_store_text);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
