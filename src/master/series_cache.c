@@ -111,15 +111,20 @@ void dt__series_cache_invalidate(dt__series_cache *c, int64_t trial_id, const ch
     }
 }
 
+/* An entry's memory in points (16 bytes each), its kept encoding included. */
+static size_t weight(const dt__series *s) {
+    return s->n + s->enc_len / 16;
+}
+
 void dt__series_cache_trim(dt__series_cache *c) {
     /* counted here, after a request has extended its entries */
     size_t points = 0;
-    for (size_t i = 0; i < c->n; i++) points += c->e[i]->n;
+    for (size_t i = 0; i < c->n; i++) points += weight(c->e[i]);
     while (points > c->max_points && c->n) {
         size_t lru = 0;
         for (size_t i = 1; i < c->n; i++)
             if (c->e[i]->used < c->e[lru]->used) lru = i;
-        points -= c->e[lru]->n;
+        points -= weight(c->e[lru]);
         drop(c, lru);
     }
 }

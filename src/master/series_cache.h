@@ -55,7 +55,8 @@ void dt__series_cache_invalidate(dt__series_cache *c, int64_t trial_id, const ch
                                  int64_t batches);
 /* Drop every entry. */
 void dt__series_cache_clear(dt__series_cache *c);
-/* Drop least recently used entries until the points fit the budget. */
+/* Drop least recently used entries until the points fit the budget (an entry's kept encoding
+ * counts as a point per 16 bytes). */
 void dt__series_cache_trim(dt__series_cache *c);
 
 /* Append {"trial_id","total","data":[[x,y],...]} to out, byte for byte what jansson's compact

@@ -110,6 +110,18 @@ static void test_series_text(void) {
         }
     }
     dt__series_cache_free(c);
+    /* a kept encoding counts against the budget: 60 points fit 100, not with their text */
+    c = dt__series_cache_new(100);
+    s = dt__series_cache_get(c, 1, "training", "loss", "batches");
+    for (int i = 1; s && i <= 60; i++) CHECK(dt__series_push(s, i, 1.0 / 3 + i));
+    dt__series_cache_trim(c);
+    CHECK(dt__series_cache_get(c, 1, "training", "loss", "batches")->n == 60);
+    dt__text t = {0};
+    CHECK(dt__series_text(s, 100, &t));
+    free(t.p);
+    dt__series_cache_trim(c);
+    CHECK(dt__series_cache_get(c, 1, "training", "loss", "batches")->n == 0);
+    dt__series_cache_free(c);
 }
 
 /* dt__row_number agrees with json_extract (or says it cannot tell). */
