@@ -4,9 +4,10 @@
  * bucket's minimum and maximum, so spikes survive), and the searcher's snapshot (adaptive_asha's
  * brackets and rungs).
  *
- * A chart's answer is large (100 trials x 500 points is 1.4 MB of JSON, its encoding most of
- * the request's time) and pages poll it: the last M_CHART_ANSWERS answers are kept encoded,
- * each with the store's metrics generation, and sent again while no metric row changed.
+ * A chart's answer is large (100 trials x 500 points is 1.4 MB of JSON) and pages poll it: the
+ * store encodes each trial's series itself (and keeps it encoded while the trial gets no new
+ * point), and the last M_CHART_ANSWERS answers are kept whole, each with the store's metrics
+ * generation, and sent again while no metric row changed.
  */
 #include "api_impl.h"
 
@@ -15,6 +16,8 @@
 
 #define CHART_POINTS 500 /* per trial, by default */
 
+/* The answer, as JSON text: the header members encoded by jansson, the series spliced in as the
+ * store encoded them (no JSON value per point). */
 static void series_of(master *m, int64_t id, const json_t *row, const dt_http_req *req,
                       dt_http_resp *resp) {
     const char *kind = dt_http_query(req, "kind"), *name = dt_http_query(req, "name"),
@@ -23,7 +26,9 @@ static void series_of(master *m, int64_t id, const json_t *row, const dt_http_re
     if (!x) x = "batches";
     int64_t points = m_api_query_int(req, "points", CHART_POINTS),
             trial = m_api_query_int(req, "trial", 0);
-    json_t *names = NULL, *series = NULL;
+    json_t *names = NULL;
+    char *series = NULL, *head = NULL;
+    size_t series_len = 0;
     dt_status st = dt_store_metric_names(m->store, id, trial, kind, &names);
     if (st == DT_OK && !name) {
         /* the searcher metric when it is among them, else the first */
@@ -34,13 +39,30 @@ static void series_of(master *m, int64_t id, const json_t *row, const dt_http_re
         if (!name) name = json_string_value(json_array_get(names, 0));
     }
     if (st == DT_OK)
-        st = dt_store_metric_series(m->store, id, trial, kind, name, x, points, &series);
-    m_api_status(resp, st,
-                 st == DT_OK
-                     ? json_pack("{sssssssIsoso}", "kind", kind, "name", name ? name : "", "x", x,
-                                 "points", (json_int_t)points, "names", names, "series", series)
-                     : NULL);
-    if (st != DT_OK) json_decref(names), json_decref(series);
+        st = dt_store_metric_series_text(m->store, id, trial, kind, name, x, points, &series,
+                                         &series_len);
+    if (st == DT_OK) {
+        json_t *h = json_pack("{sssssssIso}", "kind", kind, "name", name ? name : "", "x", x,
+                              "points", (json_int_t)points, "names", names);
+        names = NULL;
+        head = h ? json_dumps(h, JSON_COMPACT) : NULL; /* {...} */
+        json_decref(h);
+        size_t hl = head ? strlen(head) : 0;
+        if (head && (resp->raw = malloc(hl + series_len + 12))) {
+            /* {...,"series":[...]} */
+            memcpy(resp->raw, head, hl - 1);
+            memcpy(resp->raw + hl - 1, ",\"series\":", 10);
+            memcpy(resp->raw + hl + 9, series, series_len);
+            resp->raw[hl + 9 + series_len] = '}';
+            resp->raw_len = hl + 10 + series_len;
+        } else {
+            st = dt_error(DT_ERR_OOM, "out of memory answering a chart");
+        }
+    }
+    json_decref(names);
+    free(head);
+    free(series);
+    if (st != DT_OK) m_api_status(resp, st, NULL);
 }
 
 void m_charts_free(master *m) {
@@ -102,17 +124,7 @@ static void kept_series_of(master *m, int64_t id, const json_t *row, const dt_ht
     m_chart_answer *a = key ? kept_answer(m, key, gen) : NULL;
     if (!a || !send_text(resp, a->body, a->len)) {
         series_of(m, id, row, req, resp);
-        char *body = resp->status == 200 && resp->json && key
-                         ? json_dumps(resp->json, JSON_COMPACT | JSON_ENCODE_ANY)
-                         : NULL;
-        if (body) {
-            size_t len = strlen(body);
-            keep_answer(m, key, gen, body, len);
-            json_decref(resp->json);
-            resp->json = NULL;
-            resp->raw = body;
-            resp->raw_len = len;
-        }
+        if (resp->raw && key) keep_answer(m, key, gen, resp->raw, resp->raw_len);
     }
     free(key);
 }

@@ -6,6 +6,9 @@
  */
 #include "master/series_cache.h"
 
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +31,7 @@ static void series_free(dt__series *s) {
     free(s->x);
     free(s->xs);
     free(s->ys);
+    free(s->enc);
     free(s);
 }
 
@@ -107,33 +111,186 @@ void dt__series_cache_invalidate(dt__series_cache *c, int64_t trial_id, const ch
     }
 }
 
+/* An entry's memory in points (16 bytes each), its kept encoding included. */
+static size_t weight(const dt__series *s) {
+    return s->n + s->enc_len / 16;
+}
+
 void dt__series_cache_trim(dt__series_cache *c) {
     /* counted here, after a request has extended its entries */
     size_t points = 0;
-    for (size_t i = 0; i < c->n; i++) points += c->e[i]->n;
+    for (size_t i = 0; i < c->n; i++) points += weight(c->e[i]);
     while (points > c->max_points && c->n) {
         size_t lru = 0;
         for (size_t i = 1; i < c->n; i++)
             if (c->e[i]->used < c->e[lru]->used) lru = i;
-        points -= c->e[lru]->n;
+        points -= weight(c->e[lru]);
         drop(c, lru);
     }
 }
 
-static bool point_append(json_t *data, double x, double y) {
-    return !json_array_append_new(data, json_pack("[ff]", x, y));
+bool dt__text_add(dt__text *t, const char *s, size_t n) {
+    if (t->len + n + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap : 4096;
+        while (cap < t->len + n + 1) cap *= 2;
+        char *p = realloc(t->p, cap);
+        if (!p) return false;
+        t->p = p;
+        t->cap = cap;
+    }
+    memcpy(t->p + t->len, s, n);
+    t->len += n;
+    t->p[t->len] = '\0';
+    return true;
 }
 
-json_t *dt__series_json(const dt__series *s, int64_t points) {
-    json_t *data = json_array();
-    json_t *o = json_pack("{sIsIso}", "trial_id", (json_int_t)s->trial_id, "total",
-                          (json_int_t)s->n, "data", data);
-    if (!o) return NULL;
-    bool ok = true;
+int dt__real_text(double v, char buf[32]) {
+    /* integral values below 1e16 print all their digits under %.17g: the common x (batches,
+     * records) without snprintf */
+    if (v > -1e16 && v < 1e16 && v == (double)(int64_t)v && !(v == 0 && signbit(v)))
+        return snprintf(buf, 32, "%" PRId64 ".0", (int64_t)v);
+    int n = snprintf(buf, 32, "%.17g", v);
+    char *e = strchr(buf, 'e');
+    if (!e && !strchr(buf, '.')) {
+        memcpy(buf + n, ".0", 3);
+        return n + 2;
+    }
+    if (e) { /* e+05 -> e5, e-05 -> e-5 */
+        char *from = e + 1, *to = e + 1;
+        if (*from == '-') from++, to++;
+        if (*from == '+') from++;
+        while (*from == '0' && from[1]) from++;
+        memmove(to, from, strlen(from) + 1);
+        n = (int)strlen(buf);
+    }
+    return n;
+}
+
+/* ---- reading a number out of a stored row ---- */
+
+typedef struct scan {
+    const char *p, *end;
+} scan;
+
+static void ws(scan *c) {
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
+        c->p++;
+}
+
+static bool ends_token(char ch) {
+    return ch == ',' || ch == ':' || ch == ']' || ch == '}' || ch == ' ' || ch == '\t' ||
+           ch == '\r' || ch == '\n';
+}
+
+static bool in_number(char ch) {
+    return (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' || ch == '+' || ch == 'e' ||
+           ch == 'E';
+}
+
+/* Past a string at c->p (at its opening quote); *escaped when it holds a backslash. */
+static bool skip_string(scan *c, bool *escaped) {
+    *escaped = false;
+    for (c->p++; c->p < c->end; c->p++) {
+        if (*c->p == '\\') {
+            *escaped = true;
+            c->p++;
+        } else if (*c->p == '"') {
+            c->p++;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Past one value of any type. */
+static bool skip_value(scan *c) {
+    int depth = 0;
+    bool esc;
+    do {
+        ws(c);
+        if (c->p >= c->end) return false;
+        char ch = *c->p;
+        if (ch == '"') {
+            if (!skip_string(c, &esc)) return false;
+        } else if (ch == '{' || ch == '[') {
+            depth++, c->p++;
+        } else if (ch == '}' || ch == ']') {
+            depth--, c->p++;
+        } else if (ch == ',' || ch == ':') {
+            c->p++;
+        } else {
+            while (c->p < c->end && !ends_token(*c->p)) c->p++;
+        }
+    } while (depth > 0);
+    return depth == 0;
+}
+
+/* Move c to the value of member `key` of the object at c->p: 1 found, 0 not there, -1 unsure. */
+static int member(scan *c, const char *key) {
+    size_t kl = strlen(key);
+    ws(c);
+    if (c->p >= c->end || *c->p != '{') return -1;
+    c->p++;
+    for (;;) {
+        ws(c);
+        if (c->p < c->end && *c->p == '}') return 0;
+        if (c->p >= c->end || *c->p != '"') return -1;
+        const char *k = c->p + 1;
+        bool esc;
+        if (!skip_string(c, &esc) || esc) return -1;
+        bool match = (size_t)(c->p - 1 - k) == kl && !memcmp(k, key, kl);
+        ws(c);
+        if (c->p >= c->end || *c->p != ':') return -1;
+        c->p++;
+        ws(c);
+        if (match) return 1;
+        if (!skip_value(c)) return -1;
+        ws(c);
+        if (c->p < c->end && *c->p == ',') c->p++;
+    }
+}
+
+int dt__row_number(const char *json, size_t len, const char *key, const char *sub, double *out) {
+    scan c = {json, json + len};
+    int r = member(&c, key);
+    if (r == 1 && sub) r = member(&c, sub);
+    if (r != 1) return r;
+    if (c.p >= c.end) return -1;
+    if (!(*c.p == '-' || (*c.p >= '0' && *c.p <= '9'))) return 0;
+    char num[64];
+    size_t n = 0;
+    while (c.p + n < c.end && n < sizeof num - 1 && in_number(c.p[n])) n++;
+    if (n == sizeof num - 1) return -1;
+    memcpy(num, c.p, n);
+    num[n] = '\0';
+    char *e;
+    *out = strtod(num, &e);
+    return *e || !isfinite(*out) ? -1 : 1;
+}
+
+static bool point_add(dt__text *t, double x, double y, bool first) {
+    char b[72];
+    size_t n = 0;
+    if (!first) b[n++] = ',';
+    b[n++] = '[';
+    n += (size_t)dt__real_text(x, b + n);
+    b[n++] = ',';
+    n += (size_t)dt__real_text(y, b + n);
+    b[n++] = ']';
+    return dt__text_add(t, b, n);
+}
+
+/* The entry's object for `points` into t. */
+static bool series_encode(const dt__series *s, int64_t points, dt__text *t) {
+    char head[96];
+    int hn = snprintf(head, sizeof head, "{\"trial_id\":%" PRId64 ",\"total\":%zu,\"data\":[",
+                      s->trial_id, s->n);
+    bool ok = dt__text_add(t, head, (size_t)hn);
     if ((int64_t)s->n <= points) {
-        for (size_t i = 0; ok && i < s->n; i++) ok = point_append(data, s->xs[i], s->ys[i]);
+        for (size_t i = 0; ok && i < s->n; i++) ok = point_add(t, s->xs[i], s->ys[i], i == 0);
     } else {
         size_t buckets = (size_t)(points / 2 > 0 ? points / 2 : 1);
+        bool first = true;
         for (size_t k = 0; ok && k < buckets; k++) {
             size_t lo = s->n * k / buckets, hi = s->n * (k + 1) / buckets, imin = lo, imax = lo;
             for (size_t i = lo; i < hi; i++) {
@@ -141,11 +298,27 @@ json_t *dt__series_json(const dt__series *s, int64_t points) {
                 if (s->ys[i] > s->ys[imax]) imax = i;
             }
             if (hi == lo) continue;
-            size_t first = imin < imax ? imin : imax, second = imin < imax ? imax : imin;
-            ok = point_append(data, s->xs[first], s->ys[first]) &&
-                 (first == second || point_append(data, s->xs[second], s->ys[second]));
+            size_t a = imin < imax ? imin : imax, b = imin < imax ? imax : imin;
+            ok = point_add(t, s->xs[a], s->ys[a], first) &&
+                 (a == b || point_add(t, s->xs[b], s->ys[b], false));
+            first = false;
         }
     }
-    if (!ok) json_decref(o);
-    return ok ? o : NULL;
+    return ok && dt__text_add(t, "]}", 2);
+}
+
+bool dt__series_text(dt__series *s, int64_t points, dt__text *out) {
+    if (!s->enc || s->enc_points != points || s->enc_n != s->n) {
+        dt__text t = {0};
+        if (!series_encode(s, points, &t)) {
+            free(t.p);
+            return false;
+        }
+        free(s->enc);
+        s->enc = t.p;
+        s->enc_len = t.len;
+        s->enc_points = points;
+        s->enc_n = s->n;
+    }
+    return dt__text_add(out, s->enc, s->enc_len);
 }

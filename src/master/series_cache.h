@@ -5,11 +5,14 @@
  * entry from the rows after entry->last_batches, and drops entries a write could change (a row
  * at or before an entry's last batch, a rolled-back transaction, a deleted experiment).
  * Least recently used entries go when the cache holds more than its point budget.
+ *
+ * An entry also keeps its last answer encoded (for one point count): its points only grow by
+ * appending, so the same count of points asked for the same number of times reads the same, and
+ * a chart of many trials re-encodes only the trials that got new rows.
  */
 #ifndef DTRAIN_MASTER_SERIES_CACHE_H
 #define DTRAIN_MASTER_SERIES_CACHE_H
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,7 +25,19 @@ typedef struct dt__series {
     double *xs, *ys;       /* the points, in batch order */
     size_t n, cap;
     uint64_t used; /* the cache's clock at the last get */
+    char *enc;     /* dt__series_text's last answer (malloc'd) for enc_points at enc_n points */
+    size_t enc_len, enc_n;
+    int64_t enc_points;
 } dt__series;
+
+/* A growing byte string (p malloc'd, NUL-terminated once anything was added). */
+typedef struct dt__text {
+    char *p;
+    size_t len, cap;
+} dt__text;
+
+/* Append n bytes; false (t unchanged) when out of memory. */
+bool dt__text_add(dt__text *t, const char *s, size_t n);
 
 typedef struct dt__series_cache dt__series_cache;
 
@@ -40,12 +55,23 @@ void dt__series_cache_invalidate(dt__series_cache *c, int64_t trial_id, const ch
                                  int64_t batches);
 /* Drop every entry. */
 void dt__series_cache_clear(dt__series_cache *c);
-/* Drop least recently used entries until the points fit the budget. */
+/* Drop least recently used entries until the points fit the budget (an entry's kept encoding
+ * counts as a point per 16 bytes). */
 void dt__series_cache_trim(dt__series_cache *c);
 
-/* {"trial_id","total","data":[[x,y],...]}: every point when they fit in `points`, else per
- * bucket of consecutive points its minimum and its maximum, in x order. NULL when out of
- * memory. */
-json_t *dt__series_json(const dt__series *s, int64_t points);
+/* Append {"trial_id","total","data":[[x,y],...]} to out, byte for byte what jansson's compact
+ * encoder writes for it: every point when they fit in `points`, else per bucket of consecutive
+ * points its minimum and its maximum, in x order. Reuses (and keeps) the entry's last encoding
+ * when points and the point count are unchanged. False when out of memory (out may have grown
+ * by a part of the object). */
+bool dt__series_text(dt__series *s, int64_t points, dt__text *out);
+/* A number in a stored metric row's JSON text (len bytes): the member `key` of the top object,
+ * or with `sub` the member `sub` of that member's object. 1 and *out set when it is a number, 0
+ * when it is missing, null or not a number, -1 when this scanner cannot tell (malformed text, or
+ * a member name written with escapes): read the row another way then. */
+int dt__row_number(const char *json, size_t len, const char *key, const char *sub, double *out);
+/* Write v as jansson writes a real (17 significant digits, ".0" on integral values, no "+" or
+ * leading zeros in the exponent) into buf; returns its length. v must be finite. */
+int dt__real_text(double v, char buf[32]);
 
 #endif

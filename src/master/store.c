@@ -1030,39 +1030,64 @@ static dt_status trial_ids(dt_store *st, int64_t exp_id, int64_t trial_id, int64
     return status == DT_OK ? read_ids(st, s, "listing trials", ids, count) : status;
 }
 
-/* Read the rows of the entry's trial and kind after its last batch into it. */
+/* x and y of a stored row by SQLite's JSON functions, for what dt__row_number cannot tell. */
+static dt_status row_point_sql(dt_store *st, const char *body, const char *ypath, const char *xpath,
+                               bool *has, double *x, double *y) {
+    sqlite3_stmt *s;
+    dt_status status = prep_args(st, "SELECT json_extract(?1, ?2), json_extract(?1, ?3)",
+                                 ARGS(V_TEXT(body), V_TEXT(xpath), V_TEXT(ypath)), &s);
+    if (status != DT_OK) return status;
+    int rc = sqlite3_step(s);
+    *has = rc == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL &&
+           sqlite3_column_type(s, 1) != SQLITE_NULL;
+    if (*has) *x = sqlite3_column_double(s, 0), *y = sqlite3_column_double(s, 1);
+    if (rc != SQLITE_ROW) status = sql_error(st, rc, "reading a metric row");
+    done(s);
+    return status;
+}
+
+/* Read the rows of the entry's trial and kind after its last batch into it. The numbers are
+ * picked out of each row's text here (SQLite's json_extract parses the whole row, twice: most
+ * of a first chart's time); rows this cannot read go through json_extract. */
 static dt_status series_extend(dt_store *st, dt__series *e, const char *ypath, const char *xpath) {
     sqlite3_stmt *s;
     dt_status status = prep(st,
-                            "SELECT batches, CASE WHEN ?4 = '$.batches' THEN batches ELSE"
-                            " json_extract(body, ?4) END, json_extract(body, ?3) FROM metrics"
-                            " WHERE trial_id = ?1 AND kind = ?2 AND batches > ?5 ORDER BY batches",
+                            "SELECT batches, body FROM metrics"
+                            " WHERE trial_id = ?1 AND kind = ?2 AND batches > ?3 ORDER BY batches",
                             &s);
     if (status != DT_OK) return status;
     sqlite3_bind_int64(s, 1, e->trial_id);
     sqlite3_bind_text(s, 2, e->kind, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, ypath, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 4, xpath, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 5, e->last_batches);
-    int rc;
+    sqlite3_bind_int64(s, 3, e->last_batches);
+    bool by_batches = !strcmp(e->x, "batches");
+    int rc = SQLITE_DONE;
     bool ok = true;
-    while (ok && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+    while (ok && status == DT_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
         e->last_batches = sqlite3_column_int64(s, 0);
         e->rows++;
-        if (sqlite3_column_type(s, 1) != SQLITE_NULL && sqlite3_column_type(s, 2) != SQLITE_NULL)
-            ok = dt__series_push(e, sqlite3_column_double(s, 1), sqlite3_column_double(s, 2));
+        const char *body = (const char *)sqlite3_column_text(s, 1);
+        size_t len = (size_t)sqlite3_column_bytes(s, 1);
+        double x = (double)e->last_batches, y = 0;
+        int hy = dt__row_number(body, len, "metrics", e->name, &y),
+            hx = by_batches ? 1 : dt__row_number(body, len, e->x, NULL, &x);
+        bool has = hx == 1 && hy == 1;
+        if ((hx < 0 || hy < 0) && hx != 0 && hy != 0)
+            status = row_point_sql(st, body, ypath, xpath, &has, &x, &y);
+        if (status == DT_OK && has) ok = dt__series_push(e, x, y);
     }
     if (!ok)
         status = dt_error(DT_ERR_OOM, "store %s: out of memory reading a series", st->path);
-    else if (rc != SQLITE_DONE)
+    else if (status == DT_OK && rc != SQLITE_DONE)
         status = sql_error(st, rc, "reading a metric series");
     done(s);
     return status;
 }
 
-dt_status dt_store_metric_series(dt_store *st, int64_t exp_id, int64_t trial_id, const char *kind,
-                                 const char *name, const char *x, int64_t points, json_t **out) {
+dt_status dt_store_metric_series_text(dt_store *st, int64_t exp_id, int64_t trial_id,
+                                      const char *kind, const char *name, const char *x,
+                                      int64_t points, char **out, size_t *len) {
     *out = NULL;
+    *len = 0;
     if (!in_list(kind, METRIC_KINDS))
         return dt_error(DT_ERR_INVALID,
                         "unknown metric kind \"%s\"; hint: training, validation or profiler", kind);
@@ -1073,7 +1098,13 @@ dt_status dt_store_metric_series(dt_store *st, int64_t exp_id, int64_t trial_id,
                         "metric name \"%s\" cannot be charted; hint: pass name=METRIC", name);
     if (points < 2 || points > 100000)
         return dt_error(DT_ERR_INVALID, "points must be 2..100000, not %lld", (long long)points);
-    if (!name) return (*out = json_array()) ? DT_OK : dt_error(DT_ERR_OOM, "out of memory");
+    dt__text t = {0};
+    if (!name) {
+        if (!dt__text_add(&t, "[]", 2)) return dt_error(DT_ERR_OOM, "out of memory");
+        *out = t.p;
+        *len = t.len;
+        return DT_OK;
+    }
     char path[512], xpath[16];
     snprintf(path, sizeof path, "$.metrics.\"%s\"", name);
     snprintf(xpath, sizeof xpath, "$.%s", x);
@@ -1082,25 +1113,45 @@ dt_status dt_store_metric_series(dt_store *st, int64_t exp_id, int64_t trial_id,
     int n_trials = 0;
     dt_status status = need(st, OF_EXP(exp_id));
     if (status == DT_OK) status = trial_ids(st, exp_id, trial_id, &trials, &n_trials);
-    json_t *series = json_array();
-    if (!series && status == DT_OK) status = dt_error(DT_ERR_OOM, "store %s", st->path);
+    if (status == DT_OK && !dt__text_add(&t, "[", 1))
+        status = dt_error(DT_ERR_OOM, "store %s", st->path);
     /* each trial's series from the cache, extended with the rows stored since */
+    bool first = true;
     for (int i = 0; status == DT_OK && i < n_trials; i++) {
         dt__series *e = dt__series_cache_get(st->series, trials[i], kind, name, x);
         if (!e) status = dt_error(DT_ERR_OOM, "store %s: out of memory reading a series", st->path);
         if (status == DT_OK) status = series_extend(st, e, path, xpath);
-        if (status == DT_OK && e->rows > 0 &&
-            json_array_append_new(series, dt__series_json(e, points)))
+        if (status != DT_OK || e->rows == 0) continue;
+        if ((!first && !dt__text_add(&t, ",", 1)) || !dt__series_text(e, points, &t))
             status = dt_error(DT_ERR_OOM, "store %s: out of memory reading a series", st->path);
+        first = false;
     }
+    if (status == DT_OK && !dt__text_add(&t, "]", 1))
+        status = dt_error(DT_ERR_OOM, "store %s", st->path);
     free(trials);
     dt__series_cache_trim(st->series);
     unlock(st);
-    if (status == DT_OK)
-        *out = series;
-    else
-        json_decref(series);
-    return status;
+    if (status != DT_OK) {
+        free(t.p);
+        return status;
+    }
+    *out = t.p;
+    *len = t.len;
+    return DT_OK;
+}
+
+dt_status dt_store_metric_series(dt_store *st, int64_t exp_id, int64_t trial_id, const char *kind,
+                                 const char *name, const char *x, int64_t points, json_t **out) {
+    *out = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    dt_status status =
+        dt_store_metric_series_text(st, exp_id, trial_id, kind, name, x, points, &text, &len);
+    if (status != DT_OK) return status;
+    *out = json_loadb(text, len, 0, NULL);
+    free(text);
+    return *out ? DT_OK
+                : dt_error(DT_ERR_OOM, "store %s: out of memory reading a series", st->path);
 }
 
 dt_status dt_store_metric_names(dt_store *st, int64_t exp_id, int64_t trial_id, const char *kind,

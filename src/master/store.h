@@ -112,6 +112,11 @@ dt_status dt_store_metrics_count(dt_store *st, int64_t trial_id, const char *kin
  * least recently used out first) and the next call reads only the rows stored after them. */
 dt_status dt_store_metric_series(dt_store *st, int64_t exp_id, int64_t trial_id, const char *kind,
                                  const char *name, const char *x, int64_t points, json_t **out);
+/* The same array as compact JSON text (*out malloc'd, *len bytes, NUL-terminated): what the
+ * metrics route sends, without building it as JSON values. */
+dt_status dt_store_metric_series_text(dt_store *st, int64_t exp_id, int64_t trial_id,
+                                      const char *kind, const char *name, const char *x,
+                                      int64_t points, char **out, size_t *len);
 /* A number that changes whenever a metric row may have changed (a metrics write, an undone
  * transaction, a deleted experiment): equal numbers mean metric reads answer the same. */
 uint64_t dt_store_metrics_generation(dt_store *st);

@@ -1,0 +1,306 @@
+/* test_series_cache.c — the chart series' encoding: numbers written byte for byte as jansson
+ * writes a real (so values round-trip and answers read as before), a series object equal to the
+ * one jansson encodes, an entry's kept encoding renewed when it gets points or is asked for
+ * another count, and a store's chart text equal to a fresh handle's (a restarted master's) while
+ * rows arrive for one trial, on upserts and after a rollback; numbers picked out of a row's text
+ * as SQLite's json_extract reads them, or a plain "cannot tell". */
+#include "master/series_cache.h"
+#include "master/store_impl.h"
+#include "test.h"
+
+#include <float.h>
+#include <jansson.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+static char g_dir[] = "/tmp/dtrain_series_XXXXXX";
+
+/* jansson's text for v as a real. */
+static void jansson_real(double v, char *buf, size_t n) {
+    json_t *j = json_real(v);
+    char *s = j ? json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    snprintf(buf, n, "%s", s ? s : "?");
+    free(s);
+    json_decref(j);
+}
+
+static void check_real(double v) {
+    char want[64], got[32];
+    jansson_real(v, want, sizeof want);
+    int n = dt__real_text(v, got);
+    CHECK_MSG(n == (int)strlen(got) && !strcmp(got, want), "%a: got %s, want %s", v, got, want);
+    CHECK_MSG(strtod(got, NULL) == v, "%s does not read back as %a", got, v);
+}
+
+static void test_real_text(void) {
+    static const double fixed[] = {0.0,     -0.0,
+                                   1.0,     -1.0,
+                                   0.1,     -0.1,
+                                   1e15,    9e15,
+                                   1e16,    -1e16,
+                                   1e17,    1e22,
+                                   1e-5,    1.5e-7,
+                                   1e300,   -1e-300,
+                                   5e-324,  DBL_MAX,
+                                   DBL_MIN, 0.5,
+                                   2.5e10,  9007199254740993.0,
+                                   123.456, 1e21};
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) check_real(fixed[i]);
+    uint64_t r = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < 20000; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        double v;
+        uint64_t bits = r;
+        memcpy(&v, &bits, sizeof v);
+        if (isfinite(v)) check_real(v);
+        check_real((double)(int64_t)(r >> 11) - (double)(1ll << 52)); /* integers */
+        check_real((double)(r % 100000) / 1000.0);                    /* epochs-like */
+        check_real((float)((double)(r % 1000003) / 997.0));           /* float losses */
+    }
+}
+
+/* The series object for `points` as jansson encodes it, built point by point. */
+static char *jansson_series(const dt__series *s, int64_t points) {
+    json_t *data = json_array();
+    size_t buckets = s->n <= (size_t)points ? s->n : (size_t)(points / 2);
+    for (size_t k = 0; k < buckets; k++) {
+        size_t lo = s->n <= (size_t)points ? k : s->n * k / buckets,
+               hi = s->n <= (size_t)points ? k + 1 : s->n * (k + 1) / buckets, imin = lo, imax = lo;
+        for (size_t i = lo; i < hi; i++) {
+            if (s->ys[i] < s->ys[imin]) imin = i;
+            if (s->ys[i] > s->ys[imax]) imax = i;
+        }
+        if (hi == lo) continue;
+        size_t a = imin < imax ? imin : imax, b = imin < imax ? imax : imin;
+        json_array_append_new(data, json_pack("[ff]", s->xs[a], s->ys[a]));
+        if (a != b) json_array_append_new(data, json_pack("[ff]", s->xs[b], s->ys[b]));
+    }
+    json_t *o = json_pack("{sIsIso}", "trial_id", (json_int_t)s->trial_id, "total",
+                          (json_int_t)s->n, "data", data);
+    char *txt = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return txt;
+}
+
+/* dt__series_text's object for `points` equals jansson's. */
+static void check_series(dt__series *s, int64_t points) {
+    dt__text t = {0};
+    CHECK(dt__series_text(s, points, &t));
+    char *want = jansson_series(s, points);
+    CHECK_MSG(t.p && want && !strcmp(t.p, want), "n %zu points %lld:\n got %.200s\nwant %.200s",
+              s->n, (long long)points, t.p ? t.p : "", want ? want : "");
+    free(want);
+    free(t.p);
+}
+
+static void test_series_text(void) {
+    dt__series_cache *c = dt__series_cache_new(1 << 20);
+    dt__series *s = dt__series_cache_get(c, 7, "training", "loss", "epochs");
+    CHECK(s != NULL);
+    if (!s) return;
+    check_series(s, 10); /* no points */
+    for (int i = 1; i <= 1000; i++) {
+        CHECK(dt__series_push(s, i / 100.0, 1.0 / i + (i % 7) * 0.013));
+        if (i == 3 || i == 10 || i == 11 || i == 999 || i == 1000) {
+            check_series(s, 10); /* kept encoding renewed as points arrive */
+            check_series(s, 10); /* ... and reused as it is */
+            check_series(s, 2);  /* another count */
+            check_series(s, 1000);
+        }
+    }
+    dt__series_cache_free(c);
+    /* a kept encoding counts against the budget: 60 points fit 100, not with their text */
+    c = dt__series_cache_new(100);
+    s = dt__series_cache_get(c, 1, "training", "loss", "batches");
+    for (int i = 1; s && i <= 60; i++) CHECK(dt__series_push(s, i, 1.0 / 3 + i));
+    dt__series_cache_trim(c);
+    CHECK(dt__series_cache_get(c, 1, "training", "loss", "batches")->n == 60);
+    dt__text t = {0};
+    CHECK(dt__series_text(s, 100, &t));
+    free(t.p);
+    dt__series_cache_trim(c);
+    CHECK(dt__series_cache_get(c, 1, "training", "loss", "batches")->n == 0);
+    dt__series_cache_free(c);
+}
+
+/* dt__row_number agrees with json_extract (or says it cannot tell). */
+static void check_row(sqlite3 *db, const char *body, const char *key, const char *sub, int want) {
+    double got = 0;
+    int r = dt__row_number(body, strlen(body), key, sub, &got);
+    char path[128];
+    snprintf(path, sizeof path, sub ? "$.\"%s\".\"%s\"" : "$.\"%s\"", key, sub);
+    sqlite3_stmt *s = NULL;
+    CHECK(sqlite3_prepare_v2(db, "SELECT json_extract(?1, ?2)", -1, &s, NULL) == SQLITE_OK);
+    sqlite3_bind_text(s, 1, body, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, path, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    CHECK(rc == SQLITE_ROW || want == -1); /* SQLite refuses malformed text */
+    int type = sqlite3_column_type(s, 0);
+    bool number = rc == SQLITE_ROW && (type == SQLITE_INTEGER || type == SQLITE_FLOAT);
+    CHECK_MSG(r == want, "%s %s in %s: %d, want %d", key, sub ? sub : "", body, r, want);
+    if (r == 1)
+        CHECK_MSG(number && sqlite3_column_double(s, 0) == got, "%s: %s %.17g", body, path, got);
+    if (r == 0) CHECK_MSG(!number, "%s: %s is a number", body, path);
+    sqlite3_finalize(s);
+}
+
+static void test_row_number(void) {
+    sqlite3 *db = NULL;
+    CHECK(sqlite3_open(":memory:", &db) == SQLITE_OK);
+    const char *plain = "{\"kind\":\"training\",\"batches\":3,\"epochs\":0.0030000000000000001,"
+                        "\"records\":96,\"metrics\":{\"loss\":2.0540179461615158,\"a.b\":-1e-7,"
+                        "\"n\":null,\"big\":1.7976931348623157e308}}";
+    check_row(db, plain, "metrics", "loss", 1);
+    check_row(db, plain, "metrics", "a.b", 1);
+    check_row(db, plain, "metrics", "big", 1);
+    check_row(db, plain, "metrics", "n", 0);
+    check_row(db, plain, "metrics", "missing", 0);
+    check_row(db, plain, "epochs", NULL, 1);
+    check_row(db, plain, "records", NULL, 1);
+    check_row(db, plain, "loss", NULL, 0); /* only inside "metrics" */
+    /* members before it holding strings with braces, quotes and escapes, nested objects,
+     * a "metrics" that is not the top one, white space */
+    const char *busy = " { \"note\" : \"}{\\\"metrics\\\":{\\\"loss\\\":1}\" , \"x\":{\"metrics\":"
+                       "{\"loss\":7}},\"arr\":[1,[2,{\"loss\":3}],\"]\"], \"metrics\" : { \"acc\""
+                       " : 0.5 , \"loss\" : 4.25E+2 } } ";
+    check_row(db, busy, "metrics", "loss", 1);
+    check_row(db, busy, "metrics", "acc", 1);
+    check_row(db, busy, "x", NULL, 0);
+    /* a name written with escapes, or text cut short: cannot tell */
+    check_row(db, "{\"metrics\":{\"lo\\u0073s\":1.5}}", "metrics", "loss", -1);
+    check_row(db, "{\"no\\u0074e\":1,\"metrics\":{\"loss\":1.5}}", "metrics", "loss", -1);
+    check_row(db, "{\"metrics\":{\"loss\":", "metrics", "loss", -1);
+    check_row(db, "{\"metrics\":{\"acc\":1", "metrics", "loss", -1);
+    /* random doubles as jansson writes them read as json_extract reads them */
+    uint64_t r = 0x2545f4914f6cdd1dull;
+    for (int i = 0; i < 20000; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        double v;
+        memcpy(&v, &r, sizeof v);
+        if (!isfinite(v)) continue;
+        char num[32], body[96];
+        dt__real_text(v, num);
+        snprintf(body, sizeof body, "{\"metrics\":{\"loss\":%s}}", num);
+        check_row(db, body, "metrics", "loss", 1);
+    }
+    sqlite3_close(db);
+}
+
+static json_t *row(int64_t b, double loss) {
+    return json_pack("{s:s,s:I,s:f,s:I,s:{s:f}}", "kind", "training", "batches", (json_int_t)b,
+                     "epochs", b / 100.0, "records", (json_int_t)(b * 32), "metrics", "loss", loss);
+}
+
+static void put(dt_store *st, int64_t t, int64_t lo, int64_t hi, double base) {
+    json_t *rows = json_array();
+    for (int64_t b = lo; b <= hi; b++) json_array_append_new(rows, row(b, base + 1.0 / (double)b));
+    CHECK(dt_store_metrics_insert(st, t, rows, NULL) == DT_OK);
+    json_decref(rows);
+}
+
+/* The chart text of st equals a fresh handle's for every x and a few point counts; st is left
+ * holding the first count's encodings, so the next check starts from kept ones. */
+static void check_same_as_fresh(dt_store *st, const char *path, int64_t exp, const char *when) {
+    dt_store *fresh = NULL;
+    CHECK(dt_store_open(path, &fresh) == DT_OK);
+    static const char *const xs[] = {"batches", "epochs", "records"};
+    static const int64_t counts[] = {4, 50, 1000};
+    for (int i = 0; fresh && i < 3; i++) {
+        for (int k = 0; k < 3; k++) {
+            char *a = NULL, *b = NULL;
+            size_t na = 0, nb = 0;
+            CHECK(dt_store_metric_series_text(st, exp, 0, "training", "loss", xs[i], counts[k], &a,
+                                              &na) == DT_OK);
+            CHECK(dt_store_metric_series_text(fresh, exp, 0, "training", "loss", xs[i], counts[k],
+                                              &b, &nb) == DT_OK);
+            CHECK_MSG(a && b && na == nb && !memcmp(a, b, na), "%s: x %s points %lld", when, xs[i],
+                      (long long)counts[k]);
+            free(a);
+            free(b);
+        }
+        char *a = NULL;
+        size_t na = 0;
+        CHECK(dt_store_metric_series_text(st, exp, 0, "training", "loss", xs[i], counts[0], &a,
+                                          &na) == DT_OK);
+        free(a);
+    }
+    dt_store_close(fresh);
+}
+
+static void test_store_text(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/store.db", g_dir);
+    dt_store *st = NULL;
+    CHECK(dt_store_open(path, &st) == DT_OK);
+    if (!st) return;
+    json_t *cfg = json_pack("{s:s,s:s,s:{s:s,s:s,s:b}}", "name", "s", "entrypoint", "m:T",
+                            "searcher", "name", "random", "metric", "loss", "smaller_is_better", 1);
+    json_t *hp = json_pack("{s:i}", "units", 8);
+    int64_t exp = 0, t[3] = {0};
+    CHECK(dt_store_exp_insert(st, cfg, "text", "/m", &exp) == DT_OK);
+    for (int i = 0; i < 3; i++)
+        CHECK(dt_store_trial_insert(st, exp, i + 1, hp, (uint64_t)i, &t[i]) == DT_OK);
+    for (int i = 0; i < 3; i++) put(st, t[i], 1, 200, i);
+    check_same_as_fresh(st, path, exp, "first read");
+    /* rows arrive for one trial only: the others' kept encodings stay, its own is renewed */
+    put(st, t[1], 201, 260, 1);
+    check_same_as_fresh(st, path, exp, "rows for one trial");
+    put(st, t[2], 261, 261, 2);
+    check_same_as_fresh(st, path, exp, "one row after a gap");
+    /* an upsert of a row already read replaces its point */
+    put(st, t[0], 100, 100, 9);
+    check_same_as_fresh(st, path, exp, "upsert");
+    /* rows read inside a rolled-back group are forgotten */
+    CHECK(dt_store_begin(st) == DT_OK);
+    put(st, t[0], 201, 400, 0);
+    char *a = NULL;
+    size_t na = 0;
+    CHECK(dt_store_metric_series_text(st, exp, 0, "training", "loss", "batches", 50, &a, &na) ==
+          DT_OK);
+    free(a);
+    dt_store_rollback(st);
+    check_same_as_fresh(st, path, exp, "rollback");
+    /* a row the scanner cannot read (a member name written with an escape) is read by SQLite */
+    CHECK(sqlite3_exec(dt__store_db(st),
+                       "UPDATE metrics SET body = '{\"batches\":5,\"epochs\":0.05,"
+                       "\"no\\u0074e\":1,\"records\":160,\"metrics\":{\"loss\":42.5}}'"
+                       " WHERE batches = 5",
+                       NULL, NULL, NULL) == SQLITE_OK);
+    dt_store *fresh = NULL;
+    CHECK(dt_store_open(path, &fresh) == DT_OK);
+    json_t *e = NULL;
+    if (fresh)
+        CHECK(dt_store_metric_series(fresh, exp, t[2], "training", "loss", "epochs", 1000, &e) ==
+              DT_OK);
+    json_t *p5 = json_array_get(json_object_get(json_array_get(e, 0), "data"), 4);
+    CHECK(json_real_value(json_array_get(p5, 0)) == 0.05 &&
+          json_real_value(json_array_get(p5, 1)) == 42.5);
+    json_decref(e);
+    dt_store_close(fresh);
+    /* the JSON form reads the text */
+    json_t *j = NULL;
+    CHECK(dt_store_metric_series(st, exp, t[1], "training", "loss", "batches", 1000, &j) == DT_OK);
+    CHECK(json_array_size(j) == 1 &&
+          json_array_size(json_object_get(json_array_get(j, 0), "data")) == 260);
+    json_decref(j);
+    dt_store_close(st);
+    json_decref(hp);
+    json_decref(cfg);
+}
+
+int main(void) {
+    if (!mkdtemp(g_dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    dt_log_set_level(DT_LOG_ERROR);
+    TEST_RUN(test_real_text);
+    TEST_RUN(test_series_text);
+    TEST_RUN(test_row_number);
+    TEST_RUN(test_store_text);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    TEST_END();
+}
