@@ -6,12 +6,15 @@
  * gradient, right before it is read) and an epilogue (bias, activation, bias gradient on a
  * finished tile while it is in cache) into the loop: see dt__gemm_opts in tensor_impl.h.
  *
- * f32 runs on oneDNN: an op's GEMM (a context is given) as one matmul primitive per tile (see
- * "f32 primitive tiles": no memory hidden from the accounting), the others on oneDNN's sgemm
- * (dnnl_sgemm), one call per tile. At the GPT benchmark's sizes oneDNN measured 5-25% faster
- * than OpenBLAS, and tiles as fast as oneDNN's own threading, which is not usable as is: it
- * splits K for some shapes, so its bits change with the thread count. OpenBLAS stays as the
+ * f32 on AVX-512 runs on oneDNN: an op's GEMM (a context is given) as one matmul primitive per
+ * tile (see "f32 primitive tiles": no memory hidden from the accounting), the others on oneDNN's
+ * sgemm (dnnl_sgemm), one call per tile. At the GPT benchmark's sizes oneDNN measured 5-25%
+ * faster than OpenBLAS, and tiles as fast as oneDNN's own threading, which is not usable as is:
+ * it splits K for some shapes, so its bits change with the thread count. OpenBLAS stays as the
  * fallback should oneDNN report an error.
+ * Below AVX-512 every f32 tile runs on OpenBLAS's sgemm instead (see "f32 below AVX-512"):
+ * oneDNN 2.6 has no AVX2 brgemm, and its AVX2 matmul and sgemm tiles measured at a fifth to a
+ * half of OpenBLAS's rate, where OpenBLAS tiles match OpenBLAS's own threading.
  *
  * Under bf16 autocast each tile is a oneDNN matmul primitive (AMX / avx512_bf16 with f32
  * accumulation and f32 output; Debian's OpenBLAS has no bf16 GEMM) on operands rounded to
@@ -70,8 +73,9 @@ struct dt_gemm_cache {
      * execution and cannot be shared by two threads running one primitive) */
     char *scratch;
     size_t scratch_each, scratch_cap;
-    bool broken;     /* oneDNN matmul unusable: stay on the f32 path */
-    bool f32_broken; /* oneDNN f32 matmul unusable: f32 GEMMs on sgemm */
+    int64_t blas_charged; /* bytes charged for OpenBLAS's packing buffers (blas_charge) */
+    bool broken;          /* oneDNN matmul unusable: stay on the f32 path */
+    bool f32_broken;      /* oneDNN f32 matmul unusable: f32 GEMMs on sgemm */
 };
 
 static void slot_release(prim_slot *s) {
@@ -108,6 +112,7 @@ void dt__gemm_cache_free(dt_ctx *ctx) {
     dt_mem_free(ctx->dev, DT_MEM_OTHER, c->tblk, c->tcap);
     dt_mem_free(ctx->dev, DT_MEM_OTHER, c->bpack, c->bpcap);
     dt_mem_free(ctx->dev, DT_MEM_OTHER, c->scratch, c->scratch_cap);
+    dt_mem_release(ctx->dev, DT_MEM_OTHER, c->blas_charged);
     free(c);
     ctx->gemm_cache = NULL;
 }
@@ -364,21 +369,50 @@ static tile_plan plan_row_tiles(int64_t M, int64_t N, int64_t K) {
     return p;
 }
 
-/* One sequential f32 GEMM. oneDNN runs single-threaded inside an active parallel region; outside
+/* ---- f32 below AVX-512 ---------------------------------------------------------------------
+ * Every f32 tile is one single-threaded OpenBLAS sgemm (Debian's OpenMP build runs one thread
+ * inside a parallel region, and follows omp_set_num_threads outside one), so the bits depend on
+ * the tile plan only, as on oneDNN. Measured forced to AVX2 on Zen 4 (docs/performance.md):
+ * oneDNN's matmul primitive tiles ran 1024^3 at 0.2x OpenBLAS and dnnl_sgemm tiles at 0.5x;
+ * OpenBLAS tiles ran at 1.0x its own threading. */
+static bool blas_path(void) {
+    return dt_cpu_isa_level() < DT_CPU_AVX512;
+}
+
+/* OpenBLAS packs into buffers of its own, kept for the process and reused; an op's GEMM charges
+ * them to DT_MEM_OTHER as a high-water mark per context: per thread a K block (<= 512) of op(B)'s
+ * columns (<= 4096) and of a row block (<= 768) of op(A). That bound was measured above the
+ * resident growth of OpenBLAS 0.3.21's Haswell sgemm (1.8 MB a thread at 1024^3, 5.6 at
+ * 4096^3). Over the device's budget the GEMM still runs (the buffers exist already) and the
+ * charge stays where it was. */
+static void blas_charge(dt_ctx *ctx, int64_t M, int64_t N, int64_t K) {
+    struct dt_gemm_cache *c = cache_of(ctx);
+    if (!c) return;
+    int64_t kb = K < 512 ? K : 512, nb = N < 4096 ? N : 4096, mb = M < 768 ? M : 768;
+    int64_t nthr = omp_get_max_threads() < MAX_THREADS ? omp_get_max_threads() : MAX_THREADS;
+    int64_t need = nthr * kb * (nb + mb) * (int64_t)sizeof(float);
+    if (need <= c->blas_charged) return;
+    if (dt_mem_charge(ctx->dev, DT_MEM_OTHER, need - c->blas_charged) == DT_OK)
+        c->blas_charged = need;
+    else
+        dt_clear_error();
+}
+
+/* One sequential f32 GEMM: on OpenBLAS below AVX-512, else on oneDNN (OpenBLAS should oneDNN
+ * report an error). The library runs single-threaded inside an active parallel region; outside
  * one (a single tile, or one thread) its thread count is capped at 1 for the call. */
 static void sgemm_seq(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                       const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                       float *C, int64_t ldc) {
     int outer = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (outer > 1) omp_set_num_threads(1);
-    dnnl_status_t st =
-        dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    if (outer > 1) omp_set_num_threads(outer);
-    if (st != dnnl_success) /* not expected for valid arguments; OpenBLAS is single-threaded
-                             * here too (inside a region) or deterministic (outside) */
+    bool blas = blas_path() || dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B,
+                                          ldb, beta, C, ldc) != dnnl_success;
+    if (blas)
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                     (blasint)M, (blasint)N, (blasint)K, alpha, A, (blasint)lda, B, (blasint)ldb,
                     beta, C, (blasint)ldc);
+    if (outer > 1) omp_set_num_threads(outer);
 }
 
 /* Run the prologue of every row block up front (when it cannot run inside the tile loop). */
@@ -895,6 +929,7 @@ void dt__gemm_ex(const dt_ctx *cctx, bool ta, bool tb, int64_t M, int64_t N, int
             rest.arg = o->arg;
             a_sums_rows(o, ta, A, lda, K, 0, M); /* from the f32 A, not its rounded copy */
         }
+        if (blas_path()) blas_charge(ctx, M, N, K);
         int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
         float *a = rounded_copy(ctx, A, ar, ac, lda, io ? io->a : NULL, io ? io->a_out : NULL);
         float *b =
@@ -907,8 +942,10 @@ void dt__gemm_ex(const dt_ctx *cctx, bool ta, bool tb, int64_t M, int64_t N, int
         gemm_f32_tiled(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, &rest);
         return;
     }
-    if (ctx && omp_get_level() == 0 &&
-        gemm_f32_prim_tiled(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, o))
+    if (ctx && blas_path())
+        blas_charge(ctx, M, N, K);
+    else if (ctx && omp_get_level() == 0 &&
+             gemm_f32_prim_tiled(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, o))
         return;
     gemm_f32_tiled(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, o);
 }
