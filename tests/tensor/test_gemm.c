@@ -178,6 +178,19 @@ static void test_bf16_conversion(void) {
         bad += vec[i] != want;
     }
     CHECK_MSG(bad == 0, "%d of %d conversions differ", bad, N);
+    /* the one-pass rounding to bf16 precision in f32 (the GEMM's operand copies) */
+    float wide[N];
+    uint16_t kept[N];
+    dt__f32_round_bf16_seq(src, wide, kept, N);
+    bad = memcmp(kept, vec, sizeof vec) != 0;
+    for (int i = 0; i < N; i++) {
+        uint32_t u;
+        memcpy(&u, &wide[i], 4);
+        bad += u != (uint32_t)vec[i] << 16;
+    }
+    dt__f32_round_bf16_seq(src, src, NULL, N); /* in place */
+    bad += memcmp(src, wide, sizeof wide) != 0;
+    CHECK_MSG(bad == 0, "one-pass rounding: %d differences", bad);
 }
 
 /* opts.a_sums: the row sums of op(A), each summed from 0 in k order then added (the bits of a

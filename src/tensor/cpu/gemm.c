@@ -874,25 +874,101 @@ static bool gemm_bf16_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N,
     return true;
 }
 
-/* A stored rows x cols matrix rounded to bf16 precision, as a dense f32 copy (the fallback for
- * small GEMMs and CPUs without bf16 instructions): from `have` when the caller holds the
- * rounded operand, else from src, keeping the bf16 values in `keep` when asked. */
-static float *rounded_copy(dt_ctx *ctx, const float *src, int64_t rows, int64_t cols, int64_t ld,
-                           const uint16_t *have, uint16_t *keep) {
-    float *dst = dt_mem_alloc(ctx->dev, DT_MEM_OTHER, (size_t)(rows * cols) * sizeof(float));
-    if (!dst) return NULL;
-    uint16_t tmp[256];
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t j = 0; j < cols; j += 256) {
-            int64_t len = cols - j < 256 ? cols - j : 256;
-            const uint16_t *h = have ? have + r * cols + j : tmp;
-            if (!have) {
-                dt__f32_to_bf16_seq(src + r * ld + j, tmp, len);
-                if (keep) memcpy(keep + r * cols + j, tmp, (size_t)len * 2);
-            }
-            dt_bf16_to_f32(h, dst + r * cols + j, len);
+/* ---- bf16 storage, f32 compute --------------------------------------------------------------
+ * Small GEMMs, GEMMs inside parallel regions and CPUs without bf16 instructions: the operands
+ * rounded to bf16 precision into dense f32 copies, then the f32 tiles (bf16 products are exact
+ * in f32, so the numerics are those of the bf16 tiles up to the order of the sums). B is rounded
+ * up front in parallel; a plain A row block by row block in the tile loop, by a prologue of our
+ * own right after the caller's made those rows, while they are hot; a transposed A up front.
+ * Outside parallel regions the copies live in the context's work buffers (grown once, no fresh
+ * zeroed pages per GEMM); inside one, where other threads may use the same context, they are
+ * allocated per call. Forced to AVX2 on the GPT benchmark the step went from 2.6x our f32 step
+ * (one thread rounding whole operands into fresh pages, the prologue single-threaded) to about
+ * f32's (docs/performance.md). */
+typedef struct rounded_gemm {
+    const dt__gemm_opts *o; /* the caller's (may be NULL) */
+    const float *A;         /* stored M x K, not transposed */
+    int64_t lda, K;
+    const uint16_t *have; /* the caller's rounding of A, or NULL */
+    uint16_t *keep;       /* where to keep A's rounding, or NULL */
+    float *a;             /* A's rounded copy, K wide */
+} rounded_gemm;
+
+/* Rows [r0, r1) of a stored matrix (cols wide, leading dim ld) rounded to bf16 precision into
+ * dst (dense, cols wide): from `have` when the caller holds the rounded operand, else from src,
+ * keeping the bf16 values in `keep` when asked. */
+static void round_rows(const float *src, int64_t ld, int64_t cols, const uint16_t *have,
+                       uint16_t *keep, float *dst, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r++) {
+        if (have)
+            dt_bf16_to_f32(have + r * cols, dst + r * cols, cols);
+        else
+            dt__f32_round_bf16_seq(src + r * ld, dst + r * cols, keep ? keep + r * cols : NULL,
+                                   cols);
+    }
+}
+
+/* The same for all rows, in parallel when large. */
+static void round_all(const float *src, int64_t ld, int64_t rows, int64_t cols,
+                      const uint16_t *have, uint16_t *keep, float *dst) {
+#pragma omp parallel for schedule(static) if (rows * cols > 65536)
+    for (int64_t r = 0; r < rows; r++) round_rows(src, ld, cols, have, keep, dst, r, r + 1);
+}
+
+/* The tile loop's prologue for a plain A: the caller's, the row sums from the f32 A, then the
+ * rows' rounding. */
+static void rounded_prologue(void *arg, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    rounded_gemm *g = arg;
+    if (g->o && g->o->prologue) g->o->prologue(g->o->arg, r0, r1, c0, c1);
+    if (g->o) a_sums_rows(g->o, false, g->A, g->lda, g->K, r0, r1);
+    round_rows(g->A, g->lda, g->K, g->have, g->keep, g->a, r0, r1);
+}
+
+static void rounded_epilogue(void *arg, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    rounded_gemm *g = arg;
+    g->o->epilogue(g->o->arg, r0, r1, c0, c1);
+}
+
+/* C = alpha op(A) op(B) + beta C on operands rounded to bf16 precision. Out of memory for the
+ * copies it computes in f32 rather than fail. */
+static void gemm_rounded(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                         float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                         float beta, float *C, int64_t ldc, const dt__gemm_opts *o) {
+    const dt__gemm_bf16 *io = o ? &o->bf16 : NULL;
+    int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    size_t asz = (size_t)(ar * ac) * sizeof(float), bsz = (size_t)(br * bc) * sizeof(float);
+    struct dt_gemm_cache *c = omp_get_level() == 0 ? cache_of(ctx) : NULL;
+    float *a, *b;
+    if (c) {
+        a = grow(ctx, &c->abuf, &c->acap, asz);
+        b = a ? grow(ctx, &c->bbuf, &c->bcap, bsz) : NULL;
+    } else {
+        a = dt_mem_alloc(ctx->dev, DT_MEM_OTHER, asz);
+        b = a ? dt_mem_alloc(ctx->dev, DT_MEM_OTHER, bsz) : NULL;
+    }
+    if (a && b) {
+        if (blas_path()) blas_charge(ctx, M, N, K);
+        rounded_gemm g = {o, A, lda, K, io ? io->a : NULL, io ? io->a_out : NULL, a};
+        dt__gemm_opts rest = {0};
+        rest.arg = &g;
+        rest.epilogue = o && o->epilogue ? rounded_epilogue : NULL;
+        if (ta) { /* the caller's prologue and sums see all of A first, then it is rounded */
+            if (o && o->prologue) o->prologue(o->arg, 0, M, 0, N);
+            if (o) a_sums_rows(o, true, A, lda, K, 0, M);
+            round_all(A, lda, ar, ac, g.have, g.keep, a);
+        } else {
+            rest.prologue = rounded_prologue;
         }
-    return dst;
+        round_all(B, ldb, br, bc, io ? io->b : NULL, io ? io->b_out : NULL, b);
+        gemm_f32_tiled(ta, tb, M, N, K, alpha, a, ac, b, bc, beta, C, ldc, &rest);
+    } else {
+        dt_clear_error();
+        gemm_f32_tiled(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, o);
+    }
+    if (!c) {
+        dt_mem_free(ctx->dev, DT_MEM_OTHER, a, asz);
+        dt_mem_free(ctx->dev, DT_MEM_OTHER, b, bsz);
+    }
 }
 
 void dt__gemm_ex(const dt_ctx *cctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
@@ -919,27 +995,7 @@ void dt__gemm_ex(const dt_ctx *cctx, bool ta, bool tb, int64_t M, int64_t N, int
         if (M * N * K >= BF16_MIN_WORK && cpu_has_bf16() && omp_get_level() == 0 &&
             gemm_bf16_tiled(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, o))
             return;
-        /* small GEMMs: sgemm on copies rounded to bf16 precision (the prologue first, since
-         * the copies read A) */
-        const dt__gemm_bf16 *io = o ? &o->bf16 : NULL;
-        dt__gemm_opts rest = {0};
-        if (o) {
-            if (o->prologue) o->prologue(o->arg, 0, M, 0, N);
-            rest.epilogue = o->epilogue;
-            rest.arg = o->arg;
-            a_sums_rows(o, ta, A, lda, K, 0, M); /* from the f32 A, not its rounded copy */
-        }
-        if (blas_path()) blas_charge(ctx, M, N, K);
-        int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
-        float *a = rounded_copy(ctx, A, ar, ac, lda, io ? io->a : NULL, io ? io->a_out : NULL);
-        float *b =
-            a ? rounded_copy(ctx, B, br, bc, ldb, io ? io->b : NULL, io ? io->b_out : NULL) : NULL;
-        if (a && b) gemm_f32_tiled(ta, tb, M, N, K, alpha, a, ac, b, bc, beta, C, ldc, &rest);
-        dt_mem_free(ctx->dev, DT_MEM_OTHER, a, (size_t)(ar * ac) * sizeof(float));
-        dt_mem_free(ctx->dev, DT_MEM_OTHER, b, (size_t)(br * bc) * sizeof(float));
-        if (a && b) return;
-        /* out of memory for the rounded copies: compute in f32 rather than fail */
-        gemm_f32_tiled(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, &rest);
+        gemm_rounded(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, o);
         return;
     }
     if (ctx && blas_path())
