@@ -258,6 +258,23 @@ static void test_gemm_blas_accounting(void) {
     dt__cpu_isa_override(hw);
 }
 
+/* What dt_matmul_compute (shown by dtrain bench) says matches the path each level takes. */
+static void test_matmul_compute_names(void) {
+    dt_cpu_isa hw = dt__cpu_isa_override(DT_CPU_AVX2);
+    CHECK(!strcmp(dt_matmul_compute(DT_DTYPE_F32), "f32-openblas"));
+    CHECK(!strcmp(dt_matmul_compute(DT_DTYPE_BF16), "bf16-storage-f32-openblas"));
+    if (hw >= DT_CPU_AVX512) {
+        dt__cpu_isa_override(DT_CPU_AVX512);
+        CHECK(!strcmp(dt_matmul_compute(DT_DTYPE_F32), "f32-onednn"));
+        CHECK(!strcmp(dt_matmul_compute(DT_DTYPE_BF16), "bf16-storage-f32-onednn"));
+    }
+    if (hw >= DT_CPU_AVX512_BF16) {
+        dt__cpu_isa_override(DT_CPU_AVX512_BF16);
+        CHECK(!strcmp(dt_matmul_compute(DT_DTYPE_BF16), "bf16-onednn"));
+    }
+    dt__cpu_isa_override(hw);
+}
+
 int main(void) {
     TEST_RUN(test_bf16_conversion);
     TEST_RUN(test_gemm_f32_and_bf16);
@@ -265,5 +282,6 @@ int main(void) {
     TEST_RUN(test_matmul_autocast);
     TEST_RUN(test_gemm_a_sums);
     TEST_RUN(test_gemm_blas_accounting);
+    TEST_RUN(test_matmul_compute_names);
     TEST_END();
 }

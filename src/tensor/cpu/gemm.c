@@ -1006,6 +1006,13 @@ void dt__gemm_ex(const dt_ctx *cctx, bool ta, bool tb, int64_t M, int64_t N, int
     gemm_f32_tiled(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, o);
 }
 
+const char *dt_matmul_compute(dt_dtype compute) {
+    bool blas = blas_path();
+    if (compute != DT_DTYPE_BF16) return blas ? "f32-openblas" : "f32-onednn";
+    if (cpu_has_bf16()) return "bf16-onednn";
+    return blas ? "bf16-storage-f32-openblas" : "bf16-storage-f32-onednn";
+}
+
 void dt__gemm(const dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
               const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
               int64_t ldc) {
