@@ -13,8 +13,8 @@
  * it splits K for some shapes, so its bits change with the thread count. OpenBLAS stays as the
  * fallback should oneDNN report an error.
  * Below AVX-512 every f32 tile runs on OpenBLAS's sgemm instead (see "f32 below AVX-512"):
- * oneDNN 2.6 has no AVX2 brgemm, and its AVX2 matmul and sgemm tiles measured at a fifth to a
- * half of OpenBLAS's rate, where OpenBLAS tiles match OpenBLAS's own threading.
+ * oneDNN 2.6 has no AVX2 brgemm, and its AVX2 matmul and sgemm tiles measured at about half of
+ * OpenBLAS's rate, where OpenBLAS tiles match OpenBLAS's own threading.
  *
  * Under bf16 autocast each tile is a oneDNN matmul primitive (AMX / avx512_bf16 with f32
  * accumulation and f32 output; Debian's OpenBLAS has no bf16 GEMM) on operands rounded to
@@ -373,8 +373,8 @@ static tile_plan plan_row_tiles(int64_t M, int64_t N, int64_t K) {
  * Every f32 tile is one single-threaded OpenBLAS sgemm (Debian's OpenMP build runs one thread
  * inside a parallel region, and follows omp_set_num_threads outside one), so the bits depend on
  * the tile plan only, as on oneDNN. Measured forced to AVX2 on Zen 4 (docs/performance.md):
- * oneDNN's matmul primitive tiles ran 1024^3 at 0.2x OpenBLAS and dnnl_sgemm tiles at 0.5x;
- * OpenBLAS tiles ran at 1.0x its own threading. */
+ * oneDNN's matmul primitive tiles and dnnl_sgemm tiles both ran 1024^3 at about 0.5x OpenBLAS's
+ * own threading, OpenBLAS tiles at 1.0x or better. */
 static bool blas_path(void) {
     return dt_cpu_isa_level() < DT_CPU_AVX512;
 }
