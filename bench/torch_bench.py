@@ -11,6 +11,7 @@ Set OMP_WAIT_POLICY in the environment before starting Python for the PASSIVE va
 """
 import argparse
 import json
+import os
 import math
 import statistics
 import sys
@@ -142,7 +143,48 @@ def main():
         ("tokens_per_s" if gpt else "samples_per_s"): round(n / (med / 1e3), 1),
         "final_loss": round(float(loss.detach()), 6),
     }
+    res["cpu_capability"] = cpu_capability()
+    res["onednn_isa"] = onednn_isa()
     print(json.dumps(res))
+
+
+def cpu_capability():
+    """The kernel level ATen dispatches to (ATEN_CPU_CAPABILITY caps it)."""
+    get = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
+    if get:
+        return get()
+    for line in torch.__config__.show().splitlines():  # 1.x: "CPU capability usage: AVX2"
+        if "CPU capability usage:" in line:
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def onednn_isa():
+    """The ISA oneDNN reports for a small convolution (ONEDNN_MAX_CPU_ISA caps it): its verbose
+    line is written to the C-level stdout, caught here in a temporary file."""
+    import tempfile
+    fd = sys.stdout.fileno()
+    sys.stdout.flush()
+    saved = os.dup(fd)
+    try:
+        with tempfile.TemporaryFile() as tf:
+            os.dup2(tf.fileno(), fd)
+            try:
+                with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+                    torch.nn.functional.conv2d(torch.randn(1, 8, 8, 8), torch.randn(8, 8, 3, 3))
+            finally:
+                sys.stdout.flush()
+                os.dup2(saved, fd)
+            tf.seek(0)
+            text = tf.read().decode(errors="replace")
+    except Exception as e:  # an old or odd build: say so rather than fail the benchmark
+        return "unknown (%s)" % e
+    finally:
+        os.close(saved)
+    for line in text.splitlines():
+        if ",isa:" in line:
+            return line.split(",isa:", 1)[1].strip()
+    return "unknown"
 
 
 if __name__ == "__main__":

@@ -103,6 +103,10 @@ DT_API bool dt_ctx_training(const dt_ctx *ctx);
  * f32 outputs; DT_DTYPE_F32 (default) computes in f32. */
 DT_API dt_status dt_ctx_set_autocast(dt_ctx *ctx, dt_dtype compute);
 DT_API dt_dtype dt_ctx_autocast(const dt_ctx *ctx);
+/* How large matmuls compute under autocast `compute` at this process's kernel level:
+ * "f32-onednn", "f32-openblas", "bf16-onednn" (bf16 instructions), or "bf16-storage-f32-openblas"
+ * / "bf16-storage-f32-onednn" (operands rounded to bf16, f32 products: no bf16 instructions). */
+DT_API const char *dt_matmul_compute(dt_dtype compute);
 
 typedef struct dt_flops {
     int64_t forward; /* since the last dt_ctx_flops_reset */

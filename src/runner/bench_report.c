@@ -9,6 +9,17 @@ static const char *dtype_name(const dt_bench_result *r) {
     return r->opts.dtype == DT_DTYPE_BF16 ? "bf16" : "fp32";
 }
 
+/* How the run computed: this process's kernel level and how its matmuls computed (see
+ * dt_matmul_compute), as JSON members (`sep` first) or as the text line's tail. */
+static void write_isa(FILE *f, const dt_bench_result *r, bool json, const char *sep) {
+    const char *isa = dt_cpu_isa_name(dt_cpu_isa_level());
+    const char *mm = r->opts.openblas ? "f32-openblas" : dt_matmul_compute(r->opts.dtype);
+    if (json)
+        fprintf(f, "%s\"isa\":\"%s\",\"matmul\":\"%s\"", sep, isa, mm);
+    else
+        fprintf(f, "%skernels %s, matmul %s", sep, isa, mm);
+}
+
 static bool is_gpt(const dt_bench_result *r) {
     return r->opts.model && !strcmp(r->opts.model, "gpt");
 }
@@ -79,6 +90,7 @@ static void step_json(FILE *f, const dt_bench_result *r) {
     fprintf(f, ",\"peak_rss_bytes\":%lld,\"baseline_rss_bytes\":%lld,\"rss_over_accounted\":%.3f",
             (long long)rss, (long long)rss0,
             r->mem.total_peak > 0 ? (double)(rss - rss0) / (double)r->mem.total_peak : 0.0);
+    write_isa(f, r, true, ",");
     if (a->profile) write_profile(f, r, true);
     fprintf(f, "}\n");
 }
@@ -156,9 +168,11 @@ void dt_bench_write_json(const dt_bench_result *r, FILE *f) {
     case DT_BENCH_KIND_GEMM:
         fprintf(f,
                 "{\"bench\":\"gemm\",\"backend\":\"%s\",\"dtype\":\"%s\",\"threads\":%d,"
-                "\"size\":%lld,\"ms_median\":%.3f,\"gflops\":%.1f}\n",
+                "\"size\":%lld,\"ms_median\":%.3f,\"gflops\":%.1f",
                 gemm_backend(r), dtype_name(r), r->threads, (long long)r->opts.size,
                 r->gemm_ms_median, r->gemm_gflops);
+        write_isa(f, r, true, ",");
+        fprintf(f, "}\n");
         break;
     }
 }
@@ -171,11 +185,13 @@ void dt_bench_write_text(const dt_bench_result *r, FILE *f) {
     case DT_BENCH_KIND_STEP:
         fprintf(f,
                 "%s %s, %d threads, %lld params: %.3f ms/step (median of %d), %.1f %s/s, %.2f "
-                "GFLOP/s, peak accounted %.1f MiB, peak RSS %.1f MiB\n",
+                "GFLOP/s, peak accounted %.1f MiB, peak RSS %.1f MiB",
                 a->model, dtype_name(r), r->threads, (long long)r->params, r->step_ms_median,
                 a->steps, r->per_s, unit,
                 (double)r->flops_per_step / (r->step_ms_median / 1e3) / 1e9,
                 r->mem.total_peak / 1048576.0, r->peak_rss_bytes / 1048576.0);
+        write_isa(f, r, false, "; ");
+        fprintf(f, "\n");
         if (a->profile) write_profile(f, r, false);
         break;
     case DT_BENCH_KIND_ENGINE:
@@ -189,9 +205,11 @@ void dt_bench_write_text(const dt_bench_result *r, FILE *f) {
         pipe_json(f, r);
         break;
     case DT_BENCH_KIND_GEMM:
-        fprintf(f, "gemm %lldx%lld %s (%s), %d threads: %.3f ms, %.1f GFLOP/s\n",
-                (long long)a->size, (long long)a->size, dtype_name(r), gemm_backend(r), r->threads,
-                r->gemm_ms_median, r->gemm_gflops);
+        fprintf(f, "gemm %lldx%lld %s (%s), %d threads: %.3f ms, %.1f GFLOP/s", (long long)a->size,
+                (long long)a->size, dtype_name(r), gemm_backend(r), r->threads, r->gemm_ms_median,
+                r->gemm_gflops);
+        write_isa(f, r, false, "; ");
+        fprintf(f, "\n");
         break;
     }
 }

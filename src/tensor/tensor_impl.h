@@ -188,6 +188,9 @@ void dt__gemm_cache_free(dt_ctx *ctx);
 /* dt_f32_to_bf16 on the calling thread only (no OpenMP region: for short rows and callers
  * inside parallel regions). */
 void dt__f32_to_bf16_seq(const float *src, uint16_t *dst, int64_t n);
+/* dst[i] = src[i] rounded to bf16 precision (dt_f32_to_bf16's bits, widened back to f32), and
+ * keep[i] its bf16 bits when keep is not NULL; one pass, on the caller's thread. dst may be src. */
+void dt__f32_round_bf16_seq(const float *src, float *dst, uint16_t *keep, int64_t n);
 
 /* The gelu_tanh kernels of ops_activation.c, shared with the fused linear (ops_matmul.c):
  * y = gelu_tanh(v) (y may be x); with d = gelu_tanh'(v) too (d may be x), the factor the

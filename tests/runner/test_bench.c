@@ -140,6 +140,8 @@ static void test_plain_step(void) {
                                        "peak_rss_bytes",
                                        "baseline_rss_bytes",
                                        "rss_over_accounted",
+                                       "isa",
+                                       "matmul",
                                        "profile",
                                        NULL};
     char *s = written(r, true);
@@ -151,6 +153,8 @@ static void test_plain_step(void) {
     s = written(r, false);
     CHECK_HAS(s, "mlp fp32, 1 threads, ");
     CHECK_HAS(s, "ms/step (median of 3)");
+    CHECK_HAS(s, "; kernels ");
+    CHECK_HAS(s, ", matmul f32-");
     CHECK_HAS(s, "per step (ms): reset ");
     free(s);
     r->root = false; /* another rank's result: nothing written */
@@ -208,8 +212,8 @@ static void test_gemm(void) {
     CHECK_MSG(dt_bench_gemm(&o, &r) == DT_OK && r, "%s", dt_last_error());
     if (!r) return;
     CHECK(r->kind == DT_BENCH_KIND_GEMM && r->gemm_ms_median > 0 && r->gemm_gflops > 0);
-    static const char *const keys[] = {"bench", "backend",   "dtype",  "threads",
-                                       "size",  "ms_median", "gflops", NULL};
+    static const char *const keys[] = {"bench",     "backend", "dtype", "threads", "size",
+                                       "ms_median", "gflops",  "isa",   "matmul",  NULL};
     char *s = written(r, true);
     check_keys(s, keys);
     CHECK_HAS(s, "{\"bench\":\"gemm\",\"backend\":\"dtrain\",\"dtype\":\"fp32\",\"threads\":1,"

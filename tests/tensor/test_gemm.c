@@ -2,7 +2,10 @@
  * combination, alpha/beta, dense operands (oneDNN matmul primitives, tiled) and padded leading
  * dims (sgemm), the same bits at 1 and 2 threads; bf16 autocast through oneDNN (large) and the
  * rounded-sgemm fallback (small) agree with the reference computed on bf16-rounded inputs;
- * the row sums of op(A) taken along (a_sums) have the bits of a plain loop on every path. */
+ * the row sums of op(A) taken along (a_sums) have the bits of a plain loop on every path; below
+ * AVX-512 (OpenBLAS tiles) the packing buffers are charged to the context's device and
+ * released with it. */
+#include "base/base_impl.h"
 #include "tensor/tensor_impl.h"
 #include "test.h"
 
@@ -175,6 +178,19 @@ static void test_bf16_conversion(void) {
         bad += vec[i] != want;
     }
     CHECK_MSG(bad == 0, "%d of %d conversions differ", bad, N);
+    /* the one-pass rounding to bf16 precision in f32 (the GEMM's operand copies) */
+    float wide[N];
+    uint16_t kept[N];
+    dt__f32_round_bf16_seq(src, wide, kept, N);
+    bad = memcmp(kept, vec, sizeof vec) != 0;
+    for (int i = 0; i < N; i++) {
+        uint32_t u;
+        memcpy(&u, &wide[i], 4);
+        bad += u != (uint32_t)vec[i] << 16;
+    }
+    dt__f32_round_bf16_seq(src, src, NULL, N); /* in place */
+    bad += memcmp(src, wide, sizeof wide) != 0;
+    CHECK_MSG(bad == 0, "one-pass rounding: %d differences", bad);
 }
 
 /* opts.a_sums: the row sums of op(A), each summed from 0 in k order then added (the bits of a
@@ -216,11 +232,56 @@ static void test_gemm_a_sums(void) {
     dt_ctx_free(ctx);
 }
 
+/* Below AVX-512 an op's GEMM runs on OpenBLAS tiles: its packing buffers show in DT_MEM_OTHER
+ * as a high-water mark (per thread a K block of B's columns and of A's rows), grown by a larger
+ * GEMM, not by a smaller one, and released when the context goes. */
+static void test_gemm_blas_accounting(void) {
+    dt_cpu_isa hw = dt__cpu_isa_override(DT_CPU_AVX2);
+    dt_device *dev = dt_device_new("cpu", 0);
+    dt_ctx *ctx = dt_ctx_new(dev, 1);
+    float *A = calloc(300 * 100, sizeof(float)), *B = calloc(100 * 200, sizeof(float));
+    float *C = calloc(300 * 200, sizeof(float));
+    int64_t nthr = dt_get_num_threads(), small = nthr * 100 * (200 + 300) * 4;
+    dt_mem_stats st;
+    dt__gemm(ctx, false, false, 300, 200, 100, 1.f, A, 100, B, 200, 0.f, C, 200);
+    dt_device_stats(dev, &st);
+    CHECK_MSG(st.current[DT_MEM_OTHER] == small, "charged %lld, want %lld",
+              (long long)st.current[DT_MEM_OTHER], (long long)small);
+    dt__gemm(ctx, false, false, 30, 20, 10, 1.f, A, 10, B, 20, 0.f, C, 20);
+    dt_device_stats(dev, &st);
+    CHECK(st.current[DT_MEM_OTHER] == small);
+    dt_ctx_free(ctx);
+    dt_device_stats(dev, &st);
+    CHECK(st.current[DT_MEM_OTHER] == 0);
+    free(A), free(B), free(C);
+    dt_device_free(dev);
+    dt__cpu_isa_override(hw);
+}
+
+/* What dt_matmul_compute (shown by dtrain bench) says matches the path each level takes. */
+static void test_matmul_compute_names(void) {
+    dt_cpu_isa hw = dt__cpu_isa_override(DT_CPU_AVX2);
+    CHECK(!strcmp(dt_matmul_compute(DT_DTYPE_F32), "f32-openblas"));
+    CHECK(!strcmp(dt_matmul_compute(DT_DTYPE_BF16), "bf16-storage-f32-openblas"));
+    if (hw >= DT_CPU_AVX512) {
+        dt__cpu_isa_override(DT_CPU_AVX512);
+        CHECK(!strcmp(dt_matmul_compute(DT_DTYPE_F32), "f32-onednn"));
+        CHECK(!strcmp(dt_matmul_compute(DT_DTYPE_BF16), "bf16-storage-f32-onednn"));
+    }
+    if (hw >= DT_CPU_AVX512_BF16) {
+        dt__cpu_isa_override(DT_CPU_AVX512_BF16);
+        CHECK(!strcmp(dt_matmul_compute(DT_DTYPE_BF16), "bf16-onednn"));
+    }
+    dt__cpu_isa_override(hw);
+}
+
 int main(void) {
     TEST_RUN(test_bf16_conversion);
     TEST_RUN(test_gemm_f32_and_bf16);
     TEST_RUN(test_gemm_thread_invariance);
     TEST_RUN(test_matmul_autocast);
     TEST_RUN(test_gemm_a_sums);
+    TEST_RUN(test_gemm_blas_accounting);
+    TEST_RUN(test_matmul_compute_names);
     TEST_END();
 }

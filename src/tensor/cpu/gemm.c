@@ -6,12 +6,15 @@
  * gradient, right before it is read) and an epilogue (bias, activation, bias gradient on a
  * finished tile while it is in cache) into the loop: see dt__gemm_opts in tensor_impl.h.
  *
- * f32 runs on oneDNN: an op's GEMM (a context is given) as one matmul primitive per tile (see
- * "f32 primitive tiles": no memory hidden from the accounting), the others on oneDNN's sgemm
- * (dnnl_sgemm), one call per tile. At the GPT benchmark's sizes oneDNN measured 5-25% faster
- * than OpenBLAS, and tiles as fast as oneDNN's own threading, which is not usable as is: it
- * splits K for some shapes, so its bits change with the thread count. OpenBLAS stays as the
+ * f32 on AVX-512 runs on oneDNN: an op's GEMM (a context is given) as one matmul primitive per
+ * tile (see "f32 primitive tiles": no memory hidden from the accounting), the others on oneDNN's
+ * sgemm (dnnl_sgemm), one call per tile. At the GPT benchmark's sizes oneDNN measured 5-25%
+ * faster than OpenBLAS, and tiles as fast as oneDNN's own threading, which is not usable as is:
+ * it splits K for some shapes, so its bits change with the thread count. OpenBLAS stays as the
  * fallback should oneDNN report an error.
+ * Below AVX-512 every f32 tile runs on OpenBLAS's sgemm instead (see "f32 below AVX-512"):
+ * oneDNN 2.6 has no AVX2 brgemm, and its AVX2 matmul and sgemm tiles measured at about half of
+ * OpenBLAS's rate, where OpenBLAS tiles match OpenBLAS's own threading.
  *
  * Under bf16 autocast each tile is a oneDNN matmul primitive (AMX / avx512_bf16 with f32
  * accumulation and f32 output; Debian's OpenBLAS has no bf16 GEMM) on operands rounded to
@@ -70,8 +73,9 @@ struct dt_gemm_cache {
      * execution and cannot be shared by two threads running one primitive) */
     char *scratch;
     size_t scratch_each, scratch_cap;
-    bool broken;     /* oneDNN matmul unusable: stay on the f32 path */
-    bool f32_broken; /* oneDNN f32 matmul unusable: f32 GEMMs on sgemm */
+    int64_t blas_charged; /* bytes charged for OpenBLAS's packing buffers (blas_charge) */
+    bool broken;          /* oneDNN matmul unusable: stay on the f32 path */
+    bool f32_broken;      /* oneDNN f32 matmul unusable: f32 GEMMs on sgemm */
 };
 
 static void slot_release(prim_slot *s) {
@@ -108,6 +112,7 @@ void dt__gemm_cache_free(dt_ctx *ctx) {
     dt_mem_free(ctx->dev, DT_MEM_OTHER, c->tblk, c->tcap);
     dt_mem_free(ctx->dev, DT_MEM_OTHER, c->bpack, c->bpcap);
     dt_mem_free(ctx->dev, DT_MEM_OTHER, c->scratch, c->scratch_cap);
+    dt_mem_release(ctx->dev, DT_MEM_OTHER, c->blas_charged);
     free(c);
     ctx->gemm_cache = NULL;
 }
@@ -364,21 +369,50 @@ static tile_plan plan_row_tiles(int64_t M, int64_t N, int64_t K) {
     return p;
 }
 
-/* One sequential f32 GEMM. oneDNN runs single-threaded inside an active parallel region; outside
+/* ---- f32 below AVX-512 ---------------------------------------------------------------------
+ * Every f32 tile is one single-threaded OpenBLAS sgemm (Debian's OpenMP build runs one thread
+ * inside a parallel region, and follows omp_set_num_threads outside one), so the bits depend on
+ * the tile plan only, as on oneDNN. Measured forced to AVX2 on Zen 4 (docs/performance.md):
+ * oneDNN's matmul primitive tiles and dnnl_sgemm tiles both ran 1024^3 at about 0.5x OpenBLAS's
+ * own threading, OpenBLAS tiles at 1.0x or better. */
+static bool blas_path(void) {
+    return dt_cpu_isa_level() < DT_CPU_AVX512;
+}
+
+/* OpenBLAS packs into buffers of its own, kept for the process and reused; an op's GEMM charges
+ * them to DT_MEM_OTHER as a high-water mark per context: per thread a K block (<= 512) of op(B)'s
+ * columns (<= 4096) and of a row block (<= 768) of op(A). That bound was measured above the
+ * resident growth of OpenBLAS 0.3.21's Haswell sgemm (1.8 MB a thread at 1024^3, 5.6 at
+ * 4096^3). Over the device's budget the GEMM still runs (the buffers exist already) and the
+ * charge stays where it was. */
+static void blas_charge(dt_ctx *ctx, int64_t M, int64_t N, int64_t K) {
+    struct dt_gemm_cache *c = cache_of(ctx);
+    if (!c) return;
+    int64_t kb = K < 512 ? K : 512, nb = N < 4096 ? N : 4096, mb = M < 768 ? M : 768;
+    int64_t nthr = omp_get_max_threads() < MAX_THREADS ? omp_get_max_threads() : MAX_THREADS;
+    int64_t need = nthr * kb * (nb + mb) * (int64_t)sizeof(float);
+    if (need <= c->blas_charged) return;
+    if (dt_mem_charge(ctx->dev, DT_MEM_OTHER, need - c->blas_charged) == DT_OK)
+        c->blas_charged = need;
+    else
+        dt_clear_error();
+}
+
+/* One sequential f32 GEMM: on OpenBLAS below AVX-512, else on oneDNN (OpenBLAS should oneDNN
+ * report an error). The library runs single-threaded inside an active parallel region; outside
  * one (a single tile, or one thread) its thread count is capped at 1 for the call. */
 static void sgemm_seq(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                       const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                       float *C, int64_t ldc) {
     int outer = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (outer > 1) omp_set_num_threads(1);
-    dnnl_status_t st =
-        dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    if (outer > 1) omp_set_num_threads(outer);
-    if (st != dnnl_success) /* not expected for valid arguments; OpenBLAS is single-threaded
-                             * here too (inside a region) or deterministic (outside) */
+    bool blas = blas_path() || dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B,
+                                          ldb, beta, C, ldc) != dnnl_success;
+    if (blas)
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                     (blasint)M, (blasint)N, (blasint)K, alpha, A, (blasint)lda, B, (blasint)ldb,
                     beta, C, (blasint)ldc);
+    if (outer > 1) omp_set_num_threads(outer);
 }
 
 /* Run the prologue of every row block up front (when it cannot run inside the tile loop). */
@@ -840,25 +874,101 @@ static bool gemm_bf16_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N,
     return true;
 }
 
-/* A stored rows x cols matrix rounded to bf16 precision, as a dense f32 copy (the fallback for
- * small GEMMs and CPUs without bf16 instructions): from `have` when the caller holds the
- * rounded operand, else from src, keeping the bf16 values in `keep` when asked. */
-static float *rounded_copy(dt_ctx *ctx, const float *src, int64_t rows, int64_t cols, int64_t ld,
-                           const uint16_t *have, uint16_t *keep) {
-    float *dst = dt_mem_alloc(ctx->dev, DT_MEM_OTHER, (size_t)(rows * cols) * sizeof(float));
-    if (!dst) return NULL;
-    uint16_t tmp[256];
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t j = 0; j < cols; j += 256) {
-            int64_t len = cols - j < 256 ? cols - j : 256;
-            const uint16_t *h = have ? have + r * cols + j : tmp;
-            if (!have) {
-                dt__f32_to_bf16_seq(src + r * ld + j, tmp, len);
-                if (keep) memcpy(keep + r * cols + j, tmp, (size_t)len * 2);
-            }
-            dt_bf16_to_f32(h, dst + r * cols + j, len);
+/* ---- bf16 storage, f32 compute --------------------------------------------------------------
+ * Small GEMMs, GEMMs inside parallel regions and CPUs without bf16 instructions: the operands
+ * rounded to bf16 precision into dense f32 copies, then the f32 tiles (bf16 products are exact
+ * in f32, so the numerics are those of the bf16 tiles up to the order of the sums). B is rounded
+ * up front in parallel; a plain A row block by row block in the tile loop, by a prologue of our
+ * own right after the caller's made those rows, while they are hot; a transposed A up front.
+ * Outside parallel regions the copies live in the context's work buffers (grown once, no fresh
+ * zeroed pages per GEMM); inside one, where other threads may use the same context, they are
+ * allocated per call. Forced to AVX2 on the GPT benchmark the step went from 2.6x our f32 step
+ * (one thread rounding whole operands into fresh pages, the prologue single-threaded) to about
+ * f32's (docs/performance.md). */
+typedef struct rounded_gemm {
+    const dt__gemm_opts *o; /* the caller's (may be NULL) */
+    const float *A;         /* stored M x K, not transposed */
+    int64_t lda, K;
+    const uint16_t *have; /* the caller's rounding of A, or NULL */
+    uint16_t *keep;       /* where to keep A's rounding, or NULL */
+    float *a;             /* A's rounded copy, K wide */
+} rounded_gemm;
+
+/* Rows [r0, r1) of a stored matrix (cols wide, leading dim ld) rounded to bf16 precision into
+ * dst (dense, cols wide): from `have` when the caller holds the rounded operand, else from src,
+ * keeping the bf16 values in `keep` when asked. */
+static void round_rows(const float *src, int64_t ld, int64_t cols, const uint16_t *have,
+                       uint16_t *keep, float *dst, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r++) {
+        if (have)
+            dt_bf16_to_f32(have + r * cols, dst + r * cols, cols);
+        else
+            dt__f32_round_bf16_seq(src + r * ld, dst + r * cols, keep ? keep + r * cols : NULL,
+                                   cols);
+    }
+}
+
+/* The same for all rows, in parallel when large. */
+static void round_all(const float *src, int64_t ld, int64_t rows, int64_t cols,
+                      const uint16_t *have, uint16_t *keep, float *dst) {
+#pragma omp parallel for schedule(static) if (rows * cols > 65536)
+    for (int64_t r = 0; r < rows; r++) round_rows(src, ld, cols, have, keep, dst, r, r + 1);
+}
+
+/* The tile loop's prologue for a plain A: the caller's, the row sums from the f32 A, then the
+ * rows' rounding. */
+static void rounded_prologue(void *arg, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    rounded_gemm *g = arg;
+    if (g->o && g->o->prologue) g->o->prologue(g->o->arg, r0, r1, c0, c1);
+    if (g->o) a_sums_rows(g->o, false, g->A, g->lda, g->K, r0, r1);
+    round_rows(g->A, g->lda, g->K, g->have, g->keep, g->a, r0, r1);
+}
+
+static void rounded_epilogue(void *arg, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    rounded_gemm *g = arg;
+    g->o->epilogue(g->o->arg, r0, r1, c0, c1);
+}
+
+/* C = alpha op(A) op(B) + beta C on operands rounded to bf16 precision. Out of memory for the
+ * copies it computes in f32 rather than fail. */
+static void gemm_rounded(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                         float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                         float beta, float *C, int64_t ldc, const dt__gemm_opts *o) {
+    const dt__gemm_bf16 *io = o ? &o->bf16 : NULL;
+    int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    size_t asz = (size_t)(ar * ac) * sizeof(float), bsz = (size_t)(br * bc) * sizeof(float);
+    struct dt_gemm_cache *c = omp_get_level() == 0 ? cache_of(ctx) : NULL;
+    float *a, *b;
+    if (c) {
+        a = grow(ctx, &c->abuf, &c->acap, asz);
+        b = a ? grow(ctx, &c->bbuf, &c->bcap, bsz) : NULL;
+    } else {
+        a = dt_mem_alloc(ctx->dev, DT_MEM_OTHER, asz);
+        b = a ? dt_mem_alloc(ctx->dev, DT_MEM_OTHER, bsz) : NULL;
+    }
+    if (a && b) {
+        if (blas_path()) blas_charge(ctx, M, N, K);
+        rounded_gemm g = {o, A, lda, K, io ? io->a : NULL, io ? io->a_out : NULL, a};
+        dt__gemm_opts rest = {0};
+        rest.arg = &g;
+        rest.epilogue = o && o->epilogue ? rounded_epilogue : NULL;
+        if (ta) { /* the caller's prologue and sums see all of A first, then it is rounded */
+            if (o && o->prologue) o->prologue(o->arg, 0, M, 0, N);
+            if (o) a_sums_rows(o, true, A, lda, K, 0, M);
+            round_all(A, lda, ar, ac, g.have, g.keep, a);
+        } else {
+            rest.prologue = rounded_prologue;
         }
-    return dst;
+        round_all(B, ldb, br, bc, io ? io->b : NULL, io ? io->b_out : NULL, b);
+        gemm_f32_tiled(ta, tb, M, N, K, alpha, a, ac, b, bc, beta, C, ldc, &rest);
+    } else {
+        dt_clear_error();
+        gemm_f32_tiled(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, o);
+    }
+    if (!c) {
+        dt_mem_free(ctx->dev, DT_MEM_OTHER, a, asz);
+        dt_mem_free(ctx->dev, DT_MEM_OTHER, b, bsz);
+    }
 }
 
 void dt__gemm_ex(const dt_ctx *cctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
@@ -885,32 +995,22 @@ void dt__gemm_ex(const dt_ctx *cctx, bool ta, bool tb, int64_t M, int64_t N, int
         if (M * N * K >= BF16_MIN_WORK && cpu_has_bf16() && omp_get_level() == 0 &&
             gemm_bf16_tiled(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, o))
             return;
-        /* small GEMMs: sgemm on copies rounded to bf16 precision (the prologue first, since
-         * the copies read A) */
-        const dt__gemm_bf16 *io = o ? &o->bf16 : NULL;
-        dt__gemm_opts rest = {0};
-        if (o) {
-            if (o->prologue) o->prologue(o->arg, 0, M, 0, N);
-            rest.epilogue = o->epilogue;
-            rest.arg = o->arg;
-            a_sums_rows(o, ta, A, lda, K, 0, M); /* from the f32 A, not its rounded copy */
-        }
-        int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
-        float *a = rounded_copy(ctx, A, ar, ac, lda, io ? io->a : NULL, io ? io->a_out : NULL);
-        float *b =
-            a ? rounded_copy(ctx, B, br, bc, ldb, io ? io->b : NULL, io ? io->b_out : NULL) : NULL;
-        if (a && b) gemm_f32_tiled(ta, tb, M, N, K, alpha, a, ac, b, bc, beta, C, ldc, &rest);
-        dt_mem_free(ctx->dev, DT_MEM_OTHER, a, (size_t)(ar * ac) * sizeof(float));
-        dt_mem_free(ctx->dev, DT_MEM_OTHER, b, (size_t)(br * bc) * sizeof(float));
-        if (a && b) return;
-        /* out of memory for the rounded copies: compute in f32 rather than fail */
-        gemm_f32_tiled(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, &rest);
+        gemm_rounded(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, o);
         return;
     }
-    if (ctx && omp_get_level() == 0 &&
-        gemm_f32_prim_tiled(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, o))
+    if (ctx && blas_path())
+        blas_charge(ctx, M, N, K);
+    else if (ctx && omp_get_level() == 0 &&
+             gemm_f32_prim_tiled(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, o))
         return;
     gemm_f32_tiled(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, o);
+}
+
+const char *dt_matmul_compute(dt_dtype compute) {
+    bool blas = blas_path();
+    if (compute != DT_DTYPE_BF16) return blas ? "f32-openblas" : "f32-onednn";
+    if (cpu_has_bf16()) return "bf16-onednn";
+    return blas ? "bf16-storage-f32-openblas" : "bf16-storage-f32-onednn";
 }
 
 void dt__gemm(const dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
