@@ -46,20 +46,20 @@ resources: {slots_per_trial: 2}
 reproducibility: {experiment_seed: 3}
 YAML
 
-# the grid: each point is a dsat trial of the knob set {stage, micro-batch} (the user's other
-# settings), train_batch_size = mbs x 2 slots, as dt_dsat_ds_config writes it
-$PY - "$MAX_MBS" "$START" "$END" > "$W/grid.yaml" << 'PY'
+# a grid experiment of dsat trials (the same trial code and metric as dsat's), one trial per
+# value of hyperparameter KEY in the JSON list VALS, run one at a time: grid_yaml NAME KEY VALS
+grid_yaml() {
+  $PY - "$1" "$2" "$3" "$START" "$END" << 'PY'
 import json, sys
-start, end = int(sys.argv[2]), int(sys.argv[3])
-pts = [{"zero_optimization": {"stage": s}, "train_micro_batch_size_per_gpu": m,
-        "train_batch_size": 2 * m} for s in (1, 2, 3) for m in range(1, int(sys.argv[1]) + 1)]
-print("""name: dsat_quality_grid
+name, key, vals = sys.argv[1], sys.argv[2], json.load(open(sys.argv[3]))
+start, end = int(sys.argv[4]), int(sys.argv[5])
+ds = "" if key == "deepspeed_config" else "\n  deepspeed_config: ds_config.json"
+print("""name: %s
 entrypoint: model_def:DsatToyTrial
 hyperparameters:
-  model: gpt
-  deepspeed_config: ds_config.json
+  model: gpt%s
   dsat: {type: const, val: {mode: trial, start_profile_step: %d, end_profile_step: %d}}
-  overwrite_deepspeed_args: {type: categorical, vals: %s}
+  %s: {type: categorical, vals: %s}
 searcher:
   name: grid
   metric: FLOPS_per_gpu
@@ -68,8 +68,17 @@ searcher:
   max_length: {batches: %d}
 max_restarts: 0
 resources: {slots_per_trial: 2}
-reproducibility: {experiment_seed: 3}""" % (start, end, json.dumps(pts), end))
+reproducibility: {experiment_seed: 3}""" % (name, ds, start, end, key, json.dumps(vals), end))
 PY
+}
+
+# the grid: each point is a dsat trial of the knob set {stage, micro-batch} (the user's other
+# settings), train_batch_size = mbs x 2 slots, as dt_dsat_ds_config writes it
+$PY -c 'import json, sys
+print(json.dumps([{"zero_optimization": {"stage": s}, "train_micro_batch_size_per_gpu": m,
+                   "train_batch_size": 2 * m} for s in (1, 2, 3) for m in range(1, int(sys.argv[1]) + 1)]))' \
+  "$MAX_MBS" > "$W/grid_pts.json"
+grid_yaml dsat_quality_grid overwrite_deepspeed_args "$W/grid_pts.json" > "$W/grid.yaml"
 G=$($API create "$W/grid.yaml" "$MODEL")
 $API wait "$G" 3600 > /dev/null
 $API get "/api/v1/experiments/$G/trials" '[t["id"] for t in r["trials"]]' > "$W/grid_ids.json"
@@ -120,27 +129,12 @@ for l, c in cands:
 print(json.dumps(list(merged.values())))
 PY
 for r in $(seq 0 $((ROUNDS - 1))); do
-  $PY - "$W/remeasure.json" "$r" "$START" "$END" > "$W/round$r.yaml" << 'PY'
-import json, sys
-cands, r, start, end = json.load(open(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-k = r % len(cands) if cands else 0
-order = cands[k:] + cands[:k]
-print("""name: dsat_quality_remeasure
-entrypoint: model_def:DsatToyTrial
-hyperparameters:
-  model: gpt
-  dsat: {type: const, val: {mode: trial, start_profile_step: %d, end_profile_step: %d}}
-  deepspeed_config: {type: categorical, vals: %s}
-searcher:
-  name: grid
-  metric: FLOPS_per_gpu
-  smaller_is_better: false
-  max_concurrent_trials: 1
-  max_length: {batches: %d}
-max_restarts: 0
-resources: {slots_per_trial: 2}
-reproducibility: {experiment_seed: 3}""" % (start, end, json.dumps([c for _, c in order]), end))
-PY
+  # round r runs the list rotated by r
+  $PY -c 'import json, sys
+c, r = json.load(open(sys.argv[1])), int(sys.argv[2])
+k = r % len(c) if c else 0
+print(json.dumps([x for _, x in c[k:] + c[:k]]))' "$W/remeasure.json" "$r" > "$W/round$r.json"
+  grid_yaml dsat_quality_remeasure deepspeed_config "$W/round$r.json" > "$W/round$r.yaml"
   R=$($API create "$W/round$r.yaml" "$MODEL")
   $API wait "$R" 3600 > /dev/null
   for t in $($API get "/api/v1/experiments/$R/trials" '" ".join(str(t["id"]) for t in r["trials"])'); do
