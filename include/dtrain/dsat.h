@@ -50,6 +50,13 @@ typedef struct dt_dsat_profile { /* what the profile trial measured */
                                     * the persistent groups and the largest prefetch run, from the
                                     * module tree and the user's stage3 settings */
     int user_stage;                /* the user's ZeRO stage, the one the profile ran at */
+    /* set by dt_dsat_profile_refine (0 from one profile): the growth per example of the
+     * arena's high-water mark when the peak grew less (the second step fit in the first's
+     * blocks, so the tails a much larger first step leaves, up to as much again, are unseen;
+     * else 0: the peaks' growth shows them), and of the "other" category (GEMM operand
+     * buffers and scratch grow with the rows) */
+    int64_t activation_hw_per_example;
+    int64_t other_per_example;
 } dt_dsat_profile;
 
 typedef struct dt_dsat_knobs {                         /* one configuration to try */

@@ -3,7 +3,6 @@
  * checkpoint directory the master names into a new directory, checking every file the
  * checkpoint lists against its recorded size. An export that fails leaves nothing behind:
  * the copy is made under a temporary sibling name and renamed into place when verified. */
-#define _GNU_SOURCE /* nftw's FTW_DEPTH / FTW_PHYS */
 #include "args.h"
 #include "cli.h"
 
@@ -11,10 +10,7 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -119,76 +115,6 @@ static void print_describe(const json_t *ck, dt_cli_mode mode) {
 
 /* ---- export ---- */
 
-/* An error message into err (vsnprintf: a long path is cut, never overflows). */
-static void seterr(char *err, size_t errn, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errn, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errn, fmt, ap);
-    va_end(ap);
-}
-
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
-static void remove_tree(const char *path) {
-    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static bool copy_file(const char *src, const char *dst, char *err, size_t errn) {
-    int in = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    int out = in < 0 ? -1 : open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    bool ok = in >= 0 && out >= 0;
-    char buf[1 << 16];
-    ssize_t n = 0;
-    while (ok && (n = read(in, buf, sizeof buf)) > 0)
-        for (ssize_t off = 0, w; ok && off < n; off += w)
-            ok = (w = write(out, buf + off, (size_t)(n - off))) > 0;
-    ok = ok && n == 0;
-    if (!ok) seterr(err, errn, "cannot copy %s to %s: %s", src, dst, strerror(errno));
-    if (out >= 0 && close(out) && ok) {
-        seterr(err, errn, "cannot write %s: %s", dst, strerror(errno));
-        ok = false;
-    }
-    if (in >= 0) close(in);
-    return ok;
-}
-
-/* Copy the regular files and directories under src into the existing directory dst. */
-static bool copy_tree(const char *src, const char *dst, int64_t *files, char *err, size_t errn) {
-    DIR *d = opendir(src);
-    if (!d) return seterr(err, errn, "cannot read %s: %s", src, strerror(errno)), false;
-    bool ok = true;
-    struct dirent *de;
-    while (ok && (de = readdir(d))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        char s[PATH_MAX], t[PATH_MAX];
-        struct stat sb;
-        snprintf(s, sizeof s, "%s/%s", src, de->d_name);
-        snprintf(t, sizeof t, "%s/%s", dst, de->d_name);
-        if (lstat(s, &sb)) {
-            ok = false;
-            seterr(err, errn, "cannot read %s: %s", s, strerror(errno));
-        } else if (S_ISDIR(sb.st_mode)) {
-            ok = !mkdir(t, 0755) ||
-                 (seterr(err, errn, "cannot create %s: %s", t, strerror(errno)), false);
-            ok = ok && copy_tree(s, t, files, err, errn);
-        } else if (S_ISREG(sb.st_mode)) {
-            ok = copy_file(s, t, err, errn);
-            *files += ok;
-        } else {
-            ok = false;
-            seterr(err, errn,
-                   "%s is not a regular file or a directory; a checkpoint holds only those", s);
-        }
-    }
-    closedir(d);
-    return ok;
-}
-
 /* Every file the checkpoint lists is in dir with its recorded size. */
 static bool verify(const json_t *ck, const char *dir, char *err, size_t errn) {
     const char *k;
@@ -197,14 +123,16 @@ static bool verify(const json_t *ck, const char *dir, char *err, size_t errn) {
         char p[PATH_MAX];
         struct stat sb;
         if (dt_path_within(dir, k, DT_PATH_NOFOLLOW, p, sizeof p) != DT_OK)
-            return seterr(err, errn, "the checkpoint lists a file outside it: %s", dt_last_error()),
+            return dt_cli_seterr(err, errn, "the checkpoint lists a file outside it: %s",
+                                 dt_last_error()),
                    false;
         if (stat(p, &sb))
-            return seterr(err, errn, "the checkpoint lists %s, which its directory lacks", k),
+            return dt_cli_seterr(err, errn, "the checkpoint lists %s, which its directory lacks",
+                                 k),
                    false;
         if (!json_is_integer(v) || sb.st_size != json_integer_value(v))
-            return seterr(err, errn, "%s has %lld bytes, the checkpoint lists %lld", k,
-                          (long long)sb.st_size, (long long)json_integer_value(v)),
+            return dt_cli_seterr(err, errn, "%s has %lld bytes, the checkpoint lists %lld", k,
+                                 (long long)sb.st_size, (long long)json_integer_value(v)),
                    false;
     }
     return true;
@@ -259,13 +187,14 @@ static int export_ckpt(const json_t *ck, const char *uuid, const char *dir_arg) 
         return DT_EXIT_FAILED;
     }
     int64_t files = 0;
-    bool ok = copy_tree(src, tmp, &files, err, sizeof err) && verify(ck, tmp, err, sizeof err);
+    bool ok =
+        dt_cli_copy_tree(src, tmp, &files, err, sizeof err) && verify(ck, tmp, err, sizeof err);
     if (ok && rename(tmp, dir)) {
-        seterr(err, sizeof err, "cannot rename %s to %s: %s", tmp, dir, strerror(errno));
+        dt_cli_seterr(err, sizeof err, "cannot rename %s to %s: %s", tmp, dir, strerror(errno));
         ok = false;
     }
     if (!ok) {
-        remove_tree(tmp);
+        dt_cli_remove_tree(tmp);
         fprintf(stderr,
                 "%s: error: %s\nhint: nothing was exported; check the checkpoint with "
                 "dtrain checkpoint describe %s\n",
@@ -285,7 +214,7 @@ int dt_cli_checkpoint(int argc, char **argv) {
     int k = !strcmp(v, "list") ? 0 : !strcmp(v, "describe") ? 1 : !strcmp(v, "export") ? 2 : -1;
     char err[512], who[64];
     if (k < 0) {
-        seterr(err, sizeof err, "unknown verb '%s'", v);
+        dt_cli_seterr(err, sizeof err, "unknown verb '%s'", v);
         return dt_cli_usage_error(WHO, err, usage);
     }
     snprintf(who, sizeof who, WHO " %s", v);

@@ -68,6 +68,25 @@ int dt_cli_create_experiment(const char *who, const char *config_path, const cha
 /* Stream the experiment's logs until it ends, then print "experiment ID: STATE" on stderr: 0
  * with *state (malloc'd), or the exit code of the request that failed. */
 int dt_cli_follow_experiment(dt_client *c, const char *who, int64_t id, char **state);
+/* ---- files.c: copies ---- */
+
+/* An error message into err (vsnprintf: a long path is cut, never overflows). */
+void dt_cli_seterr(char *err, size_t errn, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Remove path and everything under it, never following a link. */
+void dt_cli_remove_tree(const char *path);
+/* Copy the regular file src to the new file dst (refused when dst exists); false with err. */
+bool dt_cli_copy_file(const char *src, const char *dst, char *err, size_t errn);
+/* Copy the regular files and directories under src into the existing directory dst, adding
+ * the files copied to *files; false with err at anything else (a link, a device). */
+bool dt_cli_copy_tree(const char *src, const char *dst, int64_t *files, char *err, size_t errn);
+/* A new context directory $DTRAIN_HOME/contexts/ctx-XXXXXX (its path in ctx) holding a copy
+ * of model_dir plus each of the n `include` paths (a file or a directory) under its last
+ * name. False with err (nothing left behind) for a missing or unreadable path, a name the
+ * model directory or an earlier include already has, or a failed copy. */
+bool dt_cli_make_context(const char *model_dir, const char *const *include, int n, char *ctx,
+                         size_t cap, char *err, size_t errn);
+
 /* ---- dsat.c ---- */
 int dt_cli_dsat(int argc, char **argv);
 /* ---- trial.c ---- */

@@ -30,6 +30,8 @@ static void usage(FILE *f) {
            "  --start-profile-step N (3)  --end-profile-step N (5)   the measured steps\n"
            "  --random-seed N (42)\n"
            "  --run-full-experiment            then run the config with the best DeepSpeed config\n"
+           "  --include PATH                   a file or directory the trials get next to\n"
+           "                                   MODEL_DIR's files (repeatable; copied)\n"
            "  --json                           the summary as JSON\n"
            "  asha:   --max-rungs N (5) --min-binary-search-trials N (3)\n"
            "          --asha-early-stopping N (0) --divisor N (2) --search-range-factor F (1.0)\n"
@@ -227,8 +229,10 @@ static int print_summary(dt_client *c, int64_t id, bool json, char **dir) {
     return DT_EXIT_OK;
 }
 
-/* The user's experiment with the best DeepSpeed config. */
-static int run_full(const char *config, const char *model_dir, const char *dir) {
+/* The user's experiment with the best DeepSpeed config, on its own copy of the model
+ * directory and the included paths when there are any. */
+static int run_full(const char *config, const char *model_dir, const char *const *include,
+                    int n_include, const char *dir) {
     json_t *best = load_json(dir, "best_ds_config.json");
     if (!best) {
         fprintf(stderr, WHO ": error: --run-full-experiment: no best config in %s\n", dir);
@@ -244,11 +248,19 @@ static int run_full(const char *config, const char *model_dir, const char *dir) 
         ov, json_string("hyperparameters.overwrite_deepspeed_args={type: const, val: {}}"));
     free(ds);
     free(a);
+    char ctx[PATH_MAX], err[512];
+    if (n_include &&
+        !dt_cli_make_context(model_dir, include, n_include, ctx, sizeof ctx, err, sizeof err)) {
+        json_decref(ov);
+        fprintf(stderr, WHO " --run-full-experiment: error: %s\n", err);
+        return DT_EXIT_FAILED;
+    }
     dt_client *c = NULL;
     int64_t id = 0;
-    int rc = dt_cli_create_experiment(WHO " --run-full-experiment", config, model_dir, ov, true, &c,
-                                      &id);
+    int rc = dt_cli_create_experiment(WHO " --run-full-experiment", config,
+                                      n_include ? ctx : model_dir, ov, true, &c, &id);
     json_decref(ov);
+    if (rc && n_include) dt_cli_remove_tree(ctx);
     dt_client_free(c);
     if (!rc) printf("full experiment: %lld\n", (long long)id);
     return rc;
@@ -268,14 +280,15 @@ int dt_cli_dsat(int argc, char **argv) {
     memcpy(av, argv + 1, (size_t)(argc - 1) * sizeof *av);
     bool stages_given = false, full = false, json = false;
     int ac = take_stages(argc - 1, av, stages, sizeof stages, &stages_given, err, sizeof err);
-    const char *vals[N_INT] = {0}, *metric = NULL, *factor_s = NULL, *include = NULL;
+    const char *vals[N_INT] = {0}, *metric = NULL, *factor_s = NULL;
+    dt_cli_list include = {0};
     dt_cli_opt opts[N_INT + 5];
     for (int i = 0; i < N_INT; i++) opts[i] = (dt_cli_opt){.name = INTS[i].flag, .value = &vals[i]};
     opts[N_INT] = (dt_cli_opt){.name = "--metric", .value = &metric};
     opts[N_INT + 1] = (dt_cli_opt){.name = "--search-range-factor", .value = &factor_s};
     opts[N_INT + 2] = (dt_cli_opt){.name = "--run-full-experiment", .flag = &full};
     opts[N_INT + 3] = (dt_cli_opt){.name = "--json", .flag = &json};
-    opts[N_INT + 4] = (dt_cli_opt){.name = "--include", .value = &include};
+    opts[N_INT + 4] = (dt_cli_opt){.name = "--include", .list = &include};
     const char *pos[2];
     int n = ac < 0 ? DT_CLI_BAD
                    : dt_cli_parse(ac, av, opts, N_INT + 5, pos, 2, 2, "CONFIG MODEL_DIR", err,
@@ -321,12 +334,6 @@ int dt_cli_dsat(int argc, char **argv) {
         snprintf(err, sizeof err, "--search-range-factor must be a number > 0, got '%s'", factor_s);
         return dt_cli_usage_error(WHO, err, usage);
     }
-    if (include) {
-        snprintf(err, sizeof err,
-                 "--include: the master reads MODEL_DIR in place, so extra "
-                 "files belong in it (or a path the trial reads)");
-        return dt_cli_usage_error(WHO, err, usage);
-    }
 
     /* the searcher: the dsat runner with these settings */
     char s[2048], *a = NULL;
@@ -347,16 +354,31 @@ int dt_cli_dsat(int argc, char **argv) {
     if (v[F_MAX_SLOTS] && asprintf(&a, "resources.max_slots=%lld", v[F_MAX_SLOTS]) > 0)
         json_array_append_new(ov, json_string(a));
     free(a);
+    /* with --include the experiment runs from a copy: MODEL_DIR plus the included paths */
+    char ctx[PATH_MAX];
+    const char *model_dir = pos[1];
+    if (include.n &&
+        !dt_cli_make_context(pos[1], include.v, include.n, ctx, sizeof ctx, err, sizeof err)) {
+        json_decref(ov);
+        fprintf(stderr, WHO ": error: %s\nhint: nothing was submitted\n", err);
+        return DT_EXIT_FAILED;
+    }
+    if (include.n) model_dir = ctx;
     dt_client *c = NULL;
     int64_t id = 0;
-    int rc = dt_cli_create_experiment(WHO, pos[0], pos[1], ov, true, &c, &id);
+    int rc = dt_cli_create_experiment(WHO, pos[0], model_dir, ov, true, &c, &id);
     json_decref(ov);
+    if (rc && include.n) dt_cli_remove_tree(ctx); /* no experiment owns it */
     char *state = NULL, *dir = NULL;
-    if (!rc) rc = dt_cli_follow_experiment(c, WHO, id, &state);
+    if (!rc) {
+        printf("dsat page: %s/experiments/%lld/dsat\n", dt_client_url(c), (long long)id);
+        fflush(stdout);
+        rc = dt_cli_follow_experiment(c, WHO, id, &state);
+    }
     if (!rc) {
         rc = print_summary(c, id, json, &dir);
         if (!rc && strcmp(state, "COMPLETED")) rc = DT_EXIT_FAILED;
-        if (!rc && full) rc = run_full(pos[0], pos[1], dir);
+        if (!rc && full) rc = run_full(pos[0], pos[1], include.v, include.n, dir);
     }
     free(state);
     free(dir);

@@ -464,7 +464,8 @@ refuse:
 
 static void remove_tree(const char *path) {
     char cmd[8300];
-    /* the paths are the master's own (checkpoint root and build directory), never a user's */
+    /* the paths are the master's own (checkpoint root, build and context directories), never a
+     * user's */
     snprintf(cmd, sizeof cmd, "rm -rf -- '%s'", path);
     if (!strchr(path, '\'') && system(cmd) != 0) dt_log(DT_LOG_WARN, "could not remove %s", path);
 }
@@ -482,6 +483,11 @@ dt_status m_exp_delete(master *m, int64_t id) {
     remove_tree(p);
     snprintf(p, sizeof p, "%s/builds/exp-%lld", m->home, (long long)id);
     remove_tree(p);
+    /* a context the CLI copied for this experiment (dtrain dsat --include) is its own */
+    snprintf(p, sizeof p, "%s/contexts/ctx-", m->home);
+    if (e->model_dir && !strncmp(e->model_dir, p, strlen(p)) &&
+        !strchr(e->model_dir + strlen(p), '/'))
+        remove_tree(e->model_dir);
     dt_status st = dt_store_exp_delete(m->store, id);
     if (st != DT_OK) return st;
     for (int i = 0; i < m->n_exps; i++)

@@ -7,6 +7,9 @@
 #     prints the summary; an OOM trial is a result (the search goes on, no restart);
 #   - asha and random complete; --json gives the summary; --run-full-experiment runs the
 #     user's experiment with the best config;
+#   - --include: the trials run from a copy of the model directory plus the included file and
+#     directory (a trial that reads an included file), removed with the experiment; a missing
+#     path or a name the model directory has fails before anything is submitted;
 #   - a master killed (SIGKILL) mid-search resumes it from the searcher snapshot: the search
 #     completes, writes the two files, and proposes the same trials as an uninterrupted search
 #     with the same seed, without running the profile or any finished trial again.
@@ -99,6 +102,36 @@ if [ -n "$FULL" ]; then
   check '$API get /api/v1/experiments/$FULL "r[\"trials\"][0][\"hparams\"][\"deepspeed_config\"][\"train_micro_batch_size_per_gpu\"]" > /dev/null' \
     "the full experiment does not run the best config"
 fi
+
+# ---- --include: the trials run from a copy with the included paths ----
+mkdir -p "$W/inc/data"
+echo included > "$W/inc/data/words.txt"
+echo included > "$W/inc/extra.txt"
+sed 's/^hyperparameters:$/&\n  read_file: data\/words.txt/' "$TOY/const.yaml" > "$W/inc.yaml"
+NBEFORE=$(n_exps)
+"$DTRAIN" dsat binary "$W/inc.yaml" "$TOY" --max-trials 3 --include "$W/inc/nope" > "$W/o" 2>&1
+rc=$?
+check '[ $rc -eq 1 ] && grep -q "include .*nope: No such file" "$W/o"' "a missing --include: $(cat "$W/o")"
+"$DTRAIN" dsat binary "$W/inc.yaml" "$TOY" --max-trials 3 --include "$TOY/ds_config.json" > "$W/o" 2>&1
+rc=$?
+check '[ $rc -eq 1 ] && grep -q "already has .ds_config.json" "$W/o"' "a --include clashing with the model directory: $(cat "$W/o")"
+check '[ "$(n_exps)" = "$NBEFORE" ] && [ -z "$(ls "$DTRAIN_HOME/contexts" 2> /dev/null)" ]' \
+  "a refused --include left an experiment or a context behind"
+"$DTRAIN" dsat binary "$W/inc.yaml" "$TOY" --max-trials 3 --max-concurrent-trials 2 \
+  --include "$W/inc/data" --include "$W/inc/extra.txt" > "$W/inc.out" 2> "$W/inc.err"
+rc=$?
+check '[ $rc -eq 0 ] && grep -qE "^1[[:space:]]+profile.*ok$" "$W/inc.out"' \
+  "dsat with --include failed ($rc): $(tail -5 "$W/inc.err") $(tail -5 "$W/inc.out")"
+INC=$(sed -n 's/^created experiment \([0-9]*\)$/\1/p' "$W/inc.out" | head -1)
+check 'grep -q "^dsat page: http://.*/experiments/$INC/dsat$" "$W/inc.out"' "no link to the dsat page: $(head -3 "$W/inc.out")"
+CTX=$($API get /api/v1/experiments/$INC 'r["experiment"]["model_dir"]')
+check '[ -f "$CTX/model_def.c" ] && [ -f "$CTX/data/words.txt" ] && [ -f "$CTX/extra.txt" ]' \
+  "the context $CTX lacks the model's or the included files: $(ls -R "$CTX")"
+"$DTRAIN" dsat binary "$W/inc.yaml" "$TOY" --max-trials 3 > "$W/o" 2>&1
+rc=$?
+check '[ $rc -ne 0 ]' "a trial that reads a file not included succeeded"
+$API delete /api/v1/experiments/$INC > /dev/null 2>&1
+check '[ ! -e "$CTX" ]' "deleting the experiment left its context $CTX"
 
 # ---- a killed master resumes the search ----
 # One trial at a time (binary's choices then depend only on OK / OOM, not on timings), each

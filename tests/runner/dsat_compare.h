@@ -117,15 +117,16 @@ static double cmp_model(const char *model, const int64_t *mbs, int n_mbs, int ra
     return worst;
 }
 
-/* Within the micro-batches a search visits from a profile at 1 and 2, the model is held to
- * the 10% target. Extrapolated 256x (mlp at 512), the first step's arena slack and the GEMM
- * scratch that grow with the batch are not in the two profile points: the model predicts up
- * to a third too little there (docs/dsat.md, "How close it is"). */
+/* Under-prediction (the unsafe side: a config predicted to fit that does not) is held to 10%
+ * everywhere, extrapolated 256x (mlp at 512, from profiles at 1 and 2) included: the arena's
+ * first-step block tails and the GEMM scratch that grow with the batch are in the model
+ * (docs/dsat.md, "How close it is"). Over-prediction (the safe side: a config skipped that
+ * would have fitted) is held to 10% on the gpt. */
 #define TOLERANCE 0.10 /* either way */
-/* mlp over-predictions (the safe side) reach 12% at stage 3 with offload (the gather estimate
- * is 1.3 MB high) and 18.5% in bf16 with offload on an AVX2 machine's kernels */
+/* mlp over-predictions reach 12% at stage 3 with offload (the gather estimate is 1.3 MB high)
+ * and 18.5% in bf16 with offload on an AVX2 machine's kernels; at micro-batch 512 in bf16 up
+ * to 20% (the block-tail bound, twice the bytes used, is reached in f32 only) */
 #define TOLERANCE_MLP_OVER 0.25
-#define TOLERANCE_FAR 0.35
 
 /* Every case of both models in this process's world (one slot, or every rank of an MPI job),
  * held to the tolerances above; rank 0 prints each error and the largest. */
@@ -142,7 +143,8 @@ static void cmp_check_all(int rank) {
                100 * g, 100 * go, 100 * m, 100 * mo, 100 * f, 100 * fo, over, cases);
     CHECK_MSG(g <= TOLERANCE && go <= TOLERANCE, "gpt: under %.3f over %.3f", g, go);
     CHECK_MSG(m <= TOLERANCE && mo <= TOLERANCE_MLP_OVER, "mlp: under %.3f over %.3f", m, mo);
-    CHECK_MSG(f <= TOLERANCE_FAR && fo <= TOLERANCE_FAR, "mlp at 512: under %.3f over %.3f", f, fo);
+    CHECK_MSG(f <= TOLERANCE && fo <= TOLERANCE_MLP_OVER, "mlp at 512: under %.3f over %.3f", f,
+              fo);
 }
 
 #endif

@@ -60,6 +60,44 @@ static void test_model_formula(void) {
     CHECK(dt_dsat_max_mbs(&p, &k) == 1);
 }
 
+/* Two profiles whose second step fit in the first's block: the block tails of a larger first
+ * step are bounded by the high-water mark's growth (twice it), and "other" grows per example;
+ * the largest micro-batch is the last one the prediction fits. */
+static void test_refine_unseen_slack(void) {
+    dt_dsat_profile p = toy_profile(), q;
+    p.micro_batch = 1;
+    p.activation_peak = p.activation_floor = 1 << 20; /* one 1 MiB block at 1 and at 2 */
+    p.activation_high_water = 11000;
+    p.other_bytes = 270000;
+    q = p;
+    q.micro_batch = 2;
+    q.activation_high_water = 19000;
+    q.other_bytes = 273000;
+    CHECK(dt_dsat_profile_refine(&p, &q) == DT_OK);
+    CHECK(p.activation_hw_per_example == 8000 && p.other_per_example == 3000);
+    /* at 512: max(1 MiB, 1 MiB + 511 x 8000, 3000 + 2 x 512 x 8000) */
+    CHECK(dt_dsat_activation_bytes(&p, 512) == 3000 + 2 * 512 * 8000);
+    CHECK(dt_dsat_activation_bytes(&p, 16) == (1 << 20) + 15 * 8000); /* the affine term */
+    dt_dsat_knobs k = dt_dsat_knobs_default();
+    k.mbs = 512;
+    CHECK(dt_dsat_predict_bytes(&p, &k) ==
+          dt_dsat_model_state_bytes(&p, &k) + 3000 + 2 * 512 * 8000 + 273000 + 511 * 3000);
+    p.device_budget = dt_dsat_predict_bytes(&p, &k) + 1000;
+    int64_t mx = dt_dsat_max_mbs(&p, &k);
+    CHECK(mx == 512);
+    /* a peak that grew with the bytes used shows the tails itself: no bound added */
+    dt_dsat_profile a = toy_profile(), b;
+    a.micro_batch = 1;
+    a.activation_peak = 3 << 20;
+    a.activation_high_water = 3000000;
+    b = a;
+    b.micro_batch = 2;
+    b.activation_peak = 6 << 20;
+    b.activation_high_water = 6000000;
+    CHECK(dt_dsat_profile_refine(&a, &b) == DT_OK);
+    CHECK(a.activation_hw_per_example == 0 && a.activation_per_example == 3 << 20);
+}
+
 static void test_ds_config(void) {
     json_t *user =
         json_loads("{\"train_batch_size\": 64, \"gradient_accumulation_steps\": 2,"
@@ -221,6 +259,7 @@ static void test_profile_metrics(void) {
 
 int main(void) {
     TEST_RUN(test_model_formula);
+    TEST_RUN(test_refine_unseen_slack);
     TEST_RUN(test_ds_config);
     TEST_RUN(test_trial_hparams);
     TEST_RUN(test_metrics);

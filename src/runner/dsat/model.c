@@ -14,8 +14,13 @@
  *   optimizer    s*n at stage 0; from stage 1 an fp32 master and the moments, (4 + s) n/W, on
  *                the host with offload_optimizer (the reference counts the master only for
  *                fp16; the engine keeps it at every precision from stage 1)
- *   activations  max(floor, mbs x per example), measured at micro-batch 1
- *   other        the profile's "other" peak, a constant
+ *   activations  max(floor, base + mbs x per example, hw base + 2 x mbs x hw per example):
+ *                the category's peak measured at micro-batches 1 and 2, and the first step's
+ *                blocks: the arena opens a block when an allocation does not fit in the
+ *                current one, so each tail it leaves is smaller than the allocation after it
+ *                and the blocks hold at most about twice what the examples use
+ *   other        the profile's "other" peak plus its growth per example (GEMM operand buffers
+ *                and scratch grow with the rows)
  *
  * dt_dsat_ds_config writes a knob set into the user's DeepSpeed JSON. */
 #include "dtrain/dsat.h"
@@ -64,18 +69,38 @@ int64_t dt_dsat_model_state_bytes(const dt_dsat_profile *p, const dt_dsat_knobs 
 }
 
 int64_t dt_dsat_activation_bytes(const dt_dsat_profile *p, int64_t mbs) {
-    return max64(p->activation_floor,
-                 p->activation_base + max64(mbs, 1) * p->activation_per_example);
+    mbs = max64(mbs, 1);
+    int64_t hw = p->activation_hw_per_example,
+            hw_base = p->activation_high_water - p->micro_batch * hw;
+    return max64(max64(p->activation_floor, p->activation_base + mbs * p->activation_per_example),
+                 hw > 0 ? hw_base + 2 * mbs * hw : 0);
+}
+
+/* The "other" category at mbs: the profile's peak and its growth above the profiled size. */
+static int64_t other_bytes(const dt_dsat_profile *p, int64_t mbs) {
+    return p->other_bytes + max64(mbs - max64(p->micro_batch, 1), 0) * p->other_per_example;
 }
 
 int64_t dt_dsat_predict_bytes(const dt_dsat_profile *p, const dt_dsat_knobs *k) {
-    return dt_dsat_model_state_bytes(p, k) + dt_dsat_activation_bytes(p, k->mbs) + p->other_bytes;
+    return dt_dsat_model_state_bytes(p, k) + dt_dsat_activation_bytes(p, k->mbs) +
+           other_bytes(p, k->mbs);
 }
 
 int64_t dt_dsat_max_mbs(const dt_dsat_profile *p, const dt_dsat_knobs *k) {
-    int64_t room = p->device_budget - dt_dsat_model_state_bytes(p, k) - p->other_bytes;
-    if (p->activation_per_example <= 0 || room <= max64(p->activation_floor, 0)) return 1;
-    return max64((room - p->activation_base) / p->activation_per_example, 1);
+    if (p->activation_per_example <= 0 && p->activation_hw_per_example <= 0) return 1;
+    dt_dsat_knobs t = *k;
+    t.mbs = 1;
+    if (dt_dsat_predict_bytes(p, &t) > p->device_budget) return 1;
+    /* the prediction grows with the micro-batch: the largest that fits, by bisection */
+    int64_t lo = 1, hi = 2;
+    for (t.mbs = hi; hi < ((int64_t)1 << 40) && dt_dsat_predict_bytes(p, &t) <= p->device_budget;
+         t.mbs = hi)
+        lo = hi, hi *= 2;
+    while (hi - lo > 1) {
+        t.mbs = lo + (hi - lo) / 2;
+        *(dt_dsat_predict_bytes(p, &t) <= p->device_budget ? &lo : &hi) = t.mbs;
+    }
+    return lo;
 }
 
 /* ---- the DeepSpeed config of a knob set ---- */

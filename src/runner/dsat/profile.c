@@ -133,7 +133,15 @@ dt_status dt_dsat_profile_refine(dt_dsat_profile *p, const dt_dsat_profile *q) {
     int64_t slope = max64((grow + d - 1) / d, 0);
     p->activation_per_example = slope;
     p->activation_base = p->activation_peak - p->micro_batch * slope;
+    /* the peak grew less than the bytes used: the larger step still fit in the blocks the
+     * first one had, so the tails a much larger step leaves are unseen; the model bounds them
+     * from the high-water mark's growth */
+    bool unseen = q->activation_peak - p->activation_peak <
+                  q->activation_high_water - p->activation_high_water;
     p->activation_floor = p->activation_peak;
+    p->activation_hw_per_example =
+        unseen ? max64((q->activation_high_water - p->activation_high_water + d - 1) / d, 0) : 0;
+    p->other_per_example = max64((q->other_bytes - p->other_bytes + d - 1) / d, 0);
     p->other_bytes = max64(p->other_bytes, q->other_bytes);
     return DT_OK;
 }
@@ -161,7 +169,10 @@ static const struct {
     FIELD(micro_batch),
     FIELD(activation_peak),
     FIELD(activation_high_water),
+    FIELD(activation_hw_per_example), /* the last two: optional (0), older profiles lack them */
+    FIELD(other_per_example),
 };
+#define NOPTIONAL 2
 #define NFIELDS (sizeof fields / sizeof *fields)
 
 dt_metrics dt_dsat_profile_report(const dt_dsat_profile *p) {
@@ -183,7 +194,10 @@ dt_status dt_dsat_profile_from_metrics(const dt_metrics *m, dt_dsat_profile *out
     const char *extra[3] = {"slots", "compute", "user_stage"};
     for (size_t i = 0; i < NFIELDS + 3; i++) {
         const char *name = i < NFIELDS ? fields[i].name : extra[i - NFIELDS];
-        if (!dt_metrics_get(m, name, &v[i]))
+        bool optional = i < NFIELDS && i >= NFIELDS - NOPTIONAL;
+        if (!dt_metrics_get(m, name, &v[i]) && optional)
+            v[i] = 0;
+        else if (!dt_metrics_get(m, name, &v[i]))
             return dt_error(DT_ERR_FORMAT,
                             "dsat: the profile trial's metrics lack '%s'; hint: the profile "
                             "trial must run dt_dsat_trial_run (hyperparameters.dsat.mode "

@@ -8,10 +8,13 @@
  *                       workspace the memory model cannot see, as a kernel's scratch might: an
  *                       OOM the search must take as a result, on any CPU;
  *   batch_ms            (0: off) sleep that long in each step, so that a test can act while a
- *                       search runs. */
+ *                       search runs;
+ *   read_file           (none) a file the trial must find in its model directory (dtrain dsat
+ *                       --include puts it there): without it the trial fails at its start. */
 #include <dtrain/dtrain.h>
 #include <dtrain/engine.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -31,7 +34,22 @@ typedef struct toy {
     int64_t tok[NS * T], next[NS * T];
 } toy;
 
+/* The read_file hyperparameter's file is in the model directory (true when none is asked). */
+static bool has_read_file(dt_trial_ctx *c) {
+    const char *name = dt_hparam_str(c, "read_file", NULL), *dir = dt_trial_model_dir(c);
+    if (!name) return true;
+    char p[2048];
+    snprintf(p, sizeof p, "%s/%s", dir ? dir : ".", name);
+    FILE *f = fopen(p, "r");
+    char line[64] = "";
+    bool ok = f && fgets(line, sizeof line, f) && !strncmp(line, "included", 8);
+    if (f) fclose(f);
+    if (!ok) fprintf(stderr, "dsat_toy: cannot read %s (read_file)\n", p);
+    return ok;
+}
+
 static void *toy_init(dt_trial_ctx *c) {
+    if (!has_read_file(c)) return NULL;
     toy *t = calloc(1, sizeof *t);
     if (!t) return NULL;
     t->c = c;
