@@ -252,7 +252,53 @@ static void head_copy_512(const float *src, int64_t ld, int64_t T, int64_t HD, f
 }
 DT__ISA_END
 
-/* portable (and the AVX2 machines') variants */
+/* the softmax rows in AVX2 + FMA: 8 lanes, then dt__hmax256 / dt__hsum256's fixed trees */
+DT__AVX2_BEGIN
+
+static inline void softmax_row_256(float *s, int64_t len, int64_t end) {
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 vmx = ninf;
+    for (int64_t j = 0; j < len; j += 8) {
+        __m256i k = dt__tail_mask8(len - j);
+        __m256 v = _mm256_blendv_ps(ninf, _mm256_maskload_ps(s + j, k), _mm256_castsi256_ps(k));
+        vmx = _mm256_max_ps(vmx, v);
+    }
+    __m256 mx = _mm256_set1_ps(dt__hmax256(vmx));
+    __m256 vs = _mm256_setzero_ps();
+    for (int64_t j = 0; j < len; j += 8) {
+        __m256i k = dt__tail_mask8(len - j);
+        __m256 e = dt__exp256_nonpos(_mm256_sub_ps(_mm256_maskload_ps(s + j, k), mx));
+        e = _mm256_and_ps(_mm256_castsi256_ps(k), e);
+        vs = _mm256_add_ps(vs, e);
+        _mm256_maskstore_ps(s + j, k, e);
+    }
+    __m256 inv = _mm256_set1_ps(1.f / dt__hsum256(vs));
+    for (int64_t j = 0; j < len; j += 8) {
+        __m256i k = dt__tail_mask8(len - j);
+        _mm256_maskstore_ps(s + j, k, _mm256_mul_ps(_mm256_maskload_ps(s + j, k), inv));
+    }
+    if (end > len) memset(s + len, 0, (size_t)(end - len) * sizeof(float));
+}
+
+static inline void softmax_grad_row_256(const float *p, float *d, int64_t len, int64_t end,
+                                        float scale) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t j = 0; j < len; j += 8) {
+        __m256i k = dt__tail_mask8(len - j);
+        acc = _mm256_fmadd_ps(_mm256_maskload_ps(p + j, k), _mm256_maskload_ps(d + j, k), acc);
+    }
+    __m256 D = _mm256_set1_ps(dt__hsum256(acc)), sc = _mm256_set1_ps(scale);
+    for (int64_t j = 0; j < len; j += 8) {
+        __m256i k = dt__tail_mask8(len - j);
+        __m256 pv = _mm256_maskload_ps(p + j, k), dv = _mm256_maskload_ps(d + j, k);
+        _mm256_maskstore_ps(d + j, k, _mm256_mul_ps(_mm256_mul_ps(pv, _mm256_sub_ps(dv, D)), sc));
+    }
+    if (end > len) memset(d + len, 0, (size_t)(end - len) * sizeof(float));
+}
+
+DT__ISA_END
+
+/* portable variants */
 
 static inline void softmax_row_gen(float *s, int64_t len, int64_t end) {
     float mx = s[0];
@@ -284,12 +330,16 @@ static void head_gemm_gen(bool ta, int64_t m, int64_t n, int64_t K, float alpha,
 static void softmax_row(float *s, int64_t len, int64_t end) {
     if (dt__isa_avx512())
         softmax_row_512(s, len, end);
+    else if (dt__isa_avx2())
+        softmax_row_256(s, len, end);
     else
         softmax_row_gen(s, len, end);
 }
 static void softmax_grad_row(const float *p, float *d, int64_t len, int64_t end, float scale) {
     if (dt__isa_avx512())
         softmax_grad_row_512(p, d, len, end, scale);
+    else if (dt__isa_avx2())
+        softmax_grad_row_256(p, d, len, end, scale);
     else
         softmax_grad_row_gen(p, d, len, end, scale);
 }
