@@ -364,19 +364,20 @@ static att_geom geom_of(const dt_node *n) {
  * as the right-hand operand of q kᵀ (dy vᵀ). */
 static void head_transpose(const float *src, int64_t ld, int64_t T, int64_t HD, float *dst) {
     int64_t t = 0;
-    for (; dt__isa_avx512() && t + 16 <= T; t += 16) {
-        if (t + 32 <= T) /* the next 16 rows (see head_copy) */
-            for (int i = 0; i < 16; i++)
+    const int w = dt__transpose_width();
+    for (; w && t + w <= T; t += w) {
+        if (t + 2 * w <= T) /* the next w rows (see head_copy) */
+            for (int i = 0; i < w; i++)
                 for (int64_t d = 0; d < HD; d += 16)
-                    _mm_prefetch((const char *)(src + (t + 16 + i) * ld + d), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(src + (t + w + i) * ld + d), _MM_HINT_T0);
         int64_t d = 0;
-        for (; d + 16 <= HD; d += 16) {
+        for (; d + w <= HD; d += w) {
             const float *rows[16];
-            for (int i = 0; i < 16; i++) rows[i] = src + (t + i) * ld + d;
-            dt__transpose16(rows, dst + d * T + t, T);
+            for (int i = 0; i < w; i++) rows[i] = src + (t + i) * ld + d;
+            dt__transpose_w(w, rows, dst + d * T + t, T);
         }
         for (; d < HD; d++)
-            for (int64_t i = t; i < t + 16; i++) dst[d * T + i] = src[i * ld + d];
+            for (int64_t i = t; i < t + w; i++) dst[d * T + i] = src[i * ld + d];
     }
     for (; t < T; t++)
         for (int64_t d = 0; d < HD; d++) dst[d * T + t] = src[t * ld + d];
