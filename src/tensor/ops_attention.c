@@ -294,14 +294,7 @@ static void gm_panel_256(int64_t mr, int64_t nn, int64_t K, const float *a, int6
 }
 
 static inline void softmax_row_256(float *s, int64_t len, int64_t end) {
-    const __m256 ninf = _mm256_set1_ps(-INFINITY);
-    __m256 vmx = ninf;
-    for (int64_t j = 0; j < len; j += 8) {
-        __m256i k = dt__tail_mask8(len - j);
-        __m256 v = _mm256_blendv_ps(ninf, _mm256_maskload_ps(s + j, k), _mm256_castsi256_ps(k));
-        vmx = _mm256_max_ps(vmx, v);
-    }
-    __m256 mx = _mm256_set1_ps(dt__hmax256(vmx));
+    __m256 mx = _mm256_set1_ps(dt__max_row256(s, len));
     __m256 vs = _mm256_setzero_ps();
     for (int64_t j = 0; j < len; j += 8) {
         __m256i k = dt__tail_mask8(len - j);

@@ -55,14 +55,7 @@ DT__ISA_END
 DT__AVX2_BEGIN
 
 static float row_lse_256(const float *x, int64_t C) {
-    const __m256 ninf = _mm256_set1_ps(-INFINITY);
-    __m256 vm = ninf;
-    for (int64_t c = 0; c < C; c += 8) {
-        __m256i k = dt__tail_mask8(C - c);
-        __m256 v = _mm256_blendv_ps(ninf, _mm256_maskload_ps(x + c, k), _mm256_castsi256_ps(k));
-        vm = _mm256_max_ps(vm, v);
-    }
-    float m = dt__hmax256(vm);
+    float m = dt__max_row256(x, C);
     __m256 vs = _mm256_setzero_ps(), mm = _mm256_set1_ps(m);
     for (int64_t c = 0; c < C; c += 8) {
         __m256i k = dt__tail_mask8(C - c);

@@ -95,6 +95,18 @@ static inline float dt__hmax256(__m256 v) {
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
 }
+
+/* max of x[0 .. n), n >= 1: 8 lanes, then dt__hmax256's tree */
+static inline float dt__max_row256(const float *x, int64_t n) {
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 vm = ninf;
+    for (int64_t j = 0; j < n; j += 8) {
+        __m256i k = dt__tail_mask8(n - j);
+        __m256 v = _mm256_blendv_ps(ninf, _mm256_maskload_ps(x + j, k), _mm256_castsi256_ps(k));
+        vm = _mm256_max_ps(vm, v);
+    }
+    return dt__hmax256(vm);
+}
 DT__ISA_END
 
 #endif
