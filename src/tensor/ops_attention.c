@@ -7,16 +7,16 @@
  *   y (B, T, C): heads concatenated along C.
  *
  * Kernels. Work is split over the B*NH (batch, head) pairs with OpenMP; each pair runs its own
- * single-threaded products (head_gemm below: AVX-512 register tiles of our own, dt__gemm_f32
- * without AVX-512; attention stays f32 under bf16 autocast) and writes disjoint columns of y /
- * of the gradient, so there are no atomics and the bits do not depend on the thread count.
- * Per pair, kᵀ (vᵀ in the backward) is laid out once as the right-hand operand of q kᵀ, and the
- * other right-hand operands (v; dy, k, q) are copied dense out of their strided rows. Rows are
+ * single-threaded products (head_gemm below: AVX-512 or AVX2 register tiles of our own,
+ * dt__gemm_f32 at the generic level; attention stays f32 under bf16 autocast) and writes disjoint
+ * columns of y / of the gradient, so there are no atomics and the bits do not depend on the thread
+ * count. Per pair, kᵀ (vᵀ in the backward) is laid out once as the right-hand operand of q kᵀ, and
+ * the other right-hand operands (v; dy, k, q) are copied dense out of their strided rows. Rows are
  * processed in blocks of ROW_BLOCK (block [r0, r1) needs key columns [0, r1) only) and, inside
  * a block, each 4-row tile of a product skips the masked upper triangle (about 57% of the full
  * T x T work is done at T = 128, against 75% with whole 64-row blocks; measured 12% off the
- * forward and 19% off the backward). The softmax rows use an AVX-512 exp of our own (portable
- * expf fallback without AVX-512).
+ * forward and 19% off the backward). The softmax rows use an AVX-512 or AVX2 exp of our own
+ * (portable expf fallback at the generic level).
  *
  * Saved for backward: the attention probabilities P (B, NH, T, T) f32 in arena scratch —
  * B*NH*T*T*4 bytes per call (2 MiB for B=8, NH=4, T=128). Only the lower triangle (j <= i) of
@@ -192,48 +192,33 @@ static void gm_tile_edge(int64_t mr, int64_t nc, int64_t K, const float *A, int6
     }
 }
 
-static void head_gemm_512(bool ta, int64_t m, int64_t n, int64_t K, float alpha, const float *A,
-                          int64_t lda, const float *B, int64_t ldb, bool acc, float *C, int64_t ldc,
-                          int causal, int64_t co) {
-    int64_t ars = ta ? 1 : lda, aks = ta ? lda : 1;
-    for (int64_t i = 0; i < m; i += GM_MR) {
-        int64_t mr = m - i < GM_MR ? m - i : GM_MR, last = co + i + mr; /* one past */
-        int64_t nn = n, k0 = 0, k1 = K;
-        if (causal == GM_COLS && (last + 15) / 16 * 16 < n) nn = (last + 15) / 16 * 16;
-        if (causal == GM_KROWS && last < K) k1 = last;
-        if (causal == GM_KFROM && i > co) k0 = i - co;
-        if (k0 >= k1) { /* nothing but zeros in op(A) for these rows */
-            if (!acc)
-                for (int64_t r = 0; r < mr; r++)
-                    memset(C + (i + r) * ldc, 0, (size_t)nn * sizeof(float));
-            continue;
-        }
-        const float *a = A + i * ars + k0 * aks, *b = B + k0 * ldb;
-        float *c = C + i * ldc;
-        int64_t j = 0, kk = k1 - k0;
-        if (mr == GM_MR)
-            for (; j + 16 <= nn; j += 64) {
-                int64_t nv = (nn - j) / 16 < 4 ? (nn - j) / 16 : 4;
-                switch (nv) {
-                case 4:
-                    gm_tile_4(4, kk, a, ars, aks, b + j, ldb, alpha, acc, c + j, ldc);
-                    break;
-                case 3:
-                    gm_tile_4(3, kk, a, ars, aks, b + j, ldb, alpha, acc, c + j, ldc);
-                    break;
-                case 2:
-                    gm_tile_4(2, kk, a, ars, aks, b + j, ldb, alpha, acc, c + j, ldc);
-                    break;
-                default:
-                    gm_tile_4(1, kk, a, ars, aks, b + j, ldb, alpha, acc, c + j, ldc);
-                }
-                if (nv < 4) {
-                    j += 16 * nv;
-                    break;
-                }
+/* Rows [0, mr) x columns [0, nn) of a product (see head_gemm), mr <= GM_MR. */
+static void gm_panel_512(int64_t mr, int64_t nn, int64_t K, const float *a, int64_t ars,
+                         int64_t aks, const float *b, int64_t ldb, float alpha, bool acc, float *c,
+                         int64_t ldc) {
+    int64_t j = 0;
+    if (mr == GM_MR)
+        for (; j + 16 <= nn; j += 64) {
+            int64_t nv = (nn - j) / 16 < 4 ? (nn - j) / 16 : 4;
+            switch (nv) {
+            case 4:
+                gm_tile_4(4, K, a, ars, aks, b + j, ldb, alpha, acc, c + j, ldc);
+                break;
+            case 3:
+                gm_tile_4(3, K, a, ars, aks, b + j, ldb, alpha, acc, c + j, ldc);
+                break;
+            case 2:
+                gm_tile_4(2, K, a, ars, aks, b + j, ldb, alpha, acc, c + j, ldc);
+                break;
+            default:
+                gm_tile_4(1, K, a, ars, aks, b + j, ldb, alpha, acc, c + j, ldc);
             }
-        if (j < nn) gm_tile_edge(mr, nn - j, kk, a, ars, aks, b + j, ldb, alpha, acc, c + j, ldc);
-    }
+            if (nv < 4) {
+                j += 16 * nv;
+                break;
+            }
+        }
+    if (j < nn) gm_tile_edge(mr, nn - j, K, a, ars, aks, b + j, ldb, alpha, acc, c + j, ldc);
 }
 
 /* head_copy for HD a multiple of 16 (rows of a few vectors: a memcpy call per row cost more,
@@ -252,7 +237,99 @@ static void head_copy_512(const float *src, int64_t ld, int64_t T, int64_t HD, f
 }
 DT__ISA_END
 
-/* portable (and the AVX2 machines') variants */
+/* the softmax rows in AVX2 + FMA: 8 lanes, then dt__hmax256 / dt__hsum256's fixed trees; the
+ * products' tiles 4 rows x 16 columns (8 accumulators), each element again one FMA chain over
+ * its k in order */
+DT__AVX2_BEGIN
+
+/* full: all 8 lanes (plain loads and stores; masked ones are slow on AMD) */
+static inline __attribute__((always_inline)) void gm_store256(float *c, __m256 v, __m256 al,
+                                                              bool acc, bool full, __m256i k) {
+    v = _mm256_mul_ps(v, al);
+    if (acc) v = _mm256_add_ps(full ? _mm256_loadu_ps(c) : _mm256_maskload_ps(c, k), v);
+    if (full)
+        _mm256_storeu_ps(c, v);
+    else
+        _mm256_maskstore_ps(c, k, v);
+}
+
+/* mr <= 4 rows x up to 16 columns (nc), masked past nc; mr and nc constants after inlining
+ * for the full tiles, so the accumulators stay in registers */
+static inline __attribute__((always_inline)) void
+gm_tile256(int64_t mr, int64_t nc, int64_t K, const float *A, int64_t ars, int64_t aks,
+           const float *B, int64_t ldb, float alpha, bool acc, float *C, int64_t ldc) {
+    const bool full = nc == 16;
+    __m256i k0 = dt__tail_mask8(nc), k1 = dt__tail_mask8(nc - 8);
+    __m256 c[GM_MR][2];
+#pragma GCC unroll 4
+    for (int i = 0; i < GM_MR; i++) c[i][0] = c[i][1] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K; k++) {
+        const float *bk = B + k * ldb, *a = A + k * aks;
+        __m256 b0 = full ? _mm256_loadu_ps(bk) : _mm256_maskload_ps(bk, k0);
+        __m256 b1 = full ? _mm256_loadu_ps(bk + 8) : _mm256_maskload_ps(bk + 8, k1);
+#pragma GCC unroll 4
+        for (int64_t i = 0; i < mr; i++) {
+            __m256 ai = _mm256_broadcast_ss(a + i * ars);
+            c[i][0] = _mm256_fmadd_ps(ai, b0, c[i][0]);
+            c[i][1] = _mm256_fmadd_ps(ai, b1, c[i][1]);
+        }
+    }
+    __m256 al = _mm256_set1_ps(alpha);
+#pragma GCC unroll 4
+    for (int64_t i = 0; i < mr; i++) {
+        gm_store256(C + i * ldc, c[i][0], al, acc, full, k0);
+        if (nc > 8) gm_store256(C + i * ldc + 8, c[i][1], al, acc, full, k1);
+    }
+}
+
+static void gm_panel_256(int64_t mr, int64_t nn, int64_t K, const float *a, int64_t ars,
+                         int64_t aks, const float *b, int64_t ldb, float alpha, bool acc, float *c,
+                         int64_t ldc) {
+    int64_t j = 0;
+    if (mr == GM_MR)
+        for (; j + 16 <= nn; j += 16)
+            gm_tile256(GM_MR, 16, K, a, ars, aks, b + j, ldb, alpha, acc, c + j, ldc);
+    for (; j < nn; j += 16)
+        gm_tile256(mr, nn - j, K, a, ars, aks, b + j, ldb, alpha, acc, c + j, ldc);
+}
+
+static inline void softmax_row_256(float *s, int64_t len, int64_t end) {
+    __m256 mx = _mm256_set1_ps(dt__max_row256(s, len));
+    __m256 vs = _mm256_setzero_ps();
+    for (int64_t j = 0; j < len; j += 8) {
+        __m256i k = dt__tail_mask8(len - j);
+        __m256 e = dt__exp256_nonpos(_mm256_sub_ps(_mm256_maskload_ps(s + j, k), mx));
+        e = _mm256_and_ps(_mm256_castsi256_ps(k), e);
+        vs = _mm256_add_ps(vs, e);
+        _mm256_maskstore_ps(s + j, k, e);
+    }
+    __m256 inv = _mm256_set1_ps(1.f / dt__hsum256(vs));
+    for (int64_t j = 0; j < len; j += 8) {
+        __m256i k = dt__tail_mask8(len - j);
+        _mm256_maskstore_ps(s + j, k, _mm256_mul_ps(_mm256_maskload_ps(s + j, k), inv));
+    }
+    if (end > len) memset(s + len, 0, (size_t)(end - len) * sizeof(float));
+}
+
+static inline void softmax_grad_row_256(const float *p, float *d, int64_t len, int64_t end,
+                                        float scale) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t j = 0; j < len; j += 8) {
+        __m256i k = dt__tail_mask8(len - j);
+        acc = _mm256_fmadd_ps(_mm256_maskload_ps(p + j, k), _mm256_maskload_ps(d + j, k), acc);
+    }
+    __m256 D = _mm256_set1_ps(dt__hsum256(acc)), sc = _mm256_set1_ps(scale);
+    for (int64_t j = 0; j < len; j += 8) {
+        __m256i k = dt__tail_mask8(len - j);
+        __m256 pv = _mm256_maskload_ps(p + j, k), dv = _mm256_maskload_ps(d + j, k);
+        _mm256_maskstore_ps(d + j, k, _mm256_mul_ps(_mm256_mul_ps(pv, _mm256_sub_ps(dv, D)), sc));
+    }
+    if (end > len) memset(d + len, 0, (size_t)(end - len) * sizeof(float));
+}
+
+DT__ISA_END
+
+/* portable variants */
 
 static inline void softmax_row_gen(float *s, int64_t len, int64_t end) {
     float mx = s[0];
@@ -272,32 +349,53 @@ static inline void softmax_grad_row_gen(const float *p, float *d, int64_t len, i
     if (end > len) memset(d + len, 0, (size_t)(end - len) * sizeof(float));
 }
 
-/* the full products (the causal hints only skip exact zeros) */
-static void head_gemm_gen(bool ta, int64_t m, int64_t n, int64_t K, float alpha, const float *A,
-                          int64_t lda, const float *B, int64_t ldb, bool acc, float *C, int64_t ldc,
-                          int causal, int64_t co) {
-    (void)causal, (void)co;
-    dt__gemm_f32(ta, false, m, n, K, alpha, A, lda, B, ldb, acc ? 1.f : 0.f, C, ldc);
-}
-
 /* the variant of the CPU's level */
 static void softmax_row(float *s, int64_t len, int64_t end) {
     if (dt__isa_avx512())
         softmax_row_512(s, len, end);
+    else if (dt__isa_avx2())
+        softmax_row_256(s, len, end);
     else
         softmax_row_gen(s, len, end);
 }
 static void softmax_grad_row(const float *p, float *d, int64_t len, int64_t end, float scale) {
     if (dt__isa_avx512())
         softmax_grad_row_512(p, d, len, end, scale);
+    else if (dt__isa_avx2())
+        softmax_grad_row_256(p, d, len, end, scale);
     else
         softmax_grad_row_gen(p, d, len, end, scale);
 }
+typedef void (*gm_panel_fn)(int64_t mr, int64_t nn, int64_t K, const float *a, int64_t ars,
+                            int64_t aks, const float *b, int64_t ldb, float alpha, bool acc,
+                            float *c, int64_t ldc);
+
+/* The register tiles of the CPU's level, row tile by row tile with the causal skipping; the
+ * generic level runs the full products on dt__gemm_f32 (the hints only skip exact zeros). */
 static void head_gemm(bool ta, int64_t m, int64_t n, int64_t K, float alpha, const float *A,
                       int64_t lda, const float *B, int64_t ldb, bool acc, float *C, int64_t ldc,
                       int causal, int64_t co) {
-    (dt__isa_avx512() ? head_gemm_512 : head_gemm_gen)(ta, m, n, K, alpha, A, lda, B, ldb, acc, C,
-                                                       ldc, causal, co);
+    if (!dt__isa_avx2()) {
+        dt__gemm_f32(ta, false, m, n, K, alpha, A, lda, B, ldb, acc ? 1.f : 0.f, C, ldc);
+        return;
+    }
+    gm_panel_fn panel = dt__isa_avx512() ? gm_panel_512 : gm_panel_256;
+    int64_t ars = ta ? 1 : lda, aks = ta ? lda : 1;
+    for (int64_t i = 0; i < m; i += GM_MR) {
+        int64_t mr = m - i < GM_MR ? m - i : GM_MR, last = co + i + mr; /* one past */
+        int64_t nn = n, k0 = 0, k1 = K;
+        if (causal == GM_COLS && (last + 15) / 16 * 16 < n) nn = (last + 15) / 16 * 16;
+        if (causal == GM_KROWS && last < K) k1 = last;
+        if (causal == GM_KFROM && i > co) k0 = i - co;
+        if (k0 >= k1) { /* nothing but zeros in op(A) for these rows */
+            if (!acc)
+                for (int64_t r = 0; r < mr; r++)
+                    memset(C + (i + r) * ldc, 0, (size_t)nn * sizeof(float));
+            continue;
+        }
+        panel(mr, nn, k1 - k0, A + i * ars + k0 * aks, ars, aks, B + k0 * ldb, ldb, alpha, acc,
+              C + i * ldc, ldc);
+    }
 }
 
 /* Geometry of one call. iattr: [0]=B [1]=T [2]=NH [3]=HD */
@@ -314,19 +412,20 @@ static att_geom geom_of(const dt_node *n) {
  * as the right-hand operand of q kᵀ (dy vᵀ). */
 static void head_transpose(const float *src, int64_t ld, int64_t T, int64_t HD, float *dst) {
     int64_t t = 0;
-    for (; dt__isa_avx512() && t + 16 <= T; t += 16) {
-        if (t + 32 <= T) /* the next 16 rows (see head_copy) */
-            for (int i = 0; i < 16; i++)
+    const int w = dt__transpose_width();
+    for (; w && t + w <= T; t += w) {
+        if (t + 2 * w <= T) /* the next w rows (see head_copy) */
+            for (int i = 0; i < w; i++)
                 for (int64_t d = 0; d < HD; d += 16)
-                    _mm_prefetch((const char *)(src + (t + 16 + i) * ld + d), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(src + (t + w + i) * ld + d), _MM_HINT_T0);
         int64_t d = 0;
-        for (; d + 16 <= HD; d += 16) {
+        for (; d + w <= HD; d += w) {
             const float *rows[16];
-            for (int i = 0; i < 16; i++) rows[i] = src + (t + i) * ld + d;
-            dt__transpose16(rows, dst + d * T + t, T);
+            for (int i = 0; i < w; i++) rows[i] = src + (t + i) * ld + d;
+            dt__transpose_w(w, rows, dst + d * T + t, T);
         }
         for (; d < HD; d++)
-            for (int64_t i = t; i < t + 16; i++) dst[d * T + i] = src[i * ld + d];
+            for (int64_t i = t; i < t + w; i++) dst[d * T + i] = src[i * ld + d];
     }
     for (; t < T; t++)
         for (int64_t d = 0; d < HD; d++) dst[d * T + t] = src[t * ld + d];

@@ -10,8 +10,8 @@ static int64_t target_at(const dt_tensor *t, int64_t i) {
 
 /* ---- cross_entropy: logits (N, C), targets (N) -> mean over non-ignored rows --------------
  * iattr: [0]=N [1]=C [2]=ignore_index [3]=valid count; saved = per-row logsumexp (N floats)
- * The row kernels use the shared AVX-512 exp where it is compiled in (a GPT's LM head feeds
- * 1024 x vocab logits per step through them): each row's max and sum run over 16 lanes and
+ * The row kernels use the shared AVX-512 or AVX2 exp at those levels (a GPT's LM head feeds
+ * 1024 x vocab logits per step through them): each row's max and sum run over 16 (8) lanes and
  * then one fixed lane tree, so the bits do not depend on the thread count. */
 
 #include <immintrin.h>
@@ -51,7 +51,34 @@ static void row_grad_512(const float *x, float lse, float g, float *gr, int64_t 
 
 DT__ISA_END
 
-/* portable (and the AVX2 machines') variants */
+/* the same in AVX2 + FMA: 8 lanes, then dt__hmax256 / dt__hsum256's fixed trees */
+DT__AVX2_BEGIN
+
+static float row_lse_256(const float *x, int64_t C) {
+    float m = dt__max_row256(x, C);
+    __m256 vs = _mm256_setzero_ps(), mm = _mm256_set1_ps(m);
+    for (int64_t c = 0; c < C; c += 8) {
+        __m256i k = dt__tail_mask8(C - c);
+        __m256 e = dt__exp256_nonpos(_mm256_sub_ps(_mm256_maskload_ps(x + c, k), mm));
+        vs = _mm256_add_ps(vs, _mm256_and_ps(_mm256_castsi256_ps(k), e));
+    }
+    return m + logf(dt__hsum256(vs));
+}
+
+static void row_grad_256(const float *x, float lse, float g, float *gr, int64_t C, bool add) {
+    __m256 l = _mm256_set1_ps(lse), gv = _mm256_set1_ps(g);
+    for (int64_t c = 0; c < C; c += 8) {
+        __m256i k = dt__tail_mask8(C - c);
+        __m256 p = dt__exp256_nonpos(_mm256_sub_ps(_mm256_maskload_ps(x + c, k), l));
+        __m256 d = _mm256_mul_ps(gv, p);
+        if (add) d = _mm256_add_ps(_mm256_maskload_ps(gr + c, k), d);
+        _mm256_maskstore_ps(gr + c, k, d);
+    }
+}
+
+DT__ISA_END
+
+/* portable variants */
 
 static float row_lse_gen(const float *x, int64_t C) {
     float m = -INFINITY;
@@ -67,10 +94,12 @@ static void row_grad_gen(const float *x, float lse, float g, float *gr, int64_t 
 
 /* the variant of the CPU's level */
 static float row_lse(const float *x, int64_t C) {
-    return dt__isa_avx512() ? row_lse_512(x, C) : row_lse_gen(x, C);
+    return (dt__isa_avx512() ? row_lse_512 : dt__isa_avx2() ? row_lse_256 : row_lse_gen)(x, C);
 }
 static void row_grad(const float *x, float lse, float g, float *gr, int64_t C, bool add) {
-    (dt__isa_avx512() ? row_grad_512 : row_grad_gen)(x, lse, g, gr, C, add);
+    (dt__isa_avx512() ? row_grad_512
+     : dt__isa_avx2() ? row_grad_256
+                      : row_grad_gen)(x, lse, g, gr, C, add);
 }
 
 static void ce_backward(dt_node *n) {

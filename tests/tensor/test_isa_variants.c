@@ -3,9 +3,10 @@
  * avx512_bf16) runs the ops that have hand-written kernels — convolution on its three paths
  * (Winograd, direct, im2col), pooling, cross-entropy, gelu_tanh (plain and as the fused linear's
  * epilogue), attention, the tiled GEMM's packed-B and long-K transposed-A paths, bf16 rounding
- * — forward and backward, in one process (dt__cpu_isa_override). Each variant must give the
- * same bits twice, and the same values as the generic variant within the parity tolerance of
- * docs/parity.md (|a - b| <= 1e-5 + 1e-4 |b|); bf16 rounding must give the same bits. The
+ * — forward and backward, in one process (dt__cpu_isa_override); at avx2 that runs the AVX2
+ * exp, gelu_tanh, softmax, cross-entropy, attention tiles and 8x8 transposes. Each variant must
+ * give the same bits twice, and the same values as the generic variant within the parity tolerance
+ * of docs/parity.md (|a - b| <= 1e-5 + 1e-4 |b|); bf16 rounding must give the same bits. The
  * golden-file tests run once per DTRAIN_ISA level as ctest's isa_<level>_<test>. */
 #include "test.h"
 

@@ -117,12 +117,22 @@ void dt__gemm_cache_free(dt_ctx *ctx) {
     ctx->gemm_cache = NULL;
 }
 
+/* Made once per context; threads of a parallel region (a convolution's per-image GEMMs on
+ * OpenBLAS) may ask for it at the same time, so the first one makes it under a lock. */
 static struct dt_gemm_cache *cache_of(dt_ctx *ctx) {
-    if (ctx->gemm_cache) return ctx->gemm_cache;
-    struct dt_gemm_cache *c = calloc(1, sizeof *c);
-    if (!c) return NULL;
-    if (dnnl_engine_create(&c->engine, dnnl_cpu, 0) != dnnl_success) c->broken = true;
-    ctx->gemm_cache = c;
+    struct dt_gemm_cache *c;
+#pragma omp atomic read
+    c = ctx->gemm_cache;
+    if (c) return c;
+#pragma omp critical(dt_gemm_cache_make)
+    {
+        c = ctx->gemm_cache;
+        if (!c && (c = calloc(1, sizeof *c)) != NULL) {
+            if (dnnl_engine_create(&c->engine, dnnl_cpu, 0) != dnnl_success) c->broken = true;
+#pragma omp atomic write
+            ctx->gemm_cache = c;
+        }
+    }
     return c;
 }
 
@@ -391,11 +401,13 @@ static void blas_charge(dt_ctx *ctx, int64_t M, int64_t N, int64_t K) {
     int64_t kb = K < 512 ? K : 512, nb = N < 4096 ? N : 4096, mb = M < 768 ? M : 768;
     int64_t nthr = omp_get_max_threads() < MAX_THREADS ? omp_get_max_threads() : MAX_THREADS;
     int64_t need = nthr * kb * (nb + mb) * (int64_t)sizeof(float);
-    if (need <= c->blas_charged) return;
-    if (dt_mem_charge(ctx->dev, DT_MEM_OTHER, need - c->blas_charged) == DT_OK)
-        c->blas_charged = need;
-    else
-        dt_clear_error();
+#pragma omp critical(dt_blas_charge) /* called from parallel regions too */
+    if (need > c->blas_charged) {
+        if (dt_mem_charge(ctx->dev, DT_MEM_OTHER, need - c->blas_charged) == DT_OK)
+            c->blas_charged = need;
+        else
+            dt_clear_error();
+    }
 }
 
 /* One sequential f32 GEMM: on OpenBLAS below AVX-512, else on oneDNN (OpenBLAS should oneDNN

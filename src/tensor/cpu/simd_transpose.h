@@ -1,5 +1,6 @@
 /* simd_transpose.h — a 16 x 16 f32 transpose in AVX-512 registers, shared by the GEMM's B
- * packing and attention's per-head key / value transposes. */
+ * packing and long-K A transposes (oneDNN tiles, AVX-512 only) and attention's per-head key /
+ * value transposes, and an 8 x 8 one in AVX2 registers for the latter at the avx2 level. */
 #ifndef DT_SIMD_TRANSPOSE_H
 #define DT_SIMD_TRANSPOSE_H
 
@@ -40,5 +41,39 @@ static inline void dt__transpose16(const float *const r[16], float *d, int64_t l
     for (int i = 0; i < 16; i++) _mm512_storeu_ps(d + i * ldd, a[i]);
 }
 DT__ISA_END
+
+DT__AVX2_BEGIN
+/* 8 rows r[0..7] of 8 floats each, written transposed: column i to d + i * ldd. */
+static inline void dt__transpose8(const float *const r[8], float *d, int64_t ldd) {
+    __m256 a[8], b[8];
+    for (int i = 0; i < 8; i++) a[i] = _mm256_loadu_ps(r[i]);
+    for (int i = 0; i < 8; i += 2) {
+        b[i] = _mm256_unpacklo_ps(a[i], a[i + 1]);
+        b[i + 1] = _mm256_unpackhi_ps(a[i], a[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        a[i] = _mm256_shuffle_ps(b[i], b[i + 2], 0x44);
+        a[i + 1] = _mm256_shuffle_ps(b[i], b[i + 2], 0xee);
+        a[i + 2] = _mm256_shuffle_ps(b[i + 1], b[i + 3], 0x44);
+        a[i + 3] = _mm256_shuffle_ps(b[i + 1], b[i + 3], 0xee);
+    }
+    for (int i = 0; i < 4; i++) {
+        _mm256_storeu_ps(d + i * ldd, _mm256_permute2f128_ps(a[i], a[4 + i], 0x20));
+        _mm256_storeu_ps(d + (4 + i) * ldd, _mm256_permute2f128_ps(a[i], a[4 + i], 0x31));
+    }
+}
+DT__ISA_END
+
+/* The square transpose of the CPU's level: its width (16 at avx512, 8 at avx2, 0 below, where
+ * callers copy element by element), and the transpose of that width. */
+static inline int dt__transpose_width(void) {
+    return dt__isa_avx512() ? 16 : dt__isa_avx2() ? 8 : 0;
+}
+static inline void dt__transpose_w(int w, const float *const r[], float *d, int64_t ldd) {
+    if (w == 16)
+        dt__transpose16(r, d, ldd);
+    else
+        dt__transpose8(r, d, ldd);
+}
 
 #endif
