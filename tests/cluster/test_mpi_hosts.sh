@@ -21,7 +21,8 @@ W=$(mktemp -d /tmp/dtrain-mpihosts.XXXXXX)
 MPID=
 cleanup() {
     [ -n "$MPID" ] && kill -9 "$MPID" 2> /dev/null
-    for g in $(cat "$W"/pgids 2> /dev/null); do kill -9 -- "-$g" 2> /dev/null; done
+    # only a real group: `kill -- -0` would be this script's own group, and ctest's with it
+    for g in $(cat "$W"/pgids 2> /dev/null); do [ "$g" -gt 1 ] && kill -9 -- "-$g" 2> /dev/null; done
     rm -rf "$W"
 }
 NETNS_ON_EXIT=cleanup
@@ -109,7 +110,7 @@ T=$($API get "/api/v1/experiments/$E/trials" 'r["trials"][0]["id"]' 2> /dev/null
 $API until "/api/v1/trials/$T" 'r["trial"]["batches"] >= 25 and r["trial"].get("pgid")' 120
 rc=$?
 check '[ $rc -eq 0 ]' "the trial trains on the hosts: $(tail -5 "$W/master.log")"
-$API get "/api/v1/trials/$T" 'r["trial"].get("pgid") or 0' >> "$W/pgids" 2> /dev/null
+$API get "/api/v1/trials/$T" 'r["trial"].get("pgid") or ""' >> "$W/pgids" 2> /dev/null
 check reached "master: the trial's mpirun reached both hosts: $(cat "$NETNS_DIR/rsh.log")"
 netns_kill_host 1 dtrain # the ranks; the host's MPI daemon lives on
 check '[ "$($API wait "$E" 300)" = COMPLETED ]' \

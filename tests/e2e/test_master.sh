@@ -20,13 +20,14 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # every trial process group the master started (from the store), then the master
 cleanup() {
   [ -n "$MPID" ] && kill -9 "$MPID" 2> /dev/null
-  for g in $(cat "$W"/pgids 2> /dev/null); do kill -9 -- "-$g" 2> /dev/null; done
+  # only a real group: `kill -- -0` would be this script's own group, and ctest's with it
+  for g in $(cat "$W"/pgids 2> /dev/null); do [ "$g" -gt 1 ] && kill -9 -- "-$g" 2> /dev/null; done
   rm -rf "$W"
 }
 trap cleanup EXIT
 
 # remember a trial's process group so the cleanup can kill it whatever happens
-note_pgid() { $API get "/api/v1/trials/$1" 'r["trial"].get("pgid") or 0' >> "$W/pgids" 2> /dev/null; }
+note_pgid() { $API get "/api/v1/trials/$1" 'r["trial"].get("pgid") or ""' >> "$W/pgids" 2> /dev/null; }
 
 start_master || { bad "the master does not start"; summary; exit 1; }
 
@@ -90,7 +91,8 @@ TC=$($API get "/api/v1/experiments/$C/trials" 'r["trials"][0]["id"]' 2> /dev/nul
 $API until "/api/v1/trials/$TC" 'r["trial"]["batches"] >= 25 and r["trial"].get("pgid")' 60
 note_pgid "$TC"
 G=$($API get "/api/v1/trials/$TC" 'r["trial"]["pgid"]')
-kill -9 -- "-$G"
+check '[ "$G" -gt 1 ]' "the running trial has no process group: '$G'"
+[ "$G" -gt 1 ] && kill -9 -- "-$G"
 check '[ "$($API wait "$C" 120)" = COMPLETED ]' "killed trial did not complete after a restart"
 check '[ "$($API get "/api/v1/trials/$TC" "r[\"trial\"][\"restarts\"]")" -eq 1 ]' "one restart expected"
 VAL_C=$($API get "/api/v1/trials/$TC/metrics?kind=validation" '[(m["batches"], m["metrics"]) for m in r["metrics"]]')
