@@ -23,8 +23,8 @@
 # refuses namespaces the script prints why and exits 77 (ctest's SKIP_RETURN_CODE).
 #
 # The rsh agent stands in for ssh: OpenMPI calls it as `agent HOST COMMAND...`; it runs the
-# command with `sh -c` inside HOST's namespace, in a UTS namespace of its own with the host's
-# name (so each host has its own host name, as machines do), with a clean environment (PATH,
+# command with `sh -c` inside HOST's network namespace (nsenter, as netns_in), in a UTS namespace
+# of its own with the host's name (so each host has its own host name, as machines do), with a clean environment (PATH,
 # HOME only, as a fresh ssh login has): what a rank needs must be sent with mpirun -x. The
 # sanitizers' settings of this test run (ASAN_OPTIONS, LSAN_OPTIONS, UBSAN_OPTIONS) stand for
 # what a host's login profile sets and are kept.
@@ -52,6 +52,14 @@ netns_sweep() {
         ip link del "$br" 2> /dev/null
         rm -rf /tmp/dtrain-netns-"$x".*
     done
+}
+
+# Run a command in namespace $1. nsenter rather than `ip netns exec` / `ip -n`: those also
+# remount / and /sys, which fails where / is not a mount point (a chroot).
+netns_in() {
+    local ns=$1
+    shift
+    nsenter --net=/run/netns/"$ns" "$@"
 }
 
 netns_up() {
@@ -93,9 +101,9 @@ netns_up() {
         ip netns add "$ns"
         ip link add "$veth" type veth peer name eth0 netns "$ns"
         ip link set "$veth" master "dtnb$NETNS_ID" up
-        ip -n "$ns" addr add "${NETNS_ADDR[i]}/24" dev eth0
-        ip -n "$ns" link set eth0 up
-        ip -n "$ns" link set lo up
+        netns_in "$ns" ip addr add "${NETNS_ADDR[i]}/24" dev eth0
+        netns_in "$ns" ip link set eth0 up
+        netns_in "$ns" ip link set lo up
         printf '%s %s %s\n' "${NETNS_ADDR[i]}" "$ns" "${NETNS_HOST[i]}" >> "$NETNS_DIR/hosts"
     done
     local keep="" v
@@ -110,7 +118,7 @@ echo "\$host" >> "$NETNS_DIR/rsh.log"
 line=\$(awk -v h="\$host" '\$1 == h || \$3 == h' "$NETNS_DIR/hosts")
 [ -n "\$line" ] || { echo "rsh: no test host \$host" >&2; exit 255; }
 set -- "\$(echo "\$line" | cut -d' ' -f2)" "\$(echo "\$line" | cut -d' ' -f3)" "\$*"
-exec ip netns exec "\$1" unshare --uts sh -c 'hostname "\$0" && exec env -i PATH="$PATH" HOME="\$HOME" $keep sh -c "\$1"' "\$2" "\$3"
+exec nsenter --net=/run/netns/"\$1" unshare --uts sh -c 'hostname "\$0" && exec env -i PATH="$PATH" HOME="\$HOME" $keep sh -c "\$1"' "\$2" "\$3"
 EOF
     chmod +x "$NETNS_DIR/rsh"
     export OMPI_MCA_plm_rsh_agent=$NETNS_DIR/rsh
