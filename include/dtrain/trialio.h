@@ -21,6 +21,7 @@
 #include "dtrain/tensor.h"
 
 #include <jansson.h>
+#include <signal.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -152,6 +153,17 @@ DT_API dt_status dt_ckpt_remove(const char *path);
  * On another host than DTRAIN_LAUNCHER_HOST the launcher watched is this process's parent, that
  * host's MPI daemon. */
 DT_API dt_status dt_ckpt_watch_launcher(void);
+
+/* Preemption by signal (the cores): from dt_preempt_signals_catch until
+ * dt_preempt_signals_restore, SIGINT and SIGTERM are recorded instead of ending the process
+ * (the previous handlers are kept in *saved). dt_preempt_signal: the last one caught, 0 if
+ * none since the catch. */
+typedef struct dt_preempt_signals {
+    struct sigaction old_int, old_term;
+} dt_preempt_signals;
+DT_API void dt_preempt_signals_catch(dt_preempt_signals *saved);
+DT_API void dt_preempt_signals_restore(const dt_preempt_signals *saved);
+DT_API int dt_preempt_signal(void);
 
 /* The checkpoints under `dir`: the names of its subdirectories that hold a metadata.json
  * (not verified; temporary directories are skipped), sorted in version order ("step_99" before

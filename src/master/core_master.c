@@ -46,14 +46,8 @@ typedef struct mcore {
     bool preempt;           /* the last answer */
     double comm_fail_since; /* first failed call of a run of failures (0: none) */
     double next_progress;
-    struct sigaction old_int, old_term;
+    dt_preempt_signals saved_signals;
 } mcore;
-
-static volatile sig_atomic_t g_term_signal;
-
-static void on_term(int sig) {
-    g_term_signal = sig;
-}
 
 static mcore *M(dt_core *core) {
     return core->impl;
@@ -230,7 +224,7 @@ static dt_status m_checkpoint_stored(dt_core *core, const dt_core_checkpoint *ck
 static bool m_should_preempt(dt_core *core) {
     mcore *m = M(core);
     if (!core->chief) return false;
-    if (core->lost || g_term_signal) return true;
+    if (core->lost || dt_preempt_signal()) return true;
     double now = dt_now_sec();
     if (now < m->next_preempt) return m->preempt;
     m->next_preempt = now + PREEMPT_POLL_S;
@@ -317,8 +311,7 @@ static void m_stopped(dt_core *core, int64_t steps_completed) {
 
 static void m_free(dt_core *core) {
     mcore *m = M(core);
-    sigaction(SIGINT, &m->old_int, NULL);
-    sigaction(SIGTERM, &m->old_term, NULL);
+    dt_preempt_signals_restore(&m->saved_signals);
     if (core->chief && !core->lost && json_array_size(m->pending)) flush_rows(m);
     dt_core_tb_close(core);
     json_decref(m->pending);
@@ -365,11 +358,6 @@ dt_core *dt_core_master_new(const dt_core_master_opts *o) {
         snprintf(m->core.tb_path, sizeof m->core.tb_path, "%s/tensorboard", o->checkpoint_dir);
     /* a single call waits no longer than the core may stay without its master */
     dt_client_set_timeout(m->client, m->lost_after_s > 30 ? m->lost_after_s : 30);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_term;
-    g_term_signal = 0;
-    sigaction(SIGINT, &sa, &m->old_int);
-    sigaction(SIGTERM, &sa, &m->old_term);
+    dt_preempt_signals_catch(&m->saved_signals);
     return &m->core;
 }

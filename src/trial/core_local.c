@@ -34,16 +34,8 @@ typedef struct local {
     char *checkpoint_dir, *metrics_out; /* owned copies */
     FILE *metrics;
     bool op_done;
-    struct sigaction old_int, old_term;
+    dt_preempt_signals saved_signals; /* SIGINT / SIGTERM: finish the batch, checkpoint, stop */
 } local;
-
-/* ---- signals: finish the batch, checkpoint, stop ---- */
-
-static volatile sig_atomic_t g_stop_signal;
-
-static void on_signal(int sig) {
-    g_stop_signal = sig;
-}
 
 static local *L(dt_core *core) {
     return core->impl;
@@ -196,7 +188,7 @@ bool dt_core_local_latest(const char *dir, char *out, size_t n) {
 
 static bool local_should_preempt(dt_core *core) {
     (void)core;
-    return g_stop_signal != 0;
+    return dt_preempt_signal() != 0;
 }
 
 static dt_status local_searcher_op(dt_core *core, dt_core_op *op) {
@@ -218,14 +210,13 @@ static void local_stopped(dt_core *core, int64_t steps_completed) {
     fprintf(stderr,
             "\nstopped at batch %lld%s; checkpoint saved in %s (resume with --resume "
             "latest)\n",
-            (long long)steps_completed, g_stop_signal ? " on a signal" : "",
+            (long long)steps_completed, dt_preempt_signal() ? " on a signal" : "",
             l->checkpoint_dir ? l->checkpoint_dir : "");
 }
 
 static void local_free(dt_core *core) {
     local *l = L(core);
-    sigaction(SIGINT, &l->old_int, NULL);
-    sigaction(SIGTERM, &l->old_term, NULL);
+    dt_preempt_signals_restore(&l->saved_signals);
     if (l->metrics) fclose(l->metrics);
     dt_core_tb_close(core);
     free(l->checkpoint_dir);
@@ -271,11 +262,6 @@ dt_core *dt_core_local_new(const dt_core_local_opts *o) {
     l->core.chief = o->chief;
     if (o->checkpoint_dir)
         snprintf(l->core.tb_path, sizeof l->core.tb_path, "%s/tensorboard", o->checkpoint_dir);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    g_stop_signal = 0;
-    sigaction(SIGINT, &sa, &l->old_int);
-    sigaction(SIGTERM, &sa, &l->old_term);
+    dt_preempt_signals_catch(&l->saved_signals);
     return &l->core;
 }
