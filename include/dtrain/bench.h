@@ -31,6 +31,8 @@ typedef struct dt_bench_opts {
     int threads;                        /* 0: all cores (a rank: OMP_NUM_THREADS) */
     int reps;                           /* gemm: timed repetitions 10 */
     int64_t size;                       /* gemm: n of the n x n x n product, 1024 */
+    int64_t m, n, k;                    /* gemm: an M x N x K product instead (0: size) */
+    bool ta, tb;                        /* gemm: A is (K, M), B is (N, K) (transposed) */
     dt_dtype dtype;                     /* DT_DTYPE_F32, or DT_DTYPE_BF16 (autocast) */
     bool profile;                       /* plain steps: per-phase and per-op times */
     bool openblas;                      /* gemm: cblas_sgemm instead of dt_matmul */
@@ -103,7 +105,8 @@ typedef struct dt_bench_result {
  * the status with a message naming the phase ("engine: ...", "rank 0 step 3 failed: ..."),
  * *out = NULL. */
 DT_API dt_status dt_bench_train(const dt_bench_opts *o, dt_bench_result **out);
-/* Time an n x n x n fp32 (or bf16 autocast) GEMM: 2 untimed, then reps timed. */
+/* Time an M x N x K fp32 (or bf16 autocast) GEMM, A or B stored transposed as asked (n x n x
+ * n when m, n, k are 0): 2 untimed, then reps timed. */
 DT_API dt_status dt_bench_gemm(const dt_bench_opts *o, dt_bench_result **out);
 DT_API void dt_bench_result_free(dt_bench_result *r);
 

@@ -5,8 +5,8 @@
  *       [--dtype fp32|bf16] [--profile] [--json]
  *       [--slots N] [--zero-stage S] [--offload none|cpu|nvme] [--nvme-path DIR] [--gas G]
  *       [--pipeline-stages S] [--micro-batches M] [--ds-config C]
- *   dtrain bench gemm [--size N] [--threads N] [--dtype fp32|bf16] [--reps R]
- *                     [--backend dtrain|openblas] [--json]
+ *   dtrain bench gemm [--size N | --shape MxNxK] [--trans NN|NT|TN|TT] [--threads N]
+ *                     [--dtype fp32|bf16] [--reps R] [--backend dtrain|openblas] [--json]
  *
  * Parses the flags into dt_bench_opts, settles them (dt_bench_resolve), re-runs itself under
  * mpirun for several slots, runs the benchmark (dtrain/bench.h, src/runner/bench*.c) and
@@ -29,7 +29,8 @@ typedef struct bench_args {
 static void bench_usage(FILE *f) {
     fprintf(f,
             "usage: dtrain bench train --model mlp|cnn|gpt [options] [--json]\n"
-            "       dtrain bench gemm [--size N] [--threads N] [--dtype fp32|bf16]\n"
+            "       dtrain bench gemm [--size N | --shape MxNxK] [--trans NN|NT|TN|TT]\n"
+            "                         [--threads N] [--dtype fp32|bf16] [--reps R]\n"
             "                         [--backend dtrain|openblas] [--json]\n"
             "options:\n"
             "  --batch N       batch size (mlp, cnn 128; gpt 8)\n"
@@ -113,6 +114,37 @@ static int parse(int argc, char **argv, bench_args *args) {
                 return -1;
             }
             a->openblas = !strcmp(v, "openblas");
+            i++;
+            continue;
+        }
+        if (!strcmp(o, "--shape")) {
+            long long m, n, k;
+            int used = 0;
+            if (!v || sscanf(v, "%lldx%lldx%lld%n", &m, &n, &k, &used) != 3 || v[used] || m <= 0 ||
+                n <= 0 || k <= 0) {
+                fprintf(stderr,
+                        "dtrain bench: --shape takes MxNxK (positive sizes, e.g. "
+                        "1024x768x256), got '%s'\n",
+                        v ? v : "");
+                return -1;
+            }
+            a->m = m;
+            a->n = n;
+            a->k = k;
+            i++;
+            continue;
+        }
+        if (!strcmp(o, "--trans")) {
+            if (!v || strlen(v) != 2 || (v[0] != 'N' && v[0] != 'T') ||
+                (v[1] != 'N' && v[1] != 'T')) {
+                fprintf(stderr,
+                        "dtrain bench: --trans takes NN, NT, TN or TT (A and B: N as "
+                        "stored, T transposed), got '%s'\n",
+                        v ? v : "");
+                return -1;
+            }
+            a->ta = v[0] == 'T';
+            a->tb = v[1] == 'T';
             i++;
             continue;
         }

@@ -38,6 +38,19 @@ dt_status dt_bench_resolve(dt_bench_opts *a, dt_bench_job job) {
         if (a->openblas && a->dtype != DT_DTYPE_F32)
             return dt_error(DT_ERR_INVALID, "--backend openblas measures fp32 only (OpenBLAS has "
                                             "no bf16 GEMM here)");
+        if (!a->m) {
+            if (!a->size) a->size = 1024;
+            a->m = a->n = a->k = a->size;
+        } else if (a->size && (a->m != a->size || a->n != a->size || a->k != a->size)) {
+            return dt_error(DT_ERR_INVALID, "--size and --shape both give the product's size; "
+                                            "hint: use one");
+        }
+        if (a->m * a->k > ((int64_t)1 << 31) || a->k * a->n > ((int64_t)1 << 31) ||
+            a->m * a->n > ((int64_t)1 << 31))
+            return dt_error(DT_ERR_INVALID,
+                            "--shape %lldx%lldx%lld: a matrix over 2^31 "
+                            "elements; hint: use smaller sizes",
+                            (long long)a->m, (long long)a->n, (long long)a->k);
         return DT_OK;
     }
     const char *m = a->model ? a->model : "";

@@ -168,9 +168,11 @@ void dt_bench_write_json(const dt_bench_result *r, FILE *f) {
     case DT_BENCH_KIND_GEMM:
         fprintf(f,
                 "{\"bench\":\"gemm\",\"backend\":\"%s\",\"dtype\":\"%s\",\"threads\":%d,"
-                "\"size\":%lld,\"ms_median\":%.3f,\"gflops\":%.1f",
+                "\"size\":%lld,\"m\":%lld,\"n\":%lld,\"k\":%lld,\"trans\":\"%c%c\","
+                "\"ms_median\":%.4f,\"gflops\":%.1f",
                 gemm_backend(r), dtype_name(r), r->threads, (long long)r->opts.size,
-                r->gemm_ms_median, r->gemm_gflops);
+                (long long)r->opts.m, (long long)r->opts.n, (long long)r->opts.k,
+                r->opts.ta ? 'T' : 'N', r->opts.tb ? 'T' : 'N', r->gemm_ms_median, r->gemm_gflops);
         write_isa(f, r, true, ",");
         fprintf(f, "}\n");
         break;
@@ -205,8 +207,9 @@ void dt_bench_write_text(const dt_bench_result *r, FILE *f) {
         pipe_json(f, r);
         break;
     case DT_BENCH_KIND_GEMM:
-        fprintf(f, "gemm %lldx%lld %s (%s), %d threads: %.3f ms, %.1f GFLOP/s", (long long)a->size,
-                (long long)a->size, dtype_name(r), gemm_backend(r), r->threads, r->gemm_ms_median,
+        fprintf(f, "gemm %lldx%lldx%lld %c%c %s (%s), %d threads: %.3f ms, %.1f GFLOP/s",
+                (long long)a->m, (long long)a->n, (long long)a->k, a->ta ? 'T' : 'N',
+                a->tb ? 'T' : 'N', dtype_name(r), gemm_backend(r), r->threads, r->gemm_ms_median,
                 r->gemm_gflops);
         write_isa(f, r, false, "; ");
         fprintf(f, "\n");

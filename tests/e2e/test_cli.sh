@@ -183,6 +183,18 @@ for be in dtrain openblas; do
   check '[ $rc -eq 0 ] && "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); assert d[\"backend\"] == sys.argv[2] and d[\"gflops\"] > 0 and d[\"size\"] == 96" "$W/g" $be' \
       "bench gemm --backend $be: $(cat "$W/g" "$W/o")"
 done
+# a model's product, B stored transposed as in a linear layer's forward
+for be in dtrain openblas; do
+  "$DTRAIN" bench gemm --shape 40x24x56 --trans NT --reps 3 --threads 1 --backend $be --json > "$W/g" 2> "$W/o"
+  rc=$?
+  check '[ $rc -eq 0 ] && "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); assert (d[\"m\"], d[\"n\"], d[\"k\"], d[\"trans\"], d[\"size\"]) == (40, 24, 56, \"NT\", 0) and d[\"gflops\"] > 0" "$W/g"' \
+      "bench gemm --shape --trans --backend $be: $(cat "$W/g" "$W/o")"
+done
+for bad in "--shape 40x24" "--shape 0x1x1" "--trans NX" "--size 8 --shape 8x8x9"; do
+  "$DTRAIN" bench gemm $bad > "$W/o" 2>&1
+  rc=$?
+  check '[ $rc -eq 2 ] && grep -Eq "takes MxNxK|takes NN, NT|use one" "$W/o"' "bench gemm $bad: $(cat "$W/o")"
+done
 "$DTRAIN" bench gemm --backend cublas > "$W/o" 2>&1
 rc=$?
 check '[ $rc -ne 0 ] && grep -q "backend takes dtrain" "$W/o"' "bench gemm --backend cublas: $(cat "$W/o")"
