@@ -183,7 +183,7 @@ dt_status dt_modeldir_build(const char *dir, const char *module, const char *out
     snprintf(iflag, sizeof iflag, "-I%s", inc);
     snprintf(lflag, sizeof lflag, "-L%s", lib);
     snprintf(rflag, sizeof rflag, "-Wl,-rpath,%s", lib);
-    const char *pre[] = {"cc",         "-shared", "-fPIC", "-O2", "-march=native", "-fopenmp",
+    const char *pre[] = {"cc",         "-shared", "-fPIC", "-O2", DT_MODEL_MARCH, "-fopenmp",
                          "-std=gnu11", "-Wall",   iflag,   "-o",  so_path};
     const char *post[] = {lflag, rflag, "-ldtrain", "-ljansson", "-lm"};
     int na = (int)(sizeof pre / sizeof pre[0]), np = (int)(sizeof post / sizeof post[0]);
