@@ -212,17 +212,32 @@ static void test_gemm(void) {
     CHECK_MSG(dt_bench_gemm(&o, &r) == DT_OK && r, "%s", dt_last_error());
     if (!r) return;
     CHECK(r->kind == DT_BENCH_KIND_GEMM && r->gemm_ms_median > 0 && r->gemm_gflops > 0);
-    static const char *const keys[] = {"bench",     "backend", "dtype", "threads", "size",
-                                       "ms_median", "gflops",  "isa",   "matmul",  NULL};
+    static const char *const keys[] = {"bench",  "backend", "dtype",  "threads", "size",
+                                       "m",      "n",       "k",      "trans",   "ms_median",
+                                       "gflops", "isa",     "matmul", NULL};
     char *s = written(r, true);
     check_keys(s, keys);
     CHECK_HAS(s, "{\"bench\":\"gemm\",\"backend\":\"dtrain\",\"dtype\":\"fp32\",\"threads\":1,"
                  "\"size\":48,");
     free(s);
     s = written(r, false);
-    CHECK_HAS(s, "gemm 48x48 fp32 (dtrain), 1 threads: ");
+    CHECK_HAS(s, "gemm 48x48x48 NN fp32 (dtrain), 1 threads: ");
     free(s);
     dt_bench_result_free(r);
+    /* a linear layer's weight-gradient product: A stored transposed */
+    o = dt_bench_defaults();
+    o.m = 40, o.n = 24, o.k = 56, o.ta = true, o.reps = 3, o.threads = 1;
+    CHECK(dt_bench_resolve(&o, DT_BENCH_GEMM) == DT_OK && o.size == 0);
+    r = NULL;
+    CHECK_MSG(dt_bench_gemm(&o, &r) == DT_OK && r, "%s", dt_last_error());
+    if (!r) return;
+    s = written(r, true);
+    CHECK_HAS(s, "\"size\":0,\"m\":40,\"n\":24,\"k\":56,\"trans\":\"TN\",");
+    CHECK(r->gemm_gflops > 0);
+    free(s);
+    dt_bench_result_free(r);
+    o.size = 40; /* both a size and a different shape */
+    CHECK(dt_bench_resolve(&o, DT_BENCH_GEMM) == DT_ERR_INVALID && HAS(dt_last_error(), "use one"));
 }
 
 int main(void) {
