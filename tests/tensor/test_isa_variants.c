@@ -85,6 +85,13 @@ static void case_pool(dt_ctx *ctx, vec *r) {
     fwd_bwd(ctx, dt_max_pool2d(z, 3, 2, 1), &z, 1, r);
     dt_tensor *a = leaf(ctx, 4, (int64_t[]){2, 3, 9, 11});
     fwd_bwd(ctx, dt_avg_pool2d(a, 3, 2, 1), &a, 1, r);
+    /* windows inside the row 8 at a time: OW 21 at stride 1, 19 at stride 2 (and edges) */
+    for (int s = 1; s <= 2; s++) {
+        dt_tensor *m = leaf(ctx, 4, (int64_t[]){2, 2, 8, s == 1 ? 21 : 37});
+        fwd_bwd(ctx, dt_max_pool2d(m, 3, s, 1), &m, 1, r);
+        dt_tensor *v = leaf(ctx, 4, (int64_t[]){2, 2, 8, s == 1 ? 21 : 37});
+        fwd_bwd(ctx, dt_avg_pool2d(v, 3, s, 1), &v, 1, r);
+    }
 }
 
 static void case_cross_entropy(dt_ctx *ctx, vec *r) {

@@ -761,18 +761,99 @@ static inline void pool_window(int64_t o, int s, int p, int k, int64_t n, int64_
     if (*hi > n) *hi = n;
 }
 
+#ifdef DT__CONV_AVX2
+/* The output columns [*lo, *hi) whose windows lie inside the W input columns: 8 of them at a
+ * time run on vectors, in the windows' order (the same bits as one at a time). */
+static inline void pool_inner(int64_t W, int64_t OW, int k, int s, int p, int64_t *lo,
+                              int64_t *hi) {
+    *lo = (p + s - 1) / s;
+    *hi = W + p >= k ? (W + p - k) / s + 1 : 0;
+    if (*hi > OW) *hi = OW;
+    if (*hi < *lo) *hi = *lo;
+}
+
+/* xr[c0 + l*s] for the 8 lanes l */
+static inline __m256 pool_ld8(const float *xr, int64_t c0, int s) {
+    if (s == 1) return _mm256_loadu_ps(xr + c0);
+    __m256i step =
+        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(s));
+    return _mm256_i32gather_ps(xr + c0, step, 4);
+}
+
+/* max_pool_fwd's outputs ow .. ow+7 of one row (window rows [h0, h1)) */
+static void max_pool8(const float *xp, int64_t W, int64_t h0, int64_t h1, int64_t ow, int k, int s,
+                      int p, float *y, int32_t *idx) {
+    const __m256i step =
+        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(s));
+    int64_t c0 = ow * s - p;
+    __m256 m = pool_ld8(xp + h0 * W, c0, s);
+    __m256i best = _mm256_add_epi32(_mm256_set1_epi32((int)(h0 * W + c0)), step);
+    for (int64_t ih = h0; ih < h1; ih++)
+        for (int kw = 0; kw < k; kw++) {
+            __m256 v = pool_ld8(xp + ih * W, c0 + kw, s), bt = beats8(v, m);
+            __m256i at = _mm256_add_epi32(_mm256_set1_epi32((int)(ih * W + c0 + kw)), step);
+            m = _mm256_blendv_ps(m, v, bt);
+            best = _mm256_blendv_epi8(best, at, _mm256_castps_si256(bt));
+        }
+    _mm256_storeu_ps(y + ow, m);
+    if (idx) _mm256_storeu_si256((__m256i *)(idx + ow), best);
+}
+
+/* avg_pool_fwd's outputs ow .. ow+7 of one row */
+static void avg_pool8(const float *xp, int64_t W, int64_t h0, int64_t h1, int64_t ow, int k, int s,
+                      int p, float inv, float *y) {
+    int64_t c0 = ow * s - p;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t ih = h0; ih < h1; ih++)
+        for (int kw = 0; kw < k; kw++) acc = _mm256_add_ps(acc, pool_ld8(xp + ih * W, c0 + kw, s));
+    _mm256_storeu_ps(y + ow, _mm256_mul_ps(acc, _mm256_set1_ps(inv)));
+}
+
+/* avg_pool_bwd's outputs ow .. ow+7 of one row at stride 1: each window tap adds to 8
+ * consecutive inputs (a fixed order, though not the one-at-a-time one) */
+static void avg_pool_bwd8(const float *gy, float *gp, int64_t W, int64_t h0, int64_t h1, int64_t ow,
+                          int k, int p, float inv) {
+    __m256 gv = _mm256_mul_ps(_mm256_loadu_ps(gy + ow), _mm256_set1_ps(inv));
+    for (int64_t ih = h0; ih < h1; ih++)
+        for (int kw = 0; kw < k; kw++) {
+            float *q = gp + ih * W + ow - p + kw;
+            _mm256_storeu_ps(q, _mm256_add_ps(_mm256_loadu_ps(q), gv));
+        }
+}
+#endif
+
+/* Vector blocks of 8 outputs where the build has them: `ow` is advanced past the block and the
+ * statement after the macro is skipped. */
+#ifdef DT__CONV_AVX2
+#define POOL_BLOCK8(cond, call)                                                                    \
+    if (ow >= vlo && ow + 8 <= vhi && (cond)) {                                                    \
+        call;                                                                                      \
+        ow += 8;                                                                                   \
+        continue;                                                                                  \
+    }
+#define POOL_INNER(W, OW, k, s, p) pool_inner(W, OW, k, s, p, &vlo, &vhi)
+#else
+#define POOL_BLOCK8(cond, call)
+#define POOL_INNER(W, OW, k, s, p) (void)vlo, (void)vhi
+#endif
+
 static void max_pool_fwd(const float *x, float *y, int32_t *idx, int64_t p0, int64_t p1, int64_t H,
                          int64_t W, int64_t OH, int64_t OW, int k, int s, int p) {
     if (k == 2 && s == 2 && p == 0) {
         max_pool_2x2(x, y, idx, p0, p1, H, W, OH, OW);
         return;
     }
+    int64_t vlo = 0, vhi = 0;
+    POOL_INNER(W, OW, k, s, p);
     for (int64_t pl = p0; pl < p1; pl++) {
         const float *xp = x + pl * H * W;
         for (int64_t oh = 0; oh < OH; oh++) {
             int64_t h0, h1;
             pool_window(oh, s, p, k, H, &h0, &h1);
-            for (int64_t ow = 0; ow < OW; ow++) {
+            float *yr = y + (pl * OH + oh) * OW;
+            int32_t *ir = idx ? idx + (pl * OH + oh) * OW : NULL;
+            for (int64_t ow = 0; ow < OW;) {
+                POOL_BLOCK8(true, max_pool8(xp, W, h0, h1, ow, k, s, p, yr, ir))
                 int64_t w0, w1;
                 pool_window(ow, s, p, k, W, &w0, &w1);
                 /* padding <= k/2 guarantees a non-empty window */
@@ -783,8 +864,9 @@ static void max_pool_fwd(const float *x, float *y, int32_t *idx, int64_t p0, int
                         float v = xp[ih * W + iw];
                         if (beats(v, m)) m = v, best = ih * W + iw;
                     }
-                y[(pl * OH + oh) * OW + ow] = m;
-                if (idx) idx[(pl * OH + oh) * OW + ow] = (int32_t)best;
+                yr[ow] = m;
+                if (ir) ir[ow] = (int32_t)best;
+                ow++;
             }
         }
     }
@@ -794,18 +876,23 @@ static void max_pool_fwd(const float *x, float *y, int32_t *idx, int64_t p0, int
 static void avg_pool_fwd(const float *x, float *y, int64_t p0, int64_t p1, int64_t H, int64_t W,
                          int64_t OH, int64_t OW, int k, int s, int p) {
     const float inv = 1.f / (float)(k * k);
+    int64_t vlo = 0, vhi = 0;
+    POOL_INNER(W, OW, k, s, p);
     for (int64_t pl = p0; pl < p1; pl++) {
         const float *xp = x + pl * H * W;
         for (int64_t oh = 0; oh < OH; oh++) {
             int64_t h0, h1;
             pool_window(oh, s, p, k, H, &h0, &h1);
-            for (int64_t ow = 0; ow < OW; ow++) {
+            float *yr = y + (pl * OH + oh) * OW;
+            for (int64_t ow = 0; ow < OW;) {
+                POOL_BLOCK8(true, avg_pool8(xp, W, h0, h1, ow, k, s, p, inv, yr))
                 int64_t w0, w1;
                 pool_window(ow, s, p, k, W, &w0, &w1);
                 float acc = 0.f;
                 for (int64_t ih = h0; ih < h1; ih++)
                     for (int64_t iw = w0; iw < w1; iw++) acc += xp[ih * W + iw];
-                y[(pl * OH + oh) * OW + ow] = acc * inv;
+                yr[ow] = acc * inv;
+                ow++;
             }
         }
     }
@@ -814,17 +901,22 @@ static void avg_pool_fwd(const float *x, float *y, int64_t p0, int64_t p1, int64
 static void avg_pool_bwd(const float *gy, float *gx, int64_t p0, int64_t p1, int64_t H, int64_t W,
                          int64_t OH, int64_t OW, int k, int s, int p) {
     const float inv = 1.f / (float)(k * k);
+    int64_t vlo = 0, vhi = 0;
+    POOL_INNER(W, OW, k, s, p);
     for (int64_t pl = p0; pl < p1; pl++) {
         float *gp = gx + pl * H * W;
         for (int64_t oh = 0; oh < OH; oh++) {
             int64_t h0, h1;
             pool_window(oh, s, p, k, H, &h0, &h1);
-            for (int64_t ow = 0; ow < OW; ow++) {
+            const float *gr = gy + (pl * OH + oh) * OW;
+            for (int64_t ow = 0; ow < OW;) {
+                POOL_BLOCK8(s == 1, avg_pool_bwd8(gr, gp, W, h0, h1, ow, k, p, inv))
                 int64_t w0, w1;
                 pool_window(ow, s, p, k, W, &w0, &w1);
-                float gv = gy[(pl * OH + oh) * OW + ow] * inv;
+                float gv = gr[ow] * inv;
                 for (int64_t ih = h0; ih < h1; ih++)
                     for (int64_t iw = w0; iw < w1; iw++) gp[ih * W + iw] += gv;
+                ow++;
             }
         }
     }
