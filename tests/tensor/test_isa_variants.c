@@ -181,17 +181,8 @@ static void test_variants(void) {
 static void test_conv_tables(void) {
     const dt__conv_kernels *want[] = {&dt__conv_generic, &dt__conv_avx2, &dt__conv_avx512,
                                       &dt__conv_avx512};
-    dt__conv_geom g = {.N = 2,
-                       .C = 8,
-                       .H = 12,
-                       .W = 13,
-                       .OC = 8,
-                       .KH = 3,
-                       .KW = 3,
-                       .OH = 12,
-                       .OW = 13,
-                       .stride = 1,
-                       .pad = 1};
+    /* N C H W, OC KH KW, OH OW, stride pad: case_conv's first Winograd shape */
+    dt__conv_geom g = {2, 8, 12, 13, 8, 3, 3, 12, 13, 1, 1};
     dt_cpu_isa hw = dt_cpu_isa_level();
     for (int isa = DT_CPU_GENERIC; isa <= (int)hw; isa++) {
         dt__cpu_isa_override((dt_cpu_isa)isa);
