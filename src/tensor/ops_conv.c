@@ -3,8 +3,8 @@
  *
  * conv2d picks one of three paths by shape:
  *   - Winograd F(2x2, 3x3) for the forward and the input gradient of 3x3 stride-1
- *     convolutions with C, OC >= 4 (AVX-512 builds): 16 GEMMs over channels per chunk of
- *     images, 2.25x fewer multiplies than im2col (their weight gradient uses im2col);
+ *     convolutions with C, OC >= 4 (the AVX2 and AVX-512 kernels): 16 GEMMs over channels per
+ *     chunk of images, 2.25x fewer multiplies than im2col (their weight gradient uses im2col);
  *   - a direct sliding kernel for single-channel stride-1 convolutions (a first layer, where
  *     C*KH*KW is too small for a GEMM to pay off);
  *   - im2col + GEMM otherwise: a chunk's patches form one matrix col (C*KH*KW, nb*OH*OW), so

@@ -4,14 +4,17 @@
  * (Winograd, direct, im2col), pooling, cross-entropy, gelu_tanh (plain and as the fused linear's
  * epilogue), attention, the tiled GEMM's packed-B and long-K transposed-A paths, bf16 rounding
  * — forward and backward, in one process (dt__cpu_isa_override); at avx2 that runs the AVX2
- * exp, gelu_tanh, softmax, cross-entropy, attention tiles and 8x8 transposes. Each variant must
- * give the same bits twice, and the same values as the generic variant within the parity tolerance
- * of docs/parity.md (|a - b| <= 1e-5 + 1e-4 |b|); bf16 rounding must give the same bits. The
- * golden-file tests run once per DTRAIN_ISA level as ctest's isa_<level>_<test>. */
+ * exp, gelu_tanh, softmax, cross-entropy, attention tiles, 8x8 transposes and the conv table
+ * (Winograd, direct, masked im2col, pooling; test_conv_tables checks which table runs). Each
+ * variant must give the same bits twice, and the same values as the generic variant within the
+ * parity tolerance of docs/parity.md (|a - b| <= 1e-5 + 1e-4 |b|); bf16 rounding must give
+ * the same bits. The golden-file tests run once per DTRAIN_ISA level as ctest's
+ * isa_<level>_<test>. */
 #include "test.h"
 
 #include "base/base_impl.h"
 #include "dtrain/tensor.h"
+#include "tensor/cpu/conv_impl.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -56,19 +59,39 @@ static void conv_case(dt_ctx *ctx, vec *r, int64_t C, int64_t H, int64_t OC, int
     fwd_bwd(ctx, dt_conv2d(x, w, b, stride, pad), (dt_tensor *[]){x, w, b}, 3, r);
 }
 
+/* Sizes chosen for the vector kernels' edges: partial blocks of 8 / 16 lanes, several blocks per
+ * row, odd outputs, two images per chunk. Inputs are (2, C, H, H + 1). */
 static void case_conv(dt_ctx *ctx, vec *r) {
-    conv_case(ctx, r, 8, 12, 8, 3, 1, 1); /* Winograd */
+    conv_case(ctx, r, 8, 12, 8, 3, 1, 1); /* Winograd: 7x7 tiles, one partial block per row */
+    conv_case(ctx, r, 4, 22, 6, 3, 1, 2); /* Winograd: OW 25, 13 tile columns (8 + 5), pad 2 */
+    conv_case(ctx, r, 5, 15, 4, 3, 1, 1); /* Winograd: OW 16, 8 tile columns (one full block) */
+    conv_case(ctx, r, 4, 7, 4, 3, 1, 0);  /* Winograd: 5x6 output, 3x3 tiles, no padding */
     conv_case(ctx, r, 1, 13, 6, 5, 1, 2); /* direct */
-    conv_case(ctx, r, 3, 11, 4, 3, 2, 1); /* im2col */
+    conv_case(ctx, r, 1, 22, 7, 3, 1, 1); /* direct: OW 23 (16 + 7), 7 channels */
+    conv_case(ctx, r, 1, 5, 3, 3, 1, 0);  /* direct: 3x4 output */
+    conv_case(ctx, r, 3, 11, 4, 3, 2, 1); /* im2col, stride 2 */
+    conv_case(ctx, r, 2, 19, 5, 3, 1, 1); /* im2col stride 1: masked edges, OW 20 */
+    conv_case(ctx, r, 3, 9, 4, 5, 1, 2);  /* im2col stride 1: 5x5, pad 2 */
 }
 
 static void case_pool(dt_ctx *ctx, vec *r) {
     dt_tensor *x = leaf(ctx, 4, (int64_t[]){2, 4, 10, 18});
     fwd_bwd(ctx, dt_max_pool2d(x, 2, 2, 0), &x, 1, r);
+    dt_tensor *o = leaf(ctx, 4, (int64_t[]){2, 3, 15, 35}); /* odd H and W, OW 17 = 8 + 8 + 1 */
+    fwd_bwd(ctx, dt_relu_max_pool2d(o, 2, 2, 0), &o, 1, r);
+    dt_tensor *t = leaf(ctx, 4, (int64_t[]){3, 2, 6, 7}); /* OW 3; the second gradient adds */
+    fwd_bwd(ctx, dt_add(dt_max_pool2d(t, 2, 2, 0), dt_relu_max_pool2d(t, 2, 2, 0)), &t, 1, r);
     dt_tensor *z = leaf(ctx, 4, (int64_t[]){2, 3, 9, 11});
     fwd_bwd(ctx, dt_max_pool2d(z, 3, 2, 1), &z, 1, r);
     dt_tensor *a = leaf(ctx, 4, (int64_t[]){2, 3, 9, 11});
     fwd_bwd(ctx, dt_avg_pool2d(a, 3, 2, 1), &a, 1, r);
+    /* windows inside the row 8 at a time: OW 21 at stride 1, 19 at stride 2 (and edges) */
+    for (int s = 1; s <= 2; s++) {
+        dt_tensor *m = leaf(ctx, 4, (int64_t[]){2, 2, 8, s == 1 ? 21 : 37});
+        fwd_bwd(ctx, dt_max_pool2d(m, 3, s, 1), &m, 1, r);
+        dt_tensor *v = leaf(ctx, 4, (int64_t[]){2, 2, 8, s == 1 ? 21 : 37});
+        fwd_bwd(ctx, dt_avg_pool2d(v, 3, s, 1), &v, 1, r);
+    }
 }
 
 static void case_cross_entropy(dt_ctx *ctx, vec *r) {
@@ -153,6 +176,23 @@ static void test_variants(void) {
     check_case("gemm", case_gemm);
 }
 
+/* Each level runs its own conv / pooling table, with Winograd wherever it has vector kernels
+ * (so case_conv's Winograd shapes really take that path at avx2 and up). */
+static void test_conv_tables(void) {
+    const dt__conv_kernels *want[] = {&dt__conv_generic, &dt__conv_avx2, &dt__conv_avx512,
+                                      &dt__conv_avx512};
+    /* N C H W, OC KH KW, OH OW, stride pad: case_conv's first Winograd shape */
+    dt__conv_geom g = {2, 8, 12, 13, 8, 3, 3, 12, 13, 1, 1};
+    dt_cpu_isa hw = dt_cpu_isa_level();
+    for (int isa = DT_CPU_GENERIC; isa <= (int)hw; isa++) {
+        dt__cpu_isa_override((dt_cpu_isa)isa);
+        CHECK_MSG(dt__conv() == want[isa], "conv table of %s", dt_cpu_isa_name((dt_cpu_isa)isa));
+        CHECK_MSG(dt__conv()->wino_ok(&g) == (isa >= DT_CPU_AVX2), "Winograd at %s",
+                  dt_cpu_isa_name((dt_cpu_isa)isa));
+    }
+    dt__cpu_isa_override(hw);
+}
+
 /* bf16 rounding: the same bits from every variant (nearest even, NaN quieted) */
 static void test_bf16_bits(void) {
     enum { N = 1000 };
@@ -176,6 +216,7 @@ int main(void) {
     fprintf(stderr, "CPU level %s: variants generic..%s\n", dt_cpu_isa_name(dt_cpu_isa_level()),
             dt_cpu_isa_name(dt_cpu_isa_level()));
     TEST_RUN(test_variants);
+    TEST_RUN(test_conv_tables);
     TEST_RUN(test_bf16_bits);
     TEST_END();
 }

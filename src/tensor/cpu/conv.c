@@ -3,16 +3,18 @@
  * transforms, and max / average pooling over ranges of planes. Callers (ops_conv.c) split the
  * work over threads and run the GEMMs; every kernel here is sequential and its summation order
  * is fixed (intrinsics or explicit lanes, never a compiler-vectorised reduction), so results
- * are the same bits whatever the thread count or optimisation level. AVX-512 builds get
- * intrinsics; other targets fall back to portable loops (and no Winograd). */
+ * are the same bits whatever the thread count or optimisation level. The AVX-512 build
+ * (__AVX512F__) and the AVX2 build (DT__CONV_AVX2, set by cpu/conv_avx2.c) get intrinsics; the
+ * portable build falls back to loops (and no Winograd). */
 #include "conv_impl.h"
 
 #include <math.h>
 #include <string.h>
 
-#ifdef __AVX512F__
+#if defined(__AVX512F__) || defined(DT__CONV_AVX2)
 #include <immintrin.h>
-#else
+#endif
+#ifndef __AVX512F__
 /* the 64-byte vector helpers below are static inline: no ABI is crossed */
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
@@ -61,6 +63,50 @@ static inline __mmask16 range_mask(int64_t o, int64_t lo, int64_t hi) {
     if (b <= a) return 0;
     return (__mmask16)(((1u << (b - a)) - 1) << a);
 }
+#elif defined(DT__CONV_AVX2)
+static const int32_t k_mask8[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+
+/* The first n of 8 lanes, as a maskload / maskstore mask (masked-out lanes never fault). */
+static inline __m256i lanes8(int64_t n) {
+    n = n < 0 ? 0 : n > 8 ? 8 : n;
+    return _mm256_loadu_si256((const __m256i *)(k_mask8 + 8 - n));
+}
+
+/* Lanes [lo, hi) of the 8 starting at column o. */
+static inline __m256i range8(int64_t o, int64_t lo, int64_t hi) {
+    __m256i c =
+        _mm256_add_epi32(_mm256_set1_epi32((int)o), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_and_si256(_mm256_cmpgt_epi32(c, _mm256_set1_epi32((int)lo - 1)),
+                            _mm256_cmpgt_epi32(_mm256_set1_epi32((int)hi), c));
+}
+
+/* p[0, n) of v's 8 lanes, n <= 0 stores nothing. With `spill` the lanes past n may be written
+ * too (a plain store: the caller rewrites them later), which is cheaper than a masked store. */
+static inline void store8(float *p, __m256 v, int64_t n, bool spill) {
+    if (n >= 8 || (spill && n > 0))
+        _mm256_storeu_ps(p, v);
+    else if (n > 0)
+        _mm256_maskstore_ps(p, lanes8(n), v);
+}
+
+/* p[0, n) into 8 lanes, the others 0 */
+static inline __m256 load8(const float *p, int64_t n) {
+    return n >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lanes8(n));
+}
+
+/* The even / odd elements of the 16 floats lo, hi. */
+static inline void deinterleave8(__m256 lo, __m256 hi, __m256 *ev, __m256 *od) {
+    __m256 e = _mm256_shuffle_ps(lo, hi, 0x88), o = _mm256_shuffle_ps(lo, hi, 0xDD);
+    *ev = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8));
+    *od = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8));
+}
+
+/* a0 b0 a1 b1 ... a7 b7 as two vectors */
+static inline void interleave8(__m256 a, __m256 b, __m256 *lo, __m256 *hi) {
+    __m256 u = _mm256_unpacklo_ps(a, b), v = _mm256_unpackhi_ps(a, b);
+    *lo = _mm256_permute2f128_ps(u, v, 0x20);
+    *hi = _mm256_permute2f128_ps(u, v, 0x31);
+}
 #endif
 
 static void im2col(const dt__conv_geom *g, const float *x, float *col, int64_t ldcol) {
@@ -86,6 +132,16 @@ static void im2col(const dt__conv_geom *g, const float *x, float *col, int64_t l
                             _mm512_mask_storeu_ps(
                                 r + o, lanes(OW - o),
                                 _mm512_maskz_loadu_ps(range_mask(o, lo, hi), xr + o));
+                        continue;
+                    }
+#elif defined(DT__CONV_AVX2)
+                    if (s == 1) { /* stores past OW land in the next row, written after this one */
+                        for (int64_t o = 0; o < OW; o += 8) {
+                            __m256 v = o >= lo && o + 8 <= hi
+                                           ? _mm256_loadu_ps(xr + o)
+                                           : _mm256_maskload_ps(xr + o, range8(o, lo, hi));
+                            store8(r + o, v, OW - o, oh * OW + o + 8 <= OH * OW);
+                        }
                         continue;
                     }
 #endif
@@ -121,6 +177,21 @@ static void col2im_add(const dt__conv_geom *g, const float *col, int64_t ldcol, 
                             __m512 v = _mm512_maskz_loadu_ps(m, xr + o);
                             v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, r + o));
                             _mm512_mask_storeu_ps(xr + o, m, v);
+                        }
+                        continue;
+                    }
+#elif defined(DT__CONV_AVX2)
+                    if (s == 1) {
+                        for (int64_t o = lo - lo % 8; o < hi; o += 8) {
+                            if (o >= lo && o + 8 <= hi) {
+                                _mm256_storeu_ps(xr + o, _mm256_add_ps(_mm256_loadu_ps(xr + o),
+                                                                       _mm256_loadu_ps(r + o)));
+                                continue;
+                            }
+                            __m256i m = range8(o, lo, hi);
+                            _mm256_maskstore_ps(xr + o, m,
+                                                _mm256_add_ps(_mm256_maskload_ps(xr + o, m),
+                                                              _mm256_maskload_ps(r + o, m)));
                         }
                         continue;
                     }
@@ -170,42 +241,64 @@ static void pad_image(const dt__conv_geom *g, const dgeom *d, const float *x, fl
         memcpy(xp + (i + g->pad) * d->Wp + g->pad, x + i * g->W, (size_t)g->W * sizeof(float));
 }
 
-#ifdef __AVX512F__
-/* AVX-512 versions: four (forward) or two (weight gradient) output channels share each input
- * load, and rows are read / written with masked accesses instead of a row buffer. KK is a
- * compile-time constant in the specialised calls. */
+#if defined(__AVX512F__) || defined(DT__CONV_AVX2)
+/* The weights and biases of output channels oc0 .. oc0+3 of the vector forward kernels; past OC
+ * the last channel is recomputed, never stored. */
+static inline void direct_quad(const float *w, const float *b, int64_t oc0, int64_t OC, int64_t KK,
+                               const float *wo[4], float bs[4]) {
+    for (int o = 0; o < 4; o++) {
+        int64_t oc = oc0 + o < OC ? oc0 + o : OC - 1;
+        wo[o] = w + oc * KK;
+        bs[o] = b ? b[oc] : 0.f;
+    }
+}
+
 static inline __attribute__((always_inline)) void
-direct_fwd_512(const dt__conv_geom *g, const dgeom *d, const float *xp, const int64_t *off,
+direct_row(const float *base, const int64_t *off, const float *const wo[4], const float bs[4],
+           float *y, int64_t ys, int no, int64_t OW, bool spill, const int64_t KK);
+
+/* The vector forward: four output channels share each input load (direct_row per table). KK
+ * is a compile-time constant in the specialised calls. */
+static inline __attribute__((always_inline)) void
+direct_fwd_vec(const dt__conv_geom *g, const dgeom *d, const float *xp, const int64_t *off,
                const float *w, const float *b, float *y, const int64_t KK) {
     const int64_t OH = g->OH, OW = g->OW, OC = g->OC;
     for (int64_t oc0 = 0; oc0 < OC; oc0 += 4) {
         const float *wo[4];
-        __m512 bv[4];
-        for (int o = 0; o < 4; o++) { /* past OC: recompute the last channel, never stored */
-            int64_t oc = oc0 + o < OC ? oc0 + o : OC - 1;
-            wo[o] = w + oc * KK;
-            bv[o] = _mm512_set1_ps(b ? b[oc] : 0.f);
-        }
-        for (int64_t i = 0; i < OH; i++) {
-            const float *base = xp + i * d->Wp;
-            for (int64_t j = 0; j < d->Wv; j += 16) {
-                __m512 a0 = bv[0], a1 = bv[1], a2 = bv[2], a3 = bv[3];
+        float bs[4];
+        direct_quad(w, b, oc0, OC, KK, wo, bs);
+        int no = OC - oc0 < 4 ? (int)(OC - oc0) : 4;
+        for (int64_t i = 0; i < OH; i++)
+            direct_row(xp + i * d->Wp, off, wo, bs, y + (oc0 * OH + i) * OW, OH * OW, no, OW,
+                       i + 1 < OH, KK);
+    }
+}
+#endif
+
+#ifdef __AVX512F__
+/* AVX-512: four (forward) or two (weight gradient) output channels share each input load, and
+ * rows are read / written with masked accesses instead of a row buffer. */
+/* Output row i (every 16 columns) of channels oc0 .. oc0+no-1 at y, planes ys apart. */
+static inline __attribute__((always_inline)) void
+direct_row(const float *base, const int64_t *off, const float *const wo[4], const float bs[4],
+           float *y, int64_t ys, int no, int64_t OW, bool spill, const int64_t KK) {
+    (void)spill;
+    for (int64_t j = 0; j < OW; j += 16) {
+        __m512 a0 = _mm512_set1_ps(bs[0]), a1 = _mm512_set1_ps(bs[1]);
+        __m512 a2 = _mm512_set1_ps(bs[2]), a3 = _mm512_set1_ps(bs[3]);
 #pragma GCC unroll 9
-                for (int64_t k = 0; k < KK; k++) {
-                    __m512 xv = _mm512_loadu_ps(base + j + off[k]);
-                    a0 = _mm512_fmadd_ps(_mm512_set1_ps(wo[0][k]), xv, a0);
-                    a1 = _mm512_fmadd_ps(_mm512_set1_ps(wo[1][k]), xv, a1);
-                    a2 = _mm512_fmadd_ps(_mm512_set1_ps(wo[2][k]), xv, a2);
-                    a3 = _mm512_fmadd_ps(_mm512_set1_ps(wo[3][k]), xv, a3);
-                }
-                __m512 acc[4] = {a0, a1, a2, a3};
-                __mmask16 m = lanes(OW - j);
-#pragma GCC unroll 4
-                for (int o = 0; o < 4; o++)
-                    if (oc0 + o < OC)
-                        _mm512_mask_storeu_ps(y + ((oc0 + o) * OH + i) * OW + j, m, acc[o]);
-            }
+        for (int64_t k = 0; k < KK; k++) {
+            __m512 xv = _mm512_loadu_ps(base + j + off[k]);
+            a0 = _mm512_fmadd_ps(_mm512_set1_ps(wo[0][k]), xv, a0);
+            a1 = _mm512_fmadd_ps(_mm512_set1_ps(wo[1][k]), xv, a1);
+            a2 = _mm512_fmadd_ps(_mm512_set1_ps(wo[2][k]), xv, a2);
+            a3 = _mm512_fmadd_ps(_mm512_set1_ps(wo[3][k]), xv, a3);
         }
+        __m512 acc[4] = {a0, a1, a2, a3};
+        __mmask16 m = lanes(OW - j);
+#pragma GCC unroll 4
+        for (int o = 0; o < 4; o++)
+            if (o < no) _mm512_mask_storeu_ps(y + o * ys + j, m, acc[o]);
     }
 }
 
@@ -253,6 +346,65 @@ direct_wgrad_512(const dt__conv_geom *g, const dgeom *d, const float *xp, const 
         }
     }
 }
+#elif defined(DT__CONV_AVX2)
+/* AVX2: four output channels by 16 columns (two vectors) share each input load in the forward;
+ * the weight gradient keeps one channel's KK taps in registers and sums into lanes 0..7 of
+ * each 16-lane partial (lanes 8..15 stay zero). */
+/* Output row i (16 columns at a time) of channels oc0 .. oc0+no-1 at y, planes ys apart;
+ * `spill`: stores past OW may land in the next row, written later. */
+static inline __attribute__((always_inline)) void
+direct_row(const float *base, const int64_t *off, const float *const wo[4], const float bs[4],
+           float *y, int64_t ys, int no, int64_t OW, bool spill, const int64_t KK) {
+    for (int64_t j = 0; j < OW; j += 16) {
+        __m256 a[4][2];
+#pragma GCC unroll 4
+        for (int o = 0; o < 4; o++) a[o][0] = a[o][1] = _mm256_set1_ps(bs[o]);
+#pragma GCC unroll 9
+        for (int64_t k = 0; k < KK; k++) {
+            __m256 x0 = _mm256_loadu_ps(base + j + off[k]);
+            __m256 x1 = _mm256_loadu_ps(base + j + 8 + off[k]);
+#pragma GCC unroll 4
+            for (int o = 0; o < 4; o++) {
+                __m256 wv = _mm256_broadcast_ss(wo[o] + k);
+                a[o][0] = _mm256_fmadd_ps(wv, x0, a[o][0]);
+                a[o][1] = _mm256_fmadd_ps(wv, x1, a[o][1]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int o = 0; o < 4; o++)
+            if (o < no) {
+                store8(y + o * ys + j, a[o][0], OW - j, spill);
+                store8(y + o * ys + j + 8, a[o][1], OW - j - 8, spill);
+            }
+    }
+}
+
+static inline __attribute__((always_inline)) void
+direct_wgrad_256(const dt__conv_geom *g, const dgeom *d, const float *xp, const int64_t *off,
+                 const float *dy, float *vw, float *vb, const int64_t KK) {
+    const int64_t OH = g->OH, OW = g->OW;
+    for (int64_t oc = 0; oc < g->OC; oc++) {
+        __m256 acc[DT__CONV_DIRECT_MAX_TAPS], accb = _mm256_setzero_ps();
+#pragma GCC unroll 9
+        for (int64_t k = 0; k < KK; k++) acc[k] = _mm256_setzero_ps();
+        const float *dyo = dy + oc * OH * OW;
+        for (int64_t i = 0; i < OH; i++) {
+            const float *base = xp + i * d->Wp;
+            for (int64_t j = 0; j < OW; j += 8) {
+                __m256 dv = load8(dyo + i * OW + j, OW - j); /* lanes past OW read as 0 */
+                accb = _mm256_add_ps(accb, dv);
+#pragma GCC unroll 9
+                for (int64_t k = 0; k < KK; k++)
+                    acc[k] = _mm256_fmadd_ps(dv, _mm256_loadu_ps(base + j + off[k]), acc[k]);
+            }
+        }
+        float *v = vw + oc * KK * 16;
+#pragma GCC unroll 9
+        for (int64_t k = 0; k < KK; k++)
+            _mm256_storeu_ps(v + k * 16, _mm256_add_ps(_mm256_loadu_ps(v + k * 16), acc[k]));
+        if (vb) _mm256_storeu_ps(vb + oc * 16, _mm256_add_ps(_mm256_loadu_ps(vb + oc * 16), accb));
+    }
+}
 #endif
 
 static void conv_direct_fwd(const dt__conv_geom *g, const float *x, const float *w, const float *b,
@@ -263,12 +415,12 @@ static void conv_direct_fwd(const dt__conv_geom *g, const float *x, const float 
     int64_t off[DT__CONV_DIRECT_MAX_TAPS];
     for (int64_t kh = 0; kh < g->KH; kh++)
         for (int64_t kw = 0; kw < g->KW; kw++) off[kh * g->KW + kw] = kh * d.Wp + kw;
-#ifdef __AVX512F__
+#if defined(__AVX512F__) || defined(DT__CONV_AVX2)
     (void)row;
     if (d.KK == 9)
-        direct_fwd_512(g, &d, xp, off, w, b, y, 9);
+        direct_fwd_vec(g, &d, xp, off, w, b, y, 9);
     else
-        direct_fwd_512(g, &d, xp, off, w, b, y, d.KK);
+        direct_fwd_vec(g, &d, xp, off, w, b, y, d.KK);
     return;
 #endif
     const int64_t OH = g->OH, OW = g->OW, KK = d.KK;
@@ -340,6 +492,12 @@ static void conv_direct_wgrad(const dt__conv_geom *g, const float *x, const floa
         else
             direct_wgrad_512(g, &d, xp, off, dyn, vw, vb, d.KK);
         continue;
+#elif defined(DT__CONV_AVX2)
+        if (d.KK == 9)
+            direct_wgrad_256(g, &d, xp, off, dyn, vw, vb, 9);
+        else
+            direct_wgrad_256(g, &d, xp, off, dyn, vw, vb, d.KK);
+        continue;
 #endif
         if (d.KK == 9)
             wgrad_image(g, &d, xp, dyn, row, off, vw, vb, 9);
@@ -349,11 +507,23 @@ static void conv_direct_wgrad(const dt__conv_geom *g, const float *x, const floa
 }
 
 static float sum_f32(const float *p, int64_t n) {
-    v16 acc = (v16){0};
+    float lane[16];
     int64_t i = 0;
+#ifdef DT__CONV_AVX2 /* the v16 loop's lanes, in two registers (GCC spills the v16 one) */
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
+        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
+    }
+    _mm256_storeu_ps(lane, a0);
+    _mm256_storeu_ps(lane + 8, a1);
+#else
+    v16 acc = (v16){0};
     for (; i + 16 <= n; i += 16) acc += ldu(p + i);
+    stu(lane, acc);
+#endif
     float s = 0.f;
-    for (int l = 0; l < 16; l++) s += acc[l];
+    for (int l = 0; l < 16; l++) s += lane[l];
     for (; i < n; i++) s += p[i];
     return s;
 }
@@ -426,7 +596,8 @@ static void max_pool_2x2(const float *x, float *y, int32_t *idx, int64_t p0, int
 /* gx rows 2*oh, 2*oh+1 of one plane from the outputs of row oh: each input element gets its
  * window's gradient if it is the window's argmax, else 0 (written, or added when `add`). */
 static void max_pool_2x2_bwd_rows(const float *gy, const int32_t *idx, float *gx, int64_t oh,
-                                  int64_t W, int64_t OW, bool add) {
+                                  int64_t H, int64_t W, int64_t OW, bool add) {
+    (void)H;
     const __m512i dlo = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     const __m512i dhi = _mm512_add_epi32(dlo, _mm512_set1_epi32(8));
     const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -454,6 +625,71 @@ static void max_pool_2x2_bwd_rows(const float *gy, const int32_t *idx, float *gx
     }
 }
 #else
+#ifdef DT__CONV_AVX2
+/* beats() on 8 lanes, as an all-ones / zero lane mask */
+static inline __m256 beats8(__m256 v, __m256 m) {
+    return _mm256_or_ps(
+        _mm256_cmp_ps(v, m, _CMP_GT_OQ),
+        _mm256_and_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q), _mm256_cmp_ps(m, m, _CMP_ORD_Q)));
+}
+
+/* The OW outputs of row oh, 8 at a time (the even / odd columns of the two input rows from two
+ * loads and a shuffle each; the tail with lane masks). `room`: outputs writable from yr (the
+ * rest of the plane), where a tail's unused lanes may land, to be rewritten by later rows. */
+static void max_pool_2x2_row8(const float *r0, const float *r1, float *yr, int32_t *ir, int64_t oh,
+                              int64_t W, int64_t OW, int64_t room) {
+    const __m256i ev = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m256i wv = _mm256_set1_epi32((int)W), one = _mm256_set1_epi32(1);
+    for (int64_t o = 0; o < OW; o += 8) {
+        int64_t n = OW - o;
+        bool spill = o + 8 <= room;
+        __m256 a, b, e, f;
+        deinterleave8(load8(r0 + 2 * o, 2 * n), load8(r0 + 2 * o + 8, 2 * n - 8), &a, &b);
+        deinterleave8(load8(r1 + 2 * o, 2 * n), load8(r1 + 2 * o + 8, 2 * n - 8), &e, &f);
+        /* first max of the top pair, of the bottom pair, then of the two */
+        __m256 kb = beats8(b, a), kf = beats8(f, e);
+        __m256 t = _mm256_blendv_ps(a, b, kb), u = _mm256_blendv_ps(e, f, kf);
+        __m256 ku = beats8(u, t);
+        store8(yr + o, _mm256_blendv_ps(t, u, ku), n, spill);
+        if (ir) {
+            __m256i ct = _mm256_and_si256(_mm256_castps_si256(kb), one);
+            __m256i cu = _mm256_add_epi32(wv, _mm256_and_si256(_mm256_castps_si256(kf), one));
+            __m256i c = _mm256_blendv_epi8(ct, cu, _mm256_castps_si256(ku));
+            __m256i base = _mm256_set1_epi32((int)(2 * oh * W + 2 * o));
+            c = _mm256_add_epi32(c, _mm256_add_epi32(base, ev));
+            store8((float *)(ir + o), _mm256_castsi256_ps(c), n, spill);
+        }
+    }
+}
+
+/* gx row `row` (of window row oh), columns [0, 2*OW), 16 at a time. `room`: floats writable
+ * from gr that later rows rewrite (0 when accumulating). */
+static void max_pool_2x2_bwd_row8(const float *gy, const int32_t *idx, float *gr, int64_t row,
+                                  int64_t W, int64_t OW, bool add, int64_t room) {
+    const __m256i dlo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+    const __m256i dhi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), eight = _mm256_set1_epi32(8);
+    for (int64_t o = 0; o < OW; o += 8) {
+        int64_t n = OW - o; /* lanes past it: gradient 0 */
+        bool spill = !add && 2 * o + 16 <= room;
+        __m256 g = load8(gy + o, n);
+        __m256i ix = _mm256_castps_si256(load8((const float *)(idx + o), n));
+        __m256i pos = _mm256_add_epi32(_mm256_set1_epi32((int)(row * W + 2 * o)), iota);
+        __m256i mlo = _mm256_cmpeq_epi32(_mm256_permutevar8x32_epi32(ix, dlo), pos);
+        __m256i mhi =
+            _mm256_cmpeq_epi32(_mm256_permutevar8x32_epi32(ix, dhi), _mm256_add_epi32(pos, eight));
+        __m256 vlo = _mm256_and_ps(_mm256_castsi256_ps(mlo), _mm256_permutevar8x32_ps(g, dlo));
+        __m256 vhi = _mm256_and_ps(_mm256_castsi256_ps(mhi), _mm256_permutevar8x32_ps(g, dhi));
+        if (add) {
+            vlo = _mm256_add_ps(load8(gr + 2 * o, 2 * n), vlo);
+            vhi = _mm256_add_ps(load8(gr + 2 * o + 8, 2 * n - 8), vhi);
+        }
+        store8(gr + 2 * o, vlo, 2 * n, spill);
+        store8(gr + 2 * o + 8, vhi, 2 * n - 8, spill);
+    }
+}
+#endif
+
 static void max_pool_2x2(const float *x, float *y, int32_t *idx, int64_t p0, int64_t p1, int64_t H,
                          int64_t W, int64_t OH, int64_t OW) {
     for (int64_t pl = p0; pl < p1; pl++) {
@@ -462,6 +698,11 @@ static void max_pool_2x2(const float *x, float *y, int32_t *idx, int64_t p0, int
         int32_t *ip = idx ? idx + pl * OH * OW : NULL;
         for (int64_t oh = 0; oh < OH; oh++) {
             const float *r0 = xp + 2 * oh * W, *r1 = r0 + W;
+#ifdef DT__CONV_AVX2
+            max_pool_2x2_row8(r0, r1, yp + oh * OW, ip ? ip + oh * OW : NULL, oh, W, OW,
+                              (OH - oh) * OW);
+            continue;
+#endif
             for (int64_t ow = 0; ow < OW; ow++) {
                 /* the first max of the top pair, of the bottom pair, then of the two: equals
                  * the first max in row-major order */
@@ -480,10 +721,15 @@ static void max_pool_2x2(const float *x, float *y, int32_t *idx, int64_t p0, int
 }
 
 static void max_pool_2x2_bwd_rows(const float *gy, const int32_t *idx, float *gx, int64_t oh,
-                                  int64_t W, int64_t OW, bool add) {
+                                  int64_t H, int64_t W, int64_t OW, bool add) {
+    (void)H;
     for (int r = 0; r < 2; r++) {
         int64_t row = 2 * oh + r;
         float *gr = gx + row * W;
+#ifdef DT__CONV_AVX2
+        max_pool_2x2_bwd_row8(gy + oh * OW, idx + oh * OW, gr, row, W, OW, add, (H - row) * W);
+        continue;
+#endif
         for (int64_t c = 0; c < 2 * OW; c++) {
             float v = idx[oh * OW + c / 2] == row * W + c ? gy[oh * OW + c / 2] : 0.f;
             gr[c] = add ? gr[c] + v : v;
@@ -499,7 +745,7 @@ static void max_pool_2x2_bwd(const float *gy, const int32_t *idx, float *gx, int
         const float *gp = gy + pl * OH * OW;
         const int32_t *ip = idx + pl * OH * OW;
         for (int64_t oh = 0; oh < OH; oh++) {
-            max_pool_2x2_bwd_rows(gp, ip, g, oh, W, OW, add);
+            max_pool_2x2_bwd_rows(gp, ip, g, oh, H, W, OW, add);
             if (!add && 2 * OW < W) /* odd width: the last column is in no window */
                 for (int r = 0; r < 2; r++) g[(2 * oh + r) * W + W - 1] = 0.f;
         }
@@ -517,18 +763,99 @@ static inline void pool_window(int64_t o, int s, int p, int k, int64_t n, int64_
     if (*hi > n) *hi = n;
 }
 
+#ifdef DT__CONV_AVX2
+/* The output columns [*lo, *hi) whose windows lie inside the W input columns: 8 of them at a
+ * time run on vectors, in the windows' order (the same bits as one at a time). */
+static inline void pool_inner(int64_t W, int64_t OW, int k, int s, int p, int64_t *lo,
+                              int64_t *hi) {
+    *lo = (p + s - 1) / s;
+    *hi = W + p >= k ? (W + p - k) / s + 1 : 0;
+    if (*hi > OW) *hi = OW;
+    if (*hi < *lo) *hi = *lo;
+}
+
+/* xr[c0 + l*s] for the 8 lanes l */
+static inline __m256 pool_ld8(const float *xr, int64_t c0, int s) {
+    if (s == 1) return _mm256_loadu_ps(xr + c0);
+    __m256i step =
+        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(s));
+    return _mm256_i32gather_ps(xr + c0, step, 4);
+}
+
+/* max_pool_fwd's outputs ow .. ow+7 of one row (window rows [h0, h1)) */
+static void max_pool8(const float *xp, int64_t W, int64_t h0, int64_t h1, int64_t ow, int k, int s,
+                      int p, float *y, int32_t *idx) {
+    const __m256i step =
+        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(s));
+    int64_t c0 = ow * s - p;
+    __m256 m = pool_ld8(xp + h0 * W, c0, s);
+    __m256i best = _mm256_add_epi32(_mm256_set1_epi32((int)(h0 * W + c0)), step);
+    for (int64_t ih = h0; ih < h1; ih++)
+        for (int kw = 0; kw < k; kw++) {
+            __m256 v = pool_ld8(xp + ih * W, c0 + kw, s), bt = beats8(v, m);
+            __m256i at = _mm256_add_epi32(_mm256_set1_epi32((int)(ih * W + c0 + kw)), step);
+            m = _mm256_blendv_ps(m, v, bt);
+            best = _mm256_blendv_epi8(best, at, _mm256_castps_si256(bt));
+        }
+    _mm256_storeu_ps(y + ow, m);
+    if (idx) _mm256_storeu_si256((__m256i *)(idx + ow), best);
+}
+
+/* avg_pool_fwd's outputs ow .. ow+7 of one row */
+static void avg_pool8(const float *xp, int64_t W, int64_t h0, int64_t h1, int64_t ow, int k, int s,
+                      int p, float inv, float *y) {
+    int64_t c0 = ow * s - p;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t ih = h0; ih < h1; ih++)
+        for (int kw = 0; kw < k; kw++) acc = _mm256_add_ps(acc, pool_ld8(xp + ih * W, c0 + kw, s));
+    _mm256_storeu_ps(y + ow, _mm256_mul_ps(acc, _mm256_set1_ps(inv)));
+}
+
+/* avg_pool_bwd's outputs ow .. ow+7 of one row at stride 1: each window tap adds to 8
+ * consecutive inputs (a fixed order, though not the one-at-a-time one) */
+static void avg_pool_bwd8(const float *gy, float *gp, int64_t W, int64_t h0, int64_t h1, int64_t ow,
+                          int k, int p, float inv) {
+    __m256 gv = _mm256_mul_ps(_mm256_loadu_ps(gy + ow), _mm256_set1_ps(inv));
+    for (int64_t ih = h0; ih < h1; ih++)
+        for (int kw = 0; kw < k; kw++) {
+            float *q = gp + ih * W + ow - p + kw;
+            _mm256_storeu_ps(q, _mm256_add_ps(_mm256_loadu_ps(q), gv));
+        }
+}
+#endif
+
+/* Vector blocks of 8 outputs where the build has them: `ow` is advanced past the block and the
+ * statement after the macro is skipped. */
+#ifdef DT__CONV_AVX2
+#define POOL_BLOCK8(cond, call)                                                                    \
+    if (ow >= vlo && ow + 8 <= vhi && (cond)) {                                                    \
+        call;                                                                                      \
+        ow += 8;                                                                                   \
+        continue;                                                                                  \
+    }
+#define POOL_INNER(W, OW, k, s, p) pool_inner(W, OW, k, s, p, &vlo, &vhi)
+#else
+#define POOL_BLOCK8(cond, call)
+#define POOL_INNER(W, OW, k, s, p) (void)vlo, (void)vhi
+#endif
+
 static void max_pool_fwd(const float *x, float *y, int32_t *idx, int64_t p0, int64_t p1, int64_t H,
                          int64_t W, int64_t OH, int64_t OW, int k, int s, int p) {
     if (k == 2 && s == 2 && p == 0) {
         max_pool_2x2(x, y, idx, p0, p1, H, W, OH, OW);
         return;
     }
+    int64_t vlo = 0, vhi = 0;
+    POOL_INNER(W, OW, k, s, p);
     for (int64_t pl = p0; pl < p1; pl++) {
         const float *xp = x + pl * H * W;
         for (int64_t oh = 0; oh < OH; oh++) {
             int64_t h0, h1;
             pool_window(oh, s, p, k, H, &h0, &h1);
-            for (int64_t ow = 0; ow < OW; ow++) {
+            float *yr = y + (pl * OH + oh) * OW;
+            int32_t *ir = idx ? idx + (pl * OH + oh) * OW : NULL;
+            for (int64_t ow = 0; ow < OW;) {
+                POOL_BLOCK8(true, max_pool8(xp, W, h0, h1, ow, k, s, p, yr, ir))
                 int64_t w0, w1;
                 pool_window(ow, s, p, k, W, &w0, &w1);
                 /* padding <= k/2 guarantees a non-empty window */
@@ -539,8 +866,9 @@ static void max_pool_fwd(const float *x, float *y, int32_t *idx, int64_t p0, int
                         float v = xp[ih * W + iw];
                         if (beats(v, m)) m = v, best = ih * W + iw;
                     }
-                y[(pl * OH + oh) * OW + ow] = m;
-                if (idx) idx[(pl * OH + oh) * OW + ow] = (int32_t)best;
+                yr[ow] = m;
+                if (ir) ir[ow] = (int32_t)best;
+                ow++;
             }
         }
     }
@@ -550,18 +878,23 @@ static void max_pool_fwd(const float *x, float *y, int32_t *idx, int64_t p0, int
 static void avg_pool_fwd(const float *x, float *y, int64_t p0, int64_t p1, int64_t H, int64_t W,
                          int64_t OH, int64_t OW, int k, int s, int p) {
     const float inv = 1.f / (float)(k * k);
+    int64_t vlo = 0, vhi = 0;
+    POOL_INNER(W, OW, k, s, p);
     for (int64_t pl = p0; pl < p1; pl++) {
         const float *xp = x + pl * H * W;
         for (int64_t oh = 0; oh < OH; oh++) {
             int64_t h0, h1;
             pool_window(oh, s, p, k, H, &h0, &h1);
-            for (int64_t ow = 0; ow < OW; ow++) {
+            float *yr = y + (pl * OH + oh) * OW;
+            for (int64_t ow = 0; ow < OW;) {
+                POOL_BLOCK8(true, avg_pool8(xp, W, h0, h1, ow, k, s, p, inv, yr))
                 int64_t w0, w1;
                 pool_window(ow, s, p, k, W, &w0, &w1);
                 float acc = 0.f;
                 for (int64_t ih = h0; ih < h1; ih++)
                     for (int64_t iw = w0; iw < w1; iw++) acc += xp[ih * W + iw];
-                y[(pl * OH + oh) * OW + ow] = acc * inv;
+                yr[ow] = acc * inv;
+                ow++;
             }
         }
     }
@@ -570,17 +903,22 @@ static void avg_pool_fwd(const float *x, float *y, int64_t p0, int64_t p1, int64
 static void avg_pool_bwd(const float *gy, float *gx, int64_t p0, int64_t p1, int64_t H, int64_t W,
                          int64_t OH, int64_t OW, int k, int s, int p) {
     const float inv = 1.f / (float)(k * k);
+    int64_t vlo = 0, vhi = 0;
+    POOL_INNER(W, OW, k, s, p);
     for (int64_t pl = p0; pl < p1; pl++) {
         float *gp = gx + pl * H * W;
         for (int64_t oh = 0; oh < OH; oh++) {
             int64_t h0, h1;
             pool_window(oh, s, p, k, H, &h0, &h1);
-            for (int64_t ow = 0; ow < OW; ow++) {
+            const float *gr = gy + (pl * OH + oh) * OW;
+            for (int64_t ow = 0; ow < OW;) {
+                POOL_BLOCK8(s == 1, avg_pool_bwd8(gr, gp, W, h0, h1, ow, k, p, inv))
                 int64_t w0, w1;
                 pool_window(ow, s, p, k, W, &w0, &w1);
-                float gv = gy[(pl * OH + oh) * OW + ow] * inv;
+                float gv = gr[ow] * inv;
                 for (int64_t ih = h0; ih < h1; ih++)
                     for (int64_t iw = w0; iw < w1; iw++) gp[ih * W + iw] += gv;
+                ow++;
             }
         }
     }
@@ -594,10 +932,10 @@ static void avg_pool_bwd(const float *gy, float *gx, int64_t p0, int64_t p1, int
  * reverse: dM = A dY A^T, dV[ξ] = U[ξ]^T dM[ξ], dx += B dV B^T. (The weight gradient is left
  * to im2col: see conv_backward in ops_conv.c.)
  *
- * Transforms are vectorised over 16 tiles of a tile row. Input rows are split into even and
- * odd columns (E, O) of the zero-padded image, so the 4 columns of the tiles starting at
- * 2*tw are E[tw], O[tw], E[tw+1], O[tw+1] — plain unaligned loads. */
-#ifdef __AVX512F__
+ * Transforms are vectorised over 16 (AVX-512) or 8 (AVX2) tiles of a tile row. Input rows are split
+ * into even and odd columns (E, O) of the zero-padded image, so the 4 columns of the tiles starting
+ * at 2*tw are E[tw], O[tw], E[tw+1], O[tw+1] — plain unaligned loads. */
+#if defined(__AVX512F__) || defined(DT__CONV_AVX2)
 
 typedef struct wgeom {
     int64_t TH, TW, T; /* tile rows, tile columns, tiles per image */
@@ -627,39 +965,6 @@ static int64_t wino_scratch(const dt__conv_geom *g) {
     return 2 * w.R * w.SE + 4 * w.SE + 64; /* E, O, a row buffer of 2*SE (+ slack) */
 }
 
-static const int32_t k_even[16] = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
-static const int32_t k_odd[16] = {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31};
-static const int32_t k_il_lo[16] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
-static const int32_t k_il_hi[16] = {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-
-/* E / O of one channel plane xc (H, W): padded row r is input row r - pad; padded column c is
- * input column c - pad. Masked loads read the input directly (no row buffer, whose narrow
- * stores would stall the wide loads that follow). */
-static void wino_split(const dt__conv_geom *g, const wgeom *w, const float *xc, float *E,
-                       float *O) {
-    const __m512i ev = _mm512_loadu_si512(k_even), od = _mm512_loadu_si512(k_odd);
-    const __m512 zero = _mm512_setzero_ps();
-    for (int64_t r = 0; r < w->R; r++) {
-        int64_t ih = r - g->pad;
-        float *er = E + r * w->SE, *orow = O + r * w->SE;
-        if (ih < 0 || ih >= g->H) {
-            for (int64_t j = 0; j < w->SE; j += 16) {
-                _mm512_storeu_ps(er + j, zero);
-                _mm512_storeu_ps(orow + j, zero);
-            }
-            continue;
-        }
-        const float *xr = xc + ih * g->W;
-        for (int64_t j = 0; j < w->SE; j += 16) {
-            int64_t c0 = 2 * j - g->pad; /* input column of padded column 2j */
-            __m512 lo = _mm512_maskz_loadu_ps(range_mask(c0, 0, g->W), xr + c0);
-            __m512 hi = _mm512_maskz_loadu_ps(range_mask(c0 + 16, 0, g->W), xr + c0 + 16);
-            _mm512_storeu_ps(er + j, _mm512_permutex2var_ps(lo, ev, hi));
-            _mm512_storeu_ps(orow + j, _mm512_permutex2var_ps(lo, od, hi));
-        }
-    }
-}
-
 static void wino_weights(const dt__conv_geom *g, const float *wt, float *U) {
     const int64_t OC = g->OC, C = g->C;
     for (int64_t oc = 0; oc < OC; oc++)
@@ -682,6 +987,115 @@ static void wino_weights(const dt__conv_geom *g, const float *wt, float *U) {
         }
 }
 
+/* The transforms are written once over vf, a vector of VL tiles (GCC's + and - on the
+ * intrinsic types, the same instructions as the intrinsics); the helpers below are all that
+ * differs between the AVX-512 and the AVX2 table. */
+#ifdef __AVX512F__
+#define VL 16
+typedef __m512 vf;
+#define vzero _mm512_setzero_ps
+#define vset1 _mm512_set1_ps
+#define vload _mm512_loadu_ps
+#define vstore _mm512_storeu_ps
+static const int32_t k_even[16] = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
+static const int32_t k_odd[16] = {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31};
+static const int32_t k_il_lo[16] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
+static const int32_t k_il_hi[16] = {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+
+/* p[0, n), the other lanes 0 */
+static inline vf vload_n(const float *p, int64_t n) {
+    return _mm512_maskz_loadu_ps(lanes(n), p);
+}
+/* p[l] for the lanes l with o + l in [lo, hi) (p is at column o), the others 0 */
+static inline vf vload_range(const float *p, int64_t o, int64_t lo, int64_t hi) {
+    return _mm512_maskz_loadu_ps(range_mask(o, lo, hi), p);
+}
+/* p[0, n) of v; masked stores are cheap here, so `spill` (see store8) is not used */
+static inline void vstore_n(float *p, vf v, int64_t n, bool spill) {
+    (void)spill;
+    _mm512_mask_storeu_ps(p, lanes(n), v);
+}
+static inline void vdeinterleave(vf lo, vf hi, vf *ev, vf *od) {
+    *ev = _mm512_permutex2var_ps(lo, _mm512_loadu_si512(k_even), hi);
+    *od = _mm512_permutex2var_ps(lo, _mm512_loadu_si512(k_odd), hi);
+}
+static inline void vinterleave(vf a, vf b, vf *lo, vf *hi) {
+    *lo = _mm512_permutex2var_ps(a, _mm512_loadu_si512(k_il_lo), b);
+    *hi = _mm512_permutex2var_ps(a, _mm512_loadu_si512(k_il_hi), b);
+}
+/* the lanes moved up by one, 0 into lane 0 */
+static inline vf vshift_up1(vf v) {
+    return _mm512_castsi512_ps(
+        _mm512_alignr_epi32(_mm512_castps_si512(v), _mm512_setzero_si512(), 15));
+}
+static inline float vlast(vf v) {
+    return _mm512_cvtss_f32(_mm512_permutexvar_ps(_mm512_set1_epi32(15), v));
+}
+#else
+#define VL 8
+typedef __m256 vf;
+#define vzero _mm256_setzero_ps
+#define vset1 _mm256_set1_ps
+#define vload _mm256_loadu_ps
+#define vstore _mm256_storeu_ps
+static inline vf vload_n(const float *p, int64_t n) {
+    return load8(p, n);
+}
+static inline vf vload_range(const float *p, int64_t o, int64_t lo, int64_t hi) {
+    return o >= lo && o + 8 <= hi ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, range8(o, lo, hi));
+}
+static inline void vstore_n(float *p, vf v, int64_t n, bool spill) {
+    store8(p, v, n, spill);
+}
+static inline void vdeinterleave(vf lo, vf hi, vf *ev, vf *od) {
+    deinterleave8(lo, hi, ev, od);
+}
+static inline void vinterleave(vf a, vf b, vf *lo, vf *hi) {
+    interleave8(a, b, lo, hi);
+}
+static inline vf vshift_up1(vf v) {
+    return _mm256_blend_ps(_mm256_permutevar8x32_ps(v, _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6)),
+                           _mm256_setzero_ps(), 1);
+}
+static inline float vlast(vf v) {
+    return _mm256_cvtss_f32(_mm256_permutevar8x32_ps(v, _mm256_set1_epi32(7)));
+}
+#endif
+
+/* Stores of VL tiles from tile (th, tw) of one image's T columns may run past the tile row:
+ * those columns belong to later rows of the same image, written after it (AVX2 stores them
+ * plainly instead of masked). */
+static inline bool wino_spill(const wgeom *w, int64_t th, int64_t tw) {
+    return th * w->TW + tw + VL <= w->T;
+}
+
+/* E / O of one channel plane xc (H, W): padded row r is input row r - pad; padded column c is
+ * input column c - pad. Masked loads read the input directly (no row buffer, whose narrow
+ * stores would stall the wide loads that follow). */
+static void wino_split(const dt__conv_geom *g, const wgeom *w, const float *xc, float *E,
+                       float *O) {
+    for (int64_t r = 0; r < w->R; r++) {
+        int64_t ih = r - g->pad;
+        float *er = E + r * w->SE, *orow = O + r * w->SE;
+        if (ih < 0 || ih >= g->H) {
+            for (int64_t j = 0; j < w->SE; j += VL) {
+                vstore(er + j, vzero());
+                vstore(orow + j, vzero());
+            }
+            continue;
+        }
+        const float *xr = xc + ih * g->W;
+        for (int64_t j = 0; j < w->SE; j += VL) {
+            int64_t c0 = 2 * j - g->pad; /* input column of padded column 2j */
+            vf e, o;
+            vdeinterleave(vload_range(xr + c0, c0, 0, g->W),
+                          vload_range(xr + c0 + VL, c0 + VL, 0, g->W), &e, &o);
+            vstore(er + j, e);
+            vstore(orow + j, o);
+        }
+    }
+}
+
 static void wino_input(const dt__conv_geom *g, const float *x, float *V, int64_t ldv, float *scr) {
     wgeom w = wino_geom(g);
     float *E = scr, *O = scr + w.R * w.SE;
@@ -689,32 +1103,28 @@ static void wino_input(const dt__conv_geom *g, const float *x, float *V, int64_t
     for (int64_t c = 0; c < g->C; c++) {
         wino_split(g, &w, x + c * g->H * g->W, E, O);
         for (int64_t th = 0; th < w.TH; th++)
-            for (int64_t tw = 0; tw < w.TW; tw += 16) {
-                __mmask16 m = lanes(w.TW - tw);
-                __m512 t[4][4];
+            for (int64_t tw = 0; tw < w.TW; tw += VL) {
+                int64_t n = w.TW - tw;
+                bool spill = wino_spill(&w, th, tw);
+                vf t[4][4];
 #pragma GCC unroll 16
                 for (int k = 0; k < 4; k++) { /* B^T d, one column k of the 4x4 tiles at a time */
                     /* column k of tile tw is padded column 2*tw + k: E / O at tw + k/2 */
                     const float *src = (k & 1 ? O : E) + 2 * th * w.SE + tw + k / 2;
-                    __m512 d0 = _mm512_loadu_ps(src), d1 = _mm512_loadu_ps(src + w.SE);
-                    __m512 d2 = _mm512_loadu_ps(src + 2 * w.SE),
-                           d3 = _mm512_loadu_ps(src + 3 * w.SE);
-                    t[0][k] = _mm512_sub_ps(d0, d2);
-                    t[1][k] = _mm512_add_ps(d1, d2);
-                    t[2][k] = _mm512_sub_ps(d2, d1);
-                    t[3][k] = _mm512_sub_ps(d1, d3);
+                    vf d0 = vload(src), d1 = vload(src + w.SE);
+                    vf d2 = vload(src + 2 * w.SE), d3 = vload(src + 3 * w.SE);
+                    t[0][k] = d0 - d2;
+                    t[1][k] = d1 + d2;
+                    t[2][k] = d2 - d1;
+                    t[3][k] = d1 - d3;
                 }
                 float *dst = V + c * ldv + th * w.TW + tw;
 #pragma GCC unroll 16
                 for (int i = 0; i < 4; i++) { /* (B^T d) B */
-                    _mm512_mask_storeu_ps(dst + (i * 4 + 0) * xs, m,
-                                          _mm512_sub_ps(t[i][0], t[i][2]));
-                    _mm512_mask_storeu_ps(dst + (i * 4 + 1) * xs, m,
-                                          _mm512_add_ps(t[i][1], t[i][2]));
-                    _mm512_mask_storeu_ps(dst + (i * 4 + 2) * xs, m,
-                                          _mm512_sub_ps(t[i][2], t[i][1]));
-                    _mm512_mask_storeu_ps(dst + (i * 4 + 3) * xs, m,
-                                          _mm512_sub_ps(t[i][1], t[i][3]));
+                    vstore_n(dst + (i * 4 + 0) * xs, t[i][0] - t[i][2], n, spill);
+                    vstore_n(dst + (i * 4 + 1) * xs, t[i][1] + t[i][2], n, spill);
+                    vstore_n(dst + (i * 4 + 2) * xs, t[i][2] - t[i][1], n, spill);
+                    vstore_n(dst + (i * 4 + 3) * xs, t[i][1] - t[i][3], n, spill);
                 }
             }
     }
@@ -723,40 +1133,41 @@ static void wino_input(const dt__conv_geom *g, const float *x, float *V, int64_t
 static void wino_output(const dt__conv_geom *g, const float *M, int64_t ldm, const float *b,
                         float *y) {
     wgeom w = wino_geom(g);
-    const __m512i il = _mm512_loadu_si512(k_il_lo), ih = _mm512_loadu_si512(k_il_hi);
     const int64_t ms = g->OC * ldm, OH = g->OH, OW = g->OW;
     for (int64_t oc = 0; oc < g->OC; oc++) {
-        __m512 bv = _mm512_set1_ps(b ? b[oc] : 0.f);
-        float *yo = y + oc * OH * OW;
+        vf bv = vset1(b ? b[oc] : 0.f);
+        float *yo = y + oc * OH * OW, *yend = yo + OH * OW;
         for (int64_t th = 0; th < w.TH; th++)
-            for (int64_t tw = 0; tw < w.TW; tw += 16) {
-                __mmask16 m = lanes(w.TW - tw);
+            for (int64_t tw = 0; tw < w.TW; tw += VL) {
                 const float *src = M + oc * ldm + th * w.TW + tw;
-                __m512 v[16];
+                vf v[16];
 #pragma GCC unroll 16
-                for (int x = 0; x < 16; x++) v[x] = _mm512_maskz_loadu_ps(m, src + x * ms);
-                __m512 s0[4], s1[4]; /* A^T m */
+                for (int x = 0; x < 16; x++) v[x] = vload_n(src + x * ms, w.TW - tw);
+                vf s0[4], s1[4]; /* A^T m */
 #pragma GCC unroll 16
                 for (int j = 0; j < 4; j++) {
-                    s0[j] = _mm512_add_ps(_mm512_add_ps(v[j], v[4 + j]), v[8 + j]);
-                    s1[j] = _mm512_sub_ps(_mm512_sub_ps(v[4 + j], v[8 + j]), v[12 + j]);
+                    s0[j] = v[j] + v[4 + j] + v[8 + j];
+                    s1[j] = v[4 + j] - v[8 + j] - v[12 + j];
                 }
-                __m512 r[2][2]; /* (A^T m) A + b */
+                vf r[2][2]; /* (A^T m) A + b */
 #pragma GCC unroll 16
                 for (int a = 0; a < 2; a++) {
-                    const __m512 *s = a ? s1 : s0;
-                    r[a][0] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s[0], s[1]), s[2]), bv);
-                    r[a][1] = _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(s[1], s[2]), s[3]), bv);
+                    const vf *s = a ? s1 : s0;
+                    r[a][0] = s[0] + s[1] + s[2] + bv;
+                    r[a][1] = s[1] - s[2] - s[3] + bv;
                 }
                 int64_t n = OW - 2 * tw; /* valid output columns from 2*tw */
 #pragma GCC unroll 2
                 for (int a = 0; a < 2; a++) {
                     if (2 * th + a >= OH) break;
                     float *yr = yo + (2 * th + a) * OW + 2 * tw;
-                    _mm512_mask_storeu_ps(yr, lanes(n),
-                                          _mm512_permutex2var_ps(r[a][0], il, r[a][1]));
-                    _mm512_mask_storeu_ps(yr + 16, lanes(n - 16),
-                                          _mm512_permutex2var_ps(r[a][0], ih, r[a][1]));
+                    /* past the row is a later row of this plane; row 2th+1 is rewritten after
+                     * this store only when this is its first block */
+                    bool spill = yr + 2 * VL <= yend && (a == 1 || tw == 0);
+                    vf lo, hi;
+                    vinterleave(r[a][0], r[a][1], &lo, &hi);
+                    vstore_n(yr, lo, n, spill);
+                    vstore_n(yr + VL, hi, n - VL, spill);
                 }
             }
     }
@@ -764,39 +1175,32 @@ static void wino_output(const dt__conv_geom *g, const float *M, int64_t ldm, con
 
 static void wino_dout(const dt__conv_geom *g, const float *dy, float *dM, int64_t ldm) {
     wgeom w = wino_geom(g);
-    const __m512i ev = _mm512_loadu_si512(k_even), od = _mm512_loadu_si512(k_odd);
     const int64_t ms = g->OC * ldm, OH = g->OH, OW = g->OW;
-    const __m512 zero = _mm512_setzero_ps();
+    const vf zero = vzero();
     for (int64_t oc = 0; oc < g->OC; oc++) {
         const float *dyo = dy + oc * OH * OW;
         for (int64_t th = 0; th < w.TH; th++)
-            for (int64_t tw = 0; tw < w.TW; tw += 16) {
-                __mmask16 m = lanes(w.TW - tw);
-                int64_t n = OW - 2 * tw;
-                __m512 e[2] = {zero, zero}, o[2] = {zero, zero}; /* dy[a][0], dy[a][1] per tile */
+            for (int64_t tw = 0; tw < w.TW; tw += VL) {
+                int64_t n = w.TW - tw, nin = OW - 2 * tw;
+                bool spill = wino_spill(&w, th, tw);
+                vf e[2] = {zero, zero}, o[2] = {zero, zero}; /* dy[a][0], dy[a][1] per tile */
 #pragma GCC unroll 2
                 for (int a = 0; a < 2; a++) {
                     if (2 * th + a >= OH) break;
                     const float *r = dyo + (2 * th + a) * OW + 2 * tw;
-                    __m512 lo = _mm512_maskz_loadu_ps(lanes(n), r);
-                    __m512 hi = _mm512_maskz_loadu_ps(lanes(n - 16), r + 16);
-                    e[a] = _mm512_permutex2var_ps(lo, ev, hi);
-                    o[a] = _mm512_permutex2var_ps(lo, od, hi);
+                    vdeinterleave(vload_n(r, nin), vload_n(r + VL, nin - VL), &e[a], &o[a]);
                 }
-                __m512 X[4][2]; /* A dy */
-                X[0][0] = e[0], X[0][1] = o[0];
-                X[1][0] = _mm512_add_ps(e[0], e[1]), X[1][1] = _mm512_add_ps(o[0], o[1]);
-                X[2][0] = _mm512_sub_ps(e[0], e[1]), X[2][1] = _mm512_sub_ps(o[0], o[1]);
-                X[3][0] = _mm512_sub_ps(zero, e[1]), X[3][1] = _mm512_sub_ps(zero, o[1]);
+                vf X[4][2] = {{e[0], o[0]}, /* A dy */
+                              {e[0] + e[1], o[0] + o[1]},
+                              {e[0] - e[1], o[0] - o[1]},
+                              {zero - e[1], zero - o[1]}};
                 float *dst = dM + oc * ldm + th * w.TW + tw;
 #pragma GCC unroll 16
                 for (int i = 0; i < 4; i++) { /* (A dy) A^T */
-                    _mm512_mask_storeu_ps(dst + (i * 4 + 0) * ms, m, X[i][0]);
-                    _mm512_mask_storeu_ps(dst + (i * 4 + 1) * ms, m,
-                                          _mm512_add_ps(X[i][0], X[i][1]));
-                    _mm512_mask_storeu_ps(dst + (i * 4 + 2) * ms, m,
-                                          _mm512_sub_ps(X[i][0], X[i][1]));
-                    _mm512_mask_storeu_ps(dst + (i * 4 + 3) * ms, m, _mm512_sub_ps(zero, X[i][1]));
+                    vstore_n(dst + (i * 4 + 0) * ms, X[i][0], n, spill);
+                    vstore_n(dst + (i * 4 + 1) * ms, X[i][0] + X[i][1], n, spill);
+                    vstore_n(dst + (i * 4 + 2) * ms, X[i][0] - X[i][1], n, spill);
+                    vstore_n(dst + (i * 4 + 3) * ms, zero - X[i][1], n, spill);
                 }
             }
     }
@@ -805,76 +1209,65 @@ static void wino_dout(const dt__conv_geom *g, const float *dy, float *dM, int64_
 static void wino_dinput(const dt__conv_geom *g, const float *dV, int64_t ldv, float *dx,
                         float *scr) {
     wgeom w = wino_geom(g);
-    float *E = scr, *O = scr + w.R * w.SE;
-    const __m512i il = _mm512_loadu_si512(k_il_lo), ih = _mm512_loadu_si512(k_il_hi);
-    /* lanes p .. p+15 of two consecutive interleaved vectors: padded columns x0+p.. */
-    const __m512i shift =
-        _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                         _mm512_set1_epi32((int)g->pad));
-    const __m512 zero = _mm512_setzero_ps();
+    float *E = scr, *O = scr + w.R * w.SE, *row = O + w.R * w.SE; /* row: 2*SE floats */
+    const vf zero = vzero();
     const int64_t vs = g->C * ldv;
     for (int64_t c = 0; c < g->C; c++) {
         memset(E, 0, (size_t)(2 * w.R * w.SE) * sizeof(float));
         for (int64_t th = 0; th < w.TH; th++)
-            for (int64_t tw = 0; tw < w.TW; tw += 16) {
-                __mmask16 m = lanes(w.TW - tw);
+            for (int64_t tw = 0; tw < w.TW; tw += VL) {
+                int64_t n = w.TW - tw; /* lanes past the tiles load as 0 and add nothing */
                 const float *src = dV + c * ldv + th * w.TW + tw;
-                __m512 X[4][4];
+                vf X[4][4];
 #pragma GCC unroll 16
                 for (int j = 0; j < 4; j++) { /* B dV, one column j at a time */
-                    __m512 v0 = _mm512_maskz_loadu_ps(m, src + j * vs);
-                    __m512 v1 = _mm512_maskz_loadu_ps(m, src + (4 + j) * vs);
-                    __m512 v2 = _mm512_maskz_loadu_ps(m, src + (8 + j) * vs);
-                    __m512 v3 = _mm512_maskz_loadu_ps(m, src + (12 + j) * vs);
+                    vf v0 = vload_n(src + j * vs, n), v1 = vload_n(src + (4 + j) * vs, n);
+                    vf v2 = vload_n(src + (8 + j) * vs, n), v3 = vload_n(src + (12 + j) * vs, n);
                     X[0][j] = v0;
-                    X[1][j] = _mm512_add_ps(_mm512_sub_ps(v1, v2), v3);
-                    X[2][j] = _mm512_sub_ps(_mm512_add_ps(v1, v2), v0);
-                    X[3][j] = _mm512_sub_ps(zero, v3);
+                    X[1][j] = v1 - v2 + v3;
+                    X[2][j] = v1 + v2 - v0;
+                    X[3][j] = zero - v3;
                 }
 #pragma GCC unroll 16
                 for (int r = 0; r < 4; r++) { /* (B dV) B^T, added at columns 2tw + k */
-                    __m512 d0 = X[r][0];
-                    __m512 d1 = _mm512_add_ps(_mm512_sub_ps(X[r][1], X[r][2]), X[r][3]);
-                    __m512 d2 = _mm512_sub_ps(_mm512_add_ps(X[r][1], X[r][2]), X[r][0]);
-                    __m512 d3 = _mm512_sub_ps(zero, X[r][3]);
-                    /* k = 2, 3 land one E / O slot to the right: shift those lanes up by one */
-                    __m512 d2s = _mm512_castsi512_ps(_mm512_alignr_epi32(
-                        _mm512_castps_si512(d2), _mm512_castps_si512(zero), 15));
-                    __m512 d3s = _mm512_castsi512_ps(_mm512_alignr_epi32(
-                        _mm512_castps_si512(d3), _mm512_castps_si512(zero), 15));
+                    vf d0 = X[r][0], d1 = X[r][1] - X[r][2] + X[r][3];
+                    vf d2 = X[r][1] + X[r][2] - X[r][0], d3 = zero - X[r][3];
+                    /* k = 2, 3 land one E / O slot to the right: those lanes move up by one */
                     float *er = E + (2 * th + r) * w.SE + tw, *orr = O + (2 * th + r) * w.SE + tw;
-                    _mm512_storeu_ps(er,
-                                     _mm512_add_ps(_mm512_loadu_ps(er), _mm512_add_ps(d0, d2s)));
-                    _mm512_storeu_ps(orr,
-                                     _mm512_add_ps(_mm512_loadu_ps(orr), _mm512_add_ps(d1, d3s)));
-                    if (w.TW - tw >= 16) { /* lane 15 spills into the next block */
-                        float t2[16], t3[16];
-                        _mm512_storeu_ps(t2, d2);
-                        _mm512_storeu_ps(t3, d3);
-                        er[16] += t2[15];
-                        orr[16] += t3[15];
+                    vstore(er, vload(er) + (d0 + vshift_up1(d2)));
+                    vstore(orr, vload(orr) + (d1 + vshift_up1(d3)));
+                    if (w.TW - tw >= VL) { /* the last lane spills into the next block */
+                        er[VL] += vlast(d2);
+                        orr[VL] += vlast(d3);
                     }
                 }
             }
-        /* interleave E / O back into padded rows and add the interior into dx */
+        /* interleave E / O back into a padded row and add its interior into dx */
         float *dxc = dx + c * g->H * g->W;
         for (int64_t r = 0; r < w.R; r++) {
             int64_t iy = r - g->pad;
             if (iy < 0 || iy >= g->H) continue;
             const float *er = E + r * w.SE, *orr = O + r * w.SE;
+            for (int64_t j = 0; 2 * j < g->pad + g->W; j += VL) {
+                vf lo, hi;
+                vinterleave(vload(er + j), vload(orr + j), &lo, &hi);
+                vstore(row + 2 * j, lo);
+                vstore(row + 2 * j + VL, hi);
+            }
+            const float *sr = row + g->pad; /* padded column x + pad is input column x */
             float *dr = dxc + iy * g->W;
-            for (int64_t x = 0; x < g->W; x += 16) {
-                /* padded columns x .. x+31 interleaved from E / O slots x/2 .. x/2+15 */
-                __m512 a = _mm512_loadu_ps(er + x / 2), b = _mm512_loadu_ps(orr + x / 2);
-                __m512 i0 = _mm512_permutex2var_ps(a, il, b), i1 = _mm512_permutex2var_ps(a, ih, b);
-                __m512 s = _mm512_permutex2var_ps(i0, shift, i1); /* padded x+p.. = input x.. */
-                __mmask16 k = lanes(g->W - x);
-                _mm512_mask_storeu_ps(dr + x, k,
-                                      _mm512_add_ps(_mm512_maskz_loadu_ps(k, dr + x), s));
+            for (int64_t x = 0; x < g->W; x += VL) {
+                int64_t n = g->W - x;
+                vstore_n(dr + x, vload_n(dr + x, n) + vload_n(sr + x, n), n, false);
             }
         }
     }
 }
+#undef VL
+#undef vzero
+#undef vset1
+#undef vload
+#undef vstore
 
 #else
 static bool wino_ok(const dt__conv_geom *g) {

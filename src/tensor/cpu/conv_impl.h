@@ -6,8 +6,9 @@
  * several images can sit side by side in one matrix (image i at column offset i*OH*OW).
  *
  * The kernels are one table per instruction-set variant: cpu/conv.c compiled for the build's
- * baseline (dt__conv_generic: portable loops, no Winograd) and again for AVX-512 by
- * cpu/conv_avx512.c (dt__conv_avx512); dt__conv() gives the one the CPU level picks.
+ * baseline (dt__conv_generic: portable loops, no Winograd), again for AVX2 + FMA by
+ * cpu/conv_avx2.c (dt__conv_avx2) and for AVX-512 by cpu/conv_avx512.c (dt__conv_avx512);
+ * dt__conv() gives the one the CPU level picks.
  */
 #ifndef DT_CONV_IMPL_H
 #define DT_CONV_IMPL_H
@@ -51,10 +52,11 @@ typedef struct dt__conv_kernels {
     /* out[i] = sum of the 16 lanes of v[i] (fixed order), for i < n. */
     void (*conv_lanes_reduce)(const float *v, int64_t n, float *out);
 
-    /* Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions (AVX-512 builds; dt__wino_ok is false
-     * elsewhere). The 16 transformed matrices of a chunk are stored one after another: V[ξ] is
-     * (C, ldv), M[ξ] (OC, ldm), U[ξ] (OC, C); one image's tiles are dt__wino_tiles() consecutive
-     * columns (pass the pointer offset to its first column). `scr` is dt__wino_scratch() floats. */
+    /* Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions (AVX2 and AVX-512 tables; wino_ok is
+     * false in the generic one). The 16 transformed matrices of a chunk are stored one after
+     * another: V[ξ] is (C, ldv), M[ξ] (OC, ldm), U[ξ] (OC, C); one image's tiles are
+     * dt__wino_tiles() consecutive columns (pass the pointer offset to its first column). `scr` is
+     * dt__wino_scratch() floats. */
     bool (*wino_ok)(const dt__conv_geom *g);
     int64_t (*wino_tiles)(const dt__conv_geom *g);
     int64_t (*wino_scratch)(const dt__conv_geom *g);
@@ -82,11 +84,13 @@ typedef struct dt__conv_kernels {
                          int64_t OH, int64_t OW, int k, int s, int p);
 } dt__conv_kernels;
 
-extern const dt__conv_kernels dt__conv_generic, dt__conv_avx512;
+extern const dt__conv_kernels dt__conv_generic, dt__conv_avx2, dt__conv_avx512;
 
 /* The kernels of the CPU's level (DTRAIN_ISA caps it). */
 static inline const dt__conv_kernels *dt__conv(void) {
-    return dt__isa_avx512() ? &dt__conv_avx512 : &dt__conv_generic;
+    return dt__isa_avx512() ? &dt__conv_avx512
+           : dt__isa_avx2() ? &dt__conv_avx2
+                            : &dt__conv_generic;
 }
 
 #endif
