@@ -105,8 +105,12 @@ DT_API dt_status dt_ctx_set_autocast(dt_ctx *ctx, dt_dtype compute);
 DT_API dt_dtype dt_ctx_autocast(const dt_ctx *ctx);
 /* How large matmuls compute under autocast `compute` at this process's kernel level:
  * "f32-onednn", "f32-openblas", "bf16-onednn" (bf16 instructions), or "bf16-storage-f32-openblas"
- * / "bf16-storage-f32-onednn" (operands rounded to bf16, f32 products: no bf16 instructions). */
+ * / "bf16-storage-f32-onednn" (operands rounded to bf16, f32 products: no bf16 instructions);
+ * under bf16's f32 fallback the f32 ones. */
 DT_API const char *dt_matmul_compute(dt_dtype compute);
+/* How bf16 autocast runs in this process: "native" (bf16 instructions), "storage-f32-compute"
+ * (operands rounded to bf16, f32 products) or "f32-fallback" (f32 matmuls; $DTRAIN_BF16_PATH). */
+DT_API const char *dt_bf16_path(void);
 
 typedef struct dt_flops {
     int64_t forward; /* since the last dt_ctx_flops_reset */

@@ -7,7 +7,10 @@
  * (byte b of every entry), each looked up with two 128-entry byte permutes, and the 4 byte
  * vectors are interleaved back into floats. The same bits as the scalar lookup, 1.5x faster
  * on this machine (a float permute per 32 entries was slower than the scalar loop). That path is
- * compiled for its own target and taken when the CPU level is AVX-512 and the CPU has VBMI. */
+ * compiled for its own target and taken when the CPU level is AVX-512 and the CPU has VBMI.
+ * Otherwise at the AVX2 level (and on AVX-512 CPUs without VBMI) 8 pixels at a time are
+ * gathered from the table, 1.6x faster than the scalar loop on a Zen 4 (a table lookup: the
+ * same bits). The portable loop finishes every tail, and is the generic level's whole path. */
 #include "data_impl.h"
 
 #include <immintrin.h>
@@ -54,10 +57,32 @@ _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,avx512f,avx512bw,avx512vb
 }
 DT__ISA_END
 
+DT__AVX2_BEGIN
+/* x[j] = s->lut[px[j]] for the first n / 32 * 32 pixels, 8 at a time by a gather from the
+ * table (four in flight); returns how many */
+static int64_t lookup_avx2(const idx_state *s, const uint8_t *px, float *x, int64_t n) {
+    int64_t j = 0;
+    for (; j + 32 <= n; j += 32) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(px + j));
+        __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+        __m256i i0 = _mm256_cvtepu8_epi32(lo), i1 = _mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8));
+        __m256i i2 = _mm256_cvtepu8_epi32(hi), i3 = _mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8));
+        _mm256_storeu_ps(x + j, _mm256_i32gather_ps(s->lut, i0, 4));
+        _mm256_storeu_ps(x + j + 8, _mm256_i32gather_ps(s->lut, i1, 4));
+        _mm256_storeu_ps(x + j + 16, _mm256_i32gather_ps(s->lut, i2, 4));
+        _mm256_storeu_ps(x + j + 24, _mm256_i32gather_ps(s->lut, i3, 4));
+    }
+    return j;
+}
+DT__ISA_END
+
 /* x[j] = s->lut[px[j]] for j < n */
 static void lookup(const idx_state *s, const uint8_t *px, float *x, int64_t n) {
     int64_t j = 0;
-    if (dt__isa_avx512() && __builtin_cpu_supports("avx512vbmi")) j = lookup_vbmi(s, px, x, n);
+    if (dt__isa_avx512() && __builtin_cpu_supports("avx512vbmi"))
+        j = lookup_vbmi(s, px, x, n);
+    else if (dt__isa_avx2())
+        j = lookup_avx2(s, px, x, n);
     for (; j < n; j++) x[j] = s->lut[px[j]];
 }
 

@@ -9,15 +9,18 @@ static const char *dtype_name(const dt_bench_result *r) {
     return r->opts.dtype == DT_DTYPE_BF16 ? "bf16" : "fp32";
 }
 
-/* How the run computed: this process's kernel level and how its matmuls computed (see
- * dt_matmul_compute), as JSON members (`sep` first) or as the text line's tail. */
+/* How the run computed: this process's kernel level, how its matmuls computed (see
+ * dt_matmul_compute) and, under bf16, which bf16 path ran (dt_bf16_path), as JSON members
+ * (`sep` first) or as the text line's tail. */
 static void write_isa(FILE *f, const dt_bench_result *r, bool json, const char *sep) {
     const char *isa = dt_cpu_isa_name(dt_cpu_isa_level());
     const char *mm = r->opts.openblas ? "f32-openblas" : dt_matmul_compute(r->opts.dtype);
+    const char *bf16 = r->opts.dtype == DT_DTYPE_BF16 ? dt_bf16_path() : NULL;
     if (json)
         fprintf(f, "%s\"isa\":\"%s\",\"matmul\":\"%s\"", sep, isa, mm);
     else
         fprintf(f, "%skernels %s, matmul %s", sep, isa, mm);
+    if (bf16) fprintf(f, json ? ",\"bf16\":\"%s\"" : ", bf16 %s", bf16);
 }
 
 static bool is_gpt(const dt_bench_result *r) {

@@ -186,7 +186,8 @@ dt_tensor *dt_matmul(dt_tensor *a, dt_tensor *b) {
  * (chained activation, below); n->saved is a linear_saved when recording: gelu_tanh's
  * derivative at the pre-activation, gelu_tanh'(h) (R, OUT), taken in the forward's epilogue
  * along with y (relu's backward reads the output instead), and under bf16 autocast the
- * rounded x and w of the forward GEMM, which the backward GEMMs reuse.
+ * rounded x and w of the forward GEMM, which the backward GEMMs reuse (bf16 bits with the bf16
+ * instructions, f32 values on the storage path; none on the f32 fallback).
  *
  * Fusion. The forward GEMM runs in tiles (cpu/gemm.c) and each finished tile gets its bias and
  * activation in its epilogue while it is still in cache, instead of a bias copy before the GEMM
@@ -218,6 +219,7 @@ enum { ACT_NONE, ACT_GELU_TANH, ACT_RELU };
 typedef struct linear_saved {
     float *H;          /* gelu_tanh: gelu_tanh'(pre-activation), else NULL */
     uint16_t *xb, *wb; /* bf16 x (R, IN) and w (OUT, IN), or NULL */
+    float *xf, *wf;    /* the same as f32 values on the bf16 storage path, or NULL */
 } linear_saved;
 
 typedef struct linear_fwd_ep {
@@ -366,14 +368,20 @@ static void linear_backward(dt_node *n) {
         }
         dy = ag.dh;
     }
-    /* bf16: dy is rounded once, by the dx GEMM, for both GEMMs; x and w come from the forward */
-    bool bf16 = ctx->autocast == DT_DTYPE_BF16 && sv && sv->xb;
-    uint16_t *dyb =
-        bf16 && gx && fuse ? dt__scratch(ctx, (size_t)(R * OUT) * sizeof(uint16_t)) : NULL;
+    /* bf16: dy is rounded once, by the dx GEMM, for both GEMMs; x and w come from the forward
+     * (in bf16 bits, or as f32 values on the storage path) */
+    bool bf16 = ctx->autocast == DT_DTYPE_BF16 && sv && (sv->xb || sv->xf);
+    bool wide = bf16 && sv->xf;
+    void *dyb = bf16 && gx && fuse ? dt__scratch(ctx, (size_t)(R * OUT) * (wide ? 4 : 2)) : NULL;
+    dt__gemm_bf16 dx_io = {0}, dw_io = {0};
+    if (bf16 && wide)
+        dx_io.bf = sv->wf, dx_io.af_out = dyb, dw_io.af = dyb, dw_io.bf = sv->xf;
+    else if (bf16)
+        dx_io.b = sv->wb, dx_io.a_out = dyb, dw_io.a = dyb, dw_io.b = sv->xb;
     if (gx) { /* dx (R, IN) += dy (R, OUT) · w (OUT, IN) */
         bool fresh;
         float *dx = dt__grad_f32_fresh(x, &fresh);
-        dt__gemm_opts o = {.bf16 = {NULL, bf16 ? sv->wb : NULL, dyb, NULL}};
+        dt__gemm_opts o = {.bf16 = dx_io};
         dx_hooks hk = {.ag = ag, .dx = dx, .IN = IN};
         if (act != ACT_NONE && fuse) {
             o.prologue = dx_prologue;
@@ -404,8 +412,7 @@ static void linear_backward(dt_node *n) {
                * reads dy */
         bool fresh;
         float *dw = dt__grad_f32_fresh(w, &fresh);
-        dt__gemm_opts o = {.a_sums = fuse ? db : NULL,
-                           .bf16 = {dyb, bf16 ? sv->xb : NULL, NULL, NULL}};
+        dt__gemm_opts o = {.a_sums = fuse ? db : NULL, .bf16 = dw_io};
         if (!dw) return;
         dt__gemm_ex(ctx, true, false, OUT, IN, R, 1.f, dy, OUT, x->data, IN, fresh ? 0.f : 1.f, dw,
                     IN, &o);
@@ -496,7 +503,7 @@ static dt_tensor *linear_act(dt_tensor *x, dt_tensor *w, dt_tensor *b, dt_tensor
      * scratch, the epilogue writes y from it and then the derivative over it; otherwise
      * everything happens in place in y */
     float *H = y->data;
-    dt__gemm_bf16 io = {NULL, NULL, NULL, NULL};
+    dt__gemm_bf16 io = {0};
     if (n->record) {
         linear_saved *sv = dt__scratch(ctx, sizeof *sv);
         if (!sv) return NULL;
@@ -505,12 +512,19 @@ static dt_tensor *linear_act(dt_tensor *x, dt_tensor *w, dt_tensor *b, dt_tensor
         if (act == ACT_GELU_TANH &&
             !(H = sv->H = dt__scratch(ctx, (size_t)(R * OUT) * sizeof(float))))
             return NULL;
-        if (ctx->autocast == DT_DTYPE_BF16) {
+        dt__bf16_path path = dt__bf16_path_now();
+        if (ctx->autocast == DT_DTYPE_BF16 && path == DT__BF16_NATIVE) {
             sv->xb = dt__scratch(ctx, (size_t)(R * IN) * sizeof(uint16_t));
             sv->wb = dt__scratch(ctx, (size_t)(OUT * IN) * sizeof(uint16_t));
             if (!sv->xb || !sv->wb) return NULL;
             io.a_out = sv->xb;
             io.b_out = sv->wb;
+        } else if (ctx->autocast == DT_DTYPE_BF16 && path == DT__BF16_STORAGE) {
+            sv->xf = dt__scratch(ctx, (size_t)(R * IN) * sizeof(float));
+            sv->wf = dt__scratch(ctx, (size_t)(OUT * IN) * sizeof(float));
+            if (!sv->xf || !sv->wf) return NULL;
+            io.af_out = sv->xf;
+            io.bf_out = sv->wf;
         }
     }
     /* recording gelu: the epilogue writes y and the saved derivative from h, so h itself

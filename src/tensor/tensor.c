@@ -2,6 +2,7 @@
 #include "tensor_impl.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <immintrin.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,6 +138,14 @@ dt_status dt_ctx_set_autocast(dt_ctx *c, dt_dtype t) {
                         "storage with a loss scaler instead",
                         dt_dtype_name(t));
     c->autocast = t;
+    if (t == DT_DTYPE_BF16 && dt__bf16_path_now() == DT__BF16_F32) {
+        static atomic_flag told = ATOMIC_FLAG_INIT; /* once per process */
+        if (!atomic_flag_test_and_set(&told))
+            dt_log(DT_LOG_INFO,
+                   "bf16 autocast: no bf16 instructions at kernel level %s; matmuls compute in "
+                   "f32, the faster path here (DTRAIN_BF16_PATH=storage keeps bf16 rounding)",
+                   dt_cpu_isa_name(dt_cpu_isa_level()));
+    }
     return DT_OK;
 }
 dt_dtype dt_ctx_autocast(const dt_ctx *c) {

@@ -204,11 +204,24 @@ void dt__gelu_tanh_fwd_grad(const float *x, const float *bias, float *y, float *
  * tile. Tiles are disjoint. */
 typedef void (*dt__gemm_tile_fn)(void *arg, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
 /* Rounded operands shared between GEMMs under bf16 autocast (ignored in f32). A buffer holds
- * an operand rounded to bf16 in its stored orientation, dense (stored rows x stored cols). */
+ * an operand rounded to bf16 in its stored orientation, dense (stored rows x stored cols): in
+ * bf16 bits with the bf16 instructions (DT__BF16_NATIVE), as f32 values rounded to bf16
+ * precision on the storage path (DT__BF16_STORAGE; af / bf win over a / b when both are set). */
 typedef struct dt__gemm_bf16 {
     const uint16_t *a, *b;   /* A / B already rounded (NULL: round them from the f32 data) */
     uint16_t *a_out, *b_out; /* when a / b are NULL: keep the rounded operand here (or NULL) */
+    const float *af, *bf;    /* the same as f32 values */
+    float *af_out, *bf_out;
 } dt__gemm_bf16;
+/* How bf16 autocast computes matmuls in this process (cpu/gemm.c; docs/performance.md):
+ * oneDNN's bf16 kernels (the CPU has bf16 instructions); operands rounded to bf16 precision with
+ * f32 products and sums; or plain f32 matmuls (no rounding at all). Without bf16 instructions
+ * the last two are chosen by $DTRAIN_BF16_PATH (storage | f32). */
+typedef enum dt__bf16_path { DT__BF16_NATIVE, DT__BF16_STORAGE, DT__BF16_F32 } dt__bf16_path;
+dt__bf16_path dt__bf16_path_now(void);
+/* For tests: the path taken without bf16 instructions (DT__BF16_STORAGE or DT__BF16_F32) from
+ * now on, in the whole process; returns the previous one. Not thread-safe. */
+dt__bf16_path dt__bf16_fallback_override(dt__bf16_path p);
 /* The extras of dt__gemm_ex; zero-initialise and set what is needed. */
 typedef struct dt__gemm_opts {
     /* Before the GEMMs of rows [r0, r1) of C (columns 0, N): make those rows of A ready, e.g.

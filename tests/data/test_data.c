@@ -175,8 +175,9 @@ static void test_idx(void) {
             dt_dataset_free(ds);
         }
     }
-    /* images wide enough for the 64-pixel vector path (300 = 4 x 64 + a tail of 44), every
-     * pixel value present: the same bits as the formula */
+    /* images wide enough for the vector paths (300 = 4 x 64 + a tail of 44 for VBMI, 9 x 32 +
+     * 12 for AVX2, run as isa_avx2_test_data), every pixel value present: the same bits as
+     * the formula */
     {
         enum { N2 = 4, H2 = 10, W2 = 30 };
         static uint8_t im2[N2 * H2 * W2];

@@ -222,6 +222,22 @@ static void test_gemm(void) {
     free(s);
     s = written(r, false);
     CHECK_HAS(s, "gemm 48x48x48 NN fp32 (dtrain), 1 threads: ");
+    CHECK(!strstr(s, ", bf16 "));
+    free(s);
+    dt_bench_result_free(r);
+    /* under bf16 both say which bf16 path ran */
+    o.dtype = DT_DTYPE_BF16;
+    CHECK_MSG(dt_bench_gemm(&o, &r) == DT_OK && r, "%s", dt_last_error());
+    if (!r) return;
+    char want[64];
+    snprintf(want, sizeof want, "\"matmul\":\"%s\",\"bf16\":\"%s\"",
+             dt_matmul_compute(DT_DTYPE_BF16), dt_bf16_path());
+    s = written(r, true);
+    CHECK_HAS(s, want);
+    free(s);
+    snprintf(want, sizeof want, ", bf16 %s", dt_bf16_path());
+    s = written(r, false);
+    CHECK_HAS(s, want);
     free(s);
     dt_bench_result_free(r);
     /* a linear layer's weight-gradient product: A stored transposed */

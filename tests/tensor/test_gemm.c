@@ -258,11 +258,15 @@ static void test_gemm_blas_accounting(void) {
     dt__cpu_isa_override(hw);
 }
 
-/* What dt_matmul_compute (shown by dtrain bench) says matches the path each level takes. */
+/* What dt_matmul_compute (shown by dtrain bench) says matches the path each level takes (the
+ * bf16 storage path is forced below the bf16 instructions, see main). */
 static void test_matmul_compute_names(void) {
     dt_cpu_isa hw = dt__cpu_isa_override(DT_CPU_AVX2);
     CHECK(!strcmp(dt_matmul_compute(DT_DTYPE_F32), "f32-openblas"));
     CHECK(!strcmp(dt_matmul_compute(DT_DTYPE_BF16), "bf16-storage-f32-openblas"));
+    dt__bf16_fallback_override(DT__BF16_F32);
+    CHECK(!strcmp(dt_matmul_compute(DT_DTYPE_BF16), "f32-openblas"));
+    dt__bf16_fallback_override(DT__BF16_STORAGE);
     if (hw >= DT_CPU_AVX512) {
         dt__cpu_isa_override(DT_CPU_AVX512);
         CHECK(!strcmp(dt_matmul_compute(DT_DTYPE_F32), "f32-onednn"));
@@ -275,7 +279,62 @@ static void test_matmul_compute_names(void) {
     dt__cpu_isa_override(hw);
 }
 
+static dt_tensor *rounded(dt_tensor *t) {
+    return dt_to_dtype(dt_to_dtype(t, DT_DTYPE_BF16), DT_DTYPE_F32);
+}
+
+static bool same_bits(const dt_tensor *a, const dt_tensor *b) {
+    return a && b && dt_numel(a) == dt_numel(b) && !memcmp(a->data, b->data, dt_nbytes(a));
+}
+
+/* The path dt_bf16_path names (dtrain bench prints it) is the one that runs at the avx2 level
+ * (no bf16 instructions), and the default is the f32 fallback: there a bf16 matmul and a linear
+ * op, forward and backward, give the f32 bits; on the storage path the bits of the f32 ops on
+ * operands rounded to bf16 (linear's backward reuses the forward's rounded x and w and rounds
+ * dy once for both GEMMs), and not the f32 ones. */
+static void test_bf16_path_reported(void) {
+    dt_cpu_isa hw = dt__cpu_isa_override(DT_CPU_AVX2);
+    CHECK(!strcmp(dt_bf16_path(), "f32-fallback"));
+    for (int storage = 0; storage < 2; storage++) {
+        dt__bf16_path prev = dt__bf16_fallback_override(storage ? DT__BF16_STORAGE : DT__BF16_F32);
+        const char *name = dt_bf16_path();
+        CHECK_MSG(!strcmp(name, storage ? "storage-f32-compute" : "f32-fallback"), "%s", name);
+        dt_ctx *ctx = dt_ctx_new(NULL, 9);
+        /* several row and column tiles; R x IN activations, OUT x IN weights */
+        int64_t R = 300, IN = 200, OUT = 150;
+        dt_tensor *x = dt_randn(ctx, 2, (int64_t[]){R, IN}, 1.f);
+        dt_tensor *w = dt_randn(ctx, 2, (int64_t[]){OUT, IN}, 1.f);
+        dt_tensor *g = dt_randn(ctx, 2, (int64_t[]){R, OUT}, 1.f);
+        dt_tensor *xr = rounded(x), *wr = rounded(w), *gr = rounded(g);
+        /* what each path must give: f32 products of the stored or of the rounded operands */
+        dt_tensor *y_ref = dt_matmul_t(storage ? xr : x, storage ? wr : w, false, true);
+        dt_tensor *dx_ref = dt_matmul(storage ? gr : g, storage ? wr : w);
+        dt_tensor *dw_ref = dt_matmul_t(storage ? gr : g, storage ? xr : x, true, false);
+        dt_tensor *y_f32 = dt_matmul_t(x, w, false, true);
+        dt_ctx_set_autocast(ctx, DT_DTYPE_BF16);
+        dt_tensor *y_mm = dt_matmul_t(x, w, false, true);
+        dt_set_requires_grad(x, true);
+        dt_set_requires_grad(w, true);
+        dt_tensor *y = dt_linear(x, w, NULL);
+        CHECK(y && dt_backward_with(y, g) == DT_OK);
+        CHECK_MSG(same_bits(y_mm, y_ref), "%s: matmul", name);
+        CHECK_MSG(same_bits(y, y_ref), "%s: linear forward", name);
+        CHECK_MSG(same_bits(x->grad, dx_ref), "%s: linear dx", name);
+        CHECK_MSG(same_bits(w->grad, dw_ref), "%s: linear dw", name);
+        CHECK_MSG(storage == !same_bits(y_mm, y_f32), "%s: rounding %s", name,
+                  storage ? "missing" : "where none belongs");
+        dt_ctx_free(ctx);
+        dt__bf16_fallback_override(prev);
+    }
+    dt__cpu_isa_override(hw);
+}
+
 int main(void) {
+    unsetenv("DTRAIN_BF16_PATH"); /* the default path */
+    TEST_RUN(test_bf16_path_reported);
+    /* below the bf16 instructions the bf16 tests below check the storage path's numerics (the
+     * f32 fallback is the f32 path) */
+    dt__bf16_fallback_override(DT__BF16_STORAGE);
     TEST_RUN(test_bf16_conversion);
     TEST_RUN(test_gemm_f32_and_bf16);
     TEST_RUN(test_gemm_thread_invariance);

@@ -15,6 +15,7 @@
  *     ops or after them (the chain must then not be taken).
  * Shapes are large enough to be cut into several row and column tiles, with ragged last
  * tiles. */
+#include "tensor/tensor_impl.h"
 #include "test.h"
 
 #include "dtrain/tensor.h"
@@ -260,6 +261,9 @@ static void test_chained_activation(void) {
 }
 
 int main(void) {
+    /* below the bf16 instructions bf16 autocast runs the storage path here (the default f32
+     * fallback is the f32 path, tested as such) */
+    dt__bf16_fallback_override(DT__BF16_STORAGE);
     TEST_RUN(test_fused_equals_unfused);
     TEST_RUN(test_bias_grad_bits);
     TEST_RUN(test_bf16_close_to_f32);

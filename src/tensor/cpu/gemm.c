@@ -29,6 +29,7 @@
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -887,23 +888,27 @@ static bool gemm_bf16_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N,
 }
 
 /* ---- bf16 storage, f32 compute --------------------------------------------------------------
- * Small GEMMs, GEMMs inside parallel regions and CPUs without bf16 instructions: the operands
- * rounded to bf16 precision into dense f32 copies, then the f32 tiles (bf16 products are exact
- * in f32, so the numerics are those of the bf16 tiles up to the order of the sums). B is rounded
- * up front in parallel; a plain A row block by row block in the tile loop, by a prologue of our
- * own right after the caller's made those rows, while they are hot; a transposed A up front.
- * Outside parallel regions the copies live in the context's work buffers (grown once, no fresh
- * zeroed pages per GEMM); inside one, where other threads may use the same context, they are
- * allocated per call. Forced to AVX2 on the GPT benchmark the step went from 2.6x our f32 step
- * (one thread rounding whole operands into fresh pages, the prologue single-threaded) to about
- * f32's (docs/performance.md). */
+ * Small GEMMs, GEMMs inside parallel regions and CPUs without bf16 instructions (when that path
+ * is chosen, see "bf16 without bf16 instructions"): the operands rounded to bf16 precision into
+ * dense f32 copies, then the f32 tiles (bf16 products are exact in f32, so the numerics are
+ * those of the bf16 tiles up to the order of the sums). B is rounded up front in parallel; a
+ * plain A row block by row block in the tile loop, by a prologue of our own right after the
+ * caller's made those rows, while they are hot; a transposed A up front.
+ * A caller that shares operands between GEMMs (linear: x and w from its forward for its
+ * backward, dy from its dx GEMM for its dW GEMM) gets them kept as f32 copies on CPUs without
+ * bf16 instructions (opts->bf16.af_out / bf_out, read back through af / bf): the GEMM rounds
+ * straight into the kept copy and reads it there, and a later GEMM reads it as is, so every
+ * operand is rounded once a step and never widened back from bf16 bits.
+ * Outside parallel regions the other copies live in the context's work buffers (grown once, no
+ * fresh zeroed pages per GEMM); inside one, where other threads may use the same context, they
+ * are allocated per call. */
 typedef struct rounded_gemm {
     const dt__gemm_opts *o; /* the caller's (may be NULL) */
     const float *A;         /* stored M x K, not transposed */
     int64_t lda, K;
-    const uint16_t *have; /* the caller's rounding of A, or NULL */
-    uint16_t *keep;       /* where to keep A's rounding, or NULL */
-    float *a;             /* A's rounded copy, K wide */
+    const uint16_t *have; /* the caller's rounding of A in bf16 bits, or NULL */
+    uint16_t *keep;       /* where to keep A's rounding in bf16 bits, or NULL */
+    float *a;             /* where A's rows are rounded to, K wide (NULL: given rounded) */
 } rounded_gemm;
 
 /* Rows [r0, r1) of a stored matrix (cols wide, leading dim ld) rounded to bf16 precision into
@@ -928,17 +933,28 @@ static void round_all(const float *src, int64_t ld, int64_t rows, int64_t cols,
 }
 
 /* The tile loop's prologue for a plain A: the caller's, the row sums from the f32 A, then the
- * rows' rounding. */
+ * rows' rounding (none when the caller gave A rounded in f32). */
 static void rounded_prologue(void *arg, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     rounded_gemm *g = arg;
     if (g->o && g->o->prologue) g->o->prologue(g->o->arg, r0, r1, c0, c1);
     if (g->o) a_sums_rows(g->o, false, g->A, g->lda, g->K, r0, r1);
-    round_rows(g->A, g->lda, g->K, g->have, g->keep, g->a, r0, r1);
+    if (g->a) round_rows(g->A, g->lda, g->K, g->have, g->keep, g->a, r0, r1);
 }
 
 static void rounded_epilogue(void *arg, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     rounded_gemm *g = arg;
     g->o->epilogue(g->o->arg, r0, r1, c0, c1);
+}
+
+/* opts->a_sums of a transposed A (K x M stored) for all M rows of C, in parallel over blocks of
+ * 64 columns (dt__add_col_sums' bits however the columns are cut). */
+static void a_sums_all_ta(const dt__gemm_opts *o, const float *A, int64_t lda, int64_t K,
+                          int64_t M) {
+    if (!o || !o->a_sums) return;
+    int64_t nb = (M + 63) / 64;
+#pragma omp parallel for schedule(static) if (nb > 1 && K * M > 65536)
+    for (int64_t b = 0; b < nb; b++)
+        dt__add_col_sums(o->a_sums, A, lda, K, b * 64, (b + 1) * 64 < M ? (b + 1) * 64 : M);
 }
 
 /* C = alpha op(A) op(B) + beta C on operands rounded to bf16 precision. Out of memory for the
@@ -948,33 +964,41 @@ static void gemm_rounded(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, in
                          float beta, float *C, int64_t ldc, const dt__gemm_opts *o) {
     const dt__gemm_bf16 *io = o ? &o->bf16 : NULL;
     int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
-    size_t asz = (size_t)(ar * ac) * sizeof(float), bsz = (size_t)(br * bc) * sizeof(float);
+    /* the operands' f32 copies: the caller's (given rounded, or to keep), else work buffers */
+    const float *a_in = io ? io->af : NULL, *b_in = io ? io->bf : NULL;
+    float *a_keep = io && !a_in ? io->af_out : NULL, *b_keep = io && !b_in ? io->bf_out : NULL;
+    size_t asz = a_in || a_keep ? 0 : (size_t)(ar * ac) * sizeof(float);
+    size_t bsz = b_in || b_keep ? 0 : (size_t)(br * bc) * sizeof(float);
     struct dt_gemm_cache *c = omp_get_level() == 0 ? cache_of(ctx) : NULL;
-    float *a, *b;
+    float *a = NULL, *b = NULL;
     if (c) {
-        a = grow(ctx, &c->abuf, &c->acap, asz);
-        b = a ? grow(ctx, &c->bbuf, &c->bcap, bsz) : NULL;
+        a = asz ? grow(ctx, &c->abuf, &c->acap, asz) : NULL;
+        b = bsz ? grow(ctx, &c->bbuf, &c->bcap, bsz) : NULL;
     } else {
-        a = dt_mem_alloc(ctx->dev, DT_MEM_OTHER, asz);
-        b = a ? dt_mem_alloc(ctx->dev, DT_MEM_OTHER, bsz) : NULL;
+        a = asz ? dt_mem_alloc(ctx->dev, DT_MEM_OTHER, asz) : NULL;
+        b = bsz && (a || !asz) ? dt_mem_alloc(ctx->dev, DT_MEM_OTHER, bsz) : NULL;
     }
-    if (a && b) {
+    float *ad = a_keep ? a_keep : a, *bd = b_keep ? b_keep : b;
+    if ((a_in || ad) && (b_in || bd)) {
         if (blas_path()) blas_charge(ctx, M, N, K);
-        rounded_gemm g = {o, A, lda, K, io ? io->a : NULL, io ? io->a_out : NULL, a};
+        rounded_gemm g = {o, A, lda, K, io ? io->a : NULL, io ? io->a_out : NULL, a_in ? NULL : ad};
         dt__gemm_opts rest = {0};
         rest.arg = &g;
         rest.epilogue = o && o->epilogue ? rounded_epilogue : NULL;
         if (ta) { /* the caller's prologue and sums see all of A first, then it is rounded */
             if (o && o->prologue) o->prologue(o->arg, 0, M, 0, N);
-            if (o) a_sums_rows(o, true, A, lda, K, 0, M);
-            round_all(A, lda, ar, ac, g.have, g.keep, a);
+            a_sums_all_ta(o, A, lda, K, M);
+            if (!a_in) round_all(A, lda, ar, ac, g.have, g.keep, ad);
         } else {
             rest.prologue = rounded_prologue;
         }
-        round_all(B, ldb, br, bc, io ? io->b : NULL, io ? io->b_out : NULL, b);
-        gemm_f32_tiled(ta, tb, M, N, K, alpha, a, ac, b, bc, beta, C, ldc, &rest);
-    } else {
+        if (!b_in) round_all(B, ldb, br, bc, io ? io->b : NULL, io ? io->b_out : NULL, bd);
+        gemm_f32_tiled(ta, tb, M, N, K, alpha, a_in ? a_in : ad, ac, b_in ? b_in : bd, bc, beta, C,
+                       ldc, &rest);
+    } else { /* the copies to keep are still made: a later GEMM reads them */
         dt_clear_error();
+        if (a_keep) round_all(A, lda, ar, ac, NULL, NULL, a_keep);
+        if (b_keep) round_all(B, ldb, br, bc, NULL, NULL, b_keep);
         gemm_f32_tiled(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, o);
     }
     if (!c) {
@@ -1000,11 +1024,12 @@ void dt__gemm_ex(const dt_ctx *cctx, bool ta, bool tb, int64_t M, int64_t N, int
         if (o && o->epilogue) o->epilogue(o->arg, 0, M, 0, N);
         return;
     }
-    if (ctx && ctx->autocast == DT_DTYPE_BF16) {
+    dt__bf16_path bf16 = ctx && ctx->autocast == DT_DTYPE_BF16 ? dt__bf16_path_now() : DT__BF16_F32;
+    if (bf16 != DT__BF16_F32) {
         /* oneDNN only outside parallel regions (the tiles' streams and scratchpads are per
          * thread of this call). omp_get_level counts inactive regions too, so the choice never
          * depends on the thread count. */
-        if (M * N * K >= BF16_MIN_WORK && cpu_has_bf16() && omp_get_level() == 0 &&
+        if (M * N * K >= BF16_MIN_WORK && bf16 == DT__BF16_NATIVE && omp_get_level() == 0 &&
             gemm_bf16_tiled(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, o))
             return;
         gemm_rounded(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, o);
@@ -1018,10 +1043,57 @@ void dt__gemm_ex(const dt_ctx *cctx, bool ta, bool tb, int64_t M, int64_t N, int
     gemm_f32_tiled(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, o);
 }
 
+/* ---- bf16 without bf16 instructions ----------------------------------------------------------
+ * Without them bf16 autocast can keep bf16's numerics on f32 kernels (the storage path above:
+ * every operand rounded once a step, about 1.5x the bytes of f32's saved tensors for linear)
+ * or compute in plain f32. The rounding passes cost more than the f32 GEMM they feed saves
+ * nothing of, so the storage path cannot beat f32 there; forced to AVX2 on the GPT benchmark
+ * it measured a few percent behind (docs/performance.md). $DTRAIN_BF16_PATH picks one (storage
+ * | f32), read once per process; the f32 fallback is announced once in the log when autocast
+ * is first set to bf16 (dt_ctx_set_autocast). */
+#define BF16_FALLBACK_DEFAULT DT__BF16_F32
+
+static pthread_once_t bf16_once = PTHREAD_ONCE_INIT;
+static dt__bf16_path bf16_fallback;
+
+static void bf16_init(void) {
+    bf16_fallback = BF16_FALLBACK_DEFAULT;
+    const char *v = getenv("DTRAIN_BF16_PATH");
+    if (!v || !*v) return;
+    if (!strcmp(v, "storage"))
+        bf16_fallback = DT__BF16_STORAGE;
+    else if (!strcmp(v, "f32"))
+        bf16_fallback = DT__BF16_F32;
+    else
+        dt_log(DT_LOG_WARN, "DTRAIN_BF16_PATH=%s is not a path (valid: storage, f32); using %s", v,
+               BF16_FALLBACK_DEFAULT == DT__BF16_F32 ? "f32" : "storage");
+}
+
+dt__bf16_path dt__bf16_path_now(void) {
+    if (cpu_has_bf16()) return DT__BF16_NATIVE;
+    pthread_once(&bf16_once, bf16_init);
+    return bf16_fallback;
+}
+
+dt__bf16_path dt__bf16_fallback_override(dt__bf16_path p) {
+    pthread_once(&bf16_once, bf16_init);
+    dt__bf16_path prev = bf16_fallback;
+    if (p != DT__BF16_NATIVE) bf16_fallback = p;
+    return prev;
+}
+
+const char *dt_bf16_path(void) {
+    dt__bf16_path p = dt__bf16_path_now();
+    return p == DT__BF16_NATIVE    ? "native"
+           : p == DT__BF16_STORAGE ? "storage-f32-compute"
+                                   : "f32-fallback";
+}
+
 const char *dt_matmul_compute(dt_dtype compute) {
     bool blas = blas_path();
-    if (compute != DT_DTYPE_BF16) return blas ? "f32-openblas" : "f32-onednn";
-    if (cpu_has_bf16()) return "bf16-onednn";
+    dt__bf16_path p = compute == DT_DTYPE_BF16 ? dt__bf16_path_now() : DT__BF16_F32;
+    if (p == DT__BF16_F32) return blas ? "f32-openblas" : "f32-onednn";
+    if (p == DT__BF16_NATIVE) return "bf16-onednn";
     return blas ? "bf16-storage-f32-openblas" : "bf16-storage-f32-onednn";
 }
 
