@@ -2,7 +2,7 @@
 # The portable binary on CPUs other than this machine's, emulated by qemu-user (its CPUID and
 # its instruction decoder are the emulated CPU's: a stray AVX-512 instruction is SIGILL there).
 #   - Haswell (AVX2 + FMA, no AVX-512): the kernel and golden-file tests pass; `dtrain bench`
-#     reports the avx2 level; training the toy gives the same bits as this machine forced to
+#     reports the avx2 level (and bf16 autocast's f32 fallback); training the toy gives the same bits as this machine forced to
 #     AVX2 (DTRAIN_ISA=avx2 ...), the set-up the AVX2 benchmarks use.
 #   - Nehalem (below x86-64-v3): `dtrain` refuses with a message, not SIGILL.
 # usage: test_emulated_cpu.sh DTRAIN_BINARY SOURCE_DIR TEST_BINARY...
@@ -29,6 +29,12 @@ haswell "$DTRAIN" bench train --model mlp --hidden 64 --steps 2 --warmup 1 --thr
 rc=$?
 check '[ $rc -eq 0 ] && "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); assert d[\"isa\"] == \"avx2\" and d[\"matmul\"] == \"f32-openblas\", d" "$W/b"' \
     "Haswell bench: $(cat "$W/b") $(grep -v TCG "$W/o" | tail -3)"
+
+haswell "$DTRAIN" bench train --model mlp --hidden 64 --steps 2 --warmup 1 --threads 1 \
+    --dtype bf16 --json > "$W/b" 2> "$W/o"
+rc=$?
+check '[ $rc -eq 0 ] && "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); assert d[\"isa\"] == \"avx2\" and d[\"bf16\"] == \"f32-fallback\", d" "$W/b"' \
+    "Haswell bench bf16: $(cat "$W/b") $(grep -v TCG "$W/o" | tail -3)"
 
 # 3. the toy trained on the emulated CPU and here forced to AVX2: the same weights
 haswell "$DTRAIN" train "$SRC/tests/e2e/toy/const.yaml" "$SRC/tests/e2e/toy" \
