@@ -1,7 +1,8 @@
 /* conv_avx2.c — conv.c's kernels compiled again for AVX2 + FMA (the table dt__conv_avx2), chosen
  * at run time by dt__conv() on CPUs that have AVX2 but not AVX-512. The headers come first,
- * outside the target region; inside it DT__CONV_AVX2 makes conv.c take its 256-bit intrinsics
- * paths (Winograd, the direct kernels, pooling, masked im2col). */
+ * outside the target region; inside it DT__CONV_AVX2 makes conv.c and the parts it includes take
+ * their 256-bit intrinsics paths (masked im2col in conv.c, conv_direct.h, conv_pool.h,
+ * conv_winograd.h). */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>

@@ -1,6 +1,7 @@
 /* conv_avx512.c — conv.c's kernels compiled again for AVX-512 (the table dt__conv_avx512),
  * chosen at run time by dt__conv() on CPUs that have it. The headers come first, outside the
- * target region; inside it __AVX512F__ is defined and conv.c takes its intrinsics paths. */
+ * target region; inside it __AVX512F__ is defined and conv.c and the parts it includes
+ * (conv_direct.h, conv_pool.h, conv_winograd.h) take their intrinsics paths. */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>

@@ -1,5 +1,6 @@
 /*
- * conv_impl.h — CPU kernels behind the conv2d / pooling ops (cpu/conv.c). Internal.
+ * conv_impl.h — CPU kernels behind the conv2d / pooling ops (cpu/conv.c with its parts
+ * conv_direct.h, conv_pool.h and conv_winograd.h). Internal.
  *
  * All tensors are f32, contiguous, NCHW. "col" matrices are im2col layouts: one row per
  * (c, kh, kw) tap, OH*OW columns per image; `ldcol` is the row stride, so the columns of
