@@ -118,7 +118,8 @@ def main():
                   else (None, None))  # no PyTorch ran: dtrain's rows alone, without ratios
         for k, v in sorted(rows.items(), key=lambda kv: kv[1]["step_ms_median"]):
             ratio = tv["step_ms_median"] / v["step_ms_median"] if tv else None
-            isa = ({"isa": v.get("isa"), "matmul": v.get("matmul")} if k[1] == "dtrain" else
+            isa = ({"isa": v.get("isa"), "matmul": v.get("matmul"), "bf16": v.get("bf16")}
+                   if k[1] == "dtrain" else
                    {"cpu_capability": v.get("cpu_capability"), "onednn_isa": v.get("onednn_isa")})
             print(json.dumps(dict({"model": m, "impl": k[1], "dtype": k[2], "threads": k[3],
                                    "variant": k[4], "step_ms": v["step_ms_median"],
