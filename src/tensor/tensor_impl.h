@@ -72,7 +72,7 @@ struct dt_ctx {
     dt_node **tape;
     int64_t tape_len, tape_cap; /* tape array is heap memory (OTHER), reused across steps */
     int64_t flops_fwd, flops_bwd;
-    struct dt_gemm_cache *gemm_cache; /* bf16 GEMM primitives (cpu/gemm.c), made on first use */
+    struct dt_gemm_cache *gemm_cache; /* GEMM primitives (cpu/gemm_onednn.c), made on first use */
     /* gradient buffers dropped by the backward, for the next gradient of the same size
      * (autograd.c); arena memory, emptied by dt_ctx_reset */
     struct {
@@ -213,7 +213,7 @@ typedef struct dt__gemm_bf16 {
     const float *af, *bf;    /* the same as f32 values */
     float *af_out, *bf_out;
 } dt__gemm_bf16;
-/* How bf16 autocast computes matmuls in this process (cpu/gemm.c; docs/performance.md):
+/* How bf16 autocast computes matmuls in this process (cpu/gemm_bf16.c; docs/performance.md):
  * oneDNN's bf16 kernels (the CPU has bf16 instructions); operands rounded to bf16 precision with
  * f32 products and sums; or plain f32 matmuls (no rounding at all). Without bf16 instructions
  * the last two are chosen by $DTRAIN_BF16_PATH (storage | f32). */
