@@ -47,6 +47,13 @@ static void pad_image(const dt__conv_geom *g, const dgeom *d, const float *x, fl
         memcpy(xp + (i + g->pad) * d->Wp + g->pad, x + i * g->W, (size_t)g->W * sizeof(float));
 }
 
+/* off[kh * KW + kw]: where tap (kh, kw) reads in the padded image, relative to the output's
+ * top-left input element. */
+static void tap_offsets(const dt__conv_geom *g, const dgeom *d, int64_t *off) {
+    for (int64_t kh = 0; kh < g->KH; kh++)
+        for (int64_t kw = 0; kw < g->KW; kw++) off[kh * g->KW + kw] = kh * d->Wp + kw;
+}
+
 #if defined(__AVX512F__) || defined(DT__CONV_AVX2)
 /* The weights and biases of output channels oc0 .. oc0+3 of the vector forward kernels; past OC
  * the last channel is recomputed, never stored. */
@@ -219,8 +226,7 @@ static void conv_direct_fwd(const dt__conv_geom *g, const float *x, const float 
     float *xp = scratch, *row = scratch + d.Hp * d.Wp + 16;
     pad_image(g, &d, x, xp);
     int64_t off[DT__CONV_DIRECT_MAX_TAPS];
-    for (int64_t kh = 0; kh < g->KH; kh++)
-        for (int64_t kw = 0; kw < g->KW; kw++) off[kh * g->KW + kw] = kh * d.Wp + kw;
+    tap_offsets(g, &d, off);
 #if defined(__AVX512F__) || defined(DT__CONV_AVX2)
     (void)row;
     if (d.KK == 9)
@@ -287,8 +293,7 @@ static void conv_direct_wgrad(const dt__conv_geom *g, const float *x, const floa
     float *xp = scratch, *row = scratch + d.Hp * d.Wp + 16;
     memset(row, 0, (size_t)d.Wv * sizeof(float));
     int64_t off[DT__CONV_DIRECT_MAX_TAPS];
-    for (int64_t kh = 0; kh < g->KH; kh++)
-        for (int64_t kw = 0; kw < g->KW; kw++) off[kh * g->KW + kw] = kh * d.Wp + kw;
+    tap_offsets(g, &d, off);
     for (int64_t n = n0; n < n0 + nb; n++) {
         pad_image(g, &d, x + n * g->H * g->W, xp);
         const float *dyn = dy + n * g->OC * g->OH * g->OW;
