@@ -10,22 +10,23 @@ SRC=${1:-.}
 cd "$SRC" || exit 2
 
 # The layers, lowest first (nn below optim: optimizers step modules' flat buffers).
-LAYERS=(base tensor nn optim dist data engine trial runner master web cli)
+LAYERS=(base tensor nn optim dist data lm engine trial config search launch dsat bench master web cli)
 # Public header -> layer. A new header must be added here (the check fails until it is).
 declare -A HEADER=(
   [base.h]=base [yaml.h]=base [confcheck.h]=base [durable.h]=base [path.h]=base
   [tensor.h]=tensor [nn.h]=nn [optim.h]=optim [dist.h]=dist [data.h]=data
   [engine.h]=engine [pipe.h]=engine
   [trial.h]=trial [trialio.h]=trial [core.h]=trial [dtrain.h]=trial
-  [config.h]=runner [runner.h]=runner [bench.h]=runner [search.h]=runner [launcher.h]=runner
-  [dsat.h]=runner
+  [lm.h]=lm [tokenizer.h]=lm
+  [config.h]=config [search.h]=search [launch.h]=launch [launcher.h]=launch
+  [dsat.h]=dsat [bench.h]=bench
   [master.h]=master [web.h]=web
 )
 # Internal headers a higher layer may include: each is documented in its header comment as
 # its layer's interface to the layers above.
 INTERFACES=" base/base_impl.h tensor/tensor_iface.h nn/nn_iface.h master/http.h "
 # Headers the build generates (CMakeLists.txt), with the one file allowed to include each.
-declare -A GENERATED=([dt_build_paths.h]=src/runner/modeldir.c)
+declare -A GENERATED=([dt_build_paths.h]=src/launch/modeldir.c)
 
 rank() { local i; for i in "${!LAYERS[@]}"; do [ "${LAYERS[$i]}" = "$1" ] && { echo "$i"; return; }; done; echo -1; }
 

@@ -15,7 +15,7 @@
 #define DTRAIN_DSAT_H
 
 #include "dtrain/engine.h"
-#include "dtrain/runner.h"
+#include "dtrain/launch.h"
 #include "dtrain/search.h"
 
 #include <jansson.h>

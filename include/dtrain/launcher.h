@@ -13,7 +13,7 @@
  * give the rank). A run is over only when every process of its group is gone. Its handle is
  * the process group id.
  *
- * Slurm launcher (dt_launcher_slurm_new, src/runner/launcher_slurm.c): each run is one
+ * Slurm launcher (dt_launcher_slurm_new, src/launch/launcher_slurm.c): each run is one
  * `sbatch` job (ntasks = slots, cpus-per-task, partition, account, time and extra sbatch
  * arguments from the options) whose batch script exports the spec's environment, enters the
  * workdir and execs the command (a multi-slot `dtrain worker` runs its ranks with mpirun

@@ -5,7 +5,7 @@
  * A search method reacts to events (the experiment starts, a trial was created, a validation
  * completed, a trial closed or exited early) by appending operations: create a trial with
  * these hyperparameters, train a trial until a length then validate, close a trial, shut the
- * search down. The built-in methods (single, random, grid, adaptive_asha; src/runner/search/)
+ * search down. The built-in methods (single, random, grid, adaptive_asha; src/search/)
  * and the autotuner are written on this interface, and so is a user's own.
  *
  * A dt_searcher wraps one method with what every search needs: request ids, the counts of

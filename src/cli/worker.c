@@ -5,7 +5,7 @@
 #include "cli.h"
 
 #include "dtrain/master.h"
-#include "dtrain/runner.h"
+#include "dtrain/launch.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /*
  * api_dsat.c — GET /api/v1/experiments/{id}/dsat (docs/api.md): what a dsat search found, for
- * the web UI's dsat page and any client. It gathers what the search runner (src/runner/dsat/
+ * the web UI's dsat page and any client. It gathers what the search runner (src/dsat/
  * runner.c) already keeps:
  *   - its searcher snapshot in the store: the phase, the profile (as the profile trial reported
  *     it), every trial's record (request id, kind, knobs, predicted and measured bytes, metric,

@@ -14,7 +14,7 @@
 #include "gc.h"
 
 #include "dtrain/dsat.h"
-#include "dtrain/runner.h"
+#include "dtrain/launch.h"
 #include "dtrain/trialio.h"
 
 #include "base/base_impl.h"

@@ -16,7 +16,7 @@
 
 #include "dtrain/dsat.h"
 #include "dtrain/master.h"
-#include "dtrain/runner.h"
+#include "dtrain/launch.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* length.c — training lengths: their names, the command-line form ("100b", "5e", "20000r"),
  * their rendering, and the one conversion of a length to batches that the experiment config
- * (src/runner/expconf.c) and the fit loop (fit.c) both use.
+ * (src/config/expconf.c) and the fit loop (fit.c) both use.
  *
  * The rounding rule is Determined's: records become floor(records / global batch size)
  * batches (a partial batch is dropped, never added); epochs are the training loader's batches

@@ -3,7 +3,7 @@
  * on keys and everywhere else a tag can sit, and alias expansion held to its cap (an alias
  * bomb refused cheaply, counted by the allocations the loader makes; realistic anchors and a
  * document exactly at the cap still load; aliases cannot nest past the depth limit).
- * Typing, positions and the accepted anchor forms are tested in tests/runner/test_expconf.c.
+ * Typing, positions and the accepted anchor forms are tested in tests/config/test_expconf.c.
  */
 #include "dtrain/yaml.h"
 #include "test.h"

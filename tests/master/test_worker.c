@@ -7,7 +7,7 @@
  *     invalid_hp, writing no checkpoint;
  *   - a replaced run (409 on the spec) exits 1; no DTRAIN_TRIAL_ID exits 1. */
 #include "dtrain/master.h"
-#include "dtrain/runner.h"
+#include "dtrain/launch.h"
 #include "fake_master.h"
 #include "test.h"
 

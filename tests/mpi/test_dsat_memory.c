@@ -1,10 +1,10 @@
 /* The dsat memory model against the engine's measured peak under mpirun (2 and 4 ranks): every
  * stage x micro-batch x precision x offload of the gpt and mlp benchmark models, the profile
  * taken in the same world (its `slots` = the ranks), the peak the largest over the ranks. The
- * cases and tolerances are tests/runner/dsat_compare.h's, shared with the one-slot test. */
+ * cases and tolerances are tests/dsat/dsat_compare.h's, shared with the one-slot test. */
 #define _GNU_SOURCE
 #include "mpi_test.h"
-#include "runner/dsat_compare.h"
+#include "dsat/dsat_compare.h"
 
 static void test_model_vs_engine(void) {
     cmp_check_all(mt_rank);

@@ -1,7 +1,7 @@
 /*
  * search_impl.h — the runner layer's internal interface between the searcher driver
  * (search.c), the hyperparameter sampler (hparams.c) and the built-in search methods
- * (random.c, grid.c, asha.c). Nothing outside src/runner/search/ and its tests uses it.
+ * (random.c, grid.c, asha.c). Nothing outside src/search/ and its tests uses it.
  */
 #ifndef DTRAIN_SEARCH_IMPL_H
 #define DTRAIN_SEARCH_IMPL_H

@@ -1,10 +1,10 @@
-/* Tests for src/runner/dsat/search_*.c: the binary, random and asha methods' decisions on
+/* Tests for src/dsat/search_*.c: the binary, random and asha methods' decisions on
  * scripted results (an OOM above a micro-batch, plateaus, failing lineages, budget skips,
  * promotions), spaces where nothing or only offload fits, the same seed giving the same
  * trials, snapshot -> free -> load mid-search giving the same next configurations, max_trials,
  * bad options, and — checked on every proposal of every run — that nothing `fits` rejects is
  * ever proposed. */
-#include "runner/dsat/dsat_search_impl.h"
+#include "dsat/dsat_search_impl.h"
 #include "test.h"
 
 #include <math.h>

@@ -1,10 +1,10 @@
-/* Tests for src/runner/hostfile.c and the hostfile form of launch.c's mpirun command line:
+/* Tests for src/launch/hostfile.c and the hostfile form of launch.c's mpirun command line:
  * OpenMPI's hostfile lines (slots, max_slots, comments, repeated hosts), the errors a bad file
  * gives, the check that a trial's slots fit, writing a run's hostfile, and the mpirun argv over
  * a hostfile (the options dropped for the ranks, the DTRAIN_* variables sent by name, the
  * launcher's host, threads per rank from the busiest host). */
 #define _GNU_SOURCE
-#include "dtrain/runner.h"
+#include "dtrain/launch.h"
 #include "test.h"
 
 #include <limits.h>

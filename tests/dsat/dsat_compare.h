@@ -1,5 +1,5 @@
 /* dsat_compare.h — the memory model against the engine's measured peak, shared by
- * tests/runner/test_dsat_model.c (one slot) and tests/mpi/test_dsat_memory.c (every rank of the
+ * tests/dsat/test_dsat_model.c (one slot) and tests/mpi/test_dsat_memory.c (every rank of the
  * MPI world): the benchmark models (dtrain bench's gpt and mlp at their default sizes), one
  * engine step of a fixed batch per configuration, the device's peak over the whole run
  * (building the model included) against dt_dsat_predict_bytes of a profile taken at

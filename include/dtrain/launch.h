@@ -1,5 +1,5 @@
 /*
- * dtrain/runner.h — running trials from a model directory: building the user's C sources into
+ * dtrain/launch.h — running trials from a model directory: building the user's C sources into
  * a shared object and loading the trial definition it exports; preparing one trial of an
  * experiment config (hyperparameters, seed, checkpoint directory, resume point, lengths in the
  * fit loop's units) and running it in this process, or re-launching this program under mpirun
@@ -39,7 +39,7 @@ DT_API dt_status dt_modeldir_build(const char *model_dir, const char *module, co
  * (and listing the trial definitions the object does export, if any). */
 DT_API const dt_trial_def *dt_modeldir_load(const char *so_path, const char *symbol, void **handle);
 
-/* ---- trial launch (src/runner/launch.c) ---------------------------------------------------
+/* ---- trial launch (src/launch/launch.c) ---------------------------------------------------
  *
  * A model directory is built once (dt_trial_lib_build) and any number of trials run from it,
  * each prepared from the config and its own hyperparameters (dt_trial_prepare) and run with

@@ -1,9 +1,9 @@
-/* Tests for src/runner/search/ (search.c, hparams.c, random.c, grid.c): grid counts and values
+/* Tests for src/search/ (search.c, hparams.c, random.c, grid.c): grid counts and values
  * per hyperparameter type (nested groups, categorical and const objects included), random
  * values reproducible from the seed, single, the random and grid lifecycles with
  * invalid-hyperparameter and errored exits, the driver's event checks, a custom method, and a
  * snapshot taken mid-search giving the same next operations as the uninterrupted searcher. */
-#include "runner/search/search_impl.h"
+#include "search/search_impl.h"
 #include "dtrain/config.h"
 #include "search_sim.h"
 #include "test.h"

@@ -1,4 +1,4 @@
-/* Tests for src/runner/bench*.c: the options' defaults and the combinations refused, and the
+/* Tests for src/bench/bench*.c: the options' defaults and the combinations refused, and the
  * JSON lines of a small plain step, an engine step and a GEMM with their keys in the order
  * the scripts in bench/ read them. */
 #define _GNU_SOURCE

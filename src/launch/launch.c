@@ -7,7 +7,7 @@
  * an experiment runner builds the library once and prepares and runs each trial itself. */
 #define _GNU_SOURCE
 #include "dtrain/core.h"
-#include "dtrain/runner.h"
+#include "dtrain/launch.h"
 #include "dtrain/path.h"
 #include "dtrain/trialio.h"
 

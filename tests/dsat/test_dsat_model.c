@@ -1,8 +1,8 @@
-/* Tests for src/runner/dsat/: the memory model against the engine's measured peak on one slot
+/* Tests for src/dsat/: the memory model against the engine's measured peak on one slot
  * (every stage x micro-batch x precision x offload of the gpt and mlp benchmark models; the
  * two-slot half is tests/mpi/test_dsat_memory.c), the DeepSpeed config of a knob set, the
  * trial hyperparameters, the trimmed-mean metrics and the profile's metrics form. */
-#include "runner/dsat_compare.h"
+#include "dsat/dsat_compare.h"
 #include "test.h"
 
 #include <math.h>

@@ -1,9 +1,9 @@
-/* Tests for src/runner/launch.c: the mpirun command line, preparing a trial from a config
+/* Tests for src/launch/launch.c: the mpirun command line, preparing a trial from a config
  * (checkpoint directory, resume point, seed, hyperparameters, lengths in batches), building
  * tests/e2e/toy once and running two trials of it with different hyperparameters, and the
  * errors bad inputs give. */
 #define _GNU_SOURCE
-#include "dtrain/runner.h"
+#include "dtrain/launch.h"
 #include "test.h"
 
 #include <limits.h>

@@ -1,4 +1,4 @@
-/* bench_impl.h — internals shared by the bench module's files (src/runner/bench*.c): the
+/* bench_impl.h — internals shared by the bench module's files (src/bench/bench*.c): the
  * engine and pipeline steps that bench.c dispatches to, and small measuring helpers. */
 #ifndef DT_BENCH_IMPL_H
 #define DT_BENCH_IMPL_H

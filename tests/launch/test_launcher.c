@@ -1,4 +1,4 @@
-/* Tests for src/runner/launcher_local.c (and proctree.c): a run's lines reach on_log with their
+/* Tests for src/launch/launcher_local.c (and proctree.c): a run's lines reach on_log with their
  * ranks (plain, mpirun-tagged, partial, over-long, through a real mpirun), exit codes
  * (including death by a signal), kill_wait leaving no process behind (a grandchild, one in a
  * session of its own, mpirun's ranks in their own groups), core binding, the environment and

@@ -1,6 +1,6 @@
 /*
  * dsat_search.h — the autotuner's search methods (binary, random, asha): the runner layer's
- * internal interface between them and the dsat search runner. Nothing outside src/runner/dsat/
+ * internal interface between them and the dsat search runner. Nothing outside src/dsat/
  * and its tests uses it.
  *
  * A method proposes configurations (a ZeRO stage, a micro-batch and the stage's

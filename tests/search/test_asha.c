@@ -1,11 +1,11 @@
-/* Tests for src/runner/search/asha.c: adaptive_asha's arithmetic against a table of cases
+/* Tests for src/search/asha.c: adaptive_asha's arithmetic against a table of cases
  * written from the documented algorithm (rung counts with the logarithm guard, brackets per
  * mode, trials and concurrency per bracket, rung lengths), the stopping rule on synthetic
  * metric curves for smaller- and larger-is-better metrics (several rungs in one validation,
  * errored and invalid-hyperparameter exits, the room a closed trial makes), progress, and a
  * whole simulated search driven to SHUTDOWN with a deterministic fake metric. */
 #include "dtrain/config.h"
-#include "runner/search/search_impl.h"
+#include "search/search_impl.h"
 #include "search_sim.h"
 #include "test.h"
 

@@ -1,4 +1,4 @@
-/* Tests for src/base/yaml.c and src/runner/expconf.c: YAML typing and positions, malformed
+/* Tests for src/base/yaml.c and src/config/expconf.c: YAML typing and positions, malformed
  * input, anchors/merges, the experiment config's validation (types, required keys, enums,
  * unknown-key suggestions, positions in messages), hyperparameters, lengths and their
  * conversion to batches, environment variables and defaults. */
