@@ -118,8 +118,8 @@ static void get_master(void *app, const dt_http_req *req, dt_http_resp *resp) {
     int used = 0;
     for (int i = 0; i < m->slots; i++) used += m->slot_busy[i] != 0;
     resp->json =
-        json_pack("{ss,si,si,si,ss,sf}", "version", "0.1.0", "pid", (int)getpid(), "slots",
-                  m->slots, "slots_used", used, "home", m->home, "uptime_s", m_now() - m->started);
+        json_pack("{ss,si,si,si,ss,ss}", "version", "0.1.0", "pid", (int)getpid(), "slots",
+                  m->slots, "slots_used", used, "store", m->store_path, "started", m->started_utc);
     pthread_mutex_unlock(&m->lock);
 }
 

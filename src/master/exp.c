@@ -15,6 +15,7 @@
 
 #include "dtrain/dsat.h"
 #include "dtrain/launch.h"
+#include "dtrain/path.h"
 #include "dtrain/trialio.h"
 
 #include "base/base_impl.h"
@@ -462,12 +463,10 @@ refuse:
 
 /* ---- delete ---- */
 
-static void remove_tree(const char *path) {
-    char cmd[8300];
-    /* the paths are the master's own (checkpoint root, build and context directories), never a
-     * user's */
-    snprintf(cmd, sizeof cmd, "rm -rf -- '%s'", path);
-    if (!strchr(path, '\'') && system(cmd) != 0) dt_log(DT_LOG_WARN, "could not remove %s", path);
+/* Remove <root>/<rel> (the master's own checkpoint, build and context directories), contained
+ * in root; a failure is logged, never fatal: the experiment's rows go all the same. */
+static void remove_tree(const char *root, const char *rel) {
+    if (dt_path_remove_tree(root, rel) != DT_OK) dt_log(DT_LOG_WARN, "%s", dt_last_error());
 }
 
 dt_status m_exp_delete(master *m, int64_t id) {
@@ -479,15 +478,15 @@ dt_status m_exp_delete(master *m, int64_t id) {
                         "experiment kill %lld), then delete it",
                         (long long)id, e->state, (long long)id);
     char p[4600];
-    snprintf(p, sizeof p, "%s/exp-%lld", e->ckpt_root, (long long)id);
-    remove_tree(p);
-    snprintf(p, sizeof p, "%s/builds/exp-%lld", m->home, (long long)id);
-    remove_tree(p);
+    snprintf(p, sizeof p, "exp-%lld", (long long)id);
+    remove_tree(e->ckpt_root, p);
+    snprintf(p, sizeof p, "builds/exp-%lld", (long long)id);
+    remove_tree(m->home, p);
     /* a context the CLI copied for this experiment (dtrain dsat --include) is its own */
     snprintf(p, sizeof p, "%s/contexts/ctx-", m->home);
     if (e->model_dir && !strncmp(e->model_dir, p, strlen(p)) &&
         !strchr(e->model_dir + strlen(p), '/'))
-        remove_tree(e->model_dir);
+        remove_tree(m->home, e->model_dir);
     dt_status st = dt_store_exp_delete(m->store, id);
     if (st != DT_OK) return st;
     for (int i = 0; i < m->n_exps; i++)

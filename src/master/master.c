@@ -231,15 +231,17 @@ dt_status dt_master_run(const dt_master_opts *o) {
     pthread_mutex_init(&m.lock, NULL);
     pthread_mutex_init(&m.log_lock, NULL);
     m.started = m_now();
+    time_t wall = time(NULL);
+    struct tm utc;
+    strftime(m.started_utc, sizeof m.started_utc, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&wall, &utc));
     dt_status st = DT_OK;
     int lock_fd = claim_home(m.home);
     if (lock_fd < 0) {
         st = dt_last_status();
         goto out;
     }
-    char store_path[4200];
-    snprintf(store_path, sizeof store_path, "%s/store.db", m.home);
-    if ((st = dt_store_open(store_path, &m.store)) != DT_OK) goto out;
+    snprintf(m.store_path, sizeof m.store_path, "%s/store.db", m.home);
+    if ((st = dt_store_open(m.store_path, &m.store)) != DT_OK) goto out;
     if ((st = m_hosts_load(&m)) != DT_OK) goto out;
     if (!(m.slot_busy = calloc((size_t)m.slots, sizeof *m.slot_busy)) ||
         !(m.launcher = dt_launcher_local_new())) {
@@ -288,7 +290,7 @@ dt_status dt_master_run(const dt_master_opts *o) {
         write_file(m.home, "master.pid", (long)getpid());
         if (!m.o.quiet)
             fprintf(stderr, "dtrain master: serving %s (pid %d, %d slots, store %s)\n", m.url,
-                    (int)getpid(), m.slots, store_path);
+                    (int)getpid(), m.slots, m.store_path);
         while (!g_signal && !m.stop) {
             pthread_mutex_lock(&m.lock);
             m_sched_tick(&m);

@@ -112,7 +112,9 @@ typedef struct master {
     pthread_mutex_t log_lock;
     m_log *logs;
     int n_logs, cap_logs;
-    double started;
+    double started;          /* monotonic s, for uptimes */
+    char started_utc[32];    /* the same moment as the store writes times (ISO 8601, UTC) */
+    char store_path[4200];   /* <home>/store.db */
     m_chart_answer charts[M_CHART_ANSWERS];
     uint64_t charts_clock;
 } master;
