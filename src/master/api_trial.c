@@ -124,7 +124,7 @@ static char *ckpt_path(master *m, const char *uuid) {
     if (!uuid || dt_store_ckpt_get(m->store, uuid, &c) != DT_OK) return NULL;
     const char *p = json_string_value(json_object_get(c, "path"));
     const char *state = json_string_value(json_object_get(c, "state"));
-    char *out = p && state && !strcmp(state, "COMPLETED") ? strdup(p) : NULL;
+    char *out = p && state && m_ckpt_state_usable(state) ? strdup(p) : NULL;
     json_decref(c);
     return out;
 }

@@ -18,20 +18,21 @@
 #include "dtrain/search.h"
 
 #include "http.h"
+#include "states.h"
 #include "store.h"
 
 #include <pthread.h>
 #include <stdbool.h>
 
-#define M_STATE_LEN 24
 #define M_MAX_OPS 64 /* validate_after operations queued for one trial */
+
 
 typedef struct m_exp m_exp;
 
 typedef struct m_trial {
     int64_t id, request_id;
     m_exp *exp;
-    char state[M_STATE_LEN]; /* ACTIVE, PAUSED, STOPPING_*, COMPLETED, CANCELED, ERROR */
+    m_state state; /* ACTIVE, PAUSED, or terminal */
     json_t *hparams;
     uint64_t seed;
     /* the searcher's operations for this trial: lengths still to reach, head first */
@@ -57,7 +58,7 @@ typedef struct m_trial {
 
 struct m_exp {
     int64_t id;
-    char state[M_STATE_LEN];
+    m_state state;
     dt_expconf *cfg;
     dt_searcher *search;
     void *search_lib; /* a custom searcher's object (dlopen handle), or NULL */
@@ -133,9 +134,8 @@ m_trial *m_trial_find(master *m, int64_t id, m_exp **exp);
 /* Load the live experiments from the store after a start (their searchers from the
  * snapshots); trials that were running are queued to run again from their checkpoints. */
 dt_status m_exp_recover(master *m);
-/* A user's state change: "pause", "activate", "cancel", "kill". DT_ERR_STATE when the
- * experiment's state does not allow it. */
-dt_status m_exp_action(master *m, m_exp *e, const char *action);
+/* A user's state change. DT_ERR_STATE when the experiment's state does not allow it. */
+dt_status m_exp_action(master *m, m_exp *e, m_action action);
 /* Delete a terminal experiment: its checkpoint files, build, rows. */
 dt_status m_exp_delete(master *m, int64_t id);
 /* Searcher events from a trial run (the run's reports and its exit). */
@@ -149,9 +149,8 @@ void m_trial_start_failed(master *m, m_trial *t);
 /* The experiment reaches a terminal state when nothing runs any more. */
 void m_exp_settle(master *m, m_exp *e);
 /* Set and store a trial's / experiment's state. */
-void m_trial_set_state(master *m, m_trial *t, const char *state, const char *reason);
-void m_exp_set_state(master *m, m_exp *e, const char *state);
-bool m_state_terminal(const char *state);
+void m_trial_set_state(master *m, m_trial *t, m_state state, const char *reason);
+void m_exp_set_state(master *m, m_exp *e, m_state state);
 /* Where the trial's checkpoints go: <ckpt_root>/<exp uuid-ish>/trial-<id>. */
 void m_trial_ckpt_dir(const m_trial *t, char *buf, size_t n);
 void m_exp_free(m_exp *e);

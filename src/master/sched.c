@@ -250,7 +250,7 @@ static int64_t exp_slots_used(const m_exp *e) {
 
 static bool wants_to_run(const m_trial *t) {
     const m_exp *e = t->exp;
-    return !t->run && !strcmp(e->state, "ACTIVE") && !strcmp(t->state, "ACTIVE") && t->n_ops > 0;
+    return !t->run && e->state == M_ACTIVE && t->state == M_ACTIVE && t->n_ops > 0;
 }
 
 void m_sched_tick(master *m) {
