@@ -73,9 +73,12 @@ bool m_state_live(m_state s) {
 
 m_state m_state_ended(m_state stopping) {
     switch (stopping) {
-    case M_STOPPING_COMPLETED: return M_COMPLETED;
-    case M_STOPPING_ERROR: return M_ERROR;
-    default: return M_CANCELED;
+    case M_STOPPING_COMPLETED:
+        return M_COMPLETED;
+    case M_STOPPING_ERROR:
+        return M_ERROR;
+    default:
+        return M_CANCELED;
     }
 }
 

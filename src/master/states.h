@@ -23,13 +23,13 @@ typedef enum { M_ACT_PAUSE, M_ACT_ACTIVATE, M_ACT_CANCEL, M_ACT_KILL, M_N_ACTION
 
 const char *m_state_name(m_state s); /* "ACTIVE", ... as stored and answered */
 bool m_state_parse(const char *name, m_state *out);
-m_state m_state_of(const char *name); /* a stored name; M_ERROR for one it does not know */
-bool m_state_terminal(m_state s);     /* COMPLETED, CANCELED, ERROR, DELETING */
-bool m_state_stopping(m_state s);     /* STOPPING_* */
+m_state m_state_of(const char *name);    /* a stored name; M_ERROR for one it does not know */
+bool m_state_terminal(m_state s);        /* COMPLETED, CANCELED, ERROR, DELETING */
+bool m_state_stopping(m_state s);        /* STOPPING_* */
 m_state m_state_ended(m_state stopping); /* the terminal state a STOPPING_* one ends in */
 const char *m_action_name(m_action a);
 bool m_action_parse(const char *name, m_action *out);
-bool m_action_allowed(m_state s, m_action a); /* the transition table of states.c */
+bool m_action_allowed(m_state s, m_action a);            /* the transition table of states.c */
 bool m_action_moves(m_state s, m_action a, m_state *to); /* false: refused or nothing to do */
 json_t *m_actions_json(m_state s); /* the actions that change state s, for the UI */
 

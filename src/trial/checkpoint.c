@@ -12,7 +12,7 @@
  * At every instant "<parent>/<name>" is either absent, the old checkpoint or the complete new
  * one. File systems without renameat2 fall back to stat + rename (and, to overwrite, rename
  * the old checkpoint aside first). Any failure removes the temporary directory. A process
- * whose launcher is gone (run_guard.c) commits nothing: a relaunched run owns the directory.
+ * whose launcher is gone (launcher_watch.c) commits nothing: a relaunched run owns the directory.
  * The file writes and fsyncs are base's durable-file pieces (durable.c), which tests can make
  * fail.
  *

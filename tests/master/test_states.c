@@ -72,8 +72,8 @@ static void test_moves(void) {
             bool moves = m_action_moves((m_state)s, (m_action)a, &to);
             CHECK_MSG(m_action_allowed((m_state)s, (m_action)a) == (want != NULL), "%s %s",
                       m_state_name((m_state)s), m_action_name((m_action)a));
-            CHECK_MSG(moves == (want && want->kind == 'm') && (!moves || to == want->to),
-                      "%s %s", m_state_name((m_state)s), m_action_name((m_action)a));
+            CHECK_MSG(moves == (want && want->kind == 'm') && (!moves || to == want->to), "%s %s",
+                      m_state_name((m_state)s), m_action_name((m_action)a));
             seen += want != NULL;
         }
     CHECK(seen == n_allowed);
