@@ -201,11 +201,11 @@ static void progress(master *m, m_trial *t, const dt_http_req *req, dt_http_resp
         char line[160];
         snprintf(line, sizeof line,
                  "dtrain master: run %lld trained its first batch %.0f ms after launch",
-                 (long long)t->run_id, (m_now() - t->started) * 1e3);
+                 (long long)t->run_id, (dt_now_sec() - t->started) * 1e3);
         m_sched_on_log(m, t->id, 0, line);
     }
-    if (m_now() - t->last_progress_write >= PROGRESS_WRITE_S) {
-        t->last_progress_write = m_now();
+    if (dt_now_sec() - t->last_progress_write >= PROGRESS_WRITE_S) {
+        t->last_progress_write = dt_now_sec();
         dt_store_trial_set_progress(m->store, t->id, t->batches, t->total_batches);
     }
     resp->json = json_object();

@@ -57,12 +57,6 @@ static void wait_tick(void) {
         }
 }
 
-double m_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 const char *dt_master_home(char *buf, size_t n) {
     const char *h = getenv("DTRAIN_HOME");
     if (h && *h)
@@ -207,6 +201,8 @@ dt_status dt_master_run(const dt_master_opts *o) {
     master m;
     memset(&m, 0, sizeof m);
     m.o = *o;
+    m.events =
+        (m_sched_events){.run_ended = m_trial_run_ended, .start_failed = m_trial_start_failed};
     if (!m.o.host) m.o.host = "127.0.0.1";
     if (!m.o.launcher) m.o.launcher = "local";
     if (strcmp(m.o.launcher, "local") && strcmp(m.o.launcher, "slurm"))
@@ -230,7 +226,7 @@ dt_status dt_master_run(const dt_master_opts *o) {
                         failed, strerror(err));
     pthread_mutex_init(&m.lock, NULL);
     pthread_mutex_init(&m.log_lock, NULL);
-    m.started = m_now();
+    m.started = dt_now_sec();
     time_t wall = time(NULL);
     struct tm utc;
     strftime(m.started_utc, sizeof m.started_utc, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&wall, &utc));

@@ -26,7 +26,6 @@
 
 #define M_MAX_OPS 64 /* validate_after operations queued for one trial */
 
-
 typedef struct m_exp m_exp;
 
 typedef struct m_trial {
@@ -92,6 +91,13 @@ typedef struct m_chart_answer {
 } m_chart_answer;
 #define M_CHART_ANSWERS 8
 
+/* What the scheduler tells the experiments (exp.c), the one way it reaches them: exp.c calls
+ * the scheduler directly (kill, launchers), the scheduler answers only through these. */
+typedef struct m_sched_events {
+    void (*run_ended)(struct master *m, m_trial *t, int exit_code); /* a run's processes are gone */
+    void (*start_failed)(struct master *m, m_trial *t);             /* a run could not start */
+} m_sched_events;
+
 typedef struct master {
     pthread_mutex_t lock;
     dt_master_opts o;
@@ -104,7 +110,7 @@ typedef struct master {
     dt_launcher *launcher;
     volatile int stop; /* set by a signal or the shutdown route */
     int slots;
-    int *slot_busy; /* trial id using each slot, 0 = free */
+    int *slot_busy;            /* trial id using each slot, 0 = free */
     struct dt_hostfile *hosts; /* --hostfile: the slots' hosts (NULL: this machine) */
     int *slot_host;            /* with hosts: slot i is on hosts->hosts[slot_host[i]] */
     m_exp **exps;
@@ -113,9 +119,10 @@ typedef struct master {
     pthread_mutex_t log_lock;
     m_log *logs;
     int n_logs, cap_logs;
-    double started;          /* monotonic s, for uptimes */
-    char started_utc[32];    /* the same moment as the store writes times (ISO 8601, UTC) */
-    char store_path[4200];   /* <home>/store.db */
+    double started;        /* monotonic s, for uptimes */
+    char started_utc[32];  /* the same moment as the store writes times (ISO 8601, UTC) */
+    char store_path[4200]; /* <home>/store.db */
+    m_sched_events events; /* the scheduler's reports (exp.c's handlers) */
     m_chart_answer charts[M_CHART_ANSWERS];
     uint64_t charts_clock;
 } master;
@@ -185,7 +192,6 @@ extern const dt_http_route m_routes[];
 extern const int m_n_routes;
 
 /* ---- helpers ---- */
-double m_now(void); /* monotonic seconds */
 /* Parse "{batches|epochs|records: N}" from JSON / render it. */
 dt_status m_length_from_json(const json_t *j, dt_length *out);
 json_t *m_length_json(dt_length len);
