@@ -5,6 +5,7 @@ Run from anywhere with an interpreter that has torch and numpy (Debian's /usr/bi
 torch 1.13; any later PyTorch works too):
 
     /usr/bin/python3 tools/make_goldens.py            # writes tests/golden/data/
+    /usr/bin/python3 tools/make_goldens.py rope swiglu  # only these ops' files
 
 Everything is written in the safetensors format by a small encoder below (an 8-byte
 little-endian header length, a JSON header, raw little-endian bytes), so the `safetensors`
@@ -407,6 +408,11 @@ def op_cases(op, r):
                  "B2 T16 C32 NH4 (the GPT golden's shape)", n_head=4),
             case("t1", [randn(r, 2, 1, 12)], lambda x: attention_ref(x[0], 1), "T1", n_head=1),
         ]
+    if op == "swiglu":
+        f = lambda x: F.silu(x[0]) * x[1]
+        return [case("plain", [unary_input(r), randn(r, 4, 33)], f, "(4,33), gate saturating"),
+                case("strided", [randn(r, 6, 5), randn(r, 5, 6)], f, "transposed gate view",
+                     tr=[0])]
     raise KeyError(op)
 
 
@@ -414,7 +420,8 @@ OPS = ["matmul", "matmul_t", "linear", "add", "sub", "mul", "div", "scale", "add
        "relu", "gelu", "gelu_tanh", "silu", "tanh", "sigmoid", "softmax", "log_softmax",
        "layer_norm", "rms_norm", "embedding", "dropout", "conv2d", "max_pool2d", "avg_pool2d",
        "reshape", "transpose", "permute", "slice", "contiguous", "concat", "split", "sum",
-       "mean", "max", "sum_all", "mean_all", "cross_entropy", "mse", "causal_self_attention"]
+       "mean", "max", "sum_all", "mean_all", "cross_entropy", "mse", "causal_self_attention",
+       "swiglu"]
 
 
 def make_op_file(op):
@@ -613,6 +620,14 @@ def make_format_file():
 
 def main():
     torch.set_num_threads(1)
+    if len(sys.argv) > 1:  # only the named ops' files
+        unknown = [op for op in sys.argv[1:] if op not in OPS]
+        if unknown:
+            print("unknown op(s) %s; the ops are: %s" % (" ".join(unknown), " ".join(OPS)))
+            return 1
+        total = sum(make_op_file(op) for op in sys.argv[1:])
+        print("wrote %.2f MB to %s" % (total / 1e6, os.path.normpath(ROOT)))
+        return 0
     total = make_format_file()
     for op in OPS:
         total += make_op_file(op)

@@ -219,6 +219,8 @@ DT_API dt_tensor *dt_relu(dt_tensor *x);
 DT_API dt_tensor *dt_gelu(dt_tensor *x);      /* exact (erf) */
 DT_API dt_tensor *dt_gelu_tanh(dt_tensor *x); /* tanh approximation */
 DT_API dt_tensor *dt_silu(dt_tensor *x);
+/* gate and up of one shape: silu(gate) * up */
+DT_API dt_tensor *dt_swiglu(dt_tensor *gate, dt_tensor *up);
 DT_API dt_tensor *dt_tanh(dt_tensor *x);
 DT_API dt_tensor *dt_sigmoid(dt_tensor *x);
 DT_API dt_tensor *dt_softmax(dt_tensor *x, int dim);
