@@ -216,6 +216,22 @@ def attention_ref(qkv, nh):
     return (att @ v).transpose(1, 2).reshape(B, T, C)
 
 
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+def rope_ref(x, pos0, theta):
+    """HF Llama's rotary embedding written out, x (B, T, H, D), positions pos0.. pos0+T-1."""
+    B, T, H, D = x.shape
+    inv_freq = 1.0 / (theta ** (torch.arange(0, D, 2, dtype=REF) / D))
+    pos = torch.arange(pos0, pos0 + T, dtype=REF)
+    freqs = torch.outer(pos, inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)  # (T, D)
+    cos, sin = emb.cos()[None, :, None, :], emb.sin()[None, :, None, :]
+    return x * cos + rotate_half(x) * sin
+
+
 def op_cases(op, r):
     """The cases of `op` (seeded generator r)."""
     if op == "matmul":
@@ -408,6 +424,15 @@ def op_cases(op, r):
                  "B2 T16 C32 NH4 (the GPT golden's shape)", n_head=4),
             case("t1", [randn(r, 2, 1, 12)], lambda x: attention_ref(x[0], 1), "T1", n_head=1),
         ]
+    if op == "rope":
+        return [case("small", [randn(r, 2, 3, 2, 4)], lambda x: rope_ref(x[0], 0, 10000.0),
+                     "B2 T3 H2 D4", pos0=0, theta=10000.0),
+                case("llama", [randn(r, 1, 9, 2, 64)], lambda x: rope_ref(x[0], 0, 10000.0),
+                     "B1 T9 H2 D64", pos0=0, theta=10000.0),
+                case("pos", [randn(r, 2, 3, 1, 128)], lambda x: rope_ref(x[0], 1500, 500000.0),
+                     "B2 T3 H1 D128 pos0 1500 theta 5e5", pos0=1500, theta=500000.0),
+                case("turns", [randn(r, 1, 4, 3, 8)], lambda x: rope_ref(x[0], 2000, 10.0),
+                     "B1 T4 H3 D8 pos0 2000 theta 10 (many turns)", pos0=2000, theta=10.0)]
     if op == "swiglu":
         f = lambda x: F.silu(x[0]) * x[1]
         return [case("plain", [unary_input(r), randn(r, 4, 33)], f, "(4,33), gate saturating"),
@@ -421,7 +446,7 @@ OPS = ["matmul", "matmul_t", "linear", "add", "sub", "mul", "div", "scale", "add
        "layer_norm", "rms_norm", "embedding", "dropout", "conv2d", "max_pool2d", "avg_pool2d",
        "reshape", "transpose", "permute", "slice", "contiguous", "concat", "split", "sum",
        "mean", "max", "sum_all", "mean_all", "cross_entropy", "mse", "causal_self_attention",
-       "swiglu"]
+       "swiglu", "rope"]
 
 
 def make_op_file(op):

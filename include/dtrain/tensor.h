@@ -229,6 +229,8 @@ DT_API dt_tensor *dt_log_softmax(dt_tensor *x, int dim);
 /* Normalise over the last dim; w, b of shape (C) may be NULL. */
 DT_API dt_tensor *dt_layer_norm(dt_tensor *x, dt_tensor *w, dt_tensor *b, float eps);
 DT_API dt_tensor *dt_rms_norm(dt_tensor *x, dt_tensor *w, float eps);
+/* x (B, T, H, D), D even: rotary position embedding, HF rotate_half convention (pairs (i, i+D/2)), positions pos0..pos0+T-1, inv_freq = theta^(-2i/D) */
+DT_API dt_tensor *dt_rope(dt_tensor *x, int64_t pos0, float theta);
 /* idx (any shape, i32 or i64) into w (V, C) -> (idx..., C). Out-of-range ids are an error. */
 DT_API dt_tensor *dt_embedding(dt_tensor *idx, dt_tensor *w);
 /* wa[ia] + wb[ib] as one op (ia, ib of one shape; tables of one width C): a GPT's token plus
