@@ -273,6 +273,8 @@ DT_API dt_tensor *dt_mse(dt_tensor *pred, dt_tensor *target);
  * the last dim, heads split C = NH * HD -> y (B, T, C), softmax(q kᵀ / sqrt(HD)) v with a
  * causal mask. */
 DT_API dt_tensor *dt_causal_self_attention(dt_tensor *qkv, int n_head);
+/* q (B, T, Hq, D), k and v (B, S, Hkv, D), Hq % Hkv == 0, S >= T: softmax(q k^T / sqrt(D)) v per head, query head h reads kv head h / (Hq/Hkv); causal: query t sits at position S-T+t and sees keys 0..S-T+t. Returns (B, T, Hq, D). */
+DT_API dt_tensor *dt_attention(dt_tensor *q, dt_tensor *k, dt_tensor *v, bool causal);
 
 /* ---- op table ------------------------------------------------------------------------- */
 
