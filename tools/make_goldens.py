@@ -232,6 +232,21 @@ def rope_ref(x, pos0, theta):
     return x * cos + rotate_half(x) * sin
 
 
+def gqa_attention_ref(q, k, v, causal):
+    """q (B, T, Hq, D), k, v (B, S, Hkv, D): kv heads repeated for their Hq/Hkv query heads;
+    causal: query t at position S - T + t sees keys 0 .. S - T + t."""
+    B, T, Hq, D = q.shape
+    S, Hkv = k.shape[1], k.shape[2]
+    k = k.repeat_interleave(Hq // Hkv, dim=2)
+    v = v.repeat_interleave(Hq // Hkv, dim=2)
+    q, k, v = (x.transpose(1, 2) for x in (q, k, v))  # (B, H, T or S, D)
+    att = q @ k.transpose(-1, -2) / (D ** 0.5)
+    if causal:
+        mask = torch.ones(T, S, dtype=torch.bool).tril(S - T)
+        att = att.masked_fill(~mask, float("-inf"))
+    return (att.softmax(-1) @ v).transpose(1, 2)
+
+
 def op_cases(op, r):
     """The cases of `op` (seeded generator r)."""
     if op == "matmul":
@@ -433,6 +448,22 @@ def op_cases(op, r):
                      "B2 T3 H1 D128 pos0 1500 theta 5e5", pos0=1500, theta=500000.0),
                 case("turns", [randn(r, 1, 4, 3, 8)], lambda x: rope_ref(x[0], 2000, 10.0),
                      "B1 T4 H3 D8 pos0 2000 theta 10 (many turns)", pos0=2000, theta=10.0)]
+    if op == "attention":
+        def qkv(b, t, s_, hq, hkv, d):
+            return [randn(r, b, t, hq, d), randn(r, b, s_, hkv, d), randn(r, b, s_, hkv, d)]
+        causal = lambda x: gqa_attention_ref(x[0], x[1], x[2], True)
+        full = lambda x: gqa_attention_ref(x[0], x[1], x[2], False)
+        return [case("mha", qkv(2, 5, 5, 2, 2, 8), causal, "B2 T5 H2 D8 causal", causal=1),
+                case("gqa2", qkv(1, 7, 7, 4, 2, 16), causal, "GQA 2: T7 Hq4 Hkv2 D16 causal",
+                     causal=1),
+                case("gqa4_cache", qkv(2, 3, 11, 8, 2, 8), causal,
+                     "GQA 4 with a cache: T3 S11 Hq8 Hkv2 D8 causal", causal=1),
+                case("decode", qkv(1, 1, 13, 4, 1, 32), causal,
+                     "one step against a cache: T1 S13 Hq4 Hkv1 D32", causal=1),
+                case("d64", qkv(1, 9, 9, 2, 1, 64), causal, "GQA 2: T9 Hq2 Hkv1 D64 causal",
+                     causal=1),
+                case("full", qkv(2, 4, 6, 4, 2, 8), full, "not causal: T4 S6 Hq4 Hkv2 D8",
+                     causal=0)]
     if op == "swiglu":
         f = lambda x: F.silu(x[0]) * x[1]
         return [case("plain", [unary_input(r), randn(r, 4, 33)], f, "(4,33), gate saturating"),
@@ -446,7 +477,7 @@ OPS = ["matmul", "matmul_t", "linear", "add", "sub", "mul", "div", "scale", "add
        "layer_norm", "rms_norm", "embedding", "dropout", "conv2d", "max_pool2d", "avg_pool2d",
        "reshape", "transpose", "permute", "slice", "contiguous", "concat", "split", "sum",
        "mean", "max", "sum_all", "mean_all", "cross_entropy", "mse", "causal_self_attention",
-       "swiglu", "rope"]
+       "swiglu", "rope", "attention"]
 
 
 def make_op_file(op):

@@ -126,6 +126,9 @@ static int r_swiglu(const pcase *c, dt_tensor **in, dt_tensor **out) {
 static int r_rope(const pcase *c, dt_tensor **in, dt_tensor **out) {
     ONE(dt_rope(in[0], meta_int(c, "pos0", -1), meta_float(c, "theta")));
 }
+static int r_gqa_attention(const pcase *c, dt_tensor **in, dt_tensor **out) {
+    ONE(dt_attention(in[0], in[1], in[2], meta_int(c, "causal", -1) != 0));
+}
 static int r_softmax(const pcase *c, dt_tensor **in, dt_tensor **out) {
     ONE(dt_softmax(in[0], (int)meta_int(c, "dim", 99)));
 }
@@ -251,6 +254,7 @@ static const op_entry OPS[] = {
     {"causal_self_attention", r_attention, 0, 0},
     {"swiglu", r_swiglu, 0, 0},
     {"rope", r_rope, 0, 0},
+    {"attention", r_gqa_attention, 0, 0},
 };
 #define N_OPS (int)(sizeof OPS / sizeof OPS[0])
 
