@@ -44,8 +44,8 @@ static void rope_row(const float *in, float *out, const float *c, const float *s
 }
 
 /* in (rows of D floats) rotated into out, row r at position r / H % T */
-static void rope_apply(const float *in, float *out, const float *tab, const int64_t *g,
-                       float sign, bool add) {
+static void rope_apply(const float *in, float *out, const float *tab, const int64_t *g, float sign,
+                       bool add) {
     int64_t B = g[0], T = g[1], H = g[2], D = g[3], h = D / 2, rows = B * T * H;
     const float *cs = tab, *sn = tab + T * h;
 #pragma omp parallel for schedule(static) if (rows * D > PAR_MIN)

@@ -42,8 +42,8 @@ static void reference(const dt_tensor *q, const dt_tensor *k, const dt_tensor *v
     free(p);
 }
 
-static void check_vs_reference(int64_t B, int64_t T, int64_t S, int64_t Hq, int64_t Hkv,
-                               int64_t D, bool causal) {
+static void check_vs_reference(int64_t B, int64_t T, int64_t S, int64_t Hq, int64_t Hkv, int64_t D,
+                               bool causal) {
     dt_ctx *ctx = dt_ctx_new(NULL, 11);
     dt_tensor *q = randt(ctx, B, T, Hq, D), *k = randt(ctx, B, S, Hkv, D);
     dt_tensor *v = randt(ctx, B, S, Hkv, D);
@@ -59,7 +59,8 @@ static void check_vs_reference(int64_t B, int64_t T, int64_t S, int64_t Hq, int6
             bad += !(e <= 1.0);
             worst = fmax(worst, e);
         }
-        CHECK_MSG(bad == 0, "B%lld T%lld S%lld Hq%lld Hkv%lld D%lld causal %d: %lld off, worst %.2f",
+        CHECK_MSG(bad == 0,
+                  "B%lld T%lld S%lld Hq%lld Hkv%lld D%lld causal %d: %lld off, worst %.2f",
                   (long long)B, (long long)T, (long long)S, (long long)Hq, (long long)Hkv,
                   (long long)D, causal, (long long)bad, worst);
         free(ref);
