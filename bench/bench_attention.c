@@ -1,7 +1,9 @@
 /* bench_attention.c — times dt_attention (grouped-query, forward and forward + backward) at
  * language-model shapes, a decoding step against a long cache, and the GPT's fused
  * causal_self_attention at the same shape for comparison; median of 10 runs after 2 warm-up
- * runs, with the threads OpenMP gives (OMP_NUM_THREADS). Compare with
+ * runs, with the threads OpenMP gives (OMP_NUM_THREADS). The times are the process's CPU time
+ * (all threads), steadier than wall time on a shared machine; divide by the threads for the
+ * wall time of a busy-free machine. Compare with
  * bench/bench_attention_torch.py. Not built by CMake:
  *
  *   cmake --build build --target dtrain && gcc -O2 -fopenmp -I include -I src \
@@ -13,6 +15,7 @@
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #define WARMUP 2
 #define RUNS 10
@@ -20,6 +23,12 @@
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+static double cpu_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
 static void die(const char *what) {
@@ -44,11 +53,11 @@ static double run(int64_t B, int64_t T, int64_t S, int64_t Hq, int64_t Hkv, int6
         dt_tensor *all[3] = {q, k, v};
         for (int j = 0; j < 3 && bwd; j++)
             if (all[j]) dt_set_requires_grad(all[j], true);
-        double t0 = omp_get_wtime();
+        double t0 = cpu_ms();
         y = fused ? dt_causal_self_attention(q, (int)Hq) : dt_attention(q, k, v, true);
         if (!y) die("forward");
         if (bwd && dt_backward_with(y, y) != DT_OK) die("backward");
-        t[i] = (omp_get_wtime() - t0) * 1e3;
+        t[i] = cpu_ms() - t0;
         dt_ctx_reset(ctx);
     }
     dt_ctx_free(ctx);
@@ -70,6 +79,7 @@ int main(void) {
     };
     printf("threads %d\n%-34s %10s %10s %12s\n", omp_get_max_threads(), "shape", "fwd ms",
            "fwd+bwd ms", "fwd GFLOP/s");
+    printf("(CPU ms of all threads; GFLOP/s per thread, over the scores a causal mask keeps)\n");
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int64_t B = shapes[i].B, T = shapes[i].T, S = shapes[i].S, Hq = shapes[i].Hq;
         int64_t Hkv = shapes[i].Hkv, D = shapes[i].D;

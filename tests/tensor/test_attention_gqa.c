@@ -73,6 +73,8 @@ static void test_reference(void) {
     check_vs_reference(2, 33, 300, 4, 4, 128, true); /* a cache before the queries */
     check_vs_reference(1, 1, 700, 8, 1, 64, true);   /* one decoding step, G = 8 */
     check_vs_reference(2, 17, 40, 6, 3, 16, false);
+    check_vs_reference(1, 1, 300, 4, 2, 80, true);  /* few-row kernels, D in two chunks */
+    check_vs_reference(2, 3, 100, 4, 4, 128, true); /* few rows, each its own causal limit */
 }
 
 /* Feeding the sequence one step at a time against the cache so far gives the full causal

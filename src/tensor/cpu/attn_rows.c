@@ -179,31 +179,12 @@ static void pv_rows(const float *P, int64_t M, int64_t lds, const float *V, int6
             const float *p = P + r * lds + j0, *v = V + j0 * ldv + d0;
             float *o = O + r * D + d0;
             bool more = j0 > 0;
-            switch (nv) {
-            case 8:
+            if (nv == 8) /* D a multiple of 64: constants, accumulators in registers */
                 pv_chunk(8, p, v, ldv, n, rem, more, o);
-                break;
-            case 7:
-                pv_chunk(7, p, v, ldv, n, rem, more, o);
-                break;
-            case 6:
-                pv_chunk(6, p, v, ldv, n, rem, more, o);
-                break;
-            case 5:
-                pv_chunk(5, p, v, ldv, n, rem, more, o);
-                break;
-            case 4:
+            else if (nv == 4)
                 pv_chunk(4, p, v, ldv, n, rem, more, o);
-                break;
-            case 3:
-                pv_chunk(3, p, v, ldv, n, rem, more, o);
-                break;
-            case 2:
-                pv_chunk(2, p, v, ldv, n, rem, more, o);
-                break;
-            default:
-                pv_chunk(1, p, v, ldv, n, rem, more, o);
-            }
+            else /* other head sizes: the same code with loops */
+                pv_chunk((int)nv, p, v, ldv, n, rem, more, o);
         }
     }
 }
