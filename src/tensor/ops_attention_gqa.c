@@ -263,12 +263,14 @@ static float *grad_for(dt_tensor *x, bool shared, bool *add, bool *oom) {
 static void attention_gqa_backward(dt_node *n) {
     dt_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
     gqa g = gqa_of(n->iattr, q, k, v);
-    bool shared = q == k || q == v || k == v, oom = false;
+    /* no queries or no keys: y was zeros whatever the inputs, every gradient is 0 */
+    bool shared = q == k || q == v || k == v || g.T == 0 || g.S == 0, oom = false;
     gqa_grads gr = {.dy = n->out->grad->data, .stats = n->saved};
     gr.dq = grad_for(q, shared, &gr.add_q, &oom);
     gr.dk = grad_for(k, shared, &gr.add_k, &oom);
     gr.dv = grad_for(v, shared, &gr.add_v, &oom);
     if (oom || (!gr.dq && !gr.dk && !gr.dv)) return; /* OOM is reported by the tape walk */
+    if (g.T == 0 || g.S == 0) return;                /* the zeroed gradients are the answer */
     int nt = omp_get_max_threads();
     int64_t groups = g.B * g.Hkv;
     size_t each = bwd_scratch_floats(&g);

@@ -172,6 +172,13 @@ static void test_errors(void) {
     dt_tensor *q2 = randt(ctx, 1, 5, 4, 8), *k2 = randt(ctx, 1, 3, 2, 8);
     CHECK(dt_attention(q2, k2, k2, true) == NULL && strstr(dt_last_error(), "S >= T"));
     CHECK(dt_attention(q2, k2, k2, false) != NULL); /* not causal: fewer keys are fine */
+    /* no keys (not causal): zeros, and zero gradients */
+    dt_tensor *q0 = randt(ctx, 1, 2, 2, 4), *k0 = randt(ctx, 1, 0, 1, 4);
+    dt_set_requires_grad(q0, true);
+    dt_tensor *y0 = dt_attention(q0, k0, k0, false);
+    CHECK(y0 && dt_backward_with(y0, q0) == DT_OK && q0->grad);
+    for (int64_t i = 0; y0 && q0->grad && i < dt_numel(y0); i++)
+        CHECK(((float *)y0->data)[i] == 0.f && ((float *)q0->grad->data)[i] == 0.f);
     dt_tensor *k3 = randt(ctx, 1, 5, 2, 4);
     CHECK(dt_attention(q2, k3, k3, true) == NULL && strstr(dt_last_error(), "(B, T, Hq, D)"));
     dt_ctx_free(ctx);
