@@ -331,9 +331,13 @@ static bool check_shapes(const dt_tensor *q, const dt_tensor *k, const dt_tensor
     return true;
 }
 
-/* x itself when its last dim is dense (any other strides are read in place), else a copy */
-static dt_tensor *rows_dense(dt_tensor *x) {
-    return x->stride[3] == 1 || x->shape[3] <= 1 ? x : dt_contiguous(x);
+/* x itself when its last dim is dense and, for k and v (`rows`), its rows along dim 1 lie at
+ * least D apart, as the GEMMs' leading dimension must (any other strides are read in place);
+ * else a contiguous copy */
+static dt_tensor *rows_dense(dt_tensor *x, bool rows) {
+    bool ok = x->stride[3] == 1 || x->shape[3] <= 1;
+    if (rows && x->shape[1] > 1 && x->stride[1] < x->shape[3]) ok = false;
+    return ok ? x : dt_contiguous(x);
 }
 
 dt_tensor *dt_attention(dt_tensor *q, dt_tensor *k, dt_tensor *v, bool causal) {
@@ -341,7 +345,8 @@ dt_tensor *dt_attention(dt_tensor *q, dt_tensor *k, dt_tensor *v, bool causal) {
     if (!dt__need_f32(q, "attention") || !dt__need_f32(k, "attention") ||
         !dt__need_f32(v, "attention") || !check_shapes(q, k, v, causal))
         return NULL;
-    if (!(q = rows_dense(q)) || !(k = rows_dense(k)) || !(v = rows_dense(v))) return NULL;
+    if (!(q = rows_dense(q, false)) || !(k = rows_dense(k, true)) || !(v = rows_dense(v, true)))
+        return NULL;
     int64_t T = q->shape[1], Hq = q->shape[2], Hkv = k->shape[2], G = Hq / Hkv;
     int64_t rb = (ROWS_PER_BLOCK + G - 1) / G;
     rb = rb < T ? rb : T > 0 ? T : 1;
