@@ -1,0 +1,291 @@
+/* tokenizer.c — a tokenizer.json loaded into a pipeline and run: the added tokens split out
+ * of the raw text (those marked normalized: false), the normalizers on each piece between them,
+ * the normalized added tokens split out of that, then the pre-tokenizers and the BPE model
+ * (tokenizer_stages.c, tokenizer_bpe.c, tokenizer_merge.c). The post-processor is read but not
+ * run: encode adds no special tokens. */
+#include "lm_tok_impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- added tokens ------------------------------------------------------------------------ */
+
+typedef dt_status (*gap_fn)(dt__enc *e, const char *s, size_t n, bool at_start);
+
+static bool is_space_at(const char *s, size_t n, size_t i, size_t *len) {
+    uint32_t cp;
+    *len = dt__utf8_char((const uint8_t *)s + i, n - i, &cp);
+    return dt__uclass(cp) == DT__UC_SPACE;
+}
+
+static bool is_word_at(const char *s, size_t n, size_t i, size_t *len) {
+    uint32_t cp;
+    *len = dt__utf8_char((const uint8_t *)s + i, n - i, &cp);
+    int c = dt__uclass(cp);
+    return c == DT__UC_LETTER || c == DT__UC_NUMBER;
+}
+
+/* The longest added token of the set at s[i], -1 if none. */
+static int match_at(const dt_tokenizer *t, bool norm, const char *s, size_t n, size_t i) {
+    int best = -1;
+    for (int k = 0; k < t->nadded; k++) {
+        const dt__added *a = &t->added[k];
+        if (a->normalized == norm && a->len <= n - i && (best < 0 || a->len > t->added[best].len) &&
+            !memcmp(s + i, a->text, a->len))
+            best = k;
+    }
+    return best;
+}
+
+/* Whether the match [start, stop) of a single_word token stands alone: no letter or digit
+ * just before or just after it. */
+static bool single_word_ok(const char *s, size_t n, size_t start, size_t stop) {
+    size_t len, j = start;
+    while (j > 0 && start - j < 4 && ((uint8_t)s[j - 1] & 0xC0) == 0x80) j--;
+    if (j > 0 && ((uint8_t)s[j - 1] & 0xC0) != 0x80) j--; /* the lead byte */
+    bool before = start > 0 && is_word_at(s, n, j, &len) && j + len == start;
+    return !before && !(stop < n && is_word_at(s, n, stop, &len));
+}
+
+/* long: `tokenizers`' find_matches — leftmost-longest matches of the set's added tokens, the
+ * single_word / lstrip / rstrip rules, the text between matches handed to gap(). */
+static dt_status split_added(dt__enc *e, const char *s, size_t n, bool norm, bool at_start,
+                             gap_fn gap) {
+    const dt_tokenizer *t = e->t;
+    if (!t->has_added[norm]) return gap(e, s, n, at_start);
+    size_t done = 0, i = 0, len;
+    dt_status r = DT_OK;
+    while (i < n && !r) {
+        int k = t->added_first[norm][(uint8_t)s[i]] ? match_at(t, norm, s, n, i) : -1;
+        if (k < 0) {
+            i++;
+            continue;
+        }
+        const dt__added *a = &t->added[k];
+        size_t start = i, stop = i + a->len;
+        if (a->single_word && !single_word_ok(s, n, start, stop)) {
+            i = stop;
+            continue;
+        }
+        if (a->lstrip) { /* back over the white space before it, not past the last match */
+            size_t ws = done;
+            for (size_t j = done; j < start; j += len)
+                if (!is_space_at(s, n, j, &len)) ws = j + len;
+            start = ws;
+        }
+        if (a->rstrip)
+            while (stop < n && is_space_at(s, n, stop, &len)) stop += len;
+        if (start > done) r = gap(e, s + done, start - done, at_start && !done);
+        if (!r) r = dt__tids_put(e->out, &a->id, 1);
+        done = i = stop;
+    }
+    if (!r && done < n) r = gap(e, s + done, n - done, at_start && !done);
+    return r;
+}
+
+static dt_status gap_pretok(dt__enc *e, const char *s, size_t n, bool at_start) {
+    return dt__pretok_run(e, 0, s, n, at_start);
+}
+
+/* A piece between raw added tokens: normalized, then split at the normalized added tokens. */
+static dt_status gap_normalize(dt__enc *e, const char *s, size_t n, bool at_start) {
+    const dt_tokenizer *t = e->t;
+    if (!n) return DT_OK;
+    for (int k = 0; k < t->nnorm; k++) {
+        dt__tbuf *out = &e->norm[k & 1];
+        out->n = 0;
+        dt_status r = t->norm[k].norm(&t->norm[k], s, n, out);
+        if (r) return r;
+        s = out->p ? out->p : "", n = out->n;
+    }
+    return split_added(e, s, n, true, at_start, gap_pretok);
+}
+
+dt_status dt_tokenizer_encode(dt_tokenizer *t, const char *text, size_t len, int32_t **ids,
+                              size_t *n) {
+    dt__tids out = {0};
+    dt__enc e = {.t = t, .out = &out};
+    dt_status r = split_added(&e, text ? text : "", text ? len : 0, false, true, gap_normalize);
+    dt__enc_free(&e);
+    if (r) {
+        free(out.p);
+        *ids = NULL, *n = 0;
+        return r;
+    }
+    *ids = out.p, *n = out.n;
+    return DT_OK;
+}
+
+/* ---- loading ----------------------------------------------------------------------------- */
+
+static bool flag_of(const json_t *o, const char *key) {
+    return json_is_true(json_object_get(o, key));
+}
+
+static dt_status added_load(dt_tokenizer *t, const json_t *list, const char *file) {
+    if (!list || json_is_null(list)) return DT_OK;
+    if (!json_is_array(list))
+        return dt_error(DT_ERR_FORMAT, "%s: added_tokens is not an array", file);
+    t->added = calloc(json_array_size(list) + 1, sizeof *t->added);
+    if (!t->added) return dt_error(DT_ERR_OOM, "%s: out of memory", file);
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        const json_t *o = json_array_get(list, i), *id = json_object_get(o, "id");
+        const json_t *content = json_object_get(o, "content");
+        if (!json_is_integer(id) || json_integer_value(id) < 0 ||
+            json_integer_value(id) >= INT32_MAX - 1 || !json_is_string(content) ||
+            !json_string_length(content))
+            return dt_error(DT_ERR_FORMAT, "%s: added_tokens[%zu] needs an id and a non-empty "
+                            "content", file, i);
+        dt__added *a = &t->added[t->nadded++];
+        a->len = json_string_length(content);
+        if (!(a->text = malloc(a->len + 1))) return dt_error(DT_ERR_OOM, "%s: out of memory", file);
+        memcpy(a->text, json_string_value(content), a->len + 1);
+        a->id = (int32_t)json_integer_value(id);
+        a->special = flag_of(o, "special");
+        a->normalized = flag_of(o, "normalized");
+        a->lstrip = flag_of(o, "lstrip");
+        a->rstrip = flag_of(o, "rstrip");
+        a->single_word = flag_of(o, "single_word");
+        t->added_first[a->normalized][(uint8_t)a->text[0]] = true;
+        t->has_added[a->normalized] = true;
+        if (a->id >= t->vocab_size) t->vocab_size = a->id + 1;
+    }
+    return DT_OK;
+}
+
+/* The post-processor only adds special tokens, which encode never does: known kinds pass. */
+static dt_status post_check(const json_t *pp, const char *file) {
+    static const char *known[] = {"TemplateProcessing", "ByteLevel", "RobertaProcessing",
+                                  "BertProcessing", "Sequence"};
+    if (!pp || json_is_null(pp)) return DT_OK;
+    const char *type = json_string_value(json_object_get(pp, "type"));
+    for (size_t i = 0; type && i < sizeof known / sizeof known[0]; i++)
+        if (!strcmp(type, known[i])) return DT_OK;
+    return dt_error(DT_ERR_FORMAT, "%s: post_processor type %s is not supported", file,
+                    type ? type : "(none)");
+}
+
+static char *read_file(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    dt__tbuf b = {0};
+    char chunk[65536];
+    size_t got;
+    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0)
+        if (dt__tbuf_put(&b, chunk, got)) break;
+    bool bad = ferror(f) || !b.p;
+    fclose(f);
+    if (bad) {
+        free(b.p);
+        return NULL;
+    }
+    *n = b.n;
+    return b.p;
+}
+
+/* The BOS / EOS from tokenizer_config.json beside the file, else from a list of usual names. */
+static int32_t special_token(const dt_tokenizer *t, const json_t *conf, const char *key,
+                             const char *const *names) {
+    const json_t *v = json_object_get(conf, key);
+    if (json_is_object(v)) v = json_object_get(v, "content");
+    int32_t id = json_is_string(v) ? dt_tokenizer_token_id(t, json_string_value(v)) : -1;
+    for (int i = 0; id < 0 && names[i]; i++)
+        for (int k = 0; k < t->nadded && id < 0; k++)
+            if (t->added[k].special && !strcmp(t->added[k].text, names[i])) id = t->added[k].id;
+    return id;
+}
+
+static void find_bos_eos(dt_tokenizer *t) {
+    static const char *const eos[] = {"</s>", "<|endoftext|>", "<|end_of_text|>", NULL};
+    static const char *const bos[] = {"<s>", "<|begin_of_text|>", "<|endoftext|>", NULL};
+    char *conf_path = malloc(strlen(t->path) + 32);
+    json_t *conf = NULL;
+    if (conf_path) {
+        strcpy(conf_path, t->path);
+        char *slash = strrchr(conf_path, '/');
+        strcpy(slash ? slash + 1 : conf_path, "tokenizer_config.json");
+        conf = json_load_file(conf_path, 0, NULL);
+    }
+    t->eos = special_token(t, conf, "eos_token", eos);
+    t->bos = special_token(t, conf, "bos_token", bos);
+    json_decref(conf);
+    free(conf_path);
+}
+
+static dt_status load_parts(dt_tokenizer *t, const json_t *root, const char *file) {
+    if (!json_is_object(root)) return dt_error(DT_ERR_FORMAT, "%s: not a JSON object", file);
+    dt_status r = dt__bpe_load(&t->bpe, json_object_get(root, "model"), file);
+    if (!r) r = dt__stages_load(&t->norm, &t->nnorm, json_object_get(root, "normalizer"),
+                                DT__STAGE_NORM, file);
+    if (!r) r = dt__stages_load(&t->pretok, &t->npretok, json_object_get(root, "pre_tokenizer"),
+                                DT__STAGE_PRETOK, file);
+    if (!r) r = dt__stages_load(&t->dec, &t->ndec, json_object_get(root, "decoder"),
+                                DT__STAGE_DEC, file);
+    if (!r) r = post_check(json_object_get(root, "post_processor"), file);
+    t->vocab_size = t->bpe.vocab.nid;
+    if (!r) r = added_load(t, json_object_get(root, "added_tokens"), file);
+    return r;
+}
+
+dt_status dt_tokenizer_load(dt_tokenizer **out, const char *path) {
+    *out = NULL;
+    size_t n = 0;
+    char *text = read_file(path, &n);
+    if (!text)
+        return dt_error(DT_ERR_IO, "%s: cannot read: %s; hint: a model directory holds its "
+                        "tokenizer as tokenizer.json", path, strerror(errno ? errno : EIO));
+    json_error_t je;
+    json_t *root = json_loadb(text, n, 0, &je);
+    dt_tokenizer *t = calloc(1, sizeof *t);
+    dt_status r = DT_OK;
+    if (!root)
+        r = dt_error(DT_ERR_FORMAT, "%s:%d:%d: not JSON: %s", path, je.line, je.column, je.text);
+    else if (!t || !(t->path = strdup(path)))
+        r = dt_error(DT_ERR_OOM, "%s: out of memory", path);
+    else
+        r = load_parts(t, root, path);
+    if (!r) {
+        t->digest = dt__tok_hash(text, n);
+        find_bos_eos(t);
+    }
+    json_decref(root);
+    free(text);
+    if (r) {
+        dt_tokenizer_free(t);
+        return r;
+    }
+    *out = t;
+    return DT_OK;
+}
+
+void dt_tokenizer_free(dt_tokenizer *t) {
+    if (!t) return;
+    dt__bpe_free(&t->bpe);
+    dt__stages_free(t->norm, t->nnorm);
+    dt__stages_free(t->pretok, t->npretok);
+    dt__stages_free(t->dec, t->ndec);
+    for (int i = 0; i < t->nadded; i++) free(t->added[i].text);
+    free(t->added);
+    dt__wcache_free(&t->cache);
+    free(t->path);
+    free(t);
+}
+
+int32_t dt_tokenizer_vocab_size(const dt_tokenizer *t) {
+    return t->vocab_size;
+}
+int32_t dt_tokenizer_eos(const dt_tokenizer *t) {
+    return t->eos;
+}
+int32_t dt_tokenizer_bos(const dt_tokenizer *t) {
+    return t->bos;
+}
+
+int32_t dt_tokenizer_token_id(const dt_tokenizer *t, const char *token) {
+    size_t n = strlen(token);
+    for (int k = 0; k < t->nadded; k++)
+        if (t->added[k].len == n && !memcmp(t->added[k].text, token, n)) return t->added[k].id;
+    return dt__vocab_get(&t->bpe.vocab, token, n);
+}

