@@ -143,6 +143,8 @@ void dt__stages_free(dt__stage *s, int n);
 typedef struct dt__added {
     char *text;
     size_t len;
+    char *match; /* what is matched: text, or for a normalized token text normalized */
+    size_t mlen;
     int32_t id;
     bool special, normalized, lstrip, rstrip, single_word;
 } dt__added;

@@ -32,8 +32,8 @@ static int match_at(const dt_tokenizer *t, bool norm, const char *s, size_t n, s
     int best = -1;
     for (int k = 0; k < t->nadded; k++) {
         const dt__added *a = &t->added[k];
-        if (a->normalized == norm && a->len <= n - i && (best < 0 || a->len > t->added[best].len) &&
-            !memcmp(s + i, a->text, a->len))
+        if (a->normalized == norm && a->mlen <= n - i &&
+            (best < 0 || a->mlen > t->added[best].mlen) && !memcmp(s + i, a->match, a->mlen))
             best = k;
     }
     return best;
@@ -64,7 +64,7 @@ static dt_status split_added(dt__enc *e, const char *s, size_t n, bool norm, boo
             continue;
         }
         const dt__added *a = &t->added[k];
-        size_t start = i, stop = i + a->len;
+        size_t start = i, stop = i + a->mlen;
         if (a->single_word && !single_word_ok(s, n, start, stop)) {
             i = stop;
             continue;
@@ -89,18 +89,25 @@ static dt_status gap_pretok(dt__enc *e, const char *s, size_t n, bool at_start) 
     return dt__pretok_run(e, 0, s, n, at_start);
 }
 
+/* Run the normalizers on s (n > 0) through the two buffers; *out points at the result. */
+static dt_status normalize(const dt_tokenizer *t, const char *s, size_t n, dt__tbuf bufs[2],
+                           const char **out, size_t *nout) {
+    for (int k = 0; k < t->nnorm; k++) {
+        dt__tbuf *b = &bufs[k & 1];
+        b->n = 0;
+        dt_status r = t->norm[k].norm(&t->norm[k], s, n, b);
+        if (r) return r;
+        s = b->p ? b->p : "", n = b->n;
+    }
+    *out = s, *nout = n;
+    return DT_OK;
+}
+
 /* A piece between raw added tokens: normalized, then split at the normalized added tokens. */
 static dt_status gap_normalize(dt__enc *e, const char *s, size_t n, bool at_start) {
-    const dt_tokenizer *t = e->t;
     if (!n) return DT_OK;
-    for (int k = 0; k < t->nnorm; k++) {
-        dt__tbuf *out = &e->norm[k & 1];
-        out->n = 0;
-        dt_status r = t->norm[k].norm(&t->norm[k], s, n, out);
-        if (r) return r;
-        s = out->p ? out->p : "", n = out->n;
-    }
-    return split_added(e, s, n, true, at_start, gap_pretok);
+    dt_status r = normalize(e->t, s, n, e->norm, &s, &n);
+    return r ? r : split_added(e, s, n, true, at_start, gap_pretok);
 }
 
 dt_status dt_tokenizer_encode(dt_tokenizer *t, const char *text, size_t len, int32_t **ids,
@@ -148,7 +155,23 @@ static dt_status added_load(dt_tokenizer *t, const json_t *list, const char *fil
         a->lstrip = flag_of(o, "lstrip");
         a->rstrip = flag_of(o, "rstrip");
         a->single_word = flag_of(o, "single_word");
-        t->added_first[a->normalized][(uint8_t)a->text[0]] = true;
+        a->match = a->text, a->mlen = a->len;
+        if (a->normalized && t->nnorm) { /* matched as the normalizer writes it */
+            dt__tbuf bufs[2] = {{0}, {0}};
+            const char *m;
+            dt_status r = normalize(t, a->text, a->len, bufs, &m, &a->mlen);
+            if (!r && a->mlen && !(a->match = malloc(a->mlen)))
+                r = dt_error(DT_ERR_OOM, "%s: out of memory", file);
+            if (!r && a->mlen) memcpy(a->match, m, a->mlen);
+            free(bufs[0].p);
+            free(bufs[1].p);
+            if (r || !a->mlen) {
+                if (!a->mlen) a->match = a->text;
+                return r ? r : dt_error(DT_ERR_FORMAT, "%s: added_tokens[%zu] normalizes to "
+                                        "nothing", file, i);
+            }
+        }
+        t->added_first[a->normalized][(uint8_t)a->match[0]] = true;
         t->has_added[a->normalized] = true;
         if (a->id >= t->vocab_size) t->vocab_size = a->id + 1;
     }
@@ -266,7 +289,10 @@ void dt_tokenizer_free(dt_tokenizer *t) {
     dt__stages_free(t->norm, t->nnorm);
     dt__stages_free(t->pretok, t->npretok);
     dt__stages_free(t->dec, t->ndec);
-    for (int i = 0; i < t->nadded; i++) free(t->added[i].text);
+    for (int i = 0; i < t->nadded; i++) {
+        if (t->added[i].match != t->added[i].text) free(t->added[i].match);
+        free(t->added[i].text);
+    }
     free(t->added);
     dt__wcache_free(&t->cache);
     free(t->path);

@@ -219,10 +219,11 @@ const dt__stage_row *dt__dec_rows(size_t *n) {
     return dec_rows;
 }
 
-/* The token string of an id: an added token's text first, then the vocabulary's. */
+/* The token string of an id: an added token's first (as matched: a normalized token in its
+ * normalized form, as `tokenizers` decodes it), then the vocabulary's. */
 static const char *id_text(const dt_tokenizer *t, int32_t id, size_t *n) {
     for (int i = 0; i < t->nadded; i++)
-        if (t->added[i].id == id) return *n = t->added[i].len, t->added[i].text;
+        if (t->added[i].id == id) return *n = t->added[i].mlen, t->added[i].match;
     const dt__vocab *v = &t->bpe.vocab;
     if (id < 0 || id >= v->nid || v->off[id] == UINT64_MAX) return NULL;
     *n = v->len[id];

@@ -65,6 +65,8 @@ TEXTS = [
     "special <|endoftext|> inside<|endoftext|>text<|endoftext|>",
     "<s>Hello</s> world <unk> and <s> again",
     "a  b   c\n \n  d",
+    "fill <mask> here  <mask>, [W] alone, not[W]glued, <R>   right, x <pad> y<pad>",
+    "<s>starts with a special token",
 ]
 
 INVALID = [
@@ -207,22 +209,30 @@ def main():
     toks["bytelevel.json"] = json.loads(bl.to_str())
     pre = json.loads(bl.to_str())
     pre["pre_tokenizer"]["add_prefix_space"] = True
-    pre["added_tokens"].append({"id": len(pre["model"]["vocab"]), "content": "<mask>",
-                                "single_word": False, "lstrip": True, "rstrip": False,
-                                "normalized": False, "special": True})
+    pre["model"]["ignore_merges"] = True
+    for i, (content, sw, ls, rs) in enumerate([("<mask>", False, True, False),
+                                               ("[W]", True, False, False),
+                                               ("<R>", False, False, True)]):
+        pre["added_tokens"].append({"id": len(pre["model"]["vocab"]) + i, "content": content,
+                                    "single_word": sw, "lstrip": ls, "rstrip": rs,
+                                    "normalized": False, "special": True})
     toks["bytelevel_prefix.json"] = pre
     toks["llama_metaspace.json"] = train_llama(lines, metaspace=True)
-    toks["llama_normalizer.json"] = train_llama(lines, metaspace=False)
+    first = json.loads(json.dumps(toks["llama_metaspace.json"]))
+    first["pre_tokenizer"].update(prepend_scheme="first", split=False)
+    first["decoder"].update(prepend_scheme="first", split=False)
+    toks["llama_first.json"] = first
+    norm = train_llama(lines, metaspace=False)
+    norm["added_tokens"].append({"id": len(norm["model"]["vocab"]), "content": "<pad>",
+                                 "single_word": False, "lstrip": False, "rstrip": False,
+                                 "normalized": True, "special": False})
+    toks["llama_normalizer.json"] = norm
     cases = []
     for name, d in toks.items():
         text = json.dumps(d, ensure_ascii=False, separators=(",", ":"))
         with open(os.path.join(OUT, name), "w", encoding="utf-8") as f:
             f.write(text)
         cases += cases_for(name, Tokenizer.from_str(text))
-    cases.append({"tokenizer": "bytelevel_prefix.json",
-                  "text_hex": "fill <mask> here  <mask>".encode().hex(),
-                  "ids": Tokenizer.from_str(json.dumps(pre)).encode(
-                      "fill <mask> here  <mask>", add_special_tokens=False).ids})
     with open(os.path.join(OUT, "cases.json"), "w") as f:
         json.dump({"made_with": "tokenizers " + __import__("tokenizers").__version__,
                    "cases": cases}, f, indent=0)
