@@ -100,6 +100,13 @@ typedef struct dt__toklist {
 dt_status dt__toklist_add(dt__toklist *l, const char *s, size_t n);
 typedef dt_status (*dt__dec_fn)(const dt__stage *st, const dt__toklist *in, dt__toklist *out);
 
+/* A split pattern written out by hand: the end of its match at i (i < n; always > i). */
+typedef size_t (*dt__split_fn)(const char *s, size_t n, size_t i);
+/* The hand-written form of a Split pre-tokenizer's regex, NULL if it is not one we know. */
+dt__split_fn dt__split_find(const char *regex);
+/* GPT-2's pattern (also the ByteLevel pre-tokenizer's). */
+size_t dt__split_gpt2(const char *s, size_t n, size_t i);
+
 /* One stage of any kind: its table row's function and the settings it reads. */
 struct dt__stage {
     const char *type;
@@ -112,6 +119,7 @@ struct dt__stage {
     int prepend;      /* Metaspace: 0 never, 1 always, 2 first; ByteLevel: add_prefix_space */
     bool flag;        /* Metaspace: split; ByteLevel: use_regex */
     int start, stop;  /* Strip */
+    dt__split_fn split; /* Split */
 };
 
 typedef enum { DT__STAGE_NORM, DT__STAGE_PRETOK, DT__STAGE_DEC } dt__stage_kind;

@@ -1,8 +1,6 @@
 /* tokenizer_stages.c — the normalizers and pre-tokenizers, each a row of a table found by its
  * tokenizer.json `type` (a Sequence is flattened into its stages), and the stage loader shared
- * with the decoders. The ByteLevel pre-tokenizer's split is GPT-2's regex
- *   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
- * written out by hand over UTF-8 (the alternatives tried in order at each position). */
+ * with the decoders. The split patterns themselves are in tokenizer_split.c. */
 #include "lm_tok_impl.h"
 
 #include <stdlib.h>
@@ -77,50 +75,6 @@ dt_status dt__pretok_run(dt__enc *e, int idx, const char *s, size_t n, bool at_s
     return e->t->pretok[idx].pretok(e, idx, s, n, at_start);
 }
 
-static size_t char_at(const char *s, size_t n, size_t i, int *cls) {
-    uint32_t cp;
-    size_t len = dt__utf8_char((const uint8_t *)s + i, n - i, &cp);
-    *cls = dt__uclass(cp);
-    return len;
-}
-
-static size_t contraction(const char *s, size_t n, size_t i) {
-    if (i + 1 >= n) return 0;
-    char a = s[i + 1], b = i + 2 < n ? s[i + 2] : 0;
-    if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
-    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return 3;
-    return 0;
-}
-
-/* End of the regex's match at i (i < n). */
-static size_t gpt2_match_end(const char *s, size_t n, size_t i) {
-    if (s[i] == '\'') {
-        size_t c = contraction(s, n, i);
-        if (c) return i + c;
-    }
-    size_t k = s[i] == ' ' ? i + 1 : i;
-    int cls;
-    if (k < n) {
-        size_t len = char_at(s, n, k, &cls);
-        if (cls != DT__UC_SPACE) { /* ` ?\p{L}+`, ` ?\p{N}+` or ` ?[^\s\p{L}\p{N}]+` */
-            int c2;
-            size_t j = k + len;
-            while (j < n && (len = char_at(s, n, j, &c2), c2 == cls)) j += len;
-            return j;
-        }
-    }
-    /* s[i] is white space: `\s+(?!\S)` leaves the last one before a non-space; `\s+` */
-    size_t j = i, last = i;
-    while (j < n) {
-        size_t len = char_at(s, n, j, &cls);
-        if (cls != DT__UC_SPACE) break;
-        last = j;
-        j += len;
-    }
-    if (j == n || last == i) return j;
-    return last;
-}
-
 static dt_status parse_bytelevel(dt__stage *st, const json_t *node, const char *where,
                                  const char *file) {
     (void)where, (void)file;
@@ -141,8 +95,38 @@ static dt_status pre_bytelevel(dt__enc *e, int idx, const char *s, size_t n, boo
     }
     if (!st->flag) return dt__bpe_word(e, s, n, true);
     for (size_t i = 0, j; i < n && !r; i = j) {
-        j = gpt2_match_end(s, n, i);
+        j = dt__split_gpt2(s, n, i);
         r = dt__bpe_word(e, s + i, j - i, true);
+    }
+    return r;
+}
+
+/* Split: a regex known to tokenizer_split.c, matches isolated (every match and every gap a
+ * piece); anything else is refused. */
+static dt_status parse_split(dt__stage *st, const json_t *node, const char *where,
+                             const char *file) {
+    const json_t *pat = json_object_get(node, "pattern");
+    const char *re = json_string_value(json_object_get(pat, "Regex"));
+    const char *behavior = json_string_value(json_object_get(node, "behavior"));
+    if (!re)
+        return dt_error(DT_ERR_FORMAT, "%s: %s type Split is supported only with a Regex "
+                        "pattern", file, where);
+    st->split = dt__split_find(re);
+    if (!st->split)
+        return dt_error(DT_ERR_FORMAT, "%s: %s type Split with the pattern %s is not supported; "
+                        "hint: dtrain knows GPT-2's and Llama 3's patterns", file, where, re);
+    if (!behavior || strcmp(behavior, "Isolated") || json_is_true(json_object_get(node, "invert")))
+        return dt_error(DT_ERR_FORMAT, "%s: %s type Split is supported only with behavior "
+                        "Isolated and invert false", file, where);
+    return DT_OK;
+}
+
+static dt_status pre_split(dt__enc *e, int idx, const char *s, size_t n, bool at_start) {
+    dt__split_fn end = e->t->pretok[idx].split;
+    dt_status r = DT_OK;
+    for (size_t i = 0, j; i < n && !r; i = j) {
+        j = end(s, n, i);
+        r = dt__pretok_run(e, idx + 1, s + i, j - i, at_start && !i);
     }
     return r;
 }
@@ -201,6 +185,7 @@ static const dt__stage_row norm_rows[] = {
 static const dt__stage_row pretok_rows[] = {
     {"ByteLevel", parse_bytelevel, NULL, pre_bytelevel, NULL},
     {"Metaspace", parse_metaspace, NULL, pre_metaspace, NULL},
+    {"Split", parse_split, NULL, pre_split, NULL},
 };
 
 static const char *const kind_key[] = {"normalizer", "pre_tokenizer", "decoder"};
@@ -222,9 +207,10 @@ static dt_status add_stage(dt__stage **out, int *n, const json_t *node, dt__stag
         }
         return DT_OK;
     }
-    size_t nrows = 0;
-    const dt__stage_row *rows = kind == DT__STAGE_NORM     ? (nrows = 2, norm_rows)
-                                : kind == DT__STAGE_PRETOK ? (nrows = 2, pretok_rows)
+    size_t nrows = kind == DT__STAGE_NORM ? sizeof norm_rows / sizeof *norm_rows
+                                          : sizeof pretok_rows / sizeof *pretok_rows;
+    const dt__stage_row *rows = kind == DT__STAGE_NORM     ? norm_rows
+                                : kind == DT__STAGE_PRETOK ? pretok_rows
                                                            : dt__dec_rows(&nrows);
     const dt__stage_row *row = NULL;
     for (size_t i = 0; i < nrows && !row; i++)

@@ -163,6 +163,9 @@ static void test_refusals(void) {
                              "\"ByteLevel\"}, {\"type\": \"Metaspace\"}]}",
             "ByteLevel is supported only as the last");
     refused("post_processor", "{\"type\": \"Bogus\"}", "post_processor type Bogus");
+    refused("pre_tokenizer", "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\w+\"}, "
+                             "\"behavior\": \"Isolated\", \"invert\": false}",
+            "pre_tokenizer type Split with the pattern \\w+ is not supported");
     refused("added_tokens", "[{\"id\": 3}]", "added_tokens[0]");
     refused("model", "null", "model is missing");
 

@@ -25,7 +25,7 @@ import glob
 import json
 import os
 
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 from tokenizers import processors, trainers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -67,7 +67,13 @@ TEXTS = [
     "a  b   c\n \n  d",
     "fill <mask> here  <mask>, [W] alone, not[W]glued, <R>   right, x <pad> y<pad>",
     "<s>starts with a special token",
+    "HELLO'S I'M WE'LL THEY'RE it'S 1234567 12 1 x1y22z333",
+    "hello\n\n\nworld  \n x\r\n\r\n y \t\n\tz",
+    "(paren) ,comma\ttab ...\n\n!!\n next\u00a0word",
 ]
+
+LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+                r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 INVALID = [
     b"caf\xe9 au lait",
@@ -109,6 +115,23 @@ def train_bytelevel(lines):
                                   show_progress=False)
     tok.train_from_iterator(lines, trainer)
     return tok
+
+
+def train_llama3(lines):
+    """Llama 3's layout: a Split on its regex, then ByteLevel without its own regex."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(LLAMA3_SPLIT), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=520,
+                                  special_tokens=["<|begin_of_text|>", "<|end_of_text|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(lines, trainer)
+    d = json.loads(tok.to_str())
+    d["model"]["ignore_merges"] = True
+    return d
 
 
 def with_byte_tokens(tok):
@@ -166,7 +189,7 @@ def expected_invalid(tok, data):
     pieces = [p for p, _ in tok.pre_tokenizer.pre_tokenize_str(s)] if tok.pre_tokenizer else [s]
     b2u = bytes_to_unicode()
     ids = []
-    bytelevel = "ByteLevel" in tok.pre_tokenizer.__class__.__name__ if tok.pre_tokenizer else False
+    bytelevel = "ByteLevel" in json.dumps(json.loads(tok.to_str())["pre_tokenizer"])
     for p in pieces:
         if bytelevel:
             for b in range(0x80, 0x100):
@@ -227,6 +250,7 @@ def main():
                                  "single_word": False, "lstrip": False, "rstrip": False,
                                  "normalized": True, "special": False})
     toks["llama_normalizer.json"] = norm
+    toks["llama3.json"] = train_llama3(lines)
     cases = []
     for name, d in toks.items():
         text = json.dumps(d, ensure_ascii=False, separators=(",", ":"))
