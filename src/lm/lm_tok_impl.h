@@ -24,6 +24,9 @@ typedef struct dt__tids {
 } dt__tids;
 
 dt_status dt__tbuf_put(dt__tbuf *b, const void *s, size_t n);
+/* Append s with every occurrence of pat (plen > 0, left to right, not overlapping) replaced. */
+dt_status dt__replace_all(dt__tbuf *out, const char *s, size_t n, const char *pat, size_t plen,
+                          const char *with, size_t wlen);
 dt_status dt__tids_put(dt__tids *v, const int32_t *ids, size_t n);
 
 /* ---- Unicode ----------------------------------------------------------------------------- */
@@ -75,6 +78,9 @@ typedef struct dt__bpe {
     int32_t mapped_tok[256]; /* the byte-level character of each byte as a token, -1 if absent */
     int32_t ascii_tok[128];  /* one-byte tokens */
 } dt__bpe;
+
+/* The slot of the pair (a, b): its merge, or the empty slot where it would go. */
+dt__merge_slot *dt__merge_slot_of(const dt__bpe *m, int32_t a, int32_t b);
 
 /* Parse the "model" object (a BPE). On error a DT_ERR_FORMAT naming `file` and the part. */
 dt_status dt__bpe_load(dt__bpe *m, const json_t *model, const char *file);
@@ -134,6 +140,10 @@ typedef struct dt__stage_row {
     dt__dec_fn dec;
 } dt__stage_row;
 
+/* Replace's settings, {"pattern": {"String": a}, "content": b}, for the normalizer and the
+ * decoder alike; a Regex pattern is refused. */
+dt_status dt__parse_replace(dt__stage *st, const json_t *node, const char *where,
+                            const char *file);
 /* The decoders' table (tokenizer_decode.c). */
 const dt__stage_row *dt__dec_rows(size_t *n);
 /* A string member `key` of a stage, copied to *out (NULL member: def, or an error if NULL). */

@@ -65,7 +65,7 @@ static dt_status vocab_load(dt__vocab *v, const json_t *vocab, const char *file)
 
 /* ---- merges ------------------------------------------------------------------------------ */
 
-static dt__merge_slot *merge_find(const dt__bpe *m, int32_t a, int32_t b) {
+dt__merge_slot *dt__merge_slot_of(const dt__bpe *m, int32_t a, int32_t b) {
     uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
     size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & m->merge_mask;
     for (;; i = (i + 1) & m->merge_mask) {
@@ -120,7 +120,7 @@ static dt_status merges_load(dt__bpe *m, const json_t *merges, const char *file)
                           "vocabulary", file, i, ia < 0 ? a : ib < 0 ? b : joined.p);
             break;
         }
-        dt__merge_slot *s = merge_find(m, ia, ib); /* a repeated pair: the later rank wins */
+        dt__merge_slot *s = dt__merge_slot_of(m, ia, ib); /* a repeated pair: the later rank wins */
         s->key = ((uint64_t)(uint32_t)ia << 32) | (uint32_t)ib;
         s->rank = (uint32_t)i;
         s->id = ij;

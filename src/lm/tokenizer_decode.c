@@ -65,54 +65,30 @@ static dt_status dec_bytelevel(const dt__stage *st, const dt__toklist *in, dt__t
     return r;
 }
 
-/* Replace (a String pattern) in every token. */
-static dt_status dec_replace(const dt__stage *st, const dt__toklist *in, dt__toklist *out) {
+/* Replace (a String pattern) in every token; Metaspace's replacement character becomes a space,
+ * and in the first token (unless the prepend scheme is never) it is dropped. */
+static dt_status replace_each(const dt__stage *st, const dt__toklist *in, dt__toklist *out,
+                              bool metaspace) {
     dt__tbuf b = {0};
     dt_status r = DT_OK;
     for (size_t i = 0; i < in->n && !r; i++) {
+        bool drop = metaspace && i == 0 && st->prepend;
+        const char *with = metaspace ? (drop ? "" : " ") : st->b;
         b.n = 0;
-        const char *s = TOK(in, i);
-        size_t n = in->len[i], run = 0, k = 0;
-        while (k + st->alen <= n && !r) {
-            if (!memcmp(s + k, st->a, st->alen)) {
-                if (!(r = dt__tbuf_put(&b, s + run, k - run))) r = dt__tbuf_put(&b, st->b, st->blen);
-                k += st->alen;
-                run = k;
-            } else {
-                k++;
-            }
-        }
-        if (!r) r = dt__tbuf_put(&b, s + run, n - run);
+        r = dt__replace_all(&b, TOK(in, i), in->len[i], st->a, st->alen, with,
+                            metaspace ? !drop : st->blen);
         if (!r) r = dt__toklist_add(out, b.p, b.n);
     }
     free(b.p);
     return r;
 }
 
-/* Metaspace: the replacement character becomes a space, and in the first token (unless the
- * prepend scheme is never) it is dropped. */
+static dt_status dec_replace(const dt__stage *st, const dt__toklist *in, dt__toklist *out) {
+    return replace_each(st, in, out, false);
+}
+
 static dt_status dec_metaspace(const dt__stage *st, const dt__toklist *in, dt__toklist *out) {
-    dt__tbuf b = {0};
-    dt_status r = DT_OK;
-    for (size_t i = 0; i < in->n && !r; i++) {
-        b.n = 0;
-        const char *s = TOK(in, i);
-        size_t n = in->len[i], run = 0, k = 0;
-        while (k + st->alen <= n && !r) {
-            if (!memcmp(s + k, st->a, st->alen)) {
-                r = dt__tbuf_put(&b, s + run, k - run);
-                if (!r && (i > 0 || st->prepend == 0)) r = dt__tbuf_put(&b, " ", 1);
-                k += st->alen;
-                run = k;
-            } else {
-                k++;
-            }
-        }
-        if (!r) r = dt__tbuf_put(&b, s + run, n - run);
-        if (!r) r = dt__toklist_add(out, b.p ? b.p : "", b.n);
-    }
-    free(b.p);
-    return r;
+    return replace_each(st, in, out, true);
 }
 
 static int hexval(char c) {
@@ -194,21 +170,10 @@ static dt_status parse_metaspace_dec(dt__stage *st, const json_t *node, const ch
     return r;
 }
 
-static dt_status parse_replace_dec(dt__stage *st, const json_t *node, const char *where,
-                                   const char *file) {
-    const json_t *pat = json_object_get(node, "pattern");
-    if (json_object_get(pat, "Regex"))
-        return dt_error(DT_ERR_FORMAT, "%s: %s type Replace with a Regex pattern is not "
-                        "supported (only String patterns)", file, where);
-    dt_status r = dt__stage_str(&st->a, &st->alen, pat, "String", NULL, where, file);
-    if (!r && !st->alen) return dt_error(DT_ERR_FORMAT, "%s: %s.pattern.String is empty", file, where);
-    return r ? r : dt__stage_str(&st->b, &st->blen, node, "content", NULL, where, file);
-}
-
 static const dt__stage_row dec_rows[] = {
     {"ByteLevel", parse_none, NULL, NULL, dec_bytelevel},
     {"Metaspace", parse_metaspace_dec, NULL, NULL, dec_metaspace},
-    {"Replace", parse_replace_dec, NULL, NULL, dec_replace},
+    {"Replace", dt__parse_replace, NULL, NULL, dec_replace},
     {"ByteFallback", parse_none, NULL, NULL, dec_bytefallback},
     {"Fuse", parse_none, NULL, NULL, dec_fuse},
     {"Strip", parse_strip, NULL, NULL, dec_strip},

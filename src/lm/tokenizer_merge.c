@@ -45,13 +45,8 @@ static dt__heap_item heap_pop(dt__heap_item *h, size_t *n) {
 }
 
 static const dt__merge_slot *merge_get(const dt__bpe *m, int32_t a, int32_t b) {
-    uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
-    size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & m->merge_mask;
-    for (;; i = (i + 1) & m->merge_mask) {
-        const dt__merge_slot *s = &m->merges[i];
-        if (s->key == key) return s;
-        if (s->key == UINT64_MAX) return NULL;
-    }
+    const dt__merge_slot *s = dt__merge_slot_of(m, a, b);
+    return s->key == UINT64_MAX ? NULL : s;
 }
 
 static dt_status enc_reserve(dt__enc *e, size_t n) {

@@ -40,8 +40,8 @@ static dt_status norm_prepend(const dt__stage *st, const char *s, size_t n, dt__
 }
 
 /* Replace's pattern {"String": ...}; a Regex pattern is refused by name. */
-static dt_status parse_replace(dt__stage *st, const json_t *node, const char *where,
-                               const char *file) {
+dt_status dt__parse_replace(dt__stage *st, const json_t *node, const char *where,
+                            const char *file) {
     const json_t *pat = json_object_get(node, "pattern");
     if (json_object_get(pat, "Regex"))
         return dt_error(DT_ERR_FORMAT, "%s: %s type Replace with a Regex pattern is not "
@@ -53,18 +53,7 @@ static dt_status parse_replace(dt__stage *st, const json_t *node, const char *wh
 }
 
 static dt_status norm_replace(const dt__stage *st, const char *s, size_t n, dt__tbuf *out) {
-    size_t i = 0, run = 0;
-    dt_status r = DT_OK;
-    while (i + st->alen <= n && !r) {
-        if (s[i] == st->a[0] && !memcmp(s + i, st->a, st->alen)) {
-            if (!(r = dt__tbuf_put(out, s + run, i - run))) r = dt__tbuf_put(out, st->b, st->blen);
-            i += st->alen;
-            run = i;
-        } else {
-            i++;
-        }
-    }
-    return r ? r : dt__tbuf_put(out, s + run, n - run);
+    return dt__replace_all(out, s, n, st->a, st->alen, st->b, st->blen);
 }
 
 /* ---- pre-tokenizers ---------------------------------------------------------------------- */
@@ -157,13 +146,7 @@ static dt_status pre_metaspace(dt__enc *e, int idx, const char *s, size_t n, boo
     dt_status r = DT_OK;
     if (!starts && (st->prepend == 1 || (st->prepend == 2 && at_start)))
         r = dt__tbuf_put(b, st->a, st->alen);
-    for (size_t i = 0, run = 0; i <= n && !r; i++) {
-        if (i == n || s[i] == ' ') {
-            r = dt__tbuf_put(b, s + run, i - run);
-            if (!r && i < n) r = dt__tbuf_put(b, st->a, st->alen);
-            run = i + 1;
-        }
-    }
+    if (!r) r = dt__replace_all(b, s, n, " ", 1, st->a, st->alen);
     if (r) return r;
     if (!st->flag) return dt__pretok_run(e, idx + 1, b->p, b->n, at_start);
     size_t start = 0; /* a piece starts at every replacement character (MergedWithNext) */
@@ -180,7 +163,7 @@ static dt_status pre_metaspace(dt__enc *e, int idx, const char *s, size_t n, boo
 
 static const dt__stage_row norm_rows[] = {
     {"Prepend", parse_prepend, norm_prepend, NULL, NULL},
-    {"Replace", parse_replace, norm_replace, NULL, NULL},
+    {"Replace", dt__parse_replace, norm_replace, NULL, NULL},
 };
 static const dt__stage_row pretok_rows[] = {
     {"ByteLevel", parse_bytelevel, NULL, pre_bytelevel, NULL},

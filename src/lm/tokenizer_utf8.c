@@ -155,6 +155,22 @@ dt_status dt__utf8_lossy(dt__tbuf *out, const uint8_t *s, size_t n) {
     return dt__tbuf_put(out, s + run, n - run);
 }
 
+dt_status dt__replace_all(dt__tbuf *out, const char *s, size_t n, const char *pat, size_t plen,
+                          const char *with, size_t wlen) {
+    size_t i = 0, run = 0;
+    dt_status r = DT_OK;
+    while (i + plen <= n && !r) {
+        if (s[i] == pat[0] && !memcmp(s + i, pat, plen)) {
+            if (!(r = dt__tbuf_put(out, s + run, i - run))) r = dt__tbuf_put(out, with, wlen);
+            i += plen;
+            run = i;
+        } else {
+            i++;
+        }
+    }
+    return r ? r : dt__tbuf_put(out, s + run, n - run);
+}
+
 static bool printable(unsigned b) {
     return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
 }
