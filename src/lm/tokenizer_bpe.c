@@ -35,6 +35,9 @@ static dt_status vocab_load(dt__vocab *v, const json_t *vocab, const char *file)
         if (json_integer_value(val) > maxid) maxid = json_integer_value(val);
         bytes += strlen(k);
     }
+    if (maxid >= (int64_t)(2 * count + 65536)) /* ids index arrays: they must be dense */
+        return dt_error(DT_ERR_FORMAT, "%s: model.vocab has %zu tokens but an id of %lld; "
+                        "hint: ids must number the tokens from 0", file, count, (long long)maxid);
     v->nid = (int32_t)(maxid + 1);
     size_t nslots = 16;
     while (nslots < count * 2) nslots *= 2;

@@ -29,6 +29,7 @@ dt_status dt__tbuf_put(dt__tbuf *b, const void *s, size_t n) {
 }
 
 dt_status dt__tids_put(dt__tids *v, const int32_t *ids, size_t n) {
+    if (!n) return DT_OK;
     dt_status st = grow((void **)&v->p, &v->cap, v->n + n, sizeof(int32_t));
     if (st) return st;
     memcpy(v->p + v->n, ids, n * sizeof(int32_t));

@@ -157,6 +157,7 @@ static void test_refusals(void) {
     refused("model.merges", "[\"a b c\"]", "model.merges[0]");
     refused("model.merges", "[[\"Ġ\", \"zzz\"]]", "token \"zzz\" is not in the vocabulary");
     refused("model.vocab", "{\"a\": -1}", "model.vocab[\"a\"]");
+    refused("model.vocab", "{\"a\": 2000000000}", "hint: ids must number the tokens from 0");
     refused("normalizer", "{\"type\": \"Replace\", \"pattern\": {\"Regex\": \" +\"}, "
                           "\"content\": \" \"}", "Replace with a Regex pattern");
     refused("pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": "
