@@ -52,11 +52,11 @@ size_t dt__utf8_put(char out[4], uint32_t cp);
 /* ---- the BPE model ----------------------------------------------------------------------- */
 
 typedef struct dt__vocab {
-    char *strs;                /* every token's bytes, one after another */
-    uint64_t *off;             /* by id: offset into strs; UINT64_MAX for an id with no token */
-    uint32_t *len;             /* by id */
-    int32_t nid;               /* one past the largest id */
-    uint32_t *slots;           /* open addressing: id + 1, 0 empty */
+    char *strs;      /* every token's bytes, one after another */
+    uint64_t *off;   /* by id: offset into strs; UINT64_MAX for an id with no token */
+    uint32_t *len;   /* by id */
+    int32_t nid;     /* one past the largest id */
+    uint32_t *slots; /* open addressing: id + 1, 0 empty */
     size_t mask;
 } dt__vocab;
 
@@ -72,7 +72,7 @@ typedef struct dt__bpe {
     dt__vocab vocab;
     dt__merge_slot *merges;
     size_t merge_mask;
-    int32_t unk;     /* -1 if none */
+    int32_t unk; /* -1 if none */
     bool fuse_unk, byte_fallback, ignore_merges;
     int32_t byte_tok[256];   /* <0xNN> ids, -1 if absent */
     int32_t mapped_tok[256]; /* the byte-level character of each byte as a token, -1 if absent */
@@ -119,12 +119,12 @@ struct dt__stage {
     dt__norm_fn norm;
     dt__pretok_fn pretok;
     dt__dec_fn dec;
-    char *a, *b;      /* strings: Prepend's text, Replace's pattern / content, Metaspace's
-                         replacement, Strip's content */
+    char *a, *b; /* strings: Prepend's text, Replace's pattern / content, Metaspace's
+                    replacement, Strip's content */
     size_t alen, blen;
-    int prepend;      /* Metaspace: 0 never, 1 always, 2 first; ByteLevel: add_prefix_space */
-    bool flag;        /* Metaspace: split; ByteLevel: use_regex */
-    int start, stop;  /* Strip */
+    int prepend;        /* Metaspace: 0 never, 1 always, 2 first; ByteLevel: add_prefix_space */
+    bool flag;          /* Metaspace: split; ByteLevel: use_regex */
+    int start, stop;    /* Strip */
     dt__split_fn split; /* Split */
 };
 
@@ -142,13 +142,12 @@ typedef struct dt__stage_row {
 
 /* Replace's settings, {"pattern": {"String": a}, "content": b}, for the normalizer and the
  * decoder alike; a Regex pattern is refused. */
-dt_status dt__parse_replace(dt__stage *st, const json_t *node, const char *where,
-                            const char *file);
+dt_status dt__parse_replace(dt__stage *st, const json_t *node, const char *where, const char *file);
 /* The decoders' table (tokenizer_decode.c). */
 const dt__stage_row *dt__dec_rows(size_t *n);
 /* A string member `key` of a stage, copied to *out (NULL member: def, or an error if NULL). */
-dt_status dt__stage_str(char **out, size_t *n, const json_t *node, const char *key,
-                        const char *def, const char *where, const char *file);
+dt_status dt__stage_str(char **out, size_t *n, const json_t *node, const char *key, const char *def,
+                        const char *where, const char *file);
 
 /* Parse the tokenizer.json member `key` (null or a stage or a Sequence of them) into a flat
  * list of stages, each type looked up in the kind's table; an unknown type is refused by name. */

@@ -25,8 +25,10 @@ static dt_status put_doc(dt_tokenizer *tok, dt_file_out *f, const char *s, size_
     int32_t eos = dt_tokenizer_eos(tok);
     if (!st && eos >= 0) {
         int32_t *grown = realloc(ids, (nids + 1) * sizeof *ids);
-        if (!grown) st = dt_error(DT_ERR_OOM, "text dataset: out of memory");
-        else (ids = grown)[nids++] = eos;
+        if (!grown)
+            st = dt_error(DT_ERR_OOM, "text dataset: out of memory");
+        else
+            (ids = grown)[nids++] = eos;
     }
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
     for (size_t i = 0; i < nids; i++) ids[i] = (int32_t)__builtin_bswap32((uint32_t)ids[i]);
@@ -48,18 +50,22 @@ static dt_status tokenize_jsonl(dt_tokenizer *tok, FILE *in, const char *path, c
     while (!st && (len = getline(&line, &cap, in)) >= 0) {
         lineno++;
         size_t k = 0;
-        while (k < (size_t)len && (line[k] == ' ' || line[k] == '\t' || line[k] == '\r' ||
-                                   line[k] == '\n'))
+        while (k < (size_t)len &&
+               (line[k] == ' ' || line[k] == '\t' || line[k] == '\r' || line[k] == '\n'))
             k++;
         if (k == (size_t)len) continue;
         json_error_t je;
         json_t *o = json_loadb(line, (size_t)len, JSON_DECODE_ANY, &je);
         const json_t *v = json_object_get(o, field);
         if (!json_is_string(v))
-            st = dt_error(DT_ERR_FORMAT, "%s:%lld: %s; hint: every line must be a JSON object "
-                          "with a string member \"%s\"", path, (long long)lineno,
-                          !o ? je.text : json_is_object(o) ? "no string member of that name"
-                                                           : "not a JSON object", field);
+            st = dt_error(DT_ERR_FORMAT,
+                          "%s:%lld: %s; hint: every line must be a JSON object "
+                          "with a string member \"%s\"",
+                          path, (long long)lineno,
+                          !o                  ? je.text
+                          : json_is_object(o) ? "no string member of that name"
+                                              : "not a JSON object",
+                          field);
         else
             st = put_doc(tok, f, json_string_value(v), json_string_length(v), count);
         json_decref(o);
@@ -89,7 +95,7 @@ static dt_status write_tokens(dt_tokenizer *tok, const char *text_path, const ch
     if (!in) return dt_error(DT_ERR_IO, "%s: cannot read: %s", text_path, strerror(errno));
     dt_file_out *f = dt_file_out_open(out_path);
     int64_t count = 0;
-    dt_status st = !f ? dt_last_status()
+    dt_status st = !f      ? dt_last_status()
                    : field ? tokenize_jsonl(tok, in, text_path, field, f, &count)
                            : tokenize_text(tok, in, text_path, f, &count);
     fclose(in);
@@ -115,7 +121,8 @@ static char *cache_path(const char *text_path, const struct stat *sb, const char
     const char *dir = cache_dir ? cache_dir : slash ? text_path : ".";
     size_t n = (size_t)dirlen + strlen(base) + 48;
     char *out = malloc(n);
-    if (out) snprintf(out, n, "%.*s/%s.%016llx.tok.i32", dirlen, dir, base, (unsigned long long)key);
+    if (out)
+        snprintf(out, n, "%.*s/%s.%016llx.tok.i32", dirlen, dir, base, (unsigned long long)key);
     return out;
 }
 
@@ -124,7 +131,7 @@ dt_dataset *dt_dataset_text(const char *text_path, dt_tokenizer *tok,
     struct stat sb;
     if (!text_path || !tok || !opts || opts->block_size < 1) {
         dt_error(DT_ERR_INVALID, "dt_dataset_text: needs a text file, a tokenizer and a "
-                 "block_size >= 1");
+                                 "block_size >= 1");
         return NULL;
     }
     if (stat(text_path, &sb)) {

@@ -143,8 +143,10 @@ static dt_status added_load(dt_tokenizer *t, const json_t *list, const char *fil
         if (!json_is_integer(id) || json_integer_value(id) < 0 ||
             json_integer_value(id) >= INT32_MAX - 1 || !json_is_string(content) ||
             !json_string_length(content))
-            return dt_error(DT_ERR_FORMAT, "%s: added_tokens[%zu] needs an id and a non-empty "
-                            "content", file, i);
+            return dt_error(DT_ERR_FORMAT,
+                            "%s: added_tokens[%zu] needs an id and a non-empty "
+                            "content",
+                            file, i);
         dt__added *a = &t->added[t->nadded++];
         a->len = json_string_length(content);
         if (!(a->text = malloc(a->len + 1))) return dt_error(DT_ERR_OOM, "%s: out of memory", file);
@@ -167,8 +169,11 @@ static dt_status added_load(dt_tokenizer *t, const json_t *list, const char *fil
             free(bufs[1].p);
             if (r || !a->mlen) {
                 if (!a->mlen) a->match = a->text;
-                return r ? r : dt_error(DT_ERR_FORMAT, "%s: added_tokens[%zu] normalizes to "
-                                        "nothing", file, i);
+                return r ? r
+                         : dt_error(DT_ERR_FORMAT,
+                                    "%s: added_tokens[%zu] normalizes to "
+                                    "nothing",
+                                    file, i);
             }
         }
         t->added_first[a->normalized][(uint8_t)a->match[0]] = true;
@@ -240,12 +245,15 @@ static void find_bos_eos(dt_tokenizer *t) {
 static dt_status load_parts(dt_tokenizer *t, const json_t *root, const char *file) {
     if (!json_is_object(root)) return dt_error(DT_ERR_FORMAT, "%s: not a JSON object", file);
     dt_status r = dt__bpe_load(&t->bpe, json_object_get(root, "model"), file);
-    if (!r) r = dt__stages_load(&t->norm, &t->nnorm, json_object_get(root, "normalizer"),
-                                DT__STAGE_NORM, file);
-    if (!r) r = dt__stages_load(&t->pretok, &t->npretok, json_object_get(root, "pre_tokenizer"),
-                                DT__STAGE_PRETOK, file);
-    if (!r) r = dt__stages_load(&t->dec, &t->ndec, json_object_get(root, "decoder"),
-                                DT__STAGE_DEC, file);
+    if (!r)
+        r = dt__stages_load(&t->norm, &t->nnorm, json_object_get(root, "normalizer"),
+                            DT__STAGE_NORM, file);
+    if (!r)
+        r = dt__stages_load(&t->pretok, &t->npretok, json_object_get(root, "pre_tokenizer"),
+                            DT__STAGE_PRETOK, file);
+    if (!r)
+        r = dt__stages_load(&t->dec, &t->ndec, json_object_get(root, "decoder"), DT__STAGE_DEC,
+                            file);
     if (!r) r = post_check(json_object_get(root, "post_processor"), file);
     t->vocab_size = t->bpe.vocab.nid;
     if (!r) r = added_load(t, json_object_get(root, "added_tokens"), file);
@@ -257,8 +265,10 @@ dt_status dt_tokenizer_load(dt_tokenizer **out, const char *path) {
     size_t n = 0;
     char *text = read_file(path, &n);
     if (!text)
-        return dt_error(DT_ERR_IO, "%s: cannot read: %s; hint: a model directory holds its "
-                        "tokenizer as tokenizer.json", path, strerror(errno ? errno : EIO));
+        return dt_error(DT_ERR_IO,
+                        "%s: cannot read: %s; hint: a model directory holds its "
+                        "tokenizer as tokenizer.json",
+                        path, strerror(errno ? errno : EIO));
     json_error_t je;
     json_t *root = json_loadb(text, n, 0, &je);
     dt_tokenizer *t = calloc(1, sizeof *t);

@@ -36,8 +36,10 @@ static dt_status vocab_load(dt__vocab *v, const json_t *vocab, const char *file)
         bytes += strlen(k);
     }
     if (maxid >= (int64_t)(2 * count + 65536)) /* ids index arrays: they must be dense */
-        return dt_error(DT_ERR_FORMAT, "%s: model.vocab has %zu tokens but an id of %lld; "
-                        "hint: ids must number the tokens from 0", file, count, (long long)maxid);
+        return dt_error(DT_ERR_FORMAT,
+                        "%s: model.vocab has %zu tokens but an id of %lld; "
+                        "hint: ids must number the tokens from 0",
+                        file, count, (long long)maxid);
     v->nid = (int32_t)(maxid + 1);
     size_t nslots = 16;
     while (nslots < count * 2) nslots *= 2;
@@ -83,8 +85,10 @@ static dt_status merge_sides(const json_t *mg, size_t i, const char *file, const
     if (json_is_string(mg)) {
         const char *s = json_string_value(mg), *sp = strchr(s, ' ');
         if (!sp || strchr(sp + 1, ' '))
-            return dt_error(DT_ERR_FORMAT, "%s: model.merges[%zu] \"%s\" is not two tokens "
-                            "separated by one space", file, i, s);
+            return dt_error(DT_ERR_FORMAT,
+                            "%s: model.merges[%zu] \"%s\" is not two tokens "
+                            "separated by one space",
+                            file, i, s);
         *a = s, *an = (size_t)(sp - s), *b = sp + 1, *bn = strlen(sp + 1);
         return DT_OK;
     }
@@ -119,8 +123,13 @@ static dt_status merges_load(dt__bpe *m, const json_t *merges, const char *file)
         int32_t ia = dt__vocab_get(&m->vocab, a, an), ib = dt__vocab_get(&m->vocab, b, bn);
         int32_t ij = dt__vocab_get(&m->vocab, joined.p, joined.n);
         if (ia < 0 || ib < 0 || ij < 0) {
-            st = dt_error(DT_ERR_FORMAT, "%s: model.merges[%zu]: token \"%s\" is not in the "
-                          "vocabulary", file, i, ia < 0 ? a : ib < 0 ? b : joined.p);
+            st = dt_error(DT_ERR_FORMAT,
+                          "%s: model.merges[%zu]: token \"%s\" is not in the "
+                          "vocabulary",
+                          file, i,
+                          ia < 0   ? a
+                          : ib < 0 ? b
+                                   : joined.p);
             break;
         }
         dt__merge_slot *s = dt__merge_slot_of(m, ia, ib); /* a repeated pair: the later rank wins */
@@ -151,15 +160,19 @@ dt_status dt__bpe_load(dt__bpe *m, const json_t *model, const char *file) {
     if (!json_is_object(model) || !type)
         return dt_error(DT_ERR_FORMAT, "%s: model is missing or has no type", file);
     if (strcmp(type, "BPE"))
-        return dt_error(DT_ERR_FORMAT, "%s: model type %s is not supported; hint: dtrain reads "
-                        "BPE models (GPT-2 and Llama style)", file, type);
+        return dt_error(DT_ERR_FORMAT,
+                        "%s: model type %s is not supported; hint: dtrain reads "
+                        "BPE models (GPT-2 and Llama style)",
+                        file, type);
     static const char *unsupported[] = {"continuing_subword_prefix", "end_of_word_suffix"};
     for (size_t i = 0; i < 2; i++)
         if (!null_or(json_object_get(model, unsupported[i]), is_empty_str))
             return dt_error(DT_ERR_FORMAT, "%s: model.%s is not supported", file, unsupported[i]);
     if (!null_or(json_object_get(model, "dropout"), is_zero))
-        return dt_error(DT_ERR_FORMAT, "%s: model.dropout is not supported (encoding would be "
-                        "random); hint: set it to null", file);
+        return dt_error(DT_ERR_FORMAT,
+                        "%s: model.dropout is not supported (encoding would be "
+                        "random); hint: set it to null",
+                        file);
     dt_status st = vocab_load(&m->vocab, json_object_get(model, "vocab"), file);
     if (!st) st = merges_load(m, json_object_get(model, "merges"), file);
     if (st) return st;
@@ -178,7 +191,8 @@ dt_status dt__bpe_load(dt__bpe *m, const json_t *model, const char *file) {
         char name[8], ch[4];
         snprintf(name, sizeof name, "<0x%02X>", b);
         m->byte_tok[b] = dt__vocab_get(&m->vocab, name, 6);
-        m->mapped_tok[b] = dt__vocab_get(&m->vocab, ch, dt__utf8_put(ch, dt__byte_to_cp((uint8_t)b)));
+        m->mapped_tok[b] =
+            dt__vocab_get(&m->vocab, ch, dt__utf8_put(ch, dt__byte_to_cp((uint8_t)b)));
         if (b < 128) m->ascii_tok[b] = dt__vocab_get(&m->vocab, (char *)&(char){(char)b}, 1);
     }
     return DT_OK;

@@ -92,8 +92,10 @@ static dt_status dec_metaspace(const dt__stage *st, const dt__toklist *in, dt__t
 }
 
 static int hexval(char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                                          : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
 }
 
 static dt_status flush_bytes(dt__tbuf *bytes, dt__toklist *out) {
@@ -162,8 +164,8 @@ static dt_status dec_strip(const dt__stage *st, const dt__toklist *in, dt__tokli
 
 static dt_status parse_metaspace_dec(dt__stage *st, const json_t *node, const char *where,
                                      const char *file) {
-    dt_status r = dt__stage_str(&st->a, &st->alen, node, "replacement", "\xE2\x96\x81", where,
-                                file);
+    dt_status r =
+        dt__stage_str(&st->a, &st->alen, node, "replacement", "\xE2\x96\x81", where, file);
     const json_t *aps = json_object_get(node, "add_prefix_space");
     const char *scheme = json_string_value(json_object_get(node, "prepend_scheme"));
     st->prepend = scheme ? strcmp(scheme, "never") != 0 : !json_is_false(aps);

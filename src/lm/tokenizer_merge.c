@@ -175,8 +175,8 @@ static const int32_t *cache_get(const dt__wcache *c, uint64_t h, const char *s, 
     return NULL;
 }
 
-static dt_status cache_put(dt__wcache *c, uint64_t h, const char *s, size_t n,
-                           const int32_t *ids, size_t nids) {
+static dt_status cache_put(dt__wcache *c, uint64_t h, const char *s, size_t n, const int32_t *ids,
+                           size_t nids) {
     if (!c->hash) {
         c->mask = CACHE_SLOTS - 1;
         c->hash = calloc(CACHE_SLOTS, sizeof *c->hash);

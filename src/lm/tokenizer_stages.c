@@ -8,8 +8,8 @@
 
 enum { MAX_STAGES = 8 };
 
-dt_status dt__stage_str(char **out, size_t *n, const json_t *node, const char *key,
-                        const char *def, const char *where, const char *file) {
+dt_status dt__stage_str(char **out, size_t *n, const json_t *node, const char *key, const char *def,
+                        const char *where, const char *file) {
     const json_t *v = json_object_get(node, key);
     const char *s = json_is_string(v) ? json_string_value(v) : def;
     if (!s || (v && !json_is_null(v) && !json_is_string(v)))
@@ -44,8 +44,10 @@ dt_status dt__parse_replace(dt__stage *st, const json_t *node, const char *where
                             const char *file) {
     const json_t *pat = json_object_get(node, "pattern");
     if (json_object_get(pat, "Regex"))
-        return dt_error(DT_ERR_FORMAT, "%s: %s type Replace with a Regex pattern is not "
-                        "supported (only String patterns)", file, where);
+        return dt_error(DT_ERR_FORMAT,
+                        "%s: %s type Replace with a Regex pattern is not "
+                        "supported (only String patterns)",
+                        file, where);
     dt_status r = dt__stage_str(&st->a, &st->alen, pat, "String", NULL, where, file);
     if (!r && !st->alen)
         return dt_error(DT_ERR_FORMAT, "%s: %s.pattern.String is empty", file, where);
@@ -98,15 +100,21 @@ static dt_status parse_split(dt__stage *st, const json_t *node, const char *wher
     const char *re = json_string_value(json_object_get(pat, "Regex"));
     const char *behavior = json_string_value(json_object_get(node, "behavior"));
     if (!re)
-        return dt_error(DT_ERR_FORMAT, "%s: %s type Split is supported only with a Regex "
-                        "pattern", file, where);
+        return dt_error(DT_ERR_FORMAT,
+                        "%s: %s type Split is supported only with a Regex "
+                        "pattern",
+                        file, where);
     st->split = dt__split_find(re);
     if (!st->split)
-        return dt_error(DT_ERR_FORMAT, "%s: %s type Split with the pattern %s is not supported; "
-                        "hint: dtrain knows GPT-2's and Llama 3's patterns", file, where, re);
+        return dt_error(DT_ERR_FORMAT,
+                        "%s: %s type Split with the pattern %s is not supported; "
+                        "hint: dtrain knows GPT-2's and Llama 3's patterns",
+                        file, where, re);
     if (!behavior || strcmp(behavior, "Isolated") || json_is_true(json_object_get(node, "invert")))
-        return dt_error(DT_ERR_FORMAT, "%s: %s type Split is supported only with behavior "
-                        "Isolated and invert false", file, where);
+        return dt_error(DT_ERR_FORMAT,
+                        "%s: %s type Split is supported only with behavior "
+                        "Isolated and invert false",
+                        file, where);
     return DT_OK;
 }
 
@@ -122,8 +130,8 @@ static dt_status pre_split(dt__enc *e, int idx, const char *s, size_t n, bool at
 
 static dt_status parse_metaspace(dt__stage *st, const json_t *node, const char *where,
                                  const char *file) {
-    dt_status r = dt__stage_str(&st->a, &st->alen, node, "replacement", "\xE2\x96\x81", where,
-                                file);
+    dt_status r =
+        dt__stage_str(&st->a, &st->alen, node, "replacement", "\xE2\x96\x81", where, file);
     if (r) return r;
     const char *scheme = json_string_value(json_object_get(node, "prepend_scheme"));
     st->prepend = bool_or(node, "add_prefix_space", true) ? 1 : 0;
@@ -131,8 +139,10 @@ static dt_status parse_metaspace(dt__stage *st, const json_t *node, const char *
         if (!strcmp(scheme, "always") || !strcmp(scheme, "first") || !strcmp(scheme, "never"))
             st->prepend = scheme[0] == 'a' ? 1 : scheme[0] == 'f' ? 2 : 0;
         else
-            return dt_error(DT_ERR_FORMAT, "%s: %s.prepend_scheme %s is not one of always, "
-                            "first, never", file, where, scheme);
+            return dt_error(DT_ERR_FORMAT,
+                            "%s: %s.prepend_scheme %s is not one of always, "
+                            "first, never",
+                            file, where, scheme);
     }
     st->flag = bool_or(node, "split", true);
     return DT_OK;
@@ -199,8 +209,10 @@ static dt_status add_stage(dt__stage **out, int *n, const json_t *node, dt__stag
     for (size_t i = 0; i < nrows && !row; i++)
         if (!strcmp(rows[i].type, type)) row = &rows[i];
     if (!row)
-        return dt_error(DT_ERR_FORMAT, "%s: %s type %s is not supported; hint: dtrain reads "
-                        "GPT-2 and Llama style tokenizers (docs/lm.md)", file, where, type);
+        return dt_error(DT_ERR_FORMAT,
+                        "%s: %s type %s is not supported; hint: dtrain reads "
+                        "GPT-2 and Llama style tokenizers (docs/lm.md)",
+                        file, where, type);
     if (*n >= MAX_STAGES)
         return dt_error(DT_ERR_FORMAT, "%s: more than %d %s stages", file, MAX_STAGES, where);
     dt__stage *st = &(*out)[(*n)++];
@@ -218,8 +230,10 @@ dt_status dt__stages_load(dt__stage **out, int *n, const json_t *node, dt__stage
     if (!r && kind == DT__STAGE_PRETOK)
         for (int i = 0; i + 1 < *n; i++)
             if (!strcmp((*out)[i].type, "ByteLevel"))
-                return dt_error(DT_ERR_FORMAT, "%s: pre_tokenizer ByteLevel is supported only "
-                                "as the last pre-tokenizer of a Sequence", file);
+                return dt_error(DT_ERR_FORMAT,
+                                "%s: pre_tokenizer ByteLevel is supported only "
+                                "as the last pre-tokenizer of a Sequence",
+                                file);
     return r;
 }
 

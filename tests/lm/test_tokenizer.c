@@ -53,8 +53,8 @@ static void check_case(dt_tokenizer *t, const json_t *c) {
     bool same = n == json_array_size(want);
     for (size_t i = 0; same && i < n; i++)
         same = ids[i] == json_integer_value(json_array_get(want, i));
-    CHECK_MSG(same, "%s: ids differ for \"%.60s\"", json_string_value(json_object_get(c, "tokenizer")),
-              text);
+    CHECK_MSG(same, "%s: ids differ for \"%.60s\"",
+              json_string_value(json_object_get(c, "tokenizer")), text);
     if (!same) {
         print_ids("dtrain", ids, n);
         int32_t w[64];
@@ -158,14 +158,18 @@ static void test_refusals(void) {
     refused("model.merges", "[[\"Ġ\", \"zzz\"]]", "token \"zzz\" is not in the vocabulary");
     refused("model.vocab", "{\"a\": -1}", "model.vocab[\"a\"]");
     refused("model.vocab", "{\"a\": 2000000000}", "hint: ids must number the tokens from 0");
-    refused("normalizer", "{\"type\": \"Replace\", \"pattern\": {\"Regex\": \" +\"}, "
-                          "\"content\": \" \"}", "Replace with a Regex pattern");
-    refused("pre_tokenizer", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": "
-                             "\"ByteLevel\"}, {\"type\": \"Metaspace\"}]}",
+    refused("normalizer",
+            "{\"type\": \"Replace\", \"pattern\": {\"Regex\": \" +\"}, "
+            "\"content\": \" \"}",
+            "Replace with a Regex pattern");
+    refused("pre_tokenizer",
+            "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": "
+            "\"ByteLevel\"}, {\"type\": \"Metaspace\"}]}",
             "ByteLevel is supported only as the last");
     refused("post_processor", "{\"type\": \"Bogus\"}", "post_processor type Bogus");
-    refused("pre_tokenizer", "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\w+\"}, "
-                             "\"behavior\": \"Isolated\", \"invert\": false}",
+    refused("pre_tokenizer",
+            "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\w+\"}, "
+            "\"behavior\": \"Isolated\", \"invert\": false}",
             "pre_tokenizer type Split with the pattern \\w+ is not supported");
     refused("added_tokens", "[{\"id\": 3}]", "added_tokens[0]");
     refused("model", "null", "model is missing");
