@@ -198,6 +198,7 @@ struct dt_tokenizer {
     int nnorm, npretok, ndec;
     dt__added *added;
     int nadded;
+    int32_t *added_of;        /* by id (vocab_size): index into added, -1 none */
     bool added_first[2][256]; /* [normalized] first bytes of the added tokens */
     bool has_added[2];        /* [normalized] any added token of that kind */
     int32_t bos, eos, vocab_size;

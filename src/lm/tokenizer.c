@@ -131,8 +131,7 @@ static bool flag_of(const json_t *o, const char *key) {
     return json_is_true(json_object_get(o, key));
 }
 
-static dt_status added_load(dt_tokenizer *t, const json_t *list, const char *file) {
-    if (!list || json_is_null(list)) return DT_OK;
+static dt_status added_parse(dt_tokenizer *t, const json_t *list, const char *file) {
     if (!json_is_array(list))
         return dt_error(DT_ERR_FORMAT, "%s: added_tokens is not an array", file);
     t->added = calloc(json_array_size(list) + 1, sizeof *t->added);
@@ -180,7 +179,26 @@ static dt_status added_load(dt_tokenizer *t, const json_t *list, const char *fil
         t->has_added[a->normalized] = true;
         if (a->id >= t->vocab_size) t->vocab_size = a->id + 1;
     }
+    if (t->vocab_size > t->bpe.vocab.nid + t->nadded + 65536)
+        return dt_error(DT_ERR_FORMAT,
+                        "%s: an added token has the id %d, far beyond the %d "
+                        "of the vocabulary; hint: ids must number the tokens from 0",
+                        file, t->vocab_size - 1, t->bpe.vocab.nid);
+    if (!(t->added_of = malloc((size_t)t->vocab_size * sizeof *t->added_of)))
+        return dt_error(DT_ERR_OOM, "%s: out of memory", file);
+    memset(t->added_of, 0xFF, (size_t)t->vocab_size * sizeof *t->added_of);
+    for (int k = 0; k < t->nadded; k++) t->added_of[t->added[k].id] = k;
     return DT_OK;
+}
+
+static dt_status added_load(dt_tokenizer *t, const json_t *list, const char *file) {
+    if (!list || json_is_null(list))
+        list = json_array(); /* none: still the id index */
+    else
+        json_incref((json_t *)list);
+    dt_status r = added_parse(t, list, file);
+    json_decref((json_t *)list);
+    return r;
 }
 
 /* The post-processor only adds special tokens, which encode never does: known kinds pass. */
@@ -304,6 +322,7 @@ void dt_tokenizer_free(dt_tokenizer *t) {
         free(t->added[i].text);
     }
     free(t->added);
+    free(t->added_of);
     dt__wcache_free(&t->cache);
     free(t->path);
     free(t);

@@ -189,8 +189,9 @@ const dt__stage_row *dt__dec_rows(size_t *n) {
 /* The token string of an id: an added token's first (as matched: a normalized token in its
  * normalized form, as `tokenizers` decodes it), then the vocabulary's. */
 static const char *id_text(const dt_tokenizer *t, int32_t id, size_t *n) {
-    for (int i = 0; i < t->nadded; i++)
-        if (t->added[i].id == id) return *n = t->added[i].mlen, t->added[i].match;
+    if (id < 0 || id >= t->vocab_size) return NULL;
+    int32_t k = t->added_of[id];
+    if (k >= 0) return *n = t->added[k].mlen, t->added[k].match;
     const dt__vocab *v = &t->bpe.vocab;
     if (id < 0 || id >= v->nid || v->off[id] == UINT64_MAX) return NULL;
     *n = v->len[id];
