@@ -34,7 +34,7 @@ DT_API dt_status dt_tokenizer_encode(dt_tokenizer *t, const char *text, size_t l
                                      size_t *n);
 /* Decode n ids to a NUL-terminated string (*text malloc'd, the caller frees it), special tokens
  * kept, as `tokenizers`' decode(ids, skip_special_tokens=False); ids the tokenizer does not know
- * are skipped as it skips them. DT_ERR_OOM. */
+ * are skipped as it skips them (a decoded NUL byte ends the string early). DT_ERR_OOM. */
 DT_API dt_status dt_tokenizer_decode(const dt_tokenizer *t, const int32_t *ids, size_t n,
                                      char **text);
 

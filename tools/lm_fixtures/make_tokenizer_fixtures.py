@@ -70,6 +70,8 @@ TEXTS = [
     "HELLO'S I'M WE'LL THEY'RE it'S 1234567 12 1 x1y22z333",
     "hello\n\n\nworld  \n x\r\n\r\n y \t\n\tz",
     "(paren) ,comma\ttab ...\n\n!!\n next\u00a0word",
+    "edges a\x1cb\x1f c\x85d \u180e e\u200bf \ufeffg \u2029h \x0b\x0ci  \u3000 j\x00k",
+    "letters and marks: \u02b0\u0345\u0903 \u2160\u2161 \u3007 \U0001d7d8 \u0e51 \u00aa\u00b5\u00ba",
 ]
 
 LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
