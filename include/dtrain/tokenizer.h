@@ -63,7 +63,7 @@ typedef struct dt_text_dataset_opts {
 /* A dt_dataset_tokens dataset ("x", "y" i64 (T)) over the text of text_path tokenized with
  * tok, the EOS token (if the tokenizer has one) after every document. The tokens are written
  * once to cache_dir/<name>.<key>.tok.i32 (key: a hash of the text file's size and mtime, the
- * field, the tokenizer's vocabulary and pipeline, and the format version) and reused by later
+ * field, the bytes of the tokenizer.json, and the format version) and reused by later
  * calls (processes that build it at once each write their own temporary, renamed into place
  * atomically). NULL with DT_ERR_IO (cannot read or write), DT_ERR_FORMAT (a JSON line that is not
  * an object with a string member `jsonl_field`: the message names the file and line), or the errors

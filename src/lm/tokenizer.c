@@ -49,7 +49,7 @@ static bool single_word_ok(const char *s, size_t n, size_t start, size_t stop) {
     return !before && !(stop < n && is_word_at(s, n, stop, &len));
 }
 
-/* long: `tokenizers`' find_matches — leftmost-longest matches of the set's added tokens, the
+/* `tokenizers`' find_matches — leftmost-longest matches of the set's added tokens, the
  * single_word / lstrip / rstrip rules, the text between matches handed to gap(). */
 static dt_status split_added(dt__enc *e, const char *s, size_t n, bool norm, bool at_start,
                              gap_fn gap) {

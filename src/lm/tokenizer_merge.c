@@ -75,7 +75,7 @@ static void sym_add(dt__enc *e, size_t *n, int32_t id, uint32_t len) {
     (*n)++;
 }
 
-/* long: the character walk of BPE::merge_word — vocabulary hit, byte fallback, or the unknown
+/* The character walk of BPE::merge_word — vocabulary hit, byte fallback, or the unknown
  * token (fused or not), with the pending unknown flushed exactly where `tokenizers` does. */
 static size_t word_symbols(dt__enc *e, const char *s, size_t n, bool mapped) {
     const dt__bpe *m = &e->t->bpe;
