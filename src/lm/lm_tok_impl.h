@@ -143,6 +143,9 @@ typedef struct dt__stage_row {
 /* Replace's settings, {"pattern": {"String": a}, "content": b}, for the normalizer and the
  * decoder alike; a Regex pattern is refused. */
 dt_status dt__parse_replace(dt__stage *st, const json_t *node, const char *where, const char *file);
+/* Metaspace's replacement character (default U+2581), pre-tokenizer and decoder alike. */
+dt_status dt__parse_replacement(dt__stage *st, const json_t *node, const char *where,
+                                const char *file);
 /* The decoders' table (tokenizer_decode.c). */
 const dt__stage_row *dt__dec_rows(size_t *n);
 /* A string member `key` of a stage, copied to *out (NULL member: def, or an error if NULL). */

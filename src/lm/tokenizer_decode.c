@@ -164,8 +164,7 @@ static dt_status dec_strip(const dt__stage *st, const dt__toklist *in, dt__tokli
 
 static dt_status parse_metaspace_dec(dt__stage *st, const json_t *node, const char *where,
                                      const char *file) {
-    dt_status r =
-        dt__stage_str(&st->a, &st->alen, node, "replacement", "\xE2\x96\x81", where, file);
+    dt_status r = dt__parse_replacement(st, node, where, file);
     const json_t *aps = json_object_get(node, "add_prefix_space");
     const char *scheme = json_string_value(json_object_get(node, "prepend_scheme"));
     st->prepend = scheme ? strcmp(scheme, "never") != 0 : !json_is_false(aps);

@@ -128,10 +128,17 @@ static dt_status pre_split(dt__enc *e, int idx, const char *s, size_t n, bool at
     return r;
 }
 
-static dt_status parse_metaspace(dt__stage *st, const json_t *node, const char *where,
-                                 const char *file) {
+dt_status dt__parse_replacement(dt__stage *st, const json_t *node, const char *where,
+                                const char *file) {
     dt_status r =
         dt__stage_str(&st->a, &st->alen, node, "replacement", "\xE2\x96\x81", where, file);
+    if (!r && !st->alen) r = dt_error(DT_ERR_FORMAT, "%s: %s.replacement is empty", file, where);
+    return r;
+}
+
+static dt_status parse_metaspace(dt__stage *st, const json_t *node, const char *where,
+                                 const char *file) {
+    dt_status r = dt__parse_replacement(st, node, where, file);
     if (r) return r;
     const char *scheme = json_string_value(json_object_get(node, "prepend_scheme"));
     st->prepend = bool_or(node, "add_prefix_space", true) ? 1 : 0;

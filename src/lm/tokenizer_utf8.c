@@ -158,6 +158,7 @@ dt_status dt__utf8_lossy(dt__tbuf *out, const uint8_t *s, size_t n) {
 
 dt_status dt__replace_all(dt__tbuf *out, const char *s, size_t n, const char *pat, size_t plen,
                           const char *with, size_t wlen) {
+    if (!plen) return dt__tbuf_put(out, s, n);
     size_t i = 0, run = 0;
     dt_status r = DT_OK;
     while (i + plen <= n && !r) {

@@ -168,6 +168,8 @@ static void test_refusals(void) {
             "\"ByteLevel\"}, {\"type\": \"Metaspace\"}]}",
             "ByteLevel is supported only as the last");
     refused("post_processor", "{\"type\": \"Bogus\"}", "post_processor type Bogus");
+    refused("decoder", "{\"type\": \"Metaspace\", \"replacement\": \"\"}",
+            "decoder.replacement is empty");
     refused("pre_tokenizer",
             "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\w+\"}, "
             "\"behavior\": \"Isolated\", \"invert\": false}",
