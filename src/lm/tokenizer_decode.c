@@ -141,6 +141,7 @@ static dt_status parse_strip(dt__stage *st, const json_t *node, const char *wher
                              const char *file) {
     dt_status r = dt__stage_str(&st->a, &st->alen, node, "content", NULL, where, file);
     json_t *a = json_object_get(node, "start"), *b = json_object_get(node, "stop");
+    if (!r && !st->alen) return dt_error(DT_ERR_FORMAT, "%s: %s.content is empty", file, where);
     if (!r && (!json_is_integer(a) || !json_is_integer(b) || json_integer_value(a) < 0 ||
                json_integer_value(b) < 0 || json_integer_value(a) > 1000000 ||
                json_integer_value(b) > 1000000))
