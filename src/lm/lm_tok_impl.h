@@ -93,9 +93,10 @@ typedef struct dt__stage dt__stage;
 
 /* Normalizer: append s transformed to out. */
 typedef dt_status (*dt__norm_fn)(const dt__stage *st, const char *s, size_t n, dt__tbuf *out);
-/* Pre-tokenizer number `idx`: split s into pieces and hand each to dt__pretok_run(idx + 1). */
+/* Pre-tokenizer number `idx`: split s into pieces and hand each to dt__pretok_run(idx + 1).
+ * head: how many leading bytes of s stand for the text's first character (0: none). */
 typedef dt_status (*dt__pretok_fn)(struct dt__enc *e, int idx, const char *s, size_t n,
-                                   bool at_start);
+                                   size_t head);
 
 /* A list of token strings the decoders rewrite in turn. */
 typedef struct dt__toklist {
@@ -210,7 +211,7 @@ struct dt_tokenizer {
 };
 
 /* Run pre-tokenizer stage idx (or the model when idx == npretok) on a piece. */
-dt_status dt__pretok_run(dt__enc *e, int idx, const char *s, size_t n, bool at_start);
+dt_status dt__pretok_run(dt__enc *e, int idx, const char *s, size_t n, size_t head);
 /* BPE of one word (mapped: through GPT-2's byte map) appended to e->out, via the cache. */
 dt_status dt__bpe_word(dt__enc *e, const char *s, size_t n, bool mapped);
 void dt__wcache_free(dt__wcache *c);

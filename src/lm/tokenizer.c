@@ -12,7 +12,9 @@
 
 /* ---- added tokens ------------------------------------------------------------------------ */
 
-typedef dt_status (*gap_fn)(dt__enc *e, const char *s, size_t n, bool at_start);
+/* head: how many leading bytes of the piece stand for the text's first character (they keep
+ * its original offset 0, as `tokenizers` aligns them); 0 for a piece that starts later. */
+typedef dt_status (*gap_fn)(dt__enc *e, const char *s, size_t n, size_t head);
 
 static bool is_space_at(const char *s, size_t n, size_t i, size_t *len) {
     uint32_t cp;
@@ -51,10 +53,10 @@ static bool single_word_ok(const char *s, size_t n, size_t start, size_t stop) {
 
 /* `tokenizers`' find_matches — leftmost-longest matches of the set's added tokens, the
  * single_word / lstrip / rstrip rules, the text between matches handed to gap(). */
-static dt_status split_added(dt__enc *e, const char *s, size_t n, bool norm, bool at_start,
+static dt_status split_added(dt__enc *e, const char *s, size_t n, bool norm, size_t head,
                              gap_fn gap) {
     const dt_tokenizer *t = e->t;
-    if (!t->has_added[norm]) return gap(e, s, n, at_start);
+    if (!t->has_added[norm]) return gap(e, s, n, head);
     size_t done = 0, i = 0, len;
     dt_status r = DT_OK;
     while (i < n && !r) {
@@ -77,16 +79,16 @@ static dt_status split_added(dt__enc *e, const char *s, size_t n, bool norm, boo
         }
         if (a->rstrip)
             while (stop < n && is_space_at(s, n, stop, &len)) stop += len;
-        if (start > done) r = gap(e, s + done, start - done, at_start && !done);
+        if (start > done) r = gap(e, s + done, start - done, head > done ? head - done : 0);
         if (!r) r = dt__tids_put(e->out, &a->id, 1);
         done = i = stop;
     }
-    if (!r && done < n) r = gap(e, s + done, n - done, at_start && !done);
+    if (!r && done < n) r = gap(e, s + done, n - done, head > done ? head - done : 0);
     return r;
 }
 
-static dt_status gap_pretok(dt__enc *e, const char *s, size_t n, bool at_start) {
-    return dt__pretok_run(e, 0, s, n, at_start);
+static dt_status gap_pretok(dt__enc *e, const char *s, size_t n, size_t head) {
+    return dt__pretok_run(e, 0, s, n, head);
 }
 
 /* Run the normalizers on s (n > 0) through the two buffers; *out points at the result. */
@@ -104,17 +106,22 @@ static dt_status normalize(const dt_tokenizer *t, const char *s, size_t n, dt__t
 }
 
 /* A piece between raw added tokens: normalized, then split at the normalized added tokens. */
-static dt_status gap_normalize(dt__enc *e, const char *s, size_t n, bool at_start) {
+static dt_status gap_normalize(dt__enc *e, const char *s, size_t n, size_t head) {
     if (!n) return DT_OK;
-    dt_status r = normalize(e->t, s, n, e->norm, &s, &n);
-    return r ? r : split_added(e, s, n, true, at_start, gap_pretok);
+    const char *out;
+    dt_status r = DT_OK;
+    if (head) r = normalize(e->t, s, head, e->norm, &out, &head); /* the first character's form */
+    if (!r) r = normalize(e->t, s, n, e->norm, &s, &n);
+    return r ? r : split_added(e, s, n, true, head, gap_pretok);
 }
 
 dt_status dt_tokenizer_encode(dt_tokenizer *t, const char *text, size_t len, int32_t **ids,
                               size_t *n) {
     dt__tids out = {0};
     dt__enc e = {.t = t, .out = &out};
-    dt_status r = split_added(&e, text ? text : "", text ? len : 0, false, true, gap_normalize);
+    uint32_t cp;
+    size_t head = text && len ? dt__utf8_char((const uint8_t *)text, len, &cp) : 0;
+    dt_status r = split_added(&e, text ? text : "", text ? len : 0, false, head, gap_normalize);
     dt__enc_free(&e);
     if (r) {
         free(out.p);

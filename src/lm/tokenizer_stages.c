@@ -60,10 +60,10 @@ static dt_status norm_replace(const dt__stage *st, const char *s, size_t n, dt__
 
 /* ---- pre-tokenizers ---------------------------------------------------------------------- */
 
-dt_status dt__pretok_run(dt__enc *e, int idx, const char *s, size_t n, bool at_start) {
+dt_status dt__pretok_run(dt__enc *e, int idx, const char *s, size_t n, size_t head) {
     if (!n) return DT_OK; /* empty pieces are dropped */
     if (idx == e->t->npretok) return dt__bpe_word(e, s, n, false);
-    return e->t->pretok[idx].pretok(e, idx, s, n, at_start);
+    return e->t->pretok[idx].pretok(e, idx, s, n, head);
 }
 
 static dt_status parse_bytelevel(dt__stage *st, const json_t *node, const char *where,
@@ -74,8 +74,8 @@ static dt_status parse_bytelevel(dt__stage *st, const json_t *node, const char *
     return DT_OK;
 }
 
-static dt_status pre_bytelevel(dt__enc *e, int idx, const char *s, size_t n, bool at_start) {
-    (void)at_start;
+static dt_status pre_bytelevel(dt__enc *e, int idx, const char *s, size_t n, size_t head) {
+    (void)head;
     const dt__stage *st = &e->t->pretok[idx];
     dt_status r = DT_OK;
     if (st->prepend && s[0] != ' ') {
@@ -118,12 +118,12 @@ static dt_status parse_split(dt__stage *st, const json_t *node, const char *wher
     return DT_OK;
 }
 
-static dt_status pre_split(dt__enc *e, int idx, const char *s, size_t n, bool at_start) {
+static dt_status pre_split(dt__enc *e, int idx, const char *s, size_t n, size_t head) {
     dt__split_fn end = e->t->pretok[idx].split;
     dt_status r = DT_OK;
     for (size_t i = 0, j; i < n && !r; i = j) {
         j = end(s, n, i);
-        r = dt__pretok_run(e, idx + 1, s + i, j - i, at_start && !i);
+        r = dt__pretok_run(e, idx + 1, s + i, j - i, head > i ? head - i : 0);
     }
     return r;
 }
@@ -155,25 +155,30 @@ static dt_status parse_metaspace(dt__stage *st, const json_t *node, const char *
     return DT_OK;
 }
 
-static dt_status pre_metaspace(dt__enc *e, int idx, const char *s, size_t n, bool at_start) {
+static dt_status pre_metaspace(dt__enc *e, int idx, const char *s, size_t n, size_t head) {
     const dt__stage *st = &e->t->pretok[idx];
     dt__tbuf *b = &e->scratch[idx];
     b->n = 0;
     bool starts = s[0] == ' ' || (n >= st->alen && !memcmp(s, st->a, st->alen));
     dt_status r = DT_OK;
-    if (!starts && (st->prepend == 1 || (st->prepend == 2 && at_start)))
+    size_t zb = 0; /* the head in b: the prepended replacement, then the head's bytes replaced */
+    if (!starts && (st->prepend == 1 || (st->prepend == 2 && head))) {
         r = dt__tbuf_put(b, st->a, st->alen);
+        if (head) zb = st->alen;
+    }
+    for (size_t i = 0; i < head && i < n; i++) zb += s[i] == ' ' ? st->alen : 1;
     if (!r) r = dt__replace_all(b, s, n, " ", 1, st->a, st->alen);
     if (r) return r;
-    if (!st->flag) return dt__pretok_run(e, idx + 1, b->p, b->n, at_start);
+    if (!st->flag) return dt__pretok_run(e, idx + 1, b->p, b->n, zb);
     size_t start = 0; /* a piece starts at every replacement character (MergedWithNext) */
     for (size_t i = 1; i + st->alen <= b->n && !r; i++) {
         if (!memcmp(b->p + i, st->a, st->alen)) {
-            r = dt__pretok_run(e, idx + 1, b->p + start, i - start, at_start && !start);
+            r = dt__pretok_run(e, idx + 1, b->p + start, i - start, zb > start ? zb - start : 0);
             start = i;
         }
     }
-    return r ? r : dt__pretok_run(e, idx + 1, b->p + start, b->n - start, at_start && !start);
+    return r ? r
+             : dt__pretok_run(e, idx + 1, b->p + start, b->n - start, zb > start ? zb - start : 0);
 }
 
 /* ---- the tables and the loader ----------------------------------------------------------- */

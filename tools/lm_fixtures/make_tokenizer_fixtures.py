@@ -74,6 +74,7 @@ TEXTS = [
     "letters and marks: \u02b0\u0345\u0903 \u2160\u2161 \u3007 \U0001d7d8 \u0e51 \u00aa\u00b5\u00ba",
 ]
 
+GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
                 r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
@@ -186,29 +187,34 @@ def expected_invalid(tok, data):
     """Ids for bytes that are not UTF-8: see the module comment."""
     s = data.decode("utf-8", errors="surrogateescape")
     s = "".join(chr(0xE000 + ord(c) - 0xDC00) if 0xDC80 <= ord(c) <= 0xDCFF else c for c in s)
+    b2u = bytes_to_unicode()
+    if "ByteLevel" not in json.dumps(json.loads(tok.to_str())["pre_tokenizer"]):
+        # the whole pipeline on the placeholders; each placeholder's three byte-fallback tokens
+        # (byte tokens never merge) become the one byte it stands for
+        ids, out = tok.encode(s, add_special_tokens=False).ids, []
+        byte_id = {tok.token_to_id("<0x%02X>" % b): b for b in range(256)}
+        i = 0
+        while i < len(ids):
+            tri = [byte_id.get(x) for x in ids[i:i + 3]]
+            if len(tri) == 3 and None not in tri:
+                c = bytes(tri).decode("utf-8", errors="replace")
+                if len(c) == 1 and 0xE080 <= ord(c) <= 0xE0FF:
+                    out.append(tok.token_to_id("<0x%02X>" % (ord(c) - 0xE000)))
+                    i += 3
+                    continue
+            out.append(ids[i])
+            i += 1
+        return out
+    # byte-level: the pieces of the library's normalizer and pre-tokenizer, each placeholder's
+    # three byte characters put back to its byte's character before the BPE model
     if tok.normalizer is not None:
         s = tok.normalizer.normalize_str(s)
-    pieces = [p for p, _ in tok.pre_tokenizer.pre_tokenize_str(s)] if tok.pre_tokenizer else [s]
-    b2u = bytes_to_unicode()
     ids = []
-    bytelevel = "ByteLevel" in json.dumps(json.loads(tok.to_str())["pre_tokenizer"])
-    for p in pieces:
-        if bytelevel:
-            for b in range(0x80, 0x100):
-                mapped = "".join(b2u[x] for x in chr(0xE000 + b).encode())
-                p = p.replace(mapped, b2u[b])
-            ids.extend(t.id for t in tok.model.tokenize(p))
-            continue
-        seg = ""
-        for c in p + "\0":
-            if 0xE080 <= ord(c) <= 0xE0FF or c == "\0":
-                if seg:
-                    ids.extend(t.id for t in tok.model.tokenize(seg))
-                seg = ""
-                if c != "\0":
-                    ids.append(tok.token_to_id("<0x%02X>" % (ord(c) - 0xE000)))
-            else:
-                seg += c
+    for p, _ in tok.pre_tokenizer.pre_tokenize_str(s):
+        for b in range(0x80, 0x100):
+            mapped = "".join(b2u[x] for x in chr(0xE000 + b).encode())
+            p = p.replace(mapped, b2u[b])
+        ids.extend(t.id for t in tok.model.tokenize(p))
     return ids
 
 
@@ -247,6 +253,16 @@ def main():
     first["pre_tokenizer"].update(prepend_scheme="first", split=False)
     first["decoder"].update(prepend_scheme="first", split=False)
     toks["llama_first.json"] = first
+    # a prepended character keeps the first character's offset 0, so Metaspace's "first"
+    # scheme prepends to every piece that starts there
+    odd = json.loads(json.dumps(first))
+    odd["normalizer"] = {"type": "Prepend", "prepend": "x"}
+    odd["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": GPT2_SPLIT}, "behavior": "Isolated",
+         "invert": False},
+        {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first",
+         "split": True}]}
+    toks["llama_prepend_first.json"] = odd
     norm = train_llama(lines, metaspace=False)
     norm["added_tokens"].append({"id": len(norm["model"]["vocab"]), "content": "<pad>",
                                  "single_word": False, "lstrip": False, "rstrip": False,
