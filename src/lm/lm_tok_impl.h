@@ -56,6 +56,7 @@ typedef struct dt__vocab {
     uint64_t *off;   /* by id: offset into strs; UINT64_MAX for an id with no token */
     uint32_t *len;   /* by id */
     int32_t nid;     /* one past the largest id */
+    int32_t count;   /* tokens (nid when the ids are dense, as they are in practice) */
     uint32_t *slots; /* open addressing: id + 1, 0 empty */
     size_t mask;
 } dt__vocab;
@@ -168,6 +169,7 @@ typedef struct dt__added {
     size_t mlen;
     int32_t id;
     bool special, normalized, lstrip, rstrip, single_word;
+    bool matched; /* split out of text (not when a special token has the same content) */
 } dt__added;
 
 /* The per-word cache: word bytes -> ids. */
@@ -209,6 +211,19 @@ struct dt_tokenizer {
     uint64_t digest; /* of the vocabulary, merges and stages: the text dataset's cache key */
     dt__wcache cache;
 };
+
+/* head: how many leading bytes of the piece stand for the text's first character (they keep
+ * its original offset 0, as `tokenizers` aligns them); 0 for a piece that starts later. */
+typedef dt_status (*dt__gap_fn)(dt__enc *e, const char *s, size_t n, size_t head);
+/* Split the set of added tokens (normalized or not) out of s, each one's id to e->out, the
+ * text between them to gap() (tokenizer_added.c). */
+dt_status dt__split_added(dt__enc *e, const char *s, size_t n, bool norm, size_t head,
+                          dt__gap_fn gap);
+/* Read added_tokens (null: none) with the library's id rules; sets t->vocab_size. */
+dt_status dt__added_load(dt_tokenizer *t, const json_t *list, const char *file);
+/* Run the normalizers on s (n > 0) through the two buffers; *out points at the result. */
+dt_status dt__normalize(const dt_tokenizer *t, const char *s, size_t n, dt__tbuf bufs[2],
+                        const char **out, size_t *nout);
 
 /* Run pre-tokenizer stage idx (or the model when idx == npretok) on a piece. */
 dt_status dt__pretok_run(dt__enc *e, int idx, const char *s, size_t n, size_t head);

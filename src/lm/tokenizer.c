@@ -10,90 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- added tokens ------------------------------------------------------------------------ */
-
-/* head: how many leading bytes of the piece stand for the text's first character (they keep
- * its original offset 0, as `tokenizers` aligns them); 0 for a piece that starts later. */
-typedef dt_status (*gap_fn)(dt__enc *e, const char *s, size_t n, size_t head);
-
-static bool is_space_at(const char *s, size_t n, size_t i, size_t *len) {
-    uint32_t cp;
-    *len = dt__utf8_char((const uint8_t *)s + i, n - i, &cp);
-    return dt__uclass(cp) == DT__UC_SPACE;
-}
-
-static bool is_word_at(const char *s, size_t n, size_t i, size_t *len) {
-    uint32_t cp;
-    *len = dt__utf8_char((const uint8_t *)s + i, n - i, &cp);
-    int c = dt__uclass(cp);
-    return c == DT__UC_LETTER || c == DT__UC_NUMBER;
-}
-
-/* The longest added token of the set at s[i], -1 if none. */
-static int match_at(const dt_tokenizer *t, bool norm, const char *s, size_t n, size_t i) {
-    int best = -1;
-    for (int k = 0; k < t->nadded; k++) {
-        const dt__added *a = &t->added[k];
-        if (a->normalized == norm && a->mlen <= n - i &&
-            (best < 0 || a->mlen > t->added[best].mlen) && !memcmp(s + i, a->match, a->mlen))
-            best = k;
-    }
-    return best;
-}
-
-/* Whether the match [start, stop) of a single_word token stands alone: no letter or digit
- * just before or just after it. */
-static bool single_word_ok(const char *s, size_t n, size_t start, size_t stop) {
-    size_t len, j = start;
-    while (j > 0 && start - j < 4 && ((uint8_t)s[j - 1] & 0xC0) == 0x80) j--;
-    if (j > 0 && ((uint8_t)s[j - 1] & 0xC0) != 0x80) j--; /* the lead byte */
-    bool before = start > 0 && is_word_at(s, n, j, &len) && j + len == start;
-    return !before && !(stop < n && is_word_at(s, n, stop, &len));
-}
-
-/* `tokenizers`' find_matches — leftmost-longest matches of the set's added tokens, the
- * single_word / lstrip / rstrip rules, the text between matches handed to gap(). */
-static dt_status split_added(dt__enc *e, const char *s, size_t n, bool norm, size_t head,
-                             gap_fn gap) {
-    const dt_tokenizer *t = e->t;
-    if (!t->has_added[norm]) return gap(e, s, n, head);
-    size_t done = 0, i = 0, len;
-    dt_status r = DT_OK;
-    while (i < n && !r) {
-        int k = t->added_first[norm][(uint8_t)s[i]] ? match_at(t, norm, s, n, i) : -1;
-        if (k < 0) {
-            i++;
-            continue;
-        }
-        const dt__added *a = &t->added[k];
-        size_t start = i, stop = i + a->mlen;
-        if (a->single_word && !single_word_ok(s, n, start, stop)) {
-            i = stop;
-            continue;
-        }
-        if (a->lstrip) { /* back over the white space before it, not past the last match */
-            size_t ws = done;
-            for (size_t j = done; j < start; j += len)
-                if (!is_space_at(s, n, j, &len)) ws = j + len;
-            start = ws;
-        }
-        if (a->rstrip)
-            while (stop < n && is_space_at(s, n, stop, &len)) stop += len;
-        if (start > done) r = gap(e, s + done, start - done, head > done ? head - done : 0);
-        if (!r) r = dt__tids_put(e->out, &a->id, 1);
-        done = i = stop;
-    }
-    if (!r && done < n) r = gap(e, s + done, n - done, head > done ? head - done : 0);
-    return r;
-}
-
 static dt_status gap_pretok(dt__enc *e, const char *s, size_t n, size_t head) {
     return dt__pretok_run(e, 0, s, n, head);
 }
 
-/* Run the normalizers on s (n > 0) through the two buffers; *out points at the result. */
-static dt_status normalize(const dt_tokenizer *t, const char *s, size_t n, dt__tbuf bufs[2],
-                           const char **out, size_t *nout) {
+dt_status dt__normalize(const dt_tokenizer *t, const char *s, size_t n, dt__tbuf bufs[2],
+                        const char **out, size_t *nout) {
     for (int k = 0; k < t->nnorm; k++) {
         dt__tbuf *b = &bufs[k & 1];
         b->n = 0;
@@ -110,9 +32,10 @@ static dt_status gap_normalize(dt__enc *e, const char *s, size_t n, size_t head)
     if (!n) return DT_OK;
     const char *out;
     dt_status r = DT_OK;
-    if (head) r = normalize(e->t, s, head, e->norm, &out, &head); /* the first character's form */
-    if (!r) r = normalize(e->t, s, n, e->norm, &s, &n);
-    return r ? r : split_added(e, s, n, true, head, gap_pretok);
+    if (head)
+        r = dt__normalize(e->t, s, head, e->norm, &out, &head); /* the first character's form */
+    if (!r) r = dt__normalize(e->t, s, n, e->norm, &s, &n);
+    return r ? r : dt__split_added(e, s, n, true, head, gap_pretok);
 }
 
 dt_status dt_tokenizer_encode(dt_tokenizer *t, const char *text, size_t len, int32_t **ids,
@@ -121,7 +44,7 @@ dt_status dt_tokenizer_encode(dt_tokenizer *t, const char *text, size_t len, int
     dt__enc e = {.t = t, .out = &out};
     uint32_t cp;
     size_t head = text && len ? dt__utf8_char((const uint8_t *)text, len, &cp) : 0;
-    dt_status r = split_added(&e, text ? text : "", text ? len : 0, false, head, gap_normalize);
+    dt_status r = dt__split_added(&e, text ? text : "", text ? len : 0, false, head, gap_normalize);
     dt__enc_free(&e);
     if (r) {
         free(out.p);
@@ -133,80 +56,6 @@ dt_status dt_tokenizer_encode(dt_tokenizer *t, const char *text, size_t len, int
 }
 
 /* ---- loading ----------------------------------------------------------------------------- */
-
-static bool flag_of(const json_t *o, const char *key) {
-    return json_is_true(json_object_get(o, key));
-}
-
-static dt_status added_parse(dt_tokenizer *t, const json_t *list, const char *file) {
-    if (!json_is_array(list))
-        return dt_error(DT_ERR_FORMAT, "%s: added_tokens is not an array", file);
-    t->added = calloc(json_array_size(list) + 1, sizeof *t->added);
-    if (!t->added) return dt_error(DT_ERR_OOM, "%s: out of memory", file);
-    for (size_t i = 0; i < json_array_size(list); i++) {
-        const json_t *o = json_array_get(list, i), *id = json_object_get(o, "id");
-        const json_t *content = json_object_get(o, "content");
-        if (!json_is_integer(id) || json_integer_value(id) < 0 ||
-            json_integer_value(id) >= INT32_MAX - 1 || !json_is_string(content) ||
-            !json_string_length(content))
-            return dt_error(DT_ERR_FORMAT,
-                            "%s: added_tokens[%zu] needs an id and a non-empty "
-                            "content",
-                            file, i);
-        dt__added *a = &t->added[t->nadded++];
-        a->len = json_string_length(content);
-        if (!(a->text = malloc(a->len + 1))) return dt_error(DT_ERR_OOM, "%s: out of memory", file);
-        memcpy(a->text, json_string_value(content), a->len + 1);
-        a->id = (int32_t)json_integer_value(id);
-        a->special = flag_of(o, "special");
-        a->normalized = flag_of(o, "normalized");
-        a->lstrip = flag_of(o, "lstrip");
-        a->rstrip = flag_of(o, "rstrip");
-        a->single_word = flag_of(o, "single_word");
-        a->match = a->text, a->mlen = a->len;
-        if (a->normalized && t->nnorm) { /* matched as the normalizer writes it */
-            dt__tbuf bufs[2] = {{0}, {0}};
-            const char *m;
-            dt_status r = normalize(t, a->text, a->len, bufs, &m, &a->mlen);
-            if (!r && a->mlen && !(a->match = malloc(a->mlen)))
-                r = dt_error(DT_ERR_OOM, "%s: out of memory", file);
-            if (!r && a->mlen) memcpy(a->match, m, a->mlen);
-            free(bufs[0].p);
-            free(bufs[1].p);
-            if (r || !a->mlen) {
-                if (!a->mlen) a->match = a->text;
-                return r ? r
-                         : dt_error(DT_ERR_FORMAT,
-                                    "%s: added_tokens[%zu] normalizes to "
-                                    "nothing",
-                                    file, i);
-            }
-        }
-        t->added_first[a->normalized][(uint8_t)a->match[0]] = true;
-        t->has_added[a->normalized] = true;
-        if (a->id >= t->vocab_size) t->vocab_size = a->id + 1;
-    }
-    if (t->vocab_size > t->bpe.vocab.nid + t->nadded + 65536)
-        return dt_error(DT_ERR_FORMAT,
-                        "%s: an added token has the id %d, far beyond the %d "
-                        "of the vocabulary; hint: ids must number the tokens from 0",
-                        file, t->vocab_size - 1, t->bpe.vocab.nid);
-    if (!(t->added_of = malloc((size_t)t->vocab_size * sizeof *t->added_of)))
-        return dt_error(DT_ERR_OOM, "%s: out of memory", file);
-    memset(t->added_of, 0xFF, (size_t)t->vocab_size * sizeof *t->added_of);
-    for (int k = 0; k < t->nadded; k++) t->added_of[t->added[k].id] = k;
-    return DT_OK;
-}
-
-static dt_status added_load(dt_tokenizer *t, const json_t *list, const char *file) {
-    if (!list || json_is_null(list))
-        list = json_array(); /* none: still the id index */
-    else
-        json_incref((json_t *)list);
-    dt_status r = added_parse(t, list, file);
-    json_decref((json_t *)list);
-    return r;
-}
 
 /* The post-processor only adds special tokens, which encode never does: known kinds pass. */
 static dt_status post_check(const json_t *pp, const char *file) {
@@ -280,8 +129,7 @@ static dt_status load_parts(dt_tokenizer *t, const json_t *root, const char *fil
         r = dt__stages_load(&t->dec, &t->ndec, json_object_get(root, "decoder"), DT__STAGE_DEC,
                             file);
     if (!r) r = post_check(json_object_get(root, "post_processor"), file);
-    t->vocab_size = t->bpe.vocab.nid;
-    if (!r) r = added_load(t, json_object_get(root, "added_tokens"), file);
+    if (!r) r = dt__added_load(t, json_object_get(root, "added_tokens"), file);
     return r;
 }
 

@@ -41,6 +41,7 @@ static dt_status vocab_load(dt__vocab *v, const json_t *vocab, const char *file)
                         "hint: ids must number the tokens from 0",
                         file, count, (long long)maxid);
     v->nid = (int32_t)(maxid + 1);
+    v->count = (int32_t)count;
     size_t nslots = 16;
     while (nslots < count * 2) nslots *= 2;
     v->mask = nslots - 1;

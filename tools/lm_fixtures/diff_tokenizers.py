@@ -6,7 +6,8 @@ tokenizer against the `tokenizers` library on random pipelines. Run by hand, nev
 
 Each fixture under tests/lm/fixtures/tok/ gets N variants with random pre-tokenizer sequences
 (Split on GPT-2's or Llama 3's pattern, Metaspace with any prepend scheme, ByteLevel), decoder
-sequences, Prepend / Replace normalizers, ignore_merges and byte_fallback; the library labels
+sequences, Prepend / Replace normalizers, added tokens with random flags, ignore_merges and
+byte_fallback; the library labels
 random texts (special tokens, spaces, newlines, emoji, digits) for each variant it accepts
 without panicking, and BUILD_DIR/test_tokenizer checks them all, from a scratch copy of the
 fixture tree. Exit status: test_tokenizer's."""
@@ -71,6 +72,12 @@ def variant(base, r):
         d["normalizer"] = {"type": "Sequence", "normalizers": [
             {"type": "Prepend", "prepend": r.choice(["▁", "x"])},
             {"type": "Replace", "pattern": {"String": " "}, "content": r.choice(["▁", "", "  "])}]}
+    for _ in range(r.randrange(3) if r.random() < .4 else 0):
+        d["added_tokens"].append({
+            "id": len(d["model"]["vocab"]) + len(d["added_tokens"]),
+            "content": r.choice(["<x>", "ab", " ", "▁a", "é", "[W]", "\n", "the"]),
+            "single_word": r.random() < .3, "lstrip": r.random() < .3, "rstrip": r.random() < .3,
+            "normalized": r.random() < .5, "special": r.random() < .5})
     if r.random() < .3:
         d["model"]["ignore_merges"] = True
     if r.random() < .3:
