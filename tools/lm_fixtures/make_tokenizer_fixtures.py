@@ -275,9 +275,10 @@ def main():
         with open(os.path.join(OUT, name), "w", encoding="utf-8") as f:
             f.write(text)
         cases += cases_for(name, Tokenizer.from_str(text))
-    with open(os.path.join(OUT, "cases.json"), "w") as f:
-        json.dump({"made_with": "tokenizers " + __import__("tokenizers").__version__,
-                   "cases": cases}, f, indent=0)
+    with open(os.path.join(OUT, "cases.json"), "w") as f:  # one case a line
+        f.write('{"made_with": "tokenizers %s", "cases": [\n' % __import__("tokenizers").__version__)
+        f.write(",\n".join(json.dumps(c, separators=(",", ":")) for c in cases))
+        f.write("\n]}\n")
     print("wrote", len(cases), "cases to", OUT)
 
 
