@@ -3,9 +3,13 @@
  * The experiment handlers are in api_exp.c, the log handlers in api_logs.c, the trial and
  * checkpoint handlers in api_trial.c, the chart data and searcher snapshot in api_charts.c, a
  * dsat search's results in api_dsat.c. Every handler takes the master's lock for its whole run.
+ * The reference platform's client shares the table (det_impl.h, docs/det-client.md): its own
+ * routes are m_det_*, and on a path both clients use m_det_or_* answers a login token's
+ * request in the reference's shapes and every other request with dtrain's handler.
  */
 #define _GNU_SOURCE
 #include "api_impl.h"
+#include "det_impl.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -111,7 +115,7 @@ char *m_api_exp_dir(master *m, const dt_expconf *cfg, int64_t id) {
 
 /* ---- the master ---- */
 
-static void get_master(void *app, const dt_http_req *req, dt_http_resp *resp) {
+void m_api_get_master(void *app, const dt_http_req *req, dt_http_resp *resp) {
     (void)req;
     master *m = app;
     pthread_mutex_lock(&m->lock);
@@ -131,25 +135,34 @@ static void post_shutdown(void *app, const dt_http_req *req, dt_http_resp *resp)
 }
 
 const dt_http_route m_routes[] = {
-    {"GET", "/api/v1/master", get_master},
+    {"GET", "/api/v1/master", m_det_or_get_master},
     {"POST", "/api/v1/master/shutdown", post_shutdown},
-    {"POST", "/api/v1/experiments", m_api_create_experiment},
-    {"GET", "/api/v1/experiments", m_api_list_experiments},
-    {"GET", "/api/v1/experiments/{}", m_api_get_experiment},
+    {"POST", "/api/v1/experiments", m_det_or_create_experiment},
+    {"GET", "/api/v1/experiments", m_det_or_list_experiments},
+    {"GET", "/api/v1/experiments/{}", m_det_or_get_experiment},
     {"DELETE", "/api/v1/experiments/{}", m_api_delete_experiment},
-    {"GET", "/api/v1/experiments/{}/trials", m_api_experiment_trials},
-    {"GET", "/api/v1/experiments/{}/checkpoints", m_api_experiment_checkpoints},
+    {"GET", "/api/v1/experiments/{}/trials", m_det_or_experiment_trials},
+    {"GET", "/api/v1/experiments/{}/checkpoints", m_det_or_experiment_checkpoints},
     {"GET", "/api/v1/experiments/{}/logs", m_api_experiment_logs},
     {"GET", "/api/v1/experiments/{}/metrics", m_api_experiment_metrics},
     {"GET", "/api/v1/experiments/{}/searcher", m_api_experiment_searcher},
     {"GET", "/api/v1/experiments/{}/dsat", m_api_experiment_dsat},
-    {"POST", "/api/v1/experiments/{}/{}", m_api_experiment_action},
-    {"GET", "/api/v1/trials/{}", m_api_get_trial},
+    {"POST", "/api/v1/experiments/{}/{}", m_det_or_experiment_action},
+    {"GET", "/api/v1/trials/{}", m_det_or_get_trial},
     {"GET", "/api/v1/trials/{}/metrics", m_api_trial_metrics},
-    {"GET", "/api/v1/trials/{}/logs", m_api_trial_logs},
-    {"GET", "/api/v1/trials/{}/checkpoints", m_api_trial_checkpoints},
+    {"GET", "/api/v1/trials/{}/logs", m_det_or_trial_logs},
+    {"GET", "/api/v1/trials/{}/checkpoints", m_det_or_trial_checkpoints},
     {"POST", "/api/v1/trials/{}/kill", m_api_kill_trial},
-    {"GET", "/api/v1/checkpoints/{}", m_api_get_checkpoint},
+    {"GET", "/api/v1/checkpoints/{}", m_det_or_get_checkpoint},
+    /* only the reference's client (det_impl.h) */
+    {"GET", "/info", m_det_info},
+    {"POST", "/api/v1/auth/login", m_det_post_login},
+    {"POST", "/api/v1/auth/logout", m_det_post_logout},
+    {"GET", "/api/v1/me", m_det_get_me},
+    {"PATCH", "/api/v1/experiments/{}", m_det_patch_experiment},
+    {"GET", "/api/v1/experiments/{}/model_def", m_det_model_def},
+    {"GET", "/api/v1/trials/{}/workloads", m_det_workloads},
+    {"GET", "/checkpoints/{}", m_det_download_checkpoint},
     /* from a trial run */
     {"GET", "/api/v1/trials/{}/spec", m_api_trial_spec},
     {"POST", "/api/v1/trials/{}/metrics", m_api_post_metrics},

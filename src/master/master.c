@@ -12,6 +12,7 @@
  */
 #define _GNU_SOURCE
 #include "master_impl.h"
+#include "det_impl.h"
 
 #include "base/base_impl.h"
 
@@ -264,7 +265,10 @@ dt_status dt_master_run(const dt_master_opts *o) {
                           .port = m.o.port,
                           .token = loopback(m.o.host) ? NULL : token,
                           .csrf = true,
-                          .form_csrf = form_token};
+                          .form_csrf = form_token,
+                          .token_ok = m_det_token_ok,
+                          .open_paths = m_det_open_paths,
+                          .filter = m_det_filter};
 
     struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term, old_pipe;
     sigemptyset(&sa.sa_mask);

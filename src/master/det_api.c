@@ -1,0 +1,172 @@
+/*
+ * det_api.c — the second client's door (det_impl.h): /info, login / logout / me, the
+ * reference's view of the master, the reference's error shape, and the routes both clients
+ * use, each answered in the shapes of the client that asks (a login token: the reference's).
+ */
+#include "det_impl.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *const m_det_open_paths[] = {"/info", "/api/v1/auth/login", NULL};
+
+void m_det_error(dt_http_resp *resp, int status, const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_decref(resp->json);
+    free(resp->raw);
+    resp->raw = NULL;
+    resp->raw_len = 0;
+    resp->status = status;
+    resp->json = json_pack("{s:i,s:s,s:{s:s}}", "code", m_det_code(status), "message", msg,
+                           "error", "error", msg);
+}
+
+void m_det_fail(dt_http_resp *resp, dt_status st) {
+    int code = st == DT_ERR_CONFIG || st == DT_ERR_INVALID ? 400 : st == DT_ERR_STATE ? 409 : 500;
+    m_det_error(resp, code, "%s", dt_last_error());
+}
+
+void m_det_filter(void *app, const dt_http_req *req, dt_http_resp *resp) {
+    const char *msg = json_string_value(json_object_get(resp->json, "error"));
+    if (!msg || resp->status < 400 || !m_det_session(app, req)) return;
+    char keep[2048];
+    snprintf(keep, sizeof keep, "%s", msg);
+    if (resp->status == 404 && !strncmp(keep, "no route ", 9))
+        m_det_error(resp, 404,
+                    "dtrain does not implement %s %s; hint: docs/det-client.md lists the "
+                    "commands that work",
+                    req->method, req->path);
+    else if (resp->status == 405)
+        m_det_error(resp, 405, "dtrain does not implement %s %s; hint: docs/det-client.md lists "
+                    "the commands that work", req->method, req->path);
+    else if (resp->status == 413)
+        m_det_error(resp, 413,
+                    "the request is over %u MiB (a model directory that large?); hint: leave "
+                    "data, checkpoints and build outputs out with a .detignore file",
+                    DT_HTTP_MAX_BODY >> 20);
+    else
+        m_det_error(resp, resp->status, "%s", keep);
+}
+
+json_t *m_det_row(master *m, m_owner kind, const dt_http_req *req, int64_t *id,
+                  dt_http_resp *resp) {
+    const char *what = kind == M_OWNER_EXPERIMENT ? "experiment" : "trial";
+    const char *s = req->params[0];
+    char *end = NULL;
+    long long v = s ? strtoll(s, &end, 10) : 0;
+    if (!s || !*s || *end || v <= 0) {
+        m_det_error(resp, 400, "'%s' is not a%s %s id", s ? s : "", kind == M_OWNER_EXPERIMENT ? "n" : "",
+                    what);
+        return NULL;
+    }
+    *id = v;
+    json_t *row = NULL;
+    dt_status st = kind == M_OWNER_EXPERIMENT ? dt_store_exp_get(m->store, v, &row)
+                                              : dt_store_trial_get(m->store, v, &row);
+    if (st == DT_ERR_INVALID)
+        m_det_error(resp, 404, "%s %lld not found", what, v);
+    else if (st != DT_OK)
+        m_det_fail(resp, st);
+    return st == DT_OK ? row : NULL;
+}
+
+json_t *m_det_page(const dt_http_req *req, const char *key, json_t *list) {
+    int64_t total = (int64_t)json_array_size(list);
+    int64_t offset = m_api_query_int(req, "offset", 0), limit = m_api_query_int(req, "limit", 0);
+    if (offset < 0) offset = 0;
+    if (limit < 0) limit = 0;
+    json_t *page = json_array();
+    for (int64_t i = offset; i < total && (!limit || i < offset + limit); i++)
+        json_array_append(page, json_array_get(list, (size_t)i));
+    json_decref(list);
+    int64_t n = (int64_t)json_array_size(page);
+    return json_pack("{s:o,s:o}", key, page, "pagination",
+                     m_det_pagination(offset, limit, n, total));
+}
+
+/* ---- /info, login, logout, me, master ---- */
+
+void m_det_info(void *app, const dt_http_req *req, dt_http_resp *resp) {
+    (void)app, (void)req;
+    char id[32];
+    snprintf(id, sizeof id, "dtrain-%d", (int)getpid());
+    resp->json = json_pack("{s:s,s:s,s:s,s:s,s:s}", "version", M_DET_VERSION, "master_id", id,
+                           "cluster_id", "dtrain", "cluster_name", "dtrain", "product",
+                           "dtrain");
+}
+
+void m_det_post_login(void *app, const dt_http_req *req, dt_http_resp *resp) {
+    master *m = app;
+    const char *user = json_string_value(json_object_get(req->body, "username"));
+    const char *pass = json_string_value(json_object_get(req->body, "password"));
+    char token[80];
+    dt_status st = m_det_login(m, user, pass ? pass : "", token);
+    if (st == DT_ERR_INVALID)
+        m_det_error(resp, 403, "%s", dt_last_error());
+    else if (st != DT_OK)
+        m_det_fail(resp, st);
+    else
+        resp->json = json_pack("{s:s,s:o}", "token", token, "user", m_det_user(user));
+}
+
+void m_det_post_logout(void *app, const dt_http_req *req, dt_http_resp *resp) {
+    master *m = app;
+    if (!m_det_authed(m, req, resp)) return;
+    dt_status st = m_det_token_ok(m, dt_http_bearer(req)) ? m_det_logout(m, dt_http_bearer(req))
+                                                          : DT_OK; /* the master's: kept */
+    if (st != DT_OK)
+        m_det_fail(resp, st);
+    else
+        resp->json = json_object();
+}
+
+void m_det_get_me(void *app, const dt_http_req *req, dt_http_resp *resp) {
+    master *m = app;
+    if (!m_det_authed(m, req, resp)) return;
+    char user[64] = "admin"; /* the master's token is the admin's */
+    m_det_token_user(m, dt_http_bearer(req), user, sizeof user);
+    resp->json = json_pack("{s:o}", "user", m_det_user(user));
+}
+
+void m_det_get_master(master *m, const dt_http_req *req, dt_http_resp *resp) {
+    (void)req;
+    char id[32];
+    snprintf(id, sizeof id, "dtrain-%d", (int)getpid());
+    pthread_mutex_lock(&m->lock);
+    int used = 0;
+    for (int i = 0; i < m->slots; i++) used += m->slot_busy[i] != 0;
+    resp->json = json_pack("{s:s,s:s,s:s,s:s,s:b,s:b,s:i,s:i}", "version", M_DET_VERSION,
+                           "masterId", id, "clusterId", "dtrain", "clusterName", "dtrain",
+                           "hasCustomLogo", 0, "strictJobQueueControl", 0, "slots", m->slots,
+                           "slotsUsed", used);
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* ---- the shared routes: the reference's answer for a login token, dtrain's otherwise ---- */
+
+#define SHARED(name, native)                                                                   \
+    void m_det_or_##name(void *app, const dt_http_req *req, dt_http_resp *resp) {              \
+        if (m_det_session(app, req))                                                           \
+            m_det_##name(app, req, resp);                                                      \
+        else                                                                                   \
+            native(app, req, resp);                                                            \
+    }
+
+SHARED(get_master, m_api_get_master)
+SHARED(create_experiment, m_api_create_experiment)
+SHARED(list_experiments, m_api_list_experiments)
+SHARED(get_experiment, m_api_get_experiment)
+SHARED(experiment_action, m_api_experiment_action)
+SHARED(experiment_trials, m_api_experiment_trials)
+SHARED(experiment_checkpoints, m_api_experiment_checkpoints)
+SHARED(get_trial, m_api_get_trial)
+SHARED(trial_logs, m_api_trial_logs)
+SHARED(trial_checkpoints, m_api_trial_checkpoints)
+SHARED(get_checkpoint, m_api_get_checkpoint)
