@@ -140,8 +140,9 @@ void m_det_experiment_action(master *m, const dt_http_req *req, dt_http_resp *re
     pthread_mutex_lock(&m->lock);
     json_t *row = m_det_row(m, M_OWNER_EXPERIMENT, req, &id, resp);
     m_exp *e = row ? m_exp_find(m, id) : NULL;
+    bool ended = row && m_state_terminal(json_string_value(json_object_get(row, "state")));
     dt_status st = DT_OK;
-    if (e)
+    if (e && !ended)
         st = m_exp_action(m, e, actions[a]);
     else if (row && a < 2) /* an ended experiment: cancel and kill have nothing left to do */
         st = dt_error(DT_ERR_STATE, "experiment %lld has ended: it cannot %s", (long long)id,
@@ -158,15 +159,15 @@ void m_det_experiment_trials(master *m, const dt_http_req *req, dt_http_resp *re
     pthread_mutex_lock(&m->lock);
     json_t *row = m_det_row(m, M_OWNER_EXPERIMENT, req, &id, resp);
     dt_status st = row ? dt_store_trial_list(m->store, id, &rows) : DT_OK;
+    json_t *list = json_array();
+    size_t i;
+    json_array_foreach(rows, i, r) {
+        if (m_det_state_wanted(req, json_string_value(json_object_get(r, "state"))))
+            json_array_append_new(list, m_det_trial_full(m, r));
+    }
     pthread_mutex_unlock(&m->lock);
     if (row && st != DT_OK) m_det_fail(resp, st);
     if (row && st == DT_OK) {
-        json_t *list = json_array();
-        size_t i;
-        json_array_foreach(rows, i, r) {
-            if (m_det_state_wanted(req, json_string_value(json_object_get(r, "state"))))
-                json_array_append_new(list, m_det_trial(r));
-        }
         if (!strcmp(dt_http_query(req, "orderBy") ? dt_http_query(req, "orderBy") : "",
                     "ORDER_BY_DESC")) {
             json_t *rev = json_array();
@@ -176,7 +177,9 @@ void m_det_experiment_trials(master *m, const dt_http_req *req, dt_http_resp *re
             list = rev;
         }
         resp->json = m_det_page(req, "trials", list);
+        list = NULL;
     }
+    json_decref(list);
     json_decref(rows);
     json_decref(row);
 }
@@ -220,29 +223,54 @@ void m_det_model_def(void *app, const dt_http_req *req, dt_http_resp *resp) {
     json_decref(row);
 }
 
-/* Set the experiment's description and / or name (NULL: unchanged), in one store group. */
-static dt_status set_text(dt_store *st, int64_t id, const char *desc, const char *name) {
+/* Set the experiment's description, name and config text (each NULL: unchanged), in one
+ * store group. */
+static dt_status set_fields(dt_store *st, int64_t id, const char *desc, const char *name,
+                            const char *config) {
     dt_status status = dt_store_begin(st);
     if (status != DT_OK) return status;
     sqlite3 *db = dt__store_db(st);
     sqlite3_stmt *s = NULL;
     int rc = sqlite3_prepare_v2(db,
                                 "UPDATE experiments SET description = coalesce(?2, description), "
-                                "name = coalesce(?3, name) WHERE id = ?1",
+                                "name = coalesce(?3, name), config = coalesce(?4, config) "
+                                "WHERE id = ?1",
                                 -1, &s, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_bind_int64(s, 1, id);
         sqlite3_bind_text(s, 2, desc, -1, SQLITE_STATIC); /* NULL binds NULL */
         sqlite3_bind_text(s, 3, name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 4, config, -1, SQLITE_STATIC);
         rc = sqlite3_step(s);
     }
     sqlite3_finalize(s);
     if (rc != SQLITE_DONE) {
-        status = dt__store_sqlite_error(db, rc, "(the store)", "setting a description");
+        status = dt__store_sqlite_error(db, rc, "(the store)", "changing an experiment");
         DT_KEEP_ERROR(dt_store_rollback(st));
         return status;
     }
     return dt_store_commit(st);
+}
+
+/* resources.maxSlots: the live experiment's max_slots (the scheduler reads it) and its stored
+ * config; *config the new config text (malloc'd). */
+static dt_status set_max_slots(master *m, int64_t id, const json_t *v, char **config) {
+    m_exp *e = m_exp_find(m, id);
+    if (!json_is_integer(v) || json_integer_value(v) < 1)
+        return dt_error(DT_ERR_INVALID, "resources.maxSlots must be a positive integer");
+    if (!e || m_state_terminal(e->state))
+        return dt_error(DT_ERR_STATE, "experiment %lld has ended", (long long)id);
+    if (json_integer_value(v) < e->cfg->slots_per_trial)
+        return dt_error(DT_ERR_INVALID,
+                        "max_slots %lld is below the experiment's slots_per_trial %lld; hint: "
+                        "give at least slots_per_trial",
+                        (long long)json_integer_value(v), (long long)e->cfg->slots_per_trial);
+    e->cfg->max_slots = json_integer_value(v);
+    json_t *r = json_object_get(e->cfg->json, "resources");
+    if (!json_is_object(r)) json_object_set_new(e->cfg->json, "resources", r = json_object());
+    json_object_set_new(r, "max_slots", json_integer(e->cfg->max_slots));
+    *config = json_dumps(e->cfg->json, JSON_COMPACT);
+    return *config ? DT_OK : dt_error(DT_ERR_OOM, "out of memory");
 }
 
 void m_det_patch_experiment(void *app, const dt_http_req *req, dt_http_resp *resp) {
@@ -250,22 +278,22 @@ void m_det_patch_experiment(void *app, const dt_http_req *req, dt_http_resp *res
     if (!m_det_authed(m, req, resp)) return;
     const char *desc = json_string_value(json_object_get(req->body, "description"));
     const char *name = json_string_value(json_object_get(req->body, "name"));
-    json_t *res = json_object_get(req->body, "resources");
+    json_t *slots = json_object_get(json_object_get(req->body, "resources"), "maxSlots");
     int64_t id;
+    char *config = NULL;
     pthread_mutex_lock(&m->lock);
-    json_t *row = m_det_row(m, M_OWNER_EXPERIMENT, req, &id, resp);
+    json_t *row = m_det_row(m, M_OWNER_EXPERIMENT, req, &id, resp), *now = NULL;
     dt_status st = DT_OK;
-    if (row && json_object_size(res) && !json_is_null(json_object_get(res, "maxSlots")))
-        st = dt_error(DT_ERR_INVALID,
-                      "dtrain does not change resources of a running experiment; hint: set "
-                      "resources.max_slots in the config of a new one");
-    if (row && st == DT_OK && (desc || name))
-        st = set_text(m->store, id, desc, name);
-    json_t *now = NULL;
+    if (row && slots && !json_is_null(slots)) st = set_max_slots(m, id, slots, &config);
+    if (row && st == DT_OK && (desc || name || config))
+        st = set_fields(m->store, id, desc, name, config);
     if (row && st == DT_OK) st = dt_store_exp_get(m->store, id, &now);
     pthread_mutex_unlock(&m->lock);
-    if (row && st != DT_OK) m_det_fail(resp, st);
-    else if (row) resp->json = json_pack("{s:o}", "experiment", m_det_experiment(now));
+    if (row && st != DT_OK)
+        m_det_fail(resp, st);
+    else if (row)
+        resp->json = json_pack("{s:o}", "experiment", m_det_experiment(now));
+    free(config);
     json_decref(now);
     json_decref(row);
 }

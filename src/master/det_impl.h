@@ -30,6 +30,11 @@ int m_det_code(int http_status);
 json_t *m_det_user(const char *username);
 json_t *m_det_experiment(const json_t *row);
 json_t *m_det_trial(const json_t *row);
+/* A trial's summaryMetrics from its metric rows: {"avg_metrics" (training),
+ * "validation_metrics"}: {name: {"count","sum","min","max","last","type"}}. */
+json_t *m_det_summary(const json_t *metric_rows);
+/* m_det_trial with its summaryMetrics (read from the store; call under the master's lock). */
+json_t *m_det_trial_full(master *m, const json_t *row);
 json_t *m_det_checkpoint(const json_t *row, const json_t *exp_row, const char *ckpt_root);
 /* A metric row as a workload; `when` (a time, borrowed) stands in for the row's time. */
 json_t *m_det_workload(const json_t *metric_row, const json_t *when);

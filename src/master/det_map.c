@@ -163,3 +163,33 @@ json_t *m_det_pagination(int64_t offset, int64_t limit, int64_t returned, int64_
                      (json_int_t)limit, "startIndex", (json_int_t)offset, "endIndex",
                      (json_int_t)(offset + returned), "total", (json_int_t)total);
 }
+
+json_t *m_det_summary(const json_t *metric_rows) {
+    json_t *out = json_pack("{s:{},s:{}}", "avg_metrics", "validation_metrics"), *r;
+    size_t i;
+    json_array_foreach(metric_rows, i, r) {
+        const char *kind = json_string_value(json_object_get(r, "kind"));
+        json_t *group = json_object_get(out, kind && !strcmp(kind, "validation") ? "validation_metrics"
+                                             : kind && !strcmp(kind, "training") ? "avg_metrics"
+                                                                                 : NULL);
+        json_t *v;
+        const char *k;
+        json_object_foreach(json_object_get(r, "metrics"), k, v) {
+            if (!group || !json_is_number(v)) continue;
+            double x = json_number_value(v);
+            json_t *s = json_object_get(group, k);
+            if (!s) {
+                json_object_set_new(group, k, json_pack("{s:i,s:f,s:f,s:f,s:f,s:s}", "count", 0,
+                                                        "sum", 0.0, "min", x, "max", x, "last", x,
+                                                        "type", "number"));
+                s = json_object_get(group, k);
+            }
+            json_object_set_new(s, "count", json_integer(json_integer_value(json_object_get(s, "count")) + 1));
+            json_object_set_new(s, "sum", json_real(json_number_value(json_object_get(s, "sum")) + x));
+            if (x < json_number_value(json_object_get(s, "min"))) json_object_set_new(s, "min", json_real(x));
+            if (x > json_number_value(json_object_get(s, "max"))) json_object_set_new(s, "max", json_real(x));
+            json_object_set_new(s, "last", json_real(x));
+        }
+    }
+    return out;
+}

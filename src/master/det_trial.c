@@ -14,12 +14,22 @@
 #include <string.h>
 #include <unistd.h>
 
+json_t *m_det_trial_full(master *m, const json_t *row) {
+    json_t *t = m_det_trial(row), *rows = NULL;
+    if (dt_store_metrics_query(m->store, json_integer_value(json_object_get(row, "id")), NULL, 0,
+                               0, &rows) == DT_OK)
+        json_object_set_new(t, "summaryMetrics", m_det_summary(rows));
+    dt_clear_error();
+    json_decref(rows);
+    return t;
+}
+
 void m_det_get_trial(master *m, const dt_http_req *req, dt_http_resp *resp) {
     int64_t id;
     pthread_mutex_lock(&m->lock);
     json_t *row = m_det_row(m, M_OWNER_TRIAL, req, &id, resp);
+    if (row) resp->json = json_pack("{s:o}", "trial", m_det_trial_full(m, row));
     pthread_mutex_unlock(&m->lock);
-    if (row) resp->json = json_pack("{s:o}", "trial", m_det_trial(row));
     json_decref(row);
 }
 
