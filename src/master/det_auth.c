@@ -94,9 +94,17 @@ bool m_det_session(master *m, const dt_http_req *req) {
     return m_det_token_ok(m, dt_http_bearer(req));
 }
 
+/* Is t the master's token? In time independent of where they differ. */
+static bool master_token(const master *m, const char *t) {
+    size_t n = strlen(m->token);
+    unsigned char d = strlen(t) != n;
+    for (size_t i = 0; i < n && t[i]; i++) d |= (unsigned char)(t[i] ^ m->token[i]);
+    return !d;
+}
+
 bool m_det_authed(master *m, const dt_http_req *req, dt_http_resp *resp) {
     const char *t = dt_http_bearer(req);
-    if (t && (!strcmp(t, m->token) || m_det_token_ok(m, t))) return true;
+    if (t && (master_token(m, t) || m_det_token_ok(m, t))) return true;
     m_det_error(resp, 401, "%s; hint: log in first (det user login determined)",
                 t ? "the token is not valid (expired or logged out)" : "no token");
     return false;

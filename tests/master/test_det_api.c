@@ -11,6 +11,7 @@
 #include "dtrain/master.h"
 #include "master/det_pack.h"
 #include "master/store.h"
+#include "master/store_impl.h"
 #include "master/store_modeldef.h"
 
 #include <arpa/inet.h>
@@ -444,9 +445,39 @@ static void test_token_elsewhere(void) {
     CHECK(status() == 200);
 }
 
+/* Schema 4 over a store of schema 3: the experiment stays, a model definition goes in and
+ * comes back byte for byte, and it goes with its experiment. */
+static void test_migration(void) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/old.db", g_home);
+    dt_store *st = NULL;
+    CHECK(dt__store_open_at_version(p, 3, &st) == DT_OK);
+    json_t *cfg = json_pack("{s:s,s:{s:s,s:s}}", "name", "old", "searcher", "name", "single",
+                            "metric", "loss");
+    int64_t exp = 0;
+    CHECK(st && dt_store_exp_insert(st, cfg, "name: old\n", "/m", &exp) == DT_OK);
+    dt_store_close(st);
+    st = NULL;
+    CHECK(dt_store_open(p, &st) == DT_OK && st);
+    if (!st) return;
+    void *back = NULL;
+    size_t len = 0;
+    CHECK(dt_store_modeldef_get(st, exp, &back, &len) == DT_ERR_INVALID);
+    CHECK(dt_store_modeldef_put(st, exp, "tar\0bytes", 9) == DT_OK);
+    CHECK(dt_store_modeldef_get(st, exp, &back, &len) == DT_OK && len == 9 &&
+          !memcmp(back, "tar\0bytes", 9));
+    free(back);
+    CHECK(dt_store_modeldef_put(st, exp + 7, "x", 1) == DT_ERR_INVALID);
+    CHECK(dt_store_exp_delete(st, exp) == DT_OK);
+    CHECK(dt_store_modeldef_get(st, exp, &back, &len) == DT_ERR_INVALID);
+    dt_store_close(st);
+    json_decref(cfg);
+}
+
 int main(void) {
     snprintf(g_home, sizeof g_home, "/tmp/dtrain_det_XXXXXX");
     if (!mkdtemp(g_home)) return 1;
+    TEST_RUN(test_migration);
     CHECK(fill_store());
     CHECK(dt_master_token(g_home, g_token, sizeof g_token) == DT_OK);
     if (start("127.0.0.1")) {
