@@ -19,13 +19,10 @@ void m_det_error(dt_http_resp *resp, int status, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    dt_http_error(resp, status, "%s", msg); /* drops what the answer held */
     json_decref(resp->json);
-    free(resp->raw);
-    resp->raw = NULL;
-    resp->raw_len = 0;
-    resp->status = status;
-    resp->json = json_pack("{s:i,s:s,s:{s:s}}", "code", m_det_code(status), "message", msg,
-                           "error", "error", msg);
+    resp->json = json_pack("{s:i,s:s,s:{s:s}}", "code", m_det_code(status), "message", msg, "error",
+                           "error", msg);
 }
 
 void m_det_fail(dt_http_resp *resp, dt_status st) {
@@ -44,8 +41,10 @@ void m_det_filter(void *app, const dt_http_req *req, dt_http_resp *resp) {
                     "commands that work",
                     req->method, req->path);
     else if (resp->status == 405)
-        m_det_error(resp, 405, "dtrain does not implement %s %s; hint: docs/det-client.md lists "
-                    "the commands that work", req->method, req->path);
+        m_det_error(resp, 405,
+                    "dtrain does not implement %s %s; hint: docs/det-client.md lists "
+                    "the commands that work",
+                    req->method, req->path);
     else if (resp->status == 413)
         m_det_error(resp, 413,
                     "the request is over %u MiB (a model directory that large?); hint: leave "
@@ -62,8 +61,8 @@ json_t *m_det_row(master *m, m_owner kind, const dt_http_req *req, int64_t *id,
     char *end = NULL;
     long long v = s ? strtoll(s, &end, 10) : 0;
     if (!s || !*s || *end || v <= 0) {
-        m_det_error(resp, 400, "'%s' is not a%s %s id", s ? s : "", kind == M_OWNER_EXPERIMENT ? "n" : "",
-                    what);
+        m_det_error(resp, 400, "'%s' is not a%s %s id", s ? s : "",
+                    kind == M_OWNER_EXPERIMENT ? "n" : "", what);
         return NULL;
     }
     *id = v;
@@ -98,8 +97,7 @@ void m_det_info(void *app, const dt_http_req *req, dt_http_resp *resp) {
     char id[32];
     snprintf(id, sizeof id, "dtrain-%d", (int)getpid());
     resp->json = json_pack("{s:s,s:s,s:s,s:s,s:s}", "version", M_DET_VERSION, "master_id", id,
-                           "cluster_id", "dtrain", "cluster_name", "dtrain", "product",
-                           "dtrain");
+                           "cluster_id", "dtrain", "cluster_name", "dtrain", "product", "dtrain");
 }
 
 void m_det_post_login(void *app, const dt_http_req *req, dt_http_resp *resp) {
@@ -142,21 +140,21 @@ void m_det_get_master(master *m, const dt_http_req *req, dt_http_resp *resp) {
     pthread_mutex_lock(&m->lock);
     int used = 0;
     for (int i = 0; i < m->slots; i++) used += m->slot_busy[i] != 0;
-    resp->json = json_pack("{s:s,s:s,s:s,s:s,s:b,s:b,s:i,s:i}", "version", M_DET_VERSION,
-                           "masterId", id, "clusterId", "dtrain", "clusterName", "dtrain",
-                           "hasCustomLogo", 0, "strictJobQueueControl", 0, "slots", m->slots,
-                           "slotsUsed", used);
+    resp->json =
+        json_pack("{s:s,s:s,s:s,s:s,s:b,s:b,s:i,s:i}", "version", M_DET_VERSION, "masterId", id,
+                  "clusterId", "dtrain", "clusterName", "dtrain", "hasCustomLogo", 0,
+                  "strictJobQueueControl", 0, "slots", m->slots, "slotsUsed", used);
     pthread_mutex_unlock(&m->lock);
 }
 
 /* ---- the shared routes: the reference's answer for a login token, dtrain's otherwise ---- */
 
-#define SHARED(name, native)                                                                   \
-    void m_det_or_##name(void *app, const dt_http_req *req, dt_http_resp *resp) {              \
-        if (m_det_session(app, req))                                                           \
-            m_det_##name(app, req, resp);                                                      \
-        else                                                                                   \
-            native(app, req, resp);                                                            \
+#define SHARED(name, native)                                                                       \
+    void m_det_or_##name(void *app, const dt_http_req *req, dt_http_resp *resp) {                  \
+        if (m_det_session(app, req))                                                               \
+            m_det_##name(app, req, resp);                                                          \
+        else                                                                                       \
+            native(app, req, resp);                                                                \
     }
 
 SHARED(get_master, m_api_get_master)

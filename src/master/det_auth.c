@@ -10,18 +10,15 @@
 
 #include "master/store_impl.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 static const char *const USERS[] = {"determined", "admin"};
 
 /* Run one statement binding `a` (and `b` when not NULL) in a store group; a row's first
  * column into out (n bytes) when out. DT_OK with *found. */
-static dt_status token_sql(dt_store *st, const char *sql, const char *a, const char *b,
-                           char *out, size_t n, bool *found) {
+static dt_status token_sql(dt_store *st, const char *sql, const char *a, const char *b, char *out,
+                           size_t n, bool *found) {
     *found = false;
     dt_status status = dt_store_begin(st);
     if (status != DT_OK) return status;
@@ -51,18 +48,14 @@ static dt_status token_sql(dt_store *st, const char *sql, const char *a, const c
 
 dt_status m_det_login(master *m, const char *user, const char *password, char *token) {
     bool known = false;
-    for (size_t i = 0; user && i < sizeof USERS / sizeof *USERS; i++) known |= !strcmp(user, USERS[i]);
+    for (size_t i = 0; user && i < sizeof USERS / sizeof *USERS; i++)
+        known |= !strcmp(user, USERS[i]);
     if (!known || !password || *password)
         return dt_error(DT_ERR_INVALID,
                         "invalid credentials; hint: this master has the users determined and "
                         "admin, with the empty password");
-    unsigned char raw[32];
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    ssize_t r = fd >= 0 ? read(fd, raw, sizeof raw) : -1;
-    if (fd >= 0) close(fd);
-    if (r != (ssize_t)sizeof raw)
-        return dt_error(DT_ERR_IO, "cannot read /dev/urandom: %s", strerror(errno));
-    for (size_t i = 0; i < sizeof raw; i++) sprintf(token + 2 * i, "%02x", raw[i]);
+    dt_status st = m_random_hex(token);
+    if (st != DT_OK) return st;
     bool done;
     return token_sql(m->store,
                      "INSERT INTO auth_tokens (token, username, time) VALUES (?1, ?2, "

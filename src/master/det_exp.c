@@ -31,7 +31,7 @@ static dt_status unpack_context(master *m, const dt__buf *tar, char *dir, size_t
     return st;
 }
 
-/* long: the create is one sequence (validate, unpack, create, keep the files, answer) whose
+/* The create is one sequence (validate, unpack, create, keep the files, answer) whose
  * every failure must leave nothing behind. */
 void m_det_create_experiment(master *m, const dt_http_req *req, dt_http_resp *resp) {
     const char *config = json_string_value(json_object_get(req->body, "config"));
@@ -84,7 +84,6 @@ void m_det_create_experiment(master *m, const dt_http_req *req, dt_http_resp *re
     json_decref(row);
 }
 
-
 bool m_det_state_wanted(const dt_http_req *req, const char *s) {
     bool any = false;
     for (int i = 0; i < req->n_args; i++) {
@@ -132,8 +131,10 @@ void m_det_experiment_action(master *m, const dt_http_req *req, dt_http_resp *re
     for (int i = 0; i < 4; i++)
         if (!strcmp(req->params[1], actions[i])) a = i;
     if (a < 0) {
-        m_det_error(resp, 404, "dtrain does not implement POST %s; hint: experiments take "
-                    "pause, activate, cancel or kill", req->path);
+        m_det_error(resp, 404,
+                    "dtrain does not implement POST %s; hint: experiments take "
+                    "pause, activate, cancel or kill",
+                    req->path);
         return;
     }
     int64_t id;
@@ -148,8 +149,10 @@ void m_det_experiment_action(master *m, const dt_http_req *req, dt_http_resp *re
         st = dt_error(DT_ERR_STATE, "experiment %lld has ended: it cannot %s", (long long)id,
                       actions[a]);
     pthread_mutex_unlock(&m->lock);
-    if (row && st != DT_OK) m_det_fail(resp, st);
-    else if (row) resp->json = json_object();
+    if (row && st != DT_OK)
+        m_det_fail(resp, st);
+    else if (row)
+        resp->json = json_object();
     json_decref(row);
 }
 

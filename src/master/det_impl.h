@@ -68,8 +68,7 @@ void m_det_filter(void *app, const dt_http_req *req, dt_http_resp *resp);
 /* The paths open without a token (http.h open_paths). */
 extern const char *const m_det_open_paths[];
 /* An experiment's / trial's row as a det read: the path's id, 404 in the reference's shape. */
-json_t *m_det_row(master *m, m_owner kind, const dt_http_req *req, int64_t *id,
-                  dt_http_resp *resp);
+json_t *m_det_row(master *m, m_owner kind, const dt_http_req *req, int64_t *id, dt_http_resp *resp);
 /* The page of `list` (stolen) the query's offset / limit ask for: {key: page, "pagination"}. */
 json_t *m_det_page(const dt_http_req *req, const char *key, json_t *list);
 

@@ -44,17 +44,18 @@ void m_det_workloads(void *app, const dt_http_req *req, dt_http_resp *resp) {
             const char *kind = json_string_value(json_object_get(r, "kind"));
             if (!kind || !strcmp(kind, "profiler")) continue;
             json_t *w = m_det_workload(r, when);
-            json_object_set_new(w, "_b", json_integer(json_integer_value(json_object_get(r, "batches"))));
+            json_object_set_new(w, "_b",
+                                json_integer(json_integer_value(json_object_get(r, "batches"))));
             json_array_append_new(list, w);
         }
         json_array_foreach(cks, i, r) {
             json_int_t b = json_integer_value(json_object_get(r, "batches"));
             json_array_append_new(
-                list, json_pack("{s:{s:I,s:s,s:O,s:O,s:O},s:I}", "checkpoint", "totalBatches", b,
-                                "state", m_det_state(json_string_value(json_object_get(r, "state"))),
-                                "uuid", json_object_get(r, "uuid"), "endTime",
-                                json_object_get(r, "report_time"), "resources",
-                                json_object_get(r, "resources"), "_b", b));
+                list,
+                json_pack("{s:{s:I,s:s,s:O,s:O,s:O},s:I}", "checkpoint", "totalBatches", b, "state",
+                          m_det_state(json_string_value(json_object_get(r, "state"))), "uuid",
+                          json_object_get(r, "uuid"), "endTime", json_object_get(r, "report_time"),
+                          "resources", json_object_get(r, "resources"), "_b", b));
         }
         /* by batches, a checkpoint after the metrics of its batch (a stable sort by hand) */
         size_t n = json_array_size(list);

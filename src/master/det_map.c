@@ -71,16 +71,16 @@ json_t *m_det_experiment(const json_t *row) {
     const json_t *searcher = json_object_get(cfg, "searcher");
     char job[40];
     snprintf(job, sizeof job, "exp-%lld", (long long)get_int(row, "id"));
-    json_t *e = json_pack(
-        "{s:I,s:o,s:s,s:b,s:o,s:o,s:s,s:I,s:i,s:i,s:o,s:o,s:o,s:s,s:o,s:o,s:o,s:[],s:s}", "id",
-        get_int(row, "id"), "name", get(row, "name"), "state",
-        m_det_state(json_string_value(json_object_get(row, "state"))), "archived", 0, "config",
-        get(row, "config"), "originalConfig", get(row, "config_text"), "jobId", job, "numTrials",
-        get_int(row, "num_trials"), "projectId", 1, "projectOwnerId", 1, "searcherType",
-        get(searcher, "name"), "startTime", get(row, "start_time"), "endTime",
-        get(row, "end_time"), "username", "determined", "progress", get(row, "progress"),
-        "description", get(row, "description"), "searcherMetric", get(row, "searcher_metric"),
-        "labels", "resourcePool", "default");
+    json_t *e =
+        json_pack("{s:I,s:o,s:s,s:b,s:o,s:o,s:s,s:I,s:i,s:i,s:o,s:o,s:o,s:s,s:o,s:o,s:o,s:[],s:s}",
+                  "id", get_int(row, "id"), "name", get(row, "name"), "state",
+                  m_det_state(json_string_value(json_object_get(row, "state"))), "archived", 0,
+                  "config", get(row, "config"), "originalConfig", get(row, "config_text"), "jobId",
+                  job, "numTrials", get_int(row, "num_trials"), "projectId", 1, "projectOwnerId", 1,
+                  "searcherType", get(searcher, "name"), "startTime", get(row, "start_time"),
+                  "endTime", get(row, "end_time"), "username", "determined", "progress",
+                  get(row, "progress"), "description", get(row, "description"), "searcherMetric",
+                  get(row, "searcher_metric"), "labels", "resourcePool", "default");
     if (e) json_object_set(e, "bestTrialSearcherMetric", json_object_get(row, "best_metric"));
     return e;
 }
@@ -131,11 +131,12 @@ json_t *m_det_workload(const json_t *r, const json_t *when) {
         /* NaN and infinities are null in dtrain's rows; the reference's client wants numbers */
         if (json_is_number(v) && isfinite(json_number_value(v))) json_object_set(avg, k, v);
     }
-    return json_pack("{s:{s:I,s:I,s:{s:o},s:o}}", kind && !strcmp(kind, "validation") ? "validation"
-                                                                                     : "training",
+    return json_pack("{s:{s:I,s:I,s:{s:o},s:o}}",
+                     kind && !strcmp(kind, "validation") ? "validation" : "training",
                      "totalBatches", get_int(r, "batches"), "numInputs", get_int(r, "records"),
                      "metrics", "avgMetrics", avg, "endTime",
-                     json_object_get(r, "time") || !when ? get(r, "time") : json_incref((json_t *)when));
+                     json_object_get(r, "time") || !when ? get(r, "time")
+                                                         : json_incref((json_t *)when));
 }
 
 json_t *m_det_log(const json_t *r) {
@@ -169,9 +170,10 @@ json_t *m_det_summary(const json_t *metric_rows) {
     size_t i;
     json_array_foreach(metric_rows, i, r) {
         const char *kind = json_string_value(json_object_get(r, "kind"));
-        json_t *group = json_object_get(out, kind && !strcmp(kind, "validation") ? "validation_metrics"
-                                             : kind && !strcmp(kind, "training") ? "avg_metrics"
-                                                                                 : NULL);
+        json_t *group =
+            json_object_get(out, kind && !strcmp(kind, "validation") ? "validation_metrics"
+                                 : kind && !strcmp(kind, "training") ? "avg_metrics"
+                                                                     : NULL);
         json_t *v;
         const char *k;
         json_object_foreach(json_object_get(r, "metrics"), k, v) {
@@ -179,15 +181,19 @@ json_t *m_det_summary(const json_t *metric_rows) {
             double x = json_number_value(v);
             json_t *s = json_object_get(group, k);
             if (!s) {
-                json_object_set_new(group, k, json_pack("{s:i,s:f,s:f,s:f,s:f,s:s}", "count", 0,
-                                                        "sum", 0.0, "min", x, "max", x, "last", x,
-                                                        "type", "number"));
+                json_object_set_new(group, k,
+                                    json_pack("{s:i,s:f,s:f,s:f,s:f,s:s}", "count", 0, "sum", 0.0,
+                                              "min", x, "max", x, "last", x, "type", "number"));
                 s = json_object_get(group, k);
             }
-            json_object_set_new(s, "count", json_integer(json_integer_value(json_object_get(s, "count")) + 1));
-            json_object_set_new(s, "sum", json_real(json_number_value(json_object_get(s, "sum")) + x));
-            if (x < json_number_value(json_object_get(s, "min"))) json_object_set_new(s, "min", json_real(x));
-            if (x > json_number_value(json_object_get(s, "max"))) json_object_set_new(s, "max", json_real(x));
+            json_object_set_new(s, "count",
+                                json_integer(json_integer_value(json_object_get(s, "count")) + 1));
+            json_object_set_new(s, "sum",
+                                json_real(json_number_value(json_object_get(s, "sum")) + x));
+            if (x < json_number_value(json_object_get(s, "min")))
+                json_object_set_new(s, "min", json_real(x));
+            if (x > json_number_value(json_object_get(s, "max")))
+                json_object_set_new(s, "max", json_real(x));
             json_object_set_new(s, "last", json_real(x));
         }
     }

@@ -169,10 +169,11 @@ dt_status dt__tar_from_upload(const json_t *files, size_t limit, dt__buf *tar) {
                             "checkpoints and build outputs out with a .detignore file",
                             limit >> 20, path);
         }
-        bool ok = tar_entry(tar, path, type == '5', mode ? (unsigned)mode : 0644, data.p,
-                            data.len, 0);
+        bool ok =
+            tar_entry(tar, path, type == '5', mode ? (unsigned)mode : 0644, data.p, data.len, 0);
         dt__buf_free(&data);
-        if (!ok) return dt_error(DT_ERR_INVALID, "modelDefinition[%zu]: path %s is too long", i, path);
+        if (!ok)
+            return dt_error(DT_ERR_INVALID, "modelDefinition[%zu]: path %s is too long", i, path);
     }
     tar_end(tar);
     return tar->oom ? dt_error(DT_ERR_OOM, "out of memory packing the model definition") : DT_OK;

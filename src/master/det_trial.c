@@ -16,8 +16,8 @@
 
 json_t *m_det_trial_full(master *m, const json_t *row) {
     json_t *t = m_det_trial(row), *rows = NULL;
-    if (dt_store_metrics_query(m->store, json_integer_value(json_object_get(row, "id")), NULL, 0,
-                               0, &rows) == DT_OK)
+    if (dt_store_metrics_query(m->store, json_integer_value(json_object_get(row, "id")), NULL, 0, 0,
+                               &rows) == DT_OK)
         json_object_set_new(t, "summaryMetrics", m_det_summary(rows));
     dt_clear_error();
     json_decref(rows);
@@ -50,7 +50,8 @@ static char *ckpt_root(master *m, const json_t *exp_row) {
  * the rows carry a "_key" number (the sort key) and "_none" when they have none. */
 static int by_key(const void *a, const void *b) {
     const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
-    bool nx = json_is_true(json_object_get(x, "_none")), ny = json_is_true(json_object_get(y, "_none"));
+    bool nx = json_is_true(json_object_get(x, "_none")),
+         ny = json_is_true(json_object_get(y, "_none"));
     if (nx != ny) return nx ? 1 : -1;
     double kx = json_number_value(json_object_get(x, "_key")),
            ky = json_number_value(json_object_get(y, "_key"));
@@ -79,8 +80,10 @@ void m_det_ckpt_answer(master *m, const json_t *exp_row, dt_status st, json_t *r
         if (desc) key = -key;
         json_object_set_new(c, "_key", json_real(key));
         json_object_set_new(c, "_none", json_boolean(by_metric && !json_is_number(vm)));
-        if (v) v[k++] = c;
-        else json_decref(c);
+        if (v)
+            v[k++] = c;
+        else
+            json_decref(c);
     }
     if (v) qsort(v, k, sizeof *v, by_key);
     char *root = ckpt_root(m, exp_row);
@@ -100,9 +103,10 @@ void m_det_trial_checkpoints(master *m, const dt_http_req *req, dt_http_resp *re
     json_t *rows = NULL, *exp_row = NULL;
     pthread_mutex_lock(&m->lock);
     json_t *row = m_det_row(m, M_OWNER_TRIAL, req, &id, resp);
-    dt_status st = row ? dt_store_exp_get(m->store, json_integer_value(json_object_get(row,
-                                                         "experiment_id")), &exp_row)
-                       : DT_OK;
+    dt_status st =
+        row ? dt_store_exp_get(m->store, json_integer_value(json_object_get(row, "experiment_id")),
+                               &exp_row)
+            : DT_OK;
     if (row && st == DT_OK) st = dt_store_ckpt_list(m->store, 0, id, &rows);
     if (row) m_det_ckpt_answer(m, exp_row, st, rows, req, resp);
     pthread_mutex_unlock(&m->lock);

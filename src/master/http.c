@@ -267,14 +267,13 @@ static enum MHD_Result send_stream(struct MHD_Connection *conn, dt_http_resp *re
         return MHD_NO;
     }
     *keep = *resp;
-    struct MHD_Response *r =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_read, keep, stream_done);
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024,
+                                                               stream_read, keep, stream_done);
     if (!r) {
         stream_done(keep);
         return MHD_NO;
     }
-    return queue(conn, keep, r, keep->content_type ? keep->content_type : "application/json",
-                 NULL);
+    return queue(conn, keep, r, keep->content_type ? keep->content_type : "application/json", NULL);
 }
 
 static enum MHD_Result queue(struct MHD_Connection *conn, dt_http_resp *resp,
@@ -577,10 +576,11 @@ dt_status dt_http_start_opts(const dt_http_opts *o, const dt_http_route *routes,
     }
     /* a thread per connection; handlers are called one at a time (s->serve) */
     s->mhd = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_AUTO, 0, NULL, NULL, on_request, s,
-        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-        MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000, MHD_OPTION_END);
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_AUTO, 0, NULL,
+        NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, NULL, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
+        MHD_OPTION_END);
     if (!s->mhd) {
         close(fd);
         server_free(s);

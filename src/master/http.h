@@ -17,8 +17,8 @@
  * ?token= which sets the cookie and redirects); with csrf, every request but GET / HEAD must
  * carry a JSON content type, the X-Dtrain-Csrf header or an Authorization: Bearer header (none
  * is sent cross-site without a CORS preflight, which the server never grants), or a form body
- * whose csrf field is the server's form token; a request marked Sec-Fetch-Site: cross-site is refused either way.
- * Refusals are 401 / 403 JSON errors before any handler runs.
+ * whose csrf field is the server's form token; a request marked Sec-Fetch-Site: cross-site is
+ * refused either way. Refusals are 401 / 403 JSON errors before any handler runs.
  *
  * This header is the master layer's interface to the web layer above it (tools/
  * check_layers.sh INTERFACES): the web UI's routes are handlers of this shape, and they read

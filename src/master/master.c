@@ -123,7 +123,7 @@ static void remove_file(const char *home, const char *name) {
 }
 
 /* 64 hex digits from the kernel's random source into buf (>= 65 bytes). */
-static dt_status random_hex(char *buf) {
+dt_status m_random_hex(char *buf) {
     unsigned char raw[32];
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
     ssize_t r = fd >= 0 ? read(fd, raw, sizeof raw) : -1;
@@ -155,7 +155,7 @@ dt_status dt_master_token(const char *home, char *buf, size_t n) {
             return dt_error(DT_ERR_IO, "cannot read %s: %s; hint: check DTRAIN_HOME", p,
                             strerror(errno));
         char tok[65];
-        dt_status st = random_hex(tok);
+        dt_status st = m_random_hex(tok);
         if (st != DT_OK) return st;
         fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd < 0 && errno == EEXIST) continue; /* made meanwhile: read it */
@@ -250,7 +250,7 @@ dt_status dt_master_run(const dt_master_opts *o) {
     if ((st = m_exp_recover(&m)) != DT_OK) goto out;
     char token[80], form_token[80];
     if ((st = dt_master_token(m.home, token, sizeof token)) != DT_OK ||
-        (st = random_hex(form_token)) != DT_OK)
+        (st = m_random_hex(form_token)) != DT_OK)
         goto out;
     snprintf(m.token, sizeof m.token, "%s", token);
     dt_http_route *routes = malloc((size_t)(m_n_routes + m.o.n_routes) * sizeof *routes);

@@ -185,6 +185,8 @@ extern const int m_n_routes;
 
 /* ---- helpers ---- */
 double m_now(void); /* monotonic seconds */
+/* 64 random hex digits and a NUL into buf (65 bytes) from /dev/urandom. DT_ERR_IO. */
+dt_status m_random_hex(char *buf);
 /* Parse "{batches|epochs|records: N}" from JSON / render it. */
 dt_status m_length_from_json(const json_t *j, dt_length *out);
 json_t *m_length_json(dt_length len);

@@ -10,6 +10,7 @@
 
 #include "dtrain/master.h"
 #include "master/det_pack.h"
+#include "master/http.h"
 #include "master/store.h"
 #include "master/store_impl.h"
 #include "master/store_modeldef.h"
@@ -32,11 +33,11 @@ static char g_ans[1 << 20];
 static void http(const char *method, const char *path, const char *headers, const char *body) {
     g_ans[0] = 0;
     char *req = NULL;
-    int len = asprintf(&req,
-                       "%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n%sContent-Length: "
-                       "%zu\r\n\r\n%s",
-                       method, path, headers ? headers : "", body ? strlen(body) : 0,
-                       body ? body : "");
+    int len =
+        asprintf(&req,
+                 "%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n%sContent-Length: "
+                 "%zu\r\n\r\n%s",
+                 method, path, headers ? headers : "", body ? strlen(body) : 0, body ? body : "");
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_port)};
     inet_pton(AF_INET, g_host, &sa.sin_addr);
@@ -104,13 +105,27 @@ static bool has(const json_t *obj, const char *spec) {
         json_t *v = json_object_get(obj, f);
         bool ok = false;
         switch (colon[1]) {
-        case 's': ok = json_is_string(v); break;
-        case 'i': ok = json_is_integer(v); break;
-        case 'b': ok = json_is_boolean(v); break;
-        case 'o': ok = json_is_object(v); break;
-        case 'a': ok = json_is_array(v); break;
-        case 'n': ok = json_is_number(v); break;
-        case 'e': ok = json_is_string(v) && !strncmp(json_string_value(v), "STATE_", 6); break;
+        case 's':
+            ok = json_is_string(v);
+            break;
+        case 'i':
+            ok = json_is_integer(v);
+            break;
+        case 'b':
+            ok = json_is_boolean(v);
+            break;
+        case 'o':
+            ok = json_is_object(v);
+            break;
+        case 'a':
+            ok = json_is_array(v);
+            break;
+        case 'n':
+            ok = json_is_number(v);
+            break;
+        case 'e':
+            ok = json_is_string(v) && !strncmp(json_string_value(v), "STATE_", 6);
+            break;
         }
         if (!ok) {
             fprintf(stderr, "  field %s (%c) missing or of another type\n", f, colon[1]);
@@ -121,8 +136,8 @@ static bool has(const json_t *obj, const char *spec) {
 }
 
 #define USER "username:s,admin:b,active:b,id:i"
-#define EXPERIMENT                                                                             \
-    "id:i,name:s,state:e,archived:b,config:o,originalConfig:s,jobId:s,numTrials:i,projectId:i," \
+#define EXPERIMENT                                                                                 \
+    "id:i,name:s,state:e,archived:b,config:o,originalConfig:s,jobId:s,numTrials:i,projectId:i,"    \
     "projectOwnerId:i,searcherType:s,startTime:s,username:s"
 #define TRIAL "id:i,experimentId:i,hparams:o,restarts:i,startTime:s,state:e,totalBatchesProcessed:i"
 #define CHECKPOINT "uuid:s,state:e,metadata:o,resources:o,training:o"
@@ -190,15 +205,15 @@ static bool fill_store(void) {
     if (!f || fputs("weights", f) < 0 || fclose(f)) return false;
     dt_store *st = NULL;
     if (dt_store_open(p, &st) != DT_OK) return false;
-    json_t *cfg = json_pack("{s:s,s:s,s:{s:s,s:s,s:b},s:{s:s}}", "name", "toy", "entrypoint",
-                            "model_def:T", "searcher", "name", "single", "metric",
-                            "validation_loss", "smaller_is_better", 1, "checkpoint_storage",
-                            "host_path", ck);
+    json_t *cfg =
+        json_pack("{s:s,s:s,s:{s:s,s:s,s:b},s:{s:s}}", "name", "toy", "entrypoint", "model_def:T",
+                  "searcher", "name", "single", "metric", "validation_loss", "smaller_is_better", 1,
+                  "checkpoint_storage", "host_path", ck);
     json_t *hp = json_pack("{s:f}", "lr", 0.1);
-    json_t *rows = json_pack("[{s:s,s:i,s:i,s:{s:f}},{s:s,s:i,s:i,s:{s:f}}]", "kind", "training",
-                             "batches", 10, "records", 160, "metrics", "loss", 0.9, "kind",
-                             "validation", "batches", 10, "records", 160, "metrics",
-                             "validation_loss", 0.4);
+    json_t *rows =
+        json_pack("[{s:s,s:i,s:i,s:{s:f}},{s:s,s:i,s:i,s:{s:f}}]", "kind", "training", "batches",
+                  10, "records", 160, "metrics", "loss", 0.9, "kind", "validation", "batches", 10,
+                  "records", 160, "metrics", "validation_loss", 0.4);
     json_t *meta = json_pack("{s:i}", "steps_completed", 10), *res = json_pack("{s:i}", "w.bin", 7);
     int64_t exp = 0, trial = 0;
     int ranks[2] = {0, 0};
@@ -236,9 +251,11 @@ static void test_info_and_auth(void) {
     json_decref(j);
     json_decref(det("GET", "/api/v1/me", NULL, NULL));
     CHECK(det_error(401, "no token"));
-    json_decref(det("GET", "/api/v1/me", "0123456789012345678901234567890123456789012345678901234567890123", NULL));
+    json_decref(det("GET", "/api/v1/me",
+                    "0123456789012345678901234567890123456789012345678901234567890123", NULL));
     CHECK(det_error(401, "not valid"));
-    json_decref(det("POST", "/api/v1/auth/login", NULL, "{\"username\":\"admin\",\"password\":\"x\",\"isHashed\":true}"));
+    json_decref(det("POST", "/api/v1/auth/login", NULL,
+                    "{\"username\":\"admin\",\"password\":\"x\",\"isHashed\":true}"));
     CHECK(det_error(403, "invalid credentials"));
     j = det("POST", "/api/v1/auth/login", NULL,
             "{\"username\":\"determined\",\"password\":\"\",\"isHashed\":true}");
@@ -265,7 +282,8 @@ static void test_experiments(void) {
     json_t *j = det("GET", "/api/v1/experiments?archived=false&limit=200&offset=0&users=determined",
                     g_login, NULL);
     json_t *e = json_array_get(json_object_get(j, "experiments"), 0);
-    CHECK(status() == 200 && has(e, EXPERIMENT) && has(json_object_get(j, "pagination"), PAGINATION));
+    CHECK(status() == 200 && has(e, EXPERIMENT) &&
+          has(json_object_get(j, "pagination"), PAGINATION));
     CHECK(!strcmp(json_string_value(json_object_get(e, "state")), "STATE_COMPLETED"));
     CHECK(json_integer_value(json_object_get(json_object_get(j, "pagination"), "endIndex")) == 1);
     json_decref(j);
@@ -288,10 +306,12 @@ static void test_experiments(void) {
                     "{\"id\":1,\"description\":\"new words\",\"labels\":null,\"name\":\"toy\"}"));
     CHECK(status() == 200);
     j = det("GET", "/api/v1/experiments/1", g_login, NULL);
-    CHECK(!strcmp(json_string_value(json_object_get(json_object_get(j, "experiment"),
-                                                    "description")), "new words"));
+    CHECK(
+        !strcmp(json_string_value(json_object_get(json_object_get(j, "experiment"), "description")),
+                "new words"));
     json_decref(j);
-    json_decref(det("POST", "/api/v1/experiments/1/kill", g_login, NULL)); /* ended: nothing to do */
+    json_decref(
+        det("POST", "/api/v1/experiments/1/kill", g_login, NULL)); /* ended: nothing to do */
     CHECK(status() == 200);
     json_decref(det("POST", "/api/v1/experiments/1/pause", g_login, NULL));
     CHECK(det_error(409, "has ended"));
@@ -346,8 +366,10 @@ static void test_trials_and_checkpoints(void) {
     CHECK(status() == 200 && log_lines() == 2);
     http("GET", "/api/v1/trials/1/logs?follow=true", auth, NULL); /* ends: the trial is done */
     CHECK(status() == 200 && log_lines() == 2);
-    const char *paths[] = {"/api/v1/experiments/1/checkpoints?limit=1&sortByAttr=SORT_BY_SEARCHER_METRIC&states=STATE_COMPLETED",
-                           "/api/v1/trials/1/checkpoints?limit=1&offset=0&sortByAttr=SORT_BY_SEARCHER_METRIC"};
+    const char *paths[] = {
+        "/api/v1/experiments/1/"
+        "checkpoints?limit=1&sortByAttr=SORT_BY_SEARCHER_METRIC&states=STATE_COMPLETED",
+        "/api/v1/trials/1/checkpoints?limit=1&offset=0&sortByAttr=SORT_BY_SEARCHER_METRIC"};
     for (int k = 0; k < 2; k++) {
         j = det("GET", paths[k], g_login, NULL);
         json_t *c = json_array_get(json_object_get(j, "checkpoints"), 0);
@@ -393,7 +415,8 @@ static int n_contexts(void) {
 static void test_bad_input(void) {
     /* a config the loader refuses: the reason, nothing created, no directory left */
     json_decref(det("POST", "/api/v1/experiments", g_login,
-                    "{\"config\":\"name: bad\\nentrypoint: model_def:T\\nsearcher:\\n  name: single\\n  metric: loss\\n  "
+                    "{\"config\":\"name: bad\\nentrypoint: model_def:T\\nsearcher:\\n  name: "
+                    "single\\n  metric: loss\\n  "
                     "max_length: {batches: -3}\\n\",\"modelDefinition\":[],\"activate\":true}"));
     CHECK(det_error(400, "max_length"));
     json_decref(det("POST", "/api/v1/experiments", g_login,
@@ -419,6 +442,16 @@ static void test_bad_input(void) {
     CHECK(dt__tar_from_upload(up, 8, &tar) == DT_ERR_INVALID && strstr(dt_last_error(), "over"));
     json_decref(up);
     dt__buf_free(&tar);
+    /* a body over the master's limit, as a too large model directory would be */
+    size_t big = DT_HTTP_MAX_BODY + 16;
+    char *huge = malloc(big + 1);
+    if (huge) {
+        memset(huge, 'x', big);
+        huge[big] = 0;
+        json_decref(det("POST", "/api/v1/experiments", g_login, huge));
+        CHECK(det_error(413, ".detignore"));
+        free(huge);
+    }
     /* logged out: the token is gone */
     json_decref(det("POST", "/api/v1/auth/logout", g_login, NULL));
     CHECK(status() == 200);
@@ -431,7 +464,8 @@ static void test_bad_input(void) {
 static void test_token_elsewhere(void) {
     json_decref(det("GET", "/info", NULL, NULL));
     CHECK(status() == 200);
-    json_t *j = det("POST", "/api/v1/auth/login", NULL, "{\"username\":\"admin\",\"password\":\"\"}");
+    json_t *j =
+        det("POST", "/api/v1/auth/login", NULL, "{\"username\":\"admin\",\"password\":\"\"}");
     const char *tok = json_string_value(json_object_get(j, "token"));
     CHECK(status() == 200 && tok);
     char t[80];
