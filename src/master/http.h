@@ -15,8 +15,9 @@
  * Security (dt_http_opts, the master turns it on; docs/webui.md "Security"): with a token,
  * every request must carry it (Authorization: Bearer, the dtrain_token cookie, or once as
  * ?token= which sets the cookie and redirects); with csrf, every request but GET / HEAD must
- * carry a JSON content type, the X-Dtrain-Csrf header or an Authorization: Bearer header (none
- * is sent cross-site without a CORS preflight, which the server never grants), or a form body
+ * carry a JSON content type, the X-Dtrain-Csrf header or an Authorization: Bearer header and
+ * no content type (none is sent cross-site without a CORS preflight, which the server never
+ * grants), or a form body
  * whose csrf field is the server's form token; a request marked Sec-Fetch-Site: cross-site is
  * refused either way. Refusals are 401 / 403 JSON errors before any handler runs.
  *

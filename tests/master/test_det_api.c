@@ -388,7 +388,7 @@ static void test_trials_and_checkpoints(void) {
     CHECK(status() == 200 && has(json_object_get(j, "checkpoint"), CHECKPOINT));
     json_decref(j);
     snprintf(p, sizeof p, "/checkpoints/%s", g_uuid);
-    det("GET", p, NULL, NULL);
+    json_decref(det("GET", p, NULL, NULL));
     CHECK(status() == 401);
     char hdr[200];
     snprintf(hdr, sizeof hdr, "Authorization: Bearer %s\r\nAccept: application/gzip\r\n", g_login);
