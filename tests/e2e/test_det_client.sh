@@ -153,7 +153,7 @@ det experiment describe 99
 check '[ $rc = 1 ] && has "Failed to describe experiment: experiment 99 not found"' "unknown id: $out"
 printf 'name: bad\nentrypoint: model_def:FashionMLPTrial\nsearcher:\n  name: single\n  metric: validation_loss\n  max_length: {batches: -1}\n' > "$W/bad.yaml"
 det experiment create "$W/bad.yaml" "$FASHION"
-check '[ $rc = 1 ] && has "Failed to create experiment: config" && has max_length' "a bad config: $out"
+check '[ $rc = 1 ] && has "Failed to create experiment: config:6:" && has max_length' "a bad config: $out"
 det experiment archive "$A"
 check '[ $rc = 1 ] && has "does not implement"' "a command outside the set: $out"
 det experiment list

@@ -418,7 +418,7 @@ static void test_bad_input(void) {
                     "{\"config\":\"name: bad\\nentrypoint: model_def:T\\nsearcher:\\n  name: "
                     "single\\n  metric: loss\\n  "
                     "max_length: {batches: -3}\\n\",\"modelDefinition\":[],\"activate\":true}"));
-    CHECK(det_error(400, "max_length"));
+    CHECK(det_error(400, "config:6:") && det_error(400, "max_length"));
     json_decref(det("POST", "/api/v1/experiments", g_login,
                     "{\"config\":\"name: x\\n\",\"modelDefinition\":[{\"path\":\"../evil.c\","
                     "\"type\":48,\"content\":\"\",\"mode\":33188}]}"));
