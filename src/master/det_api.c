@@ -105,7 +105,8 @@ void m_det_post_login(void *app, const dt_http_req *req, dt_http_resp *resp) {
     const char *user = json_string_value(json_object_get(req->body, "username"));
     const char *pass = json_string_value(json_object_get(req->body, "password"));
     char token[80];
-    dt_status st = m_det_login(m, user, pass ? pass : "", token);
+    bool hashed = !json_is_false(json_object_get(req->body, "isHashed"));
+    dt_status st = m_det_login(m, user, pass ? pass : "", hashed && pass && *pass, token);
     if (st == DT_ERR_INVALID)
         m_det_error(resp, 403, "%s", dt_last_error());
     else if (st != DT_OK)

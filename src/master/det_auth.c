@@ -8,6 +8,7 @@
  */
 #include "det_impl.h"
 
+#include "master/det_pack.h"
 #include "master/store_impl.h"
 
 #include <stdio.h>
@@ -46,14 +47,41 @@ static dt_status token_sql(dt_store *st, const char *sql, const char *a, const c
     return dt_store_commit(st);
 }
 
-dt_status m_det_login(master *m, const char *user, const char *password, char *token) {
+/* The reference's client hashes a non-empty password: hex SHA-512 of this salt + password. */
+#define CLIENT_SALT "GubPEmmotfiK9TMD6Zdw"
+
+/* Equal strings, in time independent of where they differ. */
+static bool same(const char *a, const char *ref) {
+    size_t len = strlen(ref);
+    unsigned char d = strlen(a) != len;
+    for (size_t i = 0; i < len && a[i]; i++) d |= (unsigned char)(a[i] ^ ref[i]);
+    return !d;
+}
+
+/* Is `password` (as the client sent it: hashed or not) the master's token? */
+static bool is_master_token(const master *m, const char *password, bool hashed) {
+    char salted[128], want[129];
+    int n = snprintf(salted, sizeof salted, "%s%s", CLIENT_SALT, m->token);
+    dt__sha512_hex(salted, (size_t)n, want);
+    return same(password, hashed ? want : m->token);
+}
+
+dt_status m_det_login(master *m, const char *user, const char *password, bool hashed, char *token) {
     bool known = false;
     for (size_t i = 0; user && i < sizeof USERS / sizeof *USERS; i++)
         known |= !strcmp(user, USERS[i]);
-    if (!known || !password || *password)
+    /* on loopback the empty password, as on a fresh install of the reference; reachable from
+     * elsewhere only the master's token opens it (else anyone could log in) */
+    bool ok = known && password &&
+              (m_loopback(m->o.host) ? !*password : is_master_token(m, password, hashed));
+    if (!ok)
         return dt_error(DT_ERR_INVALID,
-                        "invalid credentials; hint: this master has the users determined and "
-                        "admin, with the empty password");
+                        m_loopback(m->o.host)
+                            ? "invalid credentials; hint: this master has the users determined "
+                              "and admin, with the empty password"
+                            : "invalid credentials; hint: this master is reachable beyond "
+                              "loopback: log in with the master's token as the password (dtrain "
+                              "master token prints it)");
     dt_status st = m_random_hex(token);
     if (st != DT_OK) return st;
     bool done;
@@ -87,17 +115,9 @@ bool m_det_session(master *m, const dt_http_req *req) {
     return m_det_token_ok(m, dt_http_bearer(req));
 }
 
-/* Is t the master's token? In time independent of where they differ. */
-static bool master_token(const master *m, const char *t) {
-    size_t n = strlen(m->token);
-    unsigned char d = strlen(t) != n;
-    for (size_t i = 0; i < n && t[i]; i++) d |= (unsigned char)(t[i] ^ m->token[i]);
-    return !d;
-}
-
 bool m_det_authed(master *m, const dt_http_req *req, dt_http_resp *resp) {
     const char *t = dt_http_bearer(req);
-    if (t && (master_token(m, t) || m_det_token_ok(m, t))) return true;
+    if (t && (same(t, m->token) || m_det_token_ok(m, t))) return true;
     m_det_error(resp, 401, "%s; hint: log in first (det user login determined)",
                 t ? "the token is not valid (expired or logged out)" : "no token");
     return false;

@@ -8,8 +8,10 @@
  *   det_api.c    /info, login / logout / me, the master, the shared-path dispatch, errors
  *   det_exp.c    experiments: create (with the uploaded model definition), list, describe,
  *                patch, state changes, trials, checkpoints, model_def
- *   det_trial.c  trials, workloads, the log stream, checkpoints and their download
- *   det_pack.c   base64, tar, gzip
+ *   det_trial.c  trials, checkpoints and their download
+ *   det_logs.c   a trial's workloads and its log stream
+ *   det_pack.c   base64, tar, gzip (det_pack.h)
+ * The model definition a create uploads is kept by store_modeldef.c.
  */
 #ifndef DTRAIN_MASTER_DET_IMPL_H
 #define DTRAIN_MASTER_DET_IMPL_H
@@ -43,9 +45,10 @@ json_t *m_det_log(const json_t *log_row);
 json_t *m_det_pagination(int64_t offset, int64_t limit, int64_t returned, int64_t total);
 
 /* ---- det_auth.c ---- */
-/* Log in: `determined` and `admin` with the empty password; *token a new login token (65
- * bytes). DT_ERR_INVALID "invalid credentials" otherwise. */
-dt_status m_det_login(master *m, const char *user, const char *password, char *token);
+/* Log in: `determined` and `admin` with the empty password (bound beyond loopback: with the
+ * master's token, `hashed` as the client hashes passwords or not); *token a new login token
+ * (65 bytes). DT_ERR_INVALID "invalid credentials" otherwise. */
+dt_status m_det_login(master *m, const char *user, const char *password, bool hashed, char *token);
 /* The user of a login token (into user, n bytes), false when it is none. */
 bool m_det_token_user(master *m, const char *token, char *user, size_t n);
 dt_status m_det_logout(master *m, const char *token);

@@ -2,7 +2,7 @@
  * det_pack.h — packing files for the second client's door (docs/det-client.md): base64, a
  * ustar archive in memory (written from an upload or a directory, unpacked into a directory),
  * and gzip around it (stored blocks: the files are sent as they are, the frame is what the
- * client needs).
+ * client needs), and SHA-512 for the client's hashed passwords.
  */
 #ifndef DTRAIN_MASTER_DET_PACK_H
 #define DTRAIN_MASTER_DET_PACK_H
@@ -40,5 +40,8 @@ dt_status dt__tar_unpack(const void *tar, size_t len, const char *dir);
 void dt__tree_remove(const char *path);
 /* gzip of n bytes (stored deflate blocks) into b. */
 void dt__gzip_put(dt__buf *b, const void *d, size_t n);
+
+/* The lowercase hex SHA-512 of n bytes (det_sha.c). */
+void dt__sha512_hex(const void *data, size_t n, char hex[129]);
 
 #endif

@@ -173,7 +173,7 @@ dt_status dt_master_token(const char *home, char *buf, size_t n) {
 }
 
 /* Bound here, may others reach the master without the token? Only the loopback default. */
-static bool loopback(const char *host) {
+bool m_loopback(const char *host) {
     return !strcmp(host, "127.0.0.1") || !strcmp(host, "::1") || !strcmp(host, "localhost");
 }
 
@@ -263,7 +263,7 @@ dt_status dt_master_run(const dt_master_opts *o) {
         memcpy(routes + m_n_routes, m.o.routes, (size_t)m.o.n_routes * sizeof *routes);
     dt_http_opts hopts = {.host = m.o.host,
                           .port = m.o.port,
-                          .token = loopback(m.o.host) ? NULL : token,
+                          .token = m_loopback(m.o.host) ? NULL : token,
                           .csrf = true,
                           .form_csrf = form_token,
                           .token_ok = m_det_token_ok,

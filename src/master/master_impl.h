@@ -185,6 +185,8 @@ extern const int m_n_routes;
 
 /* ---- helpers ---- */
 double m_now(void); /* monotonic seconds */
+/* Is `host` the loopback default (127.0.0.1, ::1, localhost), reachable only from here? */
+bool m_loopback(const char *host);
 /* 64 random hex digits and a NUL into buf (65 bytes) from /dev/urandom. DT_ERR_IO. */
 dt_status m_random_hex(char *buf);
 /* Parse "{batches|epochs|records: N}" from JSON / render it. */

@@ -4,7 +4,8 @@
  * client requires (so a missing field fails here even where the client is not installed), the
  * login token is required, dtrain's own answers stay as they were on the shared paths, bad
  * input gets the reference's error shape and never creates an experiment, and on a
- * non-loopback bind the login's token opens dtrain's routes as the master's token does. */
+ * non-loopback bind only the master's token logs in (as the client hashes passwords), and the
+ * login's token opens dtrain's routes as the master's token does. */
 #define _GNU_SOURCE
 #include "test.h"
 
@@ -459,13 +460,26 @@ static void test_bad_input(void) {
     CHECK(det_error(401, "not valid"));
 }
 
-/* Bound elsewhere than loopback: a login (open without a token) gives a token that opens
- * dtrain's own routes too; without one, 401. */
+/* Bound elsewhere than loopback: a login (open without a token) with the master's token as the
+ * password gives a token that opens dtrain's own routes too; without one, 401. */
 static void test_token_elsewhere(void) {
     json_decref(det("GET", "/info", NULL, NULL));
     CHECK(status() == 200);
-    json_t *j =
-        det("POST", "/api/v1/auth/login", NULL, "{\"username\":\"admin\",\"password\":\"\"}");
+    /* the empty password opens only a loopback master; here the password is the master's
+     * token, hashed as the client hashes passwords, or as is */
+    json_decref(det("POST", "/api/v1/auth/login", NULL,
+                    "{\"username\":\"admin\",\"password\":\"\",\"isHashed\":true}"));
+    CHECK(det_error(403, "master's token as the password"));
+    char salted[200], hex[129], login[400];
+    int n = snprintf(salted, sizeof salted, "GubPEmmotfiK9TMD6Zdw%s", g_token);
+    dt__sha512_hex(salted, (size_t)n, hex);
+    snprintf(login, sizeof login, "{\"username\":\"admin\",\"password\":\"%s\",\"isHashed\":false}",
+             g_token);
+    json_decref(det("POST", "/api/v1/auth/login", NULL, login));
+    CHECK(status() == 200);
+    snprintf(login, sizeof login,
+             "{\"username\":\"determined\",\"password\":\"%s\",\"isHashed\":true}", hex);
+    json_t *j = det("POST", "/api/v1/auth/login", NULL, login);
     const char *tok = json_string_value(json_object_get(j, "token"));
     CHECK(status() == 200 && tok);
     char t[80];
@@ -477,6 +491,35 @@ static void test_token_elsewhere(void) {
     CHECK(status() == 200);
     json_decref(det("GET", "/api/v1/me", g_token, NULL)); /* the master's token: the admin */
     CHECK(status() == 200);
+}
+
+/* SHA-512 against Python's hashlib (hashlib.sha512(...).hexdigest()): empty, short, a message
+ * whose padding just fits one block (111 bytes), and one of two blocks and more. */
+static void test_sha512(void) {
+    static const struct {
+        char ch;
+        size_t n;
+        const char *hex;
+    } cases[] = {
+        {'a', 0,
+         "cf83e1357eefb8bdf1542850d66d8007d620e4050b5715dc83f4a921d36ce9ce47d0d13c5d85f2b0ff8318d2"
+         "877eec2f63b931bd47417a81a538327af927da3e"},
+        {'x', 111,
+         "9a2a120825c2319867758ec277924f6faa254968bf752046dacdd948d8ad299b10359fd04bfd7d3810b5fa1b"
+         "16a294236138baff981cbb85248478053ac4d3dd"},
+        {'a', 200,
+         "4b11459c33f52a22ee8236782714c150a3b2c60994e9acee17fe68947a3e6789f31e7668394592da7bef827c"
+         "ddca88c4e6f86e4df7ed1ae6cba71f3e98faee9f"},
+    };
+    char buf[256], hex[129];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        memset(buf, cases[i].ch, cases[i].n);
+        dt__sha512_hex(buf, cases[i].n, hex);
+        CHECK_MSG(!strcmp(hex, cases[i].hex), "%zu bytes: %s", cases[i].n, hex);
+    }
+    dt__sha512_hex("abc", 3, hex);
+    CHECK(!strcmp(hex, "ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a2192992a"
+                       "274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f"));
 }
 
 /* Schema 4 over a store of schema 3: the experiment stays, a model definition goes in and
@@ -511,6 +554,7 @@ static void test_migration(void) {
 int main(void) {
     snprintf(g_home, sizeof g_home, "/tmp/dtrain_det_XXXXXX");
     if (!mkdtemp(g_home)) return 1;
+    TEST_RUN(test_sha512);
     TEST_RUN(test_migration);
     CHECK(fill_store());
     CHECK(dt_master_token(g_home, g_token, sizeof g_token) == DT_OK);
