@@ -10,7 +10,7 @@
  *                patch, state changes, trials, checkpoints, model_def
  *   det_trial.c  trials, checkpoints and their download
  *   det_logs.c   a trial's workloads and its log stream
- *   det_pack.c   base64, tar, gzip (det_pack.h)
+ *   det_pack.c   base64, tar, gzip (det_pack.h); det_sha.c SHA-512
  * The model definition a create uploads is kept by store_modeldef.c.
  */
 #ifndef DTRAIN_MASTER_DET_IMPL_H

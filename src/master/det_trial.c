@@ -45,9 +45,8 @@ static char *ckpt_root(master *m, const json_t *exp_row) {
     return root;
 }
 
-/* qsort order of checkpoint rows (json_t *): the searcher metric best first (none last), or
- * report time. `sign` of the metric comparison is in the first row's "_sign" key-free way:
- * the rows carry a "_key" number (the sort key) and "_none" when they have none. */
+/* qsort order of checkpoint copies (json_t *) carrying their sort key: "_none" (no metric:
+ * last), then the number "_key", then the time "_t" (ISO 8601 text sorts as time). */
 static int by_key(const void *a, const void *b) {
     const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
     bool nx = json_is_true(json_object_get(x, "_none")),
@@ -55,7 +54,10 @@ static int by_key(const void *a, const void *b) {
     if (nx != ny) return nx ? 1 : -1;
     double kx = json_number_value(json_object_get(x, "_key")),
            ky = json_number_value(json_object_get(y, "_key"));
-    return kx < ky ? -1 : kx > ky ? 1 : 0;
+    if (kx != ky) return kx < ky ? -1 : 1;
+    const char *tx = json_string_value(json_object_get(x, "_t")),
+               *ty = json_string_value(json_object_get(y, "_t"));
+    return strcmp(tx ? tx : "", ty ? ty : "");
 }
 
 void m_det_ckpt_answer(master *m, const json_t *exp_row, dt_status st, json_t *rows,
@@ -67,7 +69,8 @@ void m_det_ckpt_answer(master *m, const json_t *exp_row, dt_status st, json_t *r
     const char *attr = dt_http_query(req, "sortByAttr"), *order = dt_http_query(req, "orderBy");
     bool by_metric = attr && !strcmp(attr, "SORT_BY_SEARCHER_METRIC");
     bool smaller = !json_is_false(json_object_get(exp_row, "smaller_is_better"));
-    bool desc = order && !strcmp(order, "ORDER_BY_DESC");
+    /* the metric without orderBy: best first; with it, by value; else by report time */
+    double sign = !order ? (smaller ? 1 : -1) : !strcmp(order, "ORDER_BY_DESC") ? -1 : 1;
     size_t n = json_array_size(rows), k = 0;
     json_t **v = calloc(n ? n : 1, sizeof *v), *r;
     size_t i;
@@ -75,10 +78,11 @@ void m_det_ckpt_answer(master *m, const json_t *exp_row, dt_status st, json_t *r
         if (!m_det_state_wanted(req, json_string_value(json_object_get(r, "state")))) continue;
         json_t *c = json_deep_copy(r);
         json_t *vm = json_object_get(r, "validation_metric");
-        double key = (double)k; /* the store's order: batches per trial */
-        if (by_metric) key = json_is_number(vm) ? json_number_value(vm) * (smaller ? 1 : -1) : 0;
-        if (desc) key = -key;
-        json_object_set_new(c, "_key", json_real(key));
+        json_t *t = json_object_get(r, "report_time");
+        json_object_set_new(
+            c, "_key",
+            json_real(by_metric && json_is_number(vm) ? json_number_value(vm) * sign : 0));
+        json_object_set(c, "_t", t ? t : json_null());
         json_object_set_new(c, "_none", json_boolean(by_metric && !json_is_number(vm)));
         if (v)
             v[k++] = c;
@@ -86,6 +90,12 @@ void m_det_ckpt_answer(master *m, const json_t *exp_row, dt_status st, json_t *r
             json_decref(c);
     }
     if (v) qsort(v, k, sizeof *v, by_key);
+    if (v && !by_metric && order && sign < 0) /* by time, newest first */
+        for (size_t a = 0, b = k; a + 1 < b--; a++) {
+            json_t *x = v[a];
+            v[a] = v[b];
+            v[b] = x;
+        }
     char *root = ckpt_root(m, exp_row);
     json_t *list = json_array();
     for (size_t j = 0; j < k; j++) {

@@ -26,7 +26,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char g_home[256], g_host[32], g_token[80], g_uuid[] = "5e1f0a2b-1111-4222-8333-944455556666";
+static char g_home[256], g_host[32], g_token[80], g_uuid[] = "5e1f0a2b-1111-4222-8333-944455556666",
+                                                  g_best[] = "5e1f0a2b-2222-4222-8333-944455556666";
 static int g_port;
 static char g_ans[1 << 20];
 
@@ -211,10 +212,11 @@ static bool fill_store(void) {
                   "searcher", "name", "single", "metric", "validation_loss", "smaller_is_better", 1,
                   "checkpoint_storage", "host_path", ck);
     json_t *hp = json_pack("{s:f}", "lr", 0.1);
-    json_t *rows =
-        json_pack("[{s:s,s:i,s:i,s:{s:f}},{s:s,s:i,s:i,s:{s:f}}]", "kind", "training", "batches",
-                  10, "records", 160, "metrics", "loss", 0.9, "kind", "validation", "batches", 10,
-                  "records", 160, "metrics", "validation_loss", 0.4);
+    json_t *rows = json_pack("[{s:s,s:i,s:i,s:{s:f}},{s:s,s:i,s:i,s:{s:f}},{s:s,s:i,s:i,s:{s:f}}]",
+                             "kind", "training", "batches", 10, "records", 160, "metrics", "loss",
+                             0.9, "kind", "validation", "batches", 10, "records", 160, "metrics",
+                             "validation_loss", 0.4, "kind", "validation", "batches", 20, "records",
+                             320, "metrics", "validation_loss", 0.2);
     json_t *meta = json_pack("{s:i}", "steps_completed", 10), *res = json_pack("{s:i}", "w.bin", 7);
     int64_t exp = 0, trial = 0;
     int ranks[2] = {0, 0};
@@ -227,6 +229,7 @@ static bool fill_store(void) {
               dt_store_metrics_insert(st, trial, rows, NULL) == DT_OK &&
               dt_store_logs_insert(st, trial, ranks, lines, 2) == DT_OK &&
               dt_store_ckpt_insert(st, trial, g_uuid, ck, 10, meta, res) == DT_OK &&
+              dt_store_ckpt_insert(st, trial, g_best, ck, 20, meta, res) == DT_OK &&
               dt_store_trial_set_state(st, trial, "COMPLETED", NULL) == DT_OK &&
               dt_store_exp_set_state(st, exp, "COMPLETED") == DT_OK &&
               dt__tar_from_upload(up, 1 << 20, &tar) == DT_OK &&
@@ -357,7 +360,7 @@ static void test_trials_and_checkpoints(void) {
         if (json_object_get(x, "checkpoint"))
             kinds += has(json_object_get(x, "checkpoint"), "totalBatches:i,state:e,uuid:s");
     }
-    CHECK(status() == 200 && kinds == 3 && has(json_object_get(j, "pagination"), PAGINATION));
+    CHECK(status() == 200 && kinds == 5 && has(json_object_get(j, "pagination"), PAGINATION));
     json_decref(j);
     http("GET", "/api/v1/trials/1/logs?follow=false", NULL, NULL); /* dtrain's own */
     CHECK(status() == 200 && strstr(body(), "\"logs\""));
@@ -375,6 +378,8 @@ static void test_trials_and_checkpoints(void) {
         j = det("GET", paths[k], g_login, NULL);
         json_t *c = json_array_get(json_object_get(j, "checkpoints"), 0);
         json_t *t = json_object_get(c, "training"), *ec = json_object_get(t, "experimentConfig");
+        /* the best validation first: batch 20's, though the store lists batch 10 first */
+        CHECK(!strcmp(json_string_value(json_object_get(c, "uuid")), g_best));
         CHECK(status() == 200 && has(c, CHECKPOINT) && has(t, "trialId:i,experimentId:i") &&
               has(json_object_get(ec, "checkpoint_storage"), "type:s") &&
               has(json_object_get(ec, "searcher"), "metric:s") &&
