@@ -406,6 +406,53 @@ static void test_trials_and_checkpoints(void) {
     CHECK(det_error(404, "checkpoint no-such-uuid not found"));
 }
 
+/* A create as the client sends it (the config text, the files in walk order, activate): the
+ * answer's fields, the files unpacked with their modes, and the same files back from
+ * model_def. The model is a command (a script that exits), so nothing is compiled. */
+static int n_contexts(void);
+
+static void test_create(void) {
+    const char *run = "IyEvYmluL3NoCmV4aXQgMAo="; /* "#!/bin/sh\nexit 0\n" */
+    char req[1024];
+    snprintf(req, sizeof req,
+             "{\"config\":\"name: cmd\\nentrypoint: ./run.sh\\nsearcher:\\n  name: single\\n"
+             "  metric: loss\\n  max_length: {batches: 1}\\n\",\"modelDefinition\":["
+             "{\"path\":\"sub\",\"type\":53,\"content\":\"\",\"mode\":16877,\"mtime\":\"1\","
+             "\"uid\":0,\"gid\":0},"
+             "{\"path\":\"sub/run.sh\",\"type\":48,\"content\":\"%s\",\"mode\":33261},"
+             "{\"path\":\"run.sh\",\"type\":48,\"content\":\"%s\",\"mode\":33261}],"
+             "\"activate\":false,\"parentId\":null,\"projectId\":null,\"template\":null,"
+             "\"validateOnly\":false}",
+             run, run);
+    json_t *j = det("POST", "/api/v1/experiments", g_login, req);
+    json_t *e = json_object_get(j, "experiment");
+    CHECK_MSG(status() == 200 && has(e, EXPERIMENT) && json_is_object(json_object_get(j, "config")),
+              "%.400s", g_ans);
+    CHECK(!strcmp(json_string_value(json_object_get(e, "state"))
+                      ? json_string_value(json_object_get(e, "state"))
+                      : "",
+                  "STATE_PAUSED"));
+    int64_t id = json_integer_value(json_object_get(e, "id"));
+    json_decref(j);
+    char p[600];
+    snprintf(p, sizeof p, "%s/contexts", g_home);
+    CHECK(n_contexts() == 1);
+    j = det("GET", "/api/v1/experiments", g_login, NULL);
+    CHECK(json_integer_value(json_object_get(json_object_get(j, "pagination"), "total")) == 2);
+    json_decref(j);
+    snprintf(p, sizeof p, "/api/v1/experiments/%lld/model_def", (long long)id);
+    j = det("GET", p, g_login, NULL);
+    dt__buf gz = {0};
+    const char *b64 = json_string_value(json_object_get(j, "b64Tgz"));
+    CHECK(b64 && dt__base64_decode(b64, &gz) && memmem(gz.p, gz.len, "sub/run.sh", 10) &&
+          memmem(gz.p, gz.len, "exit 0", 6));
+    dt__buf_free(&gz);
+    json_decref(j);
+    snprintf(p, sizeof p, "/api/v1/experiments/%lld/kill", (long long)id);
+    json_decref(det("POST", p, g_login, NULL));
+    CHECK(status() == 200);
+}
+
 static int n_contexts(void) {
     char p[600];
     int n = 0;
@@ -432,8 +479,8 @@ static void test_bad_input(void) {
     json_decref(det("POST", "/api/v1/experiments", g_login, "{\"modelDefinition\":[]}"));
     CHECK(det_error(400, "config"));
     json_t *j = det("GET", "/api/v1/experiments", g_login, NULL);
-    CHECK(json_integer_value(json_object_get(json_object_get(j, "pagination"), "total")) == 1);
-    CHECK(n_contexts() == 0);
+    CHECK(json_integer_value(json_object_get(json_object_get(j, "pagination"), "total")) == 2);
+    CHECK(n_contexts() == 1); /* test_create's */
     json_decref(j);
     json_decref(det("GET", "/api/v1/experiments/x1", g_login, NULL));
     CHECK(det_error(400, "not an experiment id"));
@@ -567,6 +614,7 @@ int main(void) {
         TEST_RUN(test_info_and_auth);
         TEST_RUN(test_experiments);
         TEST_RUN(test_trials_and_checkpoints);
+        TEST_RUN(test_create);
         TEST_RUN(test_bad_input);
         stop();
     } else {
