@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# check_layers.sh SOURCE_DIR — the include rules of docs/architecture.md, checked on every
-# #include "..." under src/ and include/dtrain/:
+# check_layers.sh SOURCE_DIR [BUILD_DIR] — the include rules of docs/architecture.md, checked on
+# every #include "..." under src/ and include/dtrain/, and (with BUILD_DIR) no circle of calls
+# between source files (tools/check_cycles.py on the built objects):
 #   * a layer includes public headers of its own layer or of layers below it, never above;
 #   * a layer includes only its own internal headers (src/<layer>/*_impl.h and other headers
 #     under src/<layer>/), except the lower layers' internal interfaces listed in INTERFACES.
 # Prints every violation as FILE:LINE: message, then "N passed, M failed"; exits 1 on any.
 set -u
 SRC=${1:-.}
+BUILD=${2:-}
+[ -z "$BUILD" ] || BUILD=$(cd "$BUILD" && pwd) || exit 2
 cd "$SRC" || exit 2
 
 # The layers, lowest first (nn below optim: optimizers step modules' flat buffers).
@@ -69,6 +72,19 @@ while IFS= read -r hit; do
       fi ;;
   esac
 done < <(grep -rn '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' src include/dtrain)
+
+if [ -n "$BUILD" ]; then
+  # each file without a circle is a pass, each circle a failure (printed with its files)
+  cycles=$(python3 tools/check_cycles.py "$BUILD")
+  rc=$?
+  grep -v ' passed, ' <<< "$cycles"
+  counts=$(tail -1 <<< "$cycles")
+  if [ $rc -gt 1 ] || ! [[ $counts =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
+    bad "tools/check_cycles.py: $counts"
+  else
+    pass=$((pass + BASH_REMATCH[1])); fail=$((fail + BASH_REMATCH[2]))
+  fi
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -118,6 +118,7 @@ struct dt_core {
                               * checkpoint_stored refuses; the fit loop then stops without a
                               * checkpoint and fails (DT_ERR_STATE), so the process exits non-zero */
     struct dt_core_api *api; /* the Core API's state (dt_core_init), freed with the core */
+    void (*api_free)(struct dt_core_api *api); /* how: set by whoever attached api */
 };
 
 /* ---- calls (NULL-safe in core; a NULL operation is a no-op returning DT_OK) ---- */

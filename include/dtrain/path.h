@@ -35,6 +35,12 @@ enum {
 DT_API dt_status dt_path_within(const char *root, const char *rel, unsigned flags, char *out,
                                 size_t cap);
 
+/* Remove root/rel and everything under it, never following a symbolic link; rel must resolve
+ * strictly below root (dt_path_within with DT_PATH_NOFOLLOW). A missing path is DT_OK.
+ * DT_ERR_INVALID for a path outside root or root itself, DT_ERR_IO naming the first entry that
+ * could not be removed (the rest is still removed). */
+DT_API dt_status dt_path_remove_tree(const char *root, const char *rel);
+
 #ifdef __cplusplus
 }
 #endif

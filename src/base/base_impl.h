@@ -45,6 +45,9 @@ uint32_t dt__crc32c_table(uint32_t crc, const void *data, size_t n);
  * the errno of the first component that could not be made (ENOTDIR: it exists and is not a
  * directory) with that component's path in failed[0 .. cap). */
 int dt__mkdir_p(const char *dir, char *failed, size_t cap);
+/* Remove `name` under directory fd `pfd` (AT_FDCWD: a path) recursively, never following a
+ * symbolic link. Returns 0 or the first errno met; it goes on removing what it can. */
+int dt__rm_tree_at(int pfd, const char *name);
 
 /* A short rendering of a config value for "got ..." in error messages: its kind for containers
  * (in YAML's words, mapping and list, when `yaml`, else JSON's, object and array), a string

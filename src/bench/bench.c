@@ -74,27 +74,6 @@ dt_status dt_bench_resolve(dt_bench_opts *a, dt_bench_job job) {
     return DT_OK;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-void dt__bench_sort(double *ms, int n) {
-    qsort(ms, (size_t)n, sizeof(double), cmp_double);
-}
-
-int64_t dt__bench_proc_bytes(const char *field) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return -1;
-    char line[256];
-    int64_t kb = -1;
-    size_t n = strlen(field);
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, field, n)) kb = strtoll(line + n, NULL, 10);
-    fclose(f);
-    return kb < 0 ? -1 : kb * 1024;
-}
-
 static int cmp_op_time(const void *pa, const void *pb) {
     const dt_op_time *a = pa, *b = pb;
     double ta = a->fwd_sec + a->bwd_sec, tb = b->fwd_sec + b->bwd_sec;

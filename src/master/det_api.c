@@ -13,23 +13,6 @@
 
 const char *const m_det_open_paths[] = {"/info", "/api/v1/auth/login", NULL};
 
-void m_det_error(dt_http_resp *resp, int status, const char *fmt, ...) {
-    char msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    dt_http_error(resp, status, "%s", msg); /* drops what the answer held */
-    json_decref(resp->json);
-    resp->json = json_pack("{s:i,s:s,s:{s:s}}", "code", m_det_code(status), "message", msg, "error",
-                           "error", msg);
-}
-
-void m_det_fail(dt_http_resp *resp, dt_status st) {
-    int code = st == DT_ERR_CONFIG || st == DT_ERR_INVALID ? 400 : st == DT_ERR_STATE ? 409 : 500;
-    m_det_error(resp, code, "%s", dt_last_error());
-}
-
 void m_det_filter(void *app, const dt_http_req *req, dt_http_resp *resp) {
     const char *msg = json_string_value(json_object_get(resp->json, "error"));
     if (!msg || resp->status < 400 || !m_det_session(app, req)) return;
@@ -52,42 +35,6 @@ void m_det_filter(void *app, const dt_http_req *req, dt_http_resp *resp) {
                     DT_HTTP_MAX_BODY >> 20);
     else
         m_det_error(resp, resp->status, "%s", keep);
-}
-
-json_t *m_det_row(master *m, m_owner kind, const dt_http_req *req, int64_t *id,
-                  dt_http_resp *resp) {
-    const char *what = kind == M_OWNER_EXPERIMENT ? "experiment" : "trial";
-    const char *s = req->params[0];
-    char *end = NULL;
-    long long v = s ? strtoll(s, &end, 10) : 0;
-    if (!s || !*s || *end || v <= 0) {
-        m_det_error(resp, 400, "'%s' is not a%s %s id", s ? s : "",
-                    kind == M_OWNER_EXPERIMENT ? "n" : "", what);
-        return NULL;
-    }
-    *id = v;
-    json_t *row = NULL;
-    dt_status st = kind == M_OWNER_EXPERIMENT ? dt_store_exp_get(m->store, v, &row)
-                                              : dt_store_trial_get(m->store, v, &row);
-    if (st == DT_ERR_INVALID)
-        m_det_error(resp, 404, "%s %lld not found", what, v);
-    else if (st != DT_OK)
-        m_det_fail(resp, st);
-    return st == DT_OK ? row : NULL;
-}
-
-json_t *m_det_page(const dt_http_req *req, const char *key, json_t *list) {
-    int64_t total = (int64_t)json_array_size(list);
-    int64_t offset = m_api_query_int(req, "offset", 0), limit = m_api_query_int(req, "limit", 0);
-    if (offset < 0) offset = 0;
-    if (limit < 0) limit = 0;
-    json_t *page = json_array();
-    for (int64_t i = offset; i < total && (!limit || i < offset + limit); i++)
-        json_array_append(page, json_array_get(list, (size_t)i));
-    json_decref(list);
-    int64_t n = (int64_t)json_array_size(page);
-    return json_pack("{s:o,s:o}", key, page, "pagination",
-                     m_det_pagination(offset, limit, n, total));
 }
 
 /* ---- /info, login, logout, me, master ---- */
@@ -169,3 +116,29 @@ SHARED(get_trial, m_api_get_trial)
 SHARED(trial_logs, m_api_trial_logs)
 SHARED(trial_checkpoints, m_api_trial_checkpoints)
 SHARED(get_checkpoint, m_api_get_checkpoint)
+
+/* The reference's routes, served before dtrain's (api.c) on the same server: on a path both
+ * use, m_det_or_* answers here; dtrain's own entry for it is then never reached by routing,
+ * and its handler is called from here for every request without a login token. */
+const dt_http_route m_det_routes[] = {
+    {"GET", "/info", m_det_info},
+    {"POST", "/api/v1/auth/login", m_det_post_login},
+    {"POST", "/api/v1/auth/logout", m_det_post_logout},
+    {"GET", "/api/v1/me", m_det_get_me},
+    {"GET", "/api/v1/master", m_det_or_get_master},
+    {"POST", "/api/v1/experiments", m_det_or_create_experiment},
+    {"GET", "/api/v1/experiments", m_det_or_list_experiments},
+    {"GET", "/api/v1/experiments/{}", m_det_or_get_experiment},
+    {"PATCH", "/api/v1/experiments/{}", m_det_patch_experiment},
+    {"POST", "/api/v1/experiments/{}/{}", m_det_or_experiment_action},
+    {"GET", "/api/v1/experiments/{}/trials", m_det_or_experiment_trials},
+    {"GET", "/api/v1/experiments/{}/checkpoints", m_det_or_experiment_checkpoints},
+    {"GET", "/api/v1/experiments/{}/model_def", m_det_model_def},
+    {"GET", "/api/v1/trials/{}", m_det_or_get_trial},
+    {"GET", "/api/v1/trials/{}/workloads", m_det_workloads},
+    {"GET", "/api/v1/trials/{}/logs", m_det_or_trial_logs},
+    {"GET", "/api/v1/trials/{}/checkpoints", m_det_or_trial_checkpoints},
+    {"GET", "/api/v1/checkpoints/{}", m_det_or_get_checkpoint},
+    {"GET", "/checkpoints/{}", m_det_download_checkpoint},
+};
+const int m_det_n_routes = (int)(sizeof m_det_routes / sizeof *m_det_routes);

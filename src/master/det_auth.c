@@ -1,18 +1,38 @@
 /*
- * det_auth.c — users and login tokens, as the reference platform has them on a fresh
- * install: `determined` and `admin`, both with the empty password. A login hands out a new
- * token (64 hex digits) kept in the store's auth_tokens table, so it outlives a master
- * restart; logout forgets it. These are the master's tokens too: http.c accepts a login
- * token wherever it accepts the master's token (http.h token_ok), and the reference's routes
- * accept the master's token; there is one token system with two ways to get a token.
+ * det_auth.c — the master's one token system. Its own token (master.c writes it to
+ * master.token with m_random_hex; needed by every request unless bound to loopback,
+ * m_loopback) and login tokens, as the reference platform has them on a fresh install: users
+ * `determined` and `admin` log in with the empty password (on a master bound beyond loopback,
+ * with the master's token as the password) and get a new token (64 hex digits) kept in the
+ * store's auth_tokens table, so it outlives a restart; logout forgets it. http.c accepts a
+ * login token wherever it accepts the master's token (http.h token_ok), and the reference's
+ * routes accept the master's token: two ways to get a token, one system.
  */
 #include "det_impl.h"
 
 #include "master/det_pack.h"
 #include "master/store_impl.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+
+dt_status m_random_hex(char *buf) {
+    unsigned char raw[32];
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    ssize_t r = fd >= 0 ? read(fd, raw, sizeof raw) : -1;
+    if (fd >= 0) close(fd);
+    if (r != (ssize_t)sizeof raw)
+        return dt_error(DT_ERR_IO, "cannot read /dev/urandom: %s", strerror(errno));
+    for (size_t i = 0; i < sizeof raw; i++) sprintf(buf + 2 * i, "%02x", raw[i]);
+    return DT_OK;
+}
+
+bool m_loopback(const char *host) {
+    return !strcmp(host, "127.0.0.1") || !strcmp(host, "::1") || !strcmp(host, "localhost");
+}
 
 static const char *const USERS[] = {"determined", "admin"};
 
@@ -115,10 +135,6 @@ bool m_det_session(master *m, const dt_http_req *req) {
     return m_det_token_ok(m, dt_http_bearer(req));
 }
 
-bool m_det_authed(master *m, const dt_http_req *req, dt_http_resp *resp) {
-    const char *t = dt_http_bearer(req);
-    if (t && (same(t, m->token) || m_det_token_ok(m, t))) return true;
-    m_det_error(resp, 401, "%s; hint: log in first (det user login determined)",
-                t ? "the token is not valid (expired or logged out)" : "no token");
-    return false;
+bool m_det_token_valid(master *m, const char *t) {
+    return t && (same(t, m->token) || m_det_token_ok(m, t));
 }

@@ -70,7 +70,7 @@ void m_det_create_experiment(master *m, const dt_http_req *req, dt_http_resp *re
         char msg[2048];
         snprintf(msg, sizeof msg, "%s", dt_last_error());
         m_exp *e = m_exp_find(m, id);
-        if (e) DT_KEEP_ERROR(m_exp_action(m, e, "kill"));
+        if (e) DT_KEEP_ERROR(m_exp_action(m, e, M_ACT_KILL));
         st = dt_error(st, "experiment %lld was stopped: %s", (long long)id, msg);
     }
     pthread_mutex_unlock(&m->lock);
@@ -82,17 +82,6 @@ void m_det_create_experiment(master *m, const dt_http_req *req, dt_http_resp *re
     resp->json = json_pack("{s:o,s:O,s:[]}", "experiment", m_det_experiment(row), "config",
                            json_object_get(row, "config"), "warnings");
     json_decref(row);
-}
-
-bool m_det_state_wanted(const dt_http_req *req, const char *s) {
-    bool any = false;
-    for (int i = 0; i < req->n_args; i++) {
-        if (strcmp(req->args[i][0], "states")) continue;
-        any = true;
-        const char *back = m_det_state_back(req->args[i][1]);
-        if (back && s && !strcmp(back, s)) return true;
-    }
-    return !any;
 }
 
 void m_det_list_experiments(master *m, const dt_http_req *req, dt_http_resp *resp) {
@@ -126,11 +115,8 @@ void m_det_get_experiment(master *m, const dt_http_req *req, dt_http_resp *resp)
 }
 
 void m_det_experiment_action(master *m, const dt_http_req *req, dt_http_resp *resp) {
-    static const char *const actions[] = {"pause", "activate", "cancel", "kill"};
-    int a = -1;
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(req->params[1], actions[i])) a = i;
-    if (a < 0) {
+    m_action a;
+    if (!m_action_parse(req->params[1], &a)) {
         m_det_error(resp, 404,
                     "dtrain does not implement POST %s; hint: experiments take "
                     "pause, activate, cancel or kill",
@@ -141,13 +127,14 @@ void m_det_experiment_action(master *m, const dt_http_req *req, dt_http_resp *re
     pthread_mutex_lock(&m->lock);
     json_t *row = m_det_row(m, M_OWNER_EXPERIMENT, req, &id, resp);
     m_exp *e = row ? m_exp_find(m, id) : NULL;
-    bool ended = row && m_state_terminal(json_string_value(json_object_get(row, "state")));
+    bool ended =
+        row && m_state_terminal(m_state_of(json_string_value(json_object_get(row, "state"))));
     dt_status st = DT_OK;
     if (e && !ended)
-        st = m_exp_action(m, e, actions[a]);
-    else if (row && a < 2) /* an ended experiment: cancel and kill have nothing left to do */
+        st = m_exp_action(m, e, a);
+    else if (row && (a == M_ACT_PAUSE || a == M_ACT_ACTIVATE)) /* cancel, kill: nothing to do */
         st = dt_error(DT_ERR_STATE, "experiment %lld has ended: it cannot %s", (long long)id,
-                      actions[a]);
+                      m_action_name(a));
     pthread_mutex_unlock(&m->lock);
     if (row && st != DT_OK)
         m_det_fail(resp, st);

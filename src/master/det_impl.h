@@ -5,7 +5,9 @@
  * use, a request carrying a login token (det_auth.c) gets the reference's shapes.
  *   det_map.c    THE mapping of dtrain's rows, states and ids to the reference's spellings
  *   det_auth.c   users, login tokens (the store's auth_tokens), the request checks
- *   det_api.c    /info, login / logout / me, the master, the shared-path dispatch, errors
+ *   det_api.c    the route table, /info, login / logout / me, the master, the shared-path
+ *                dispatch, the error filter
+ *   det_reply.c  what the handlers share: the error shape, a path's row, a page, the token check
  *   det_exp.c    experiments: create (with the uploaded model definition), list, describe,
  *                patch, state changes, trials, checkpoints, model_def
  *   det_trial.c  trials, checkpoints and their download
@@ -79,10 +81,17 @@ json_t *m_det_page(const dt_http_req *req, const char *key, json_t *list);
  * query's states filter, sortByAttr / orderBy, offset / limit (det_trial.c). */
 void m_det_ckpt_answer(master *m, const json_t *exp_row, dt_status st, json_t *rows,
                        const dt_http_req *req, dt_http_resp *resp);
-/* Does the query's states= (repeated) admit dtrain state `s`? (No states=: all.) */
-bool m_det_state_wanted(const dt_http_req *req, const char *s);
 
-/* the routes (api.c's table) */
+/* det_map.c: does the query's states= (repeated) admit dtrain state `s`? (None: all.) */
+bool m_det_state_wanted(const dt_http_req *req, const char *s);
+/* det_auth.c: is t the master's token or a login token? */
+bool m_det_token_valid(master *m, const char *t);
+
+/* The reference's routes (det_api.c), put before dtrain's own (api.c) in the server's table. */
+extern const dt_http_route m_det_routes[];
+extern const int m_det_n_routes;
+
+/* the route handlers */
 void m_det_info(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_det_post_login(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_det_post_logout(void *app, const dt_http_req *req, dt_http_resp *resp);

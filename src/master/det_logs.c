@@ -114,7 +114,7 @@ static bool refill(stream *s) {
         json_decref(line);
     }
     const char *state = json_string_value(json_object_get(trial, "state"));
-    bool stopped = !state || m_state_terminal(state) || !strcmp(state, "PAUSED");
+    bool stopped = !state || m_state_terminal(m_state_of(state)) || m_state_of(state) == M_PAUSED;
     bool empty = json_array_size(rows) == 0;
     json_decref(rows);
     json_decref(trial);

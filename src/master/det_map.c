@@ -199,3 +199,14 @@ json_t *m_det_summary(const json_t *metric_rows) {
     }
     return out;
 }
+
+bool m_det_state_wanted(const dt_http_req *req, const char *s) {
+    bool any = false;
+    for (int i = 0; i < req->n_args; i++) {
+        if (strcmp(req->args[i][0], "states")) continue;
+        any = true;
+        const char *back = m_det_state_back(req->args[i][1]);
+        if (back && s && !strcmp(back, s)) return true;
+    }
+    return !any;
+}

@@ -58,12 +58,6 @@ static void wait_tick(void) {
         }
 }
 
-double m_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 const char *dt_master_home(char *buf, size_t n) {
     const char *h = getenv("DTRAIN_HOME");
     if (h && *h)
@@ -122,18 +116,6 @@ static void remove_file(const char *home, const char *name) {
     unlink(p);
 }
 
-/* 64 hex digits from the kernel's random source into buf (>= 65 bytes). */
-dt_status m_random_hex(char *buf) {
-    unsigned char raw[32];
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    ssize_t r = fd >= 0 ? read(fd, raw, sizeof raw) : -1;
-    if (fd >= 0) close(fd);
-    if (r != (ssize_t)sizeof raw)
-        return dt_error(DT_ERR_IO, "cannot read /dev/urandom: %s", strerror(errno));
-    for (size_t i = 0; i < sizeof raw; i++) sprintf(buf + 2 * i, "%02x", raw[i]);
-    return DT_OK;
-}
-
 dt_status dt_master_token(const char *home, char *buf, size_t n) {
     char h[4096], p[4200];
     if (!home) home = dt_master_home(h, sizeof h);
@@ -172,11 +154,6 @@ dt_status dt_master_token(const char *home, char *buf, size_t n) {
     return dt_error(DT_ERR_IO, "cannot read %s", p);
 }
 
-/* Bound here, may others reach the master without the token? Only the loopback default. */
-bool m_loopback(const char *host) {
-    return !strcmp(host, "127.0.0.1") || !strcmp(host, "::1") || !strcmp(host, "localhost");
-}
-
 /* How a trial on another host (a Slurm job) reaches us: the bound address, or this host's
  * name when bound to every address. */
 static void cluster_url(master *m, int port) {
@@ -208,6 +185,8 @@ dt_status dt_master_run(const dt_master_opts *o) {
     master m;
     memset(&m, 0, sizeof m);
     m.o = *o;
+    m.events =
+        (m_sched_events){.run_ended = m_trial_run_ended, .start_failed = m_trial_start_failed};
     if (!m.o.host) m.o.host = "127.0.0.1";
     if (!m.o.launcher) m.o.launcher = "local";
     if (strcmp(m.o.launcher, "local") && strcmp(m.o.launcher, "slurm"))
@@ -231,16 +210,18 @@ dt_status dt_master_run(const dt_master_opts *o) {
                         failed, strerror(err));
     pthread_mutex_init(&m.lock, NULL);
     pthread_mutex_init(&m.log_lock, NULL);
-    m.started = m_now();
+    m.started = dt_now_sec();
+    time_t wall = time(NULL);
+    struct tm utc;
+    strftime(m.started_utc, sizeof m.started_utc, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&wall, &utc));
     dt_status st = DT_OK;
     int lock_fd = claim_home(m.home);
     if (lock_fd < 0) {
         st = dt_last_status();
         goto out;
     }
-    char store_path[4200];
-    snprintf(store_path, sizeof store_path, "%s/store.db", m.home);
-    if ((st = dt_store_open(store_path, &m.store)) != DT_OK) goto out;
+    snprintf(m.store_path, sizeof m.store_path, "%s/store.db", m.home);
+    if ((st = dt_store_open(m.store_path, &m.store)) != DT_OK) goto out;
     if ((st = m_hosts_load(&m)) != DT_OK) goto out;
     if (!(m.slot_busy = calloc((size_t)m.slots, sizeof *m.slot_busy)) ||
         !(m.launcher = dt_launcher_local_new())) {
@@ -253,14 +234,18 @@ dt_status dt_master_run(const dt_master_opts *o) {
         (st = m_random_hex(form_token)) != DT_OK)
         goto out;
     snprintf(m.token, sizeof m.token, "%s", token);
-    dt_http_route *routes = malloc((size_t)(m_n_routes + m.o.n_routes) * sizeof *routes);
+    /* the reference client's routes (det_impl.h) first: on a path both use, theirs answers */
+    int n_routes = m_det_n_routes + m_n_routes + m.o.n_routes;
+    dt_http_route *routes = malloc((size_t)n_routes * sizeof *routes);
     if (!routes) {
         st = dt_error(DT_ERR_OOM, "out of memory starting the master");
         goto out;
     }
-    memcpy(routes, m_routes, (size_t)m_n_routes * sizeof *routes);
+    memcpy(routes, m_det_routes, (size_t)m_det_n_routes * sizeof *routes);
+    memcpy(routes + m_det_n_routes, m_routes, (size_t)m_n_routes * sizeof *routes);
     if (m.o.n_routes > 0)
-        memcpy(routes + m_n_routes, m.o.routes, (size_t)m.o.n_routes * sizeof *routes);
+        memcpy(routes + m_det_n_routes + m_n_routes, m.o.routes,
+               (size_t)m.o.n_routes * sizeof *routes);
     dt_http_opts hopts = {.host = m.o.host,
                           .port = m.o.port,
                           .token = m_loopback(m.o.host) ? NULL : token,
@@ -282,8 +267,7 @@ dt_status dt_master_run(const dt_master_opts *o) {
     if (pipe2(g_wake, O_NONBLOCK | O_CLOEXEC) != 0) g_wake[0] = g_wake[1] = -1;
     sigaction(SIGCHLD, &chld, &old_chld);
 
-    if ((st = dt_http_start_opts(&hopts, routes, m_n_routes + m.o.n_routes, &m, &m.http)) ==
-        DT_OK) {
+    if ((st = dt_http_start_opts(&hopts, routes, n_routes, &m, &m.http)) == DT_OK) {
         int port = dt_http_port(m.http);
         const char *h = strcmp(m.o.host, "0.0.0.0") ? m.o.host : "127.0.0.1";
         snprintf(m.url, sizeof m.url, "http://%s:%d", h, port);
@@ -292,7 +276,7 @@ dt_status dt_master_run(const dt_master_opts *o) {
         write_file(m.home, "master.pid", (long)getpid());
         if (!m.o.quiet)
             fprintf(stderr, "dtrain master: serving %s (pid %d, %d slots, store %s)\n", m.url,
-                    (int)getpid(), m.slots, store_path);
+                    (int)getpid(), m.slots, m.store_path);
         while (!g_signal && !m.stop) {
             pthread_mutex_lock(&m.lock);
             m_sched_tick(&m);
