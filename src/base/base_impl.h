@@ -69,4 +69,20 @@ dt_status dt__file_write(const char *path, const void *data, size_t n, bool do_s
 typedef enum dt__file_fault { DT__FAULT_WRITE = 0, DT__FAULT_FSYNC = 1 } dt__file_fault;
 void dt__file_fail_after(dt__file_fault kind, int64_t n, int err);
 
+/* ---- the activation arena (arena.c) ---- */
+DT_API dt_arena *dt_arena_new(dt_device *dev, dt_mem_category cat, size_t initial_bytes);
+DT_API void dt_arena_free(dt_arena *a);
+/* Zeroed, 64-byte aligned. NULL with DT_ERR_OOM on failure. */
+DT_API void *dt_arena_alloc(dt_arena *a, size_t bytes);
+DT_API void *dt_arena_alloc_raw(dt_arena *a, size_t bytes);
+DT_API void dt_arena_reset(dt_arena *a);
+DT_API dt_arena_mark dt_arena_get_mark(const dt_arena *a);
+DT_API void dt_arena_rewind(dt_arena *a, dt_arena_mark m);
+/* True when ptr points into memory allocated after mark m (and not rewound since). */
+DT_API bool dt_arena_allocated_since(const dt_arena *a, dt_arena_mark m, const void *ptr);
+DT_API bool dt_arena_contains(const dt_arena *a, const void *ptr);
+DT_API size_t dt_arena_used(const dt_arena *a);
+DT_API size_t dt_arena_high_water(const dt_arena *a);
+DT_API size_t dt_arena_capacity(const dt_arena *a);
+
 #endif

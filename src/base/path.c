@@ -1,6 +1,6 @@
 /*
  * path.c — the one containment check for paths that come from configs, a checkpoint's own files
- * or requests (dtrain/path.h).
+ * or requests (base/path.h).
  *
  * Lexical part: the root is put in normal form ("." and empty components dropped, a trailing
  * slash cut; its ".." are kept: the root is trusted as given), the path is resolved component by
@@ -14,7 +14,7 @@
  * be a link). The check is a snapshot: the caller then uses the returned path.
  */
 #define _GNU_SOURCE /* O_PATH */
-#include "dtrain/path.h"
+#include "base/path.h"
 
 #include "base_impl.h"
 

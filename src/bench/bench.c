@@ -10,6 +10,7 @@
  * engine (bench_engine.c), with pipeline stages through the pipeline engine (bench_pipe.c);
  * the GEMM rate is bench_gemm.c and the writers bench_report.c. */
 #include "bench_impl.h"
+#include "tensor/tensor_iface.h"
 
 #include "dtrain/optim.h"
 

@@ -6,7 +6,7 @@
  * false; a context that fails is removed, so nothing is left behind. */
 #include "cli.h"
 
-#include "dtrain/path.h"
+#include "base/path.h"
 
 #include <dirent.h>
 #include <errno.h>

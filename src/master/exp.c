@@ -13,12 +13,14 @@
 
 #include "gc.h"
 
-#include "dtrain/dsat.h"
-#include "dtrain/launch.h"
-#include "dtrain/path.h"
+#include "dsat/dsat.h"
+#include "launch/launch.h"
+#include "base/path.h"
 #include "dtrain/trialio.h"
 
 #include "base/base_impl.h"
+#include "search/searcher.h"
+#include "trial/trial_iface.h"
 
 #include <dlfcn.h>
 #include <errno.h>

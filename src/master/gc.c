@@ -11,7 +11,7 @@
  */
 #include "master/gc.h"
 #include "master/states.h"
-#include "dtrain/path.h"
+#include "base/path.h"
 #include "dtrain/trialio.h"
 
 #include <errno.h>

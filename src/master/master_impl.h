@@ -13,8 +13,8 @@
 #define DTRAIN_MASTER_IMPL_H
 
 #include "dtrain/config.h"
-#include "dtrain/launcher.h"
-#include "dtrain/master.h"
+#include "launch/launcher.h"
+#include "master/master.h"
 #include "dtrain/search.h"
 
 #include "http.h"

@@ -16,7 +16,7 @@
 #define _GNU_SOURCE
 #include "master_impl.h"
 
-#include "dtrain/launch.h"
+#include "launch/launch.h"
 
 #include <limits.h>
 #include <signal.h>

@@ -19,7 +19,7 @@
  * Reading. dt_ckpt_open parses metadata.json, checks format_version, and verifies every listed
  * file's size and crc32c, naming the file and the difference when something is off. A listed
  * name must be a plain relative path (no "." / ".." / empty components) and, checked with
- * dt_path_within (dtrain/path.h), have no symbolic link in any component: a file reached through
+ * dt_path_within (base/path.h), have no symbolic link in any component: a file reached through
  * a link could lie outside the checkpoint.
  *
  * Removal. dt_ckpt_remove renames a checkpoint to a temporary name first (so a half-deleted
@@ -30,7 +30,7 @@
 #define _GNU_SOURCE /* renameat2, strverscmp, fdopendir */
 #include "dtrain/trialio.h"
 #include "dtrain/durable.h"
-#include "dtrain/path.h"
+#include "base/path.h"
 #include "base/base_impl.h"
 #include "trial_impl.h"
 

@@ -11,6 +11,7 @@
 #include "trial_impl.h"
 
 #include "dtrain/trialio.h"
+#include "trial_iface.h"
 
 #include <errno.h>
 #include <fcntl.h>

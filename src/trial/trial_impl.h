@@ -5,6 +5,7 @@
 
 #include "dtrain/dist.h"
 #include "dtrain/trial.h"
+#include "trial_iface.h"
 
 #define DT_TRIAL_MAX_MODELS 8
 #define DT_TRIAL_MAX_OPTIMS 8

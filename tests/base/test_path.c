@@ -1,7 +1,7 @@
 /* Tests for src/base/path.c: dt_path_within, the containment check for paths from configs,
  * checkpoints and requests — lexical escapes, absolute paths inside and outside the root, the
  * root "/", symbolic links below the root, long paths and empty strings. */
-#include "dtrain/path.h"
+#include "base/path.h"
 #include "test.h"
 
 #include <stdio.h>

@@ -5,7 +5,7 @@
  * working directory, PR_SET_PDEATHSIG when the launching process dies, a group left behind by
  * an earlier process, and the errors of commands that cannot start. Loopback only. */
 #define _GNU_SOURCE
-#include "dtrain/launcher.h"
+#include "launch/launcher.h"
 #include "test.h"
 #include "testproc.h"
 

@@ -1,5 +1,5 @@
 /*
- * dtrain/path.h — containment: a path taken from a config, a checkpoint's own files or a
+ * base/path.h — containment: a path taken from a config, a checkpoint's own files or a
  * request, resolved under the directory it must stay in.
  *
  * Every reader and writer that joins such a path under a root goes through dt_path_within. The
