@@ -9,7 +9,7 @@
 #define _GNU_SOURCE
 #include "test.h"
 
-#include "dtrain/master.h"
+#include "master/master.h"
 #include "master/det_pack.h"
 #include "master/http.h"
 #include "master/store.h"
