@@ -149,7 +149,9 @@ dt_status dt__parse_replace(dt__stage *st, const json_t *node, const char *where
 dt_status dt__parse_replacement(dt__stage *st, const json_t *node, const char *where,
                                 const char *file);
 /* The decoders' table (tokenizer_decode.c). */
-const dt__stage_row *dt__dec_rows(size_t *n);
+const dt__stage_row *dt__dec_rows(size_t *n);    /* tokenizer_decode.c's table */
+const dt__stage_row *dt__norm_rows(size_t *n);   /* tokenizer_stages.c's tables */
+const dt__stage_row *dt__pretok_rows(size_t *n);
 /* A string member `key` of a stage, copied to *out (NULL member: def, or an error if NULL). */
 dt_status dt__stage_str(char **out, size_t *n, const json_t *node, const char *key, const char *def,
                         const char *where, const char *file);

@@ -14,19 +14,6 @@ static dt_status gap_pretok(dt__enc *e, const char *s, size_t n, size_t head) {
     return dt__pretok_run(e, 0, s, n, head);
 }
 
-dt_status dt__normalize(const dt_tokenizer *t, const char *s, size_t n, dt__tbuf bufs[2],
-                        const char **out, size_t *nout) {
-    for (int k = 0; k < t->nnorm; k++) {
-        dt__tbuf *b = &bufs[k & 1];
-        b->n = 0;
-        dt_status r = t->norm[k].norm(&t->norm[k], s, n, b);
-        if (r) return r;
-        s = b->p ? b->p : "", n = b->n;
-    }
-    *out = s, *nout = n;
-    return DT_OK;
-}
-
 /* A piece between raw added tokens: normalized, then split at the normalized added tokens. */
 static dt_status gap_normalize(dt__enc *e, const char *s, size_t n, size_t head) {
     if (!n) return DT_OK;

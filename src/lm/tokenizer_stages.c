@@ -1,12 +1,10 @@
 /* tokenizer_stages.c — the normalizers and pre-tokenizers, each a row of a table found by its
- * tokenizer.json `type` (a Sequence is flattened into its stages), and the stage loader shared
- * with the decoders. The split patterns themselves are in tokenizer_split.c. */
+ * tokenizer.json `type`, with the parsing helpers the decoders share; tokenizer_pipeline.c
+ * loads them. The split patterns themselves are in tokenizer_split.c. */
 #include "lm_tok_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-enum { MAX_STAGES = 8 };
 
 dt_status dt__stage_str(char **out, size_t *n, const json_t *node, const char *key, const char *def,
                         const char *where, const char *file) {
@@ -181,7 +179,7 @@ static dt_status pre_metaspace(dt__enc *e, int idx, const char *s, size_t n, siz
              : dt__pretok_run(e, idx + 1, b->p + start, b->n - start, zb > start ? zb - start : 0);
 }
 
-/* ---- the tables and the loader ----------------------------------------------------------- */
+/* ---- the tables ---- */
 
 static const dt__stage_row norm_rows[] = {
     {"Prepend", parse_prepend, norm_prepend, NULL, NULL},
@@ -193,66 +191,27 @@ static const dt__stage_row pretok_rows[] = {
     {"Split", parse_split, NULL, pre_split, NULL},
 };
 
-static const char *const kind_key[] = {"normalizer", "pre_tokenizer", "decoder"};
-static const char *const seq_key[] = {"normalizers", "pretokenizers", "decoders"};
-
-static dt_status add_stage(dt__stage **out, int *n, const json_t *node, dt__stage_kind kind,
-                           const char *file, int depth) {
-    const char *where = kind_key[kind], *type = json_string_value(json_object_get(node, "type"));
-    if (!json_is_object(node) || !type)
-        return dt_error(DT_ERR_FORMAT, "%s: %s is not an object with a type", file, where);
-    if (!strcmp(type, "Sequence")) {
-        const json_t *list = json_object_get(node, seq_key[kind]);
-        if (!json_is_array(list) || depth > 4)
-            return dt_error(DT_ERR_FORMAT, "%s: %s Sequence has no %s list", file, where,
-                            seq_key[kind]);
-        for (size_t i = 0; i < json_array_size(list); i++) {
-            dt_status r = add_stage(out, n, json_array_get(list, i), kind, file, depth + 1);
-            if (r) return r;
-        }
-        return DT_OK;
-    }
-    size_t nrows = kind == DT__STAGE_NORM ? sizeof norm_rows / sizeof *norm_rows
-                                          : sizeof pretok_rows / sizeof *pretok_rows;
-    const dt__stage_row *rows = kind == DT__STAGE_NORM     ? norm_rows
-                                : kind == DT__STAGE_PRETOK ? pretok_rows
-                                                           : dt__dec_rows(&nrows);
-    const dt__stage_row *row = NULL;
-    for (size_t i = 0; i < nrows && !row; i++)
-        if (!strcmp(rows[i].type, type)) row = &rows[i];
-    if (!row)
-        return dt_error(DT_ERR_FORMAT,
-                        "%s: %s type %s is not supported; hint: dtrain reads "
-                        "GPT-2 and Llama style tokenizers (docs/lm.md)",
-                        file, where, type);
-    if (*n >= MAX_STAGES)
-        return dt_error(DT_ERR_FORMAT, "%s: more than %d %s stages", file, MAX_STAGES, where);
-    dt__stage *st = &(*out)[(*n)++];
-    st->type = row->type, st->norm = row->norm, st->pretok = row->pretok, st->dec = row->dec;
-    return row->parse(st, node, where, file);
+const dt__stage_row *dt__norm_rows(size_t *n) {
+    *n = sizeof norm_rows / sizeof *norm_rows;
+    return norm_rows;
 }
 
-dt_status dt__stages_load(dt__stage **out, int *n, const json_t *node, dt__stage_kind kind,
-                          const char *file) {
-    *n = 0;
-    *out = calloc(MAX_STAGES, sizeof **out);
-    if (!*out) return dt_error(DT_ERR_OOM, "%s: out of memory", file);
-    if (!node || json_is_null(node)) return DT_OK;
-    dt_status r = add_stage(out, n, node, kind, file, 0);
-    if (!r && kind == DT__STAGE_PRETOK)
-        for (int i = 0; i + 1 < *n; i++)
-            if (!strcmp((*out)[i].type, "ByteLevel"))
-                return dt_error(DT_ERR_FORMAT,
-                                "%s: pre_tokenizer ByteLevel is supported only "
-                                "as the last pre-tokenizer of a Sequence",
-                                file);
-    return r;
+const dt__stage_row *dt__pretok_rows(size_t *n) {
+    *n = sizeof pretok_rows / sizeof *pretok_rows;
+    return pretok_rows;
 }
 
-void dt__stages_free(dt__stage *s, int n) {
-    for (int i = 0; s && i < n; i++) {
-        free(s[i].a);
-        free(s[i].b);
+/* ---- running the normalizers ---- */
+
+dt_status dt__normalize(const dt_tokenizer *t, const char *s, size_t n, dt__tbuf bufs[2],
+                        const char **out, size_t *nout) {
+    for (int k = 0; k < t->nnorm; k++) {
+        dt__tbuf *b = &bufs[k & 1];
+        b->n = 0;
+        dt_status r = t->norm[k].norm(&t->norm[k], s, n, b);
+        if (r) return r;
+        s = b->p ? b->p : "", n = b->n;
     }
-    free(s);
+    *out = s, *nout = n;
+    return DT_OK;
 }

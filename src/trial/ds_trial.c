@@ -773,15 +773,3 @@ dt_status dt__ds_resume(dt_trial_ctx *c, const dt_trial_def *def, void *self, co
     s->train_it.started = false;
     return DT_OK;
 }
-
-dt_engine *dt_trial_engine_from_hparams(dt_trial_ctx *c, dt_module *net) {
-    json_t *cfg = net ? dt_ds_config_from_hparams(c) : NULL;
-    if (net && (!cfg || dt_module_build(net, dt_trial_runtime(c), dt_trial_seed(c)) != DT_OK)) {
-        DT_KEEP_ERROR(dt_module_free(net));
-        net = NULL;
-    }
-    dt_engine *e = net ? dt_engine_init(net, cfg) : NULL;
-    if (net && !e) DT_KEEP_ERROR(dt_module_free(net));
-    json_decref(cfg);
-    return dt_wrap_model_engine(c, e); /* the context owns e and net from here */
-}

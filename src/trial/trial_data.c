@@ -1,8 +1,10 @@
-/* trial_data.c — what most trials' data-loader callbacks share: the data config's values and a
- * loader over a dataset with the trial's per-slot batch size and seed. */
+/* trial_data.c — what most trials' init and data-loader callbacks share: an engine from the
+ * hyperparameters, the data config's values, and a loader over a dataset with the trial's
+ * per-slot batch size and seed. */
 #include "trial_impl.h"
 
 #include "dtrain/data.h"
+#include "dtrain/engine.h"
 
 const char *dt_trial_data_str(const dt_trial_ctx *c, const char *key, const char *dflt) {
     const json_t *v = json_object_get(dt_trial_data_config(c), key);
@@ -21,4 +23,16 @@ dt_loader *dt_trial_loader(dt_trial_ctx *c, dt_dataset *ds, bool train) {
                         .seed = dt_trial_seed(c),
                         .take_dataset = true};
     return dt_loader_new(dt_trial_runtime(c), ds, &o);
+}
+
+dt_engine *dt_trial_engine_from_hparams(dt_trial_ctx *c, dt_module *net) {
+    json_t *cfg = net ? dt_ds_config_from_hparams(c) : NULL;
+    if (net && (!cfg || dt_module_build(net, dt_trial_runtime(c), dt_trial_seed(c)) != DT_OK)) {
+        DT_KEEP_ERROR(dt_module_free(net));
+        net = NULL;
+    }
+    dt_engine *e = net ? dt_engine_init(net, cfg) : NULL;
+    if (net && !e) DT_KEEP_ERROR(dt_module_free(net));
+    json_decref(cfg);
+    return dt_wrap_model_engine(c, e); /* the context owns e and net from here */
 }
