@@ -109,6 +109,11 @@ typedef dt_status (*dt_search_method_new_fn)(const dt_expconf *cfg, dt_search_me
  * seeded with `seed` (the experiment seed). DT_ERR_CONFIG naming the searcher and the
  * choices for an unknown name or settings it cannot run (e.g. grid without a count). */
 DT_API dt_status dt_searcher_new(const dt_expconf *cfg, uint64_t seed, dt_searcher **out);
+/* What the config's searcher will do, before it runs (`dtrain config check` prints it): a new
+ * object {searcher, unit, length, trials, brackets: [{rungs: [lengths], trials: [per rung],
+ * max_concurrent}]} (brackets for adaptive_asha only; lengths in the unit trials train in).
+ * DT_ERR_CONFIG when the searcher could not be built from the config. */
+DT_API dt_status dt_searcher_plan(const dt_expconf *cfg, json_t **out);
 /* A searcher over a caller's method (`custom`); the method's state is the caller's until
  * dt_searcher_free calls method->free. */
 DT_API dt_status dt_searcher_new_custom(const dt_expconf *cfg, uint64_t seed,

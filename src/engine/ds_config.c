@@ -25,6 +25,7 @@
  */
 #include "dtrain/engine.h"
 #include "dtrain/confcheck.h"
+#include "engine/ds_config_impl.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -288,6 +289,22 @@ static const struct {
 };
 // clang-format on
 
+/* Keys of a section DeepSpeed knows and dtrain accepts without using, and why (warnings). */
+const dt__ds_ignored dt__ds_ignored_keys[] = {
+    {"fp16", k_fp16_ignored, "the fp16 section's scaler settings are what dtrain uses"},
+    {"bf16", k_bf16_ignored, "a GPU tuning of DeepSpeed's bf16 optimizer"},
+    {"bfloat16", k_bf16_ignored, "a GPU tuning of DeepSpeed's bf16 optimizer"},
+    {"zero_optimization", k_zero_ignored,
+     "a memory or communication tuning of DeepSpeed's GPU ZeRO that dtrain's ZeRO does not have"},
+    {"zero_optimization.offload_optimizer", k_offload_opt_ignored,
+     "a tuning of DeepSpeed's offload pipeline that dtrain's swapper does not have"},
+    {"flops_profiler", k_flops_ignored, "dtrain's profiler counts the FLOPs of its own kernels"},
+    {"optimizer", k_optimizer_ignored, "a PyTorch implementation detail"},
+    {"optimizer.params", k_adam_ignored, "a PyTorch implementation detail"},
+    {"optimizer.params", k_sgd_ignored, "a PyTorch implementation detail"},
+    {NULL, NULL, NULL},
+};
+
 /* ---- unknown keys ------------------------------------------------------------------------ */
 
 /* Record the unknown keys of `obj`; keys DeepSpeed has removed are not unknown (the parse
@@ -335,7 +352,7 @@ static const json_t *obj_get(const json_t *o, const char *k) {
 
 /* Every unknown key of the config, in order (sections of the wrong type are skipped: the
  * parse reports them). */
-static dt_status collect_unknowns(dt_conf *c, const json_t *j) {
+dt_status dt__ds_collect_unknowns(dt_conf *c, const json_t *j) {
     const json_t *z = obj_get(j, "zero_optimization"), *o = obj_get(j, "optimizer");
     const json_t *s = obj_get(j, "scheduler");
     const char *const *ign;
@@ -665,11 +682,8 @@ static dt_status parse_zero(const sec *root, dt_zero_config *z) {
     TRY(dt_conf_int(&sp, "max_in_cpu", 0, INT64_MAX, &ignored_int));
     TRY(dt_conf_bool(&sp, "pin_memory", &ignored_bool));
 
-    if (z->offload_param != DT_OFFLOAD_NONE && z->stage != 3)
-        return errf("zero_optimization.offload_param needs ZeRO stage 3 (stage is %d); hint: set "
-                    "zero_optimization.stage to 3, or remove offload_param (stages 1-2 can "
-                    "offload the optimizer state with offload_optimizer)",
-                    z->stage);
+    /* below stage 3 there are no partitioned parameters to offload: DeepSpeed keeps the setting
+     * and ignores it, and so does the engine (the warning is dt__ds_notes') */
     if (z->offload_optimizer != DT_OFFLOAD_NONE && z->stage == 0)
         return errf("zero_optimization.offload_optimizer needs ZeRO stage 1, 2 or 3 (stage is 0); "
                     "hint: set zero_optimization.stage, or remove offload_optimizer");
@@ -1030,7 +1044,7 @@ dt_status dt_ds_config_parse(const json_t *j, int dp_world_size, dt_ds_config *o
     sec root = dt_conf_root(&conf, 0, NULL);
 
     /* unknown keys: one warning, whatever happens next */
-    dt_status st = collect_unknowns(&conf, j);
+    dt_status st = dt__ds_collect_unknowns(&conf, j);
     if (st == DT_OK) dt_conf_log_unknowns(&conf);
     dt_conf_clear(&conf);
     if (st != DT_OK) return st;
@@ -1048,6 +1062,13 @@ dt_status dt_ds_config_parse(const json_t *j, int dp_world_size, dt_ds_config *o
     }
 
     TRY(check_removed(j));
+    json_t *notes = json_array(); /* keys without effect: warnings; features missing: errors */
+    st = notes ? dt__ds_notes(j, notes) : dt_error(DT_ERR_OOM, "out of memory");
+    size_t ni;
+    json_t *nv;
+    json_array_foreach(notes, ni, nv) dt_log(DT_LOG_WARN, "ds_config: %s", json_string_value(nv));
+    json_decref(notes);
+    if (st != DT_OK) return st;
     TRY(parse_batch(&root, dp_world_size, near_miss, &c));
     TRY(parse_top(&root, &c));
     bool fp16_master = false, bf16_master = false, bf16_opt_states = false;
