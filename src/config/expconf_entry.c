@@ -122,6 +122,19 @@ dt_status dt__cfg_entrypoint(vctx *v, const dt_conf_sec *root) {
 
 /* ---- the model directory ------------------------------------------------------------------- */
 
+/* "FILE:LINE:COL: " of pos in the config (a model directory error names the key it is about),
+ * or "" for a config without positions. */
+static const char *at(const dt_expconf *cfg, dt_yaml_pos pos, char *buf, size_t n) {
+    char w[600];
+    buf[0] = 0;
+    if (cfg->doc) snprintf(buf, n, "%s: ", dt_yaml_where(cfg->doc, pos, w, sizeof w));
+    return buf;
+}
+
+static dt_yaml_pos entry_pos(const dt_expconf *cfg) {
+    return dt_yaml_value_pos(cfg->doc, cfg->json, "entrypoint");
+}
+
 static bool is_file_in(const char *dir, const char *name, bool exec) {
     char p[4096];
     struct stat sb;
@@ -148,21 +161,22 @@ static int count_ext(const char *dir, const char *ext, char *first, size_t n) {
 
 /* A trial entrypoint needs C sources (or a Makefile); a directory of Python is named as such. */
 static dt_status check_trial_sources(const dt_expconf *cfg, const char *dir) {
-    char c_file[256], py_file[256];
+    char c_file[256], py_file[256], w[700];
+    at(cfg, entry_pos(cfg), w, sizeof w);
     if (is_file_in(dir, "Makefile", false) || count_ext(dir, ".c", c_file, sizeof c_file) > 0)
         return DT_OK;
     if (count_ext(dir, ".py", py_file, sizeof py_file) > 0)
         return dt_error(DT_ERR_CONFIG,
-                        "model directory %s holds Python (%s) and no C sources: the entrypoint "
+                        "%smodel directory %s holds Python (%s) and no C sources: the entrypoint "
                         "\"%s\" names a Python trial class, and dtrain runs trials written in C; "
                         "hint: run the Python code as a command entrypoint (`entrypoint: python3 "
                         "%s`, reporting through the Core API: docs/core_api.md), or write the "
                         "trial in C (docs/trial.md)",
-                        dir, py_file, cfg->entrypoint, py_file);
+                        w, dir, py_file, cfg->entrypoint, py_file);
     return dt_error(DT_ERR_CONFIG,
-                    "model directory %s has no .c files and no Makefile; hint: the entrypoint "
+                    "%smodel directory %s has no .c files and no Makefile; hint: the entrypoint "
                     "\"%s\" needs %s.c defining `const dt_trial_def %s` (docs/trial.md)",
-                    dir, cfg->entrypoint, cfg->entry_module, cfg->entry_symbol);
+                    w, dir, cfg->entrypoint, cfg->entry_module, cfg->entry_symbol);
 }
 
 /* The program a command entrypoint starts must exist: in the model directory for a path, on
@@ -171,7 +185,8 @@ static dt_status check_trial_sources(const dt_expconf *cfg, const char *dir) {
 static dt_status check_command(const dt_expconf *cfg, const char *dir) {
     const char *cmd = cfg->entry_command;
     if (strpbrk(cmd, "&|;$`<>()\"'\\*?=")) return DT_OK;
-    char prog[512];
+    char prog[512], w[700];
+    at(cfg, entry_pos(cfg), w, sizeof w);
     size_t n = strcspn(cmd, " \t");
     if (n == 0 || n >= sizeof prog) return DT_OK;
     memcpy(prog, cmd, n);
@@ -183,9 +198,9 @@ static dt_status check_command(const dt_expconf *cfg, const char *dir) {
         bool ok = prog[0] == '/' ? access(prog, X_OK) == 0 : is_file_in(dir, prog, true);
         if (ok || (prog[0] != '/' && is_file_in(dir, "Makefile", false))) return DT_OK; /* built */
         return dt_error(DT_ERR_CONFIG,
-                        "the entrypoint runs %s, which is not an executable file%s%s; hint: build "
+                        "%sthe entrypoint runs %s, which is not an executable file%s%s; hint: build "
                         "it or fix the path (a relative path is taken from the model directory)",
-                        prog, prog[0] == '/' ? "" : " in ", prog[0] == '/' ? "" : dir);
+                        w, prog, prog[0] == '/' ? "" : " in ", prog[0] == '/' ? "" : dir);
     }
     const char *path = getenv("PATH");
     char buf[4096];
@@ -196,9 +211,9 @@ static dt_status check_command(const dt_expconf *cfg, const char *dir) {
         p += l + (p[l] == ':');
     }
     return dt_error(DT_ERR_CONFIG,
-                    "the entrypoint runs '%s', which is not installed on this host (not on PATH); "
+                    "%sthe entrypoint runs '%s', which is not installed on this host (not on PATH); "
                     "hint: install it, or give the program's path",
-                    prog);
+                    w, prog);
 }
 
 /* The DeepSpeed config a constant hyperparameters.deepspeed_config names: found, accepted by
@@ -210,11 +225,12 @@ static dt_status check_ds_config(dt_expconf *cfg, const char *dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s%s%s", rel[0] == '/' ? "" : dir, rel[0] == '/' ? "" : "/", rel);
     struct stat sb;
+    char w[700];
     if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
         return dt_error(DT_ERR_CONFIG,
-                        "hyperparameters.deepspeed_config: cannot find %s; hint: the path is "
+                        "%shyperparameters.deepspeed_config: cannot find %s; hint: the path is "
                         "relative to the model directory",
-                        path);
+                        at(cfg, h->pos, w, sizeof w), path);
     json_t *j = dt_ds_config_load(path), *warnings = NULL;
     if (!j) return dt_last_status();
     const dt_hparam *o = dt_expconf_hparam(cfg, "overwrite_deepspeed_args");
@@ -226,10 +242,10 @@ static dt_status check_ds_config(dt_expconf *cfg, const char *dir) {
     dt_status st = dt_ds_config_check(merged, path, (int)cfg->slots_per_trial, &warnings);
     json_decref(merged);
     size_t i;
-    json_t *w;
-    json_array_foreach(warnings, i, w) {
+    json_t *wi;
+    json_array_foreach(warnings, i, wi) {
         char **ws = realloc(cfg->warnings, (size_t)(cfg->n_warnings + 1) * sizeof *ws);
-        if (!ws || !(ws[cfg->n_warnings] = strdup(json_string_value(w)))) {
+        if (!ws || !(ws[cfg->n_warnings] = strdup(json_string_value(wi)))) {
             if (ws) cfg->warnings = ws;
             st = st ? st : OOM();
             break;
