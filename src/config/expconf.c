@@ -81,16 +81,32 @@ dt_status dt__cfg_warn(vctx *v, dt_yaml_pos pos, const char *fmt, ...) {
 
 /* ---- the top level ----------------------------------------------------------------------- */
 
-static const char *const TOP_KNOWN[] = {
-    "name",          "description",        "entrypoint",         "hyperparameters",
-    "searcher",      "min_validation_period", "min_checkpoint_period", "records_per_epoch",
-    "scheduling_unit", "perform_initial_validation", "checkpoint_policy", "checkpoint_storage",
-    "optimizations", "reproducibility",    "environment",        "resources",
-    "data",          "max_restarts",       "bind_mounts",        "labels",
-    "profiling",     "slurm",              NULL};
+static const char *const TOP_KNOWN[] = {"name",
+                                        "description",
+                                        "entrypoint",
+                                        "hyperparameters",
+                                        "searcher",
+                                        "min_validation_period",
+                                        "min_checkpoint_period",
+                                        "records_per_epoch",
+                                        "scheduling_unit",
+                                        "perform_initial_validation",
+                                        "checkpoint_policy",
+                                        "checkpoint_storage",
+                                        "optimizations",
+                                        "reproducibility",
+                                        "environment",
+                                        "resources",
+                                        "data",
+                                        "max_restarts",
+                                        "bind_mounts",
+                                        "labels",
+                                        "profiling",
+                                        "slurm",
+                                        NULL};
 /* The reference's keys that have no effect here: each is a warning (expconf_warn.c). */
 static const char *const TOP_ACCEPTED[] = {
-    "workspace",       "project",      "debug", "tensorboard_storage", "log_policies",
+    "workspace",        "project",      "debug", "tensorboard_storage", "log_policies",
     "retention_policy", "integrations", "pbs",   "preemption_timeout",  NULL};
 
 /* name, description, lengths, checkpoint policy and storage. */
@@ -122,10 +138,13 @@ static dt_status validate_run(vctx *v, const dt_conf_sec *top) {
     dt_conf_sec obj;
     static const char *const opt_known[] = {"aggregation_frequency", "average_aggregated_gradients",
                                             "average_training_metrics", "deterministic", NULL};
-    static const char *const opt_accepted[] = {
-        "gradient_compression",     "mixed_precision",         "tensor_fusion_threshold",
-        "tensor_fusion_cycle_time", "auto_tune_tensor_fusion", "grad_updates_size_file",
-        NULL};
+    static const char *const opt_accepted[] = {"gradient_compression",
+                                               "mixed_precision",
+                                               "tensor_fusion_threshold",
+                                               "tensor_fusion_cycle_time",
+                                               "auto_tune_tensor_fusion",
+                                               "grad_updates_size_file",
+                                               NULL};
     c->aggregation_frequency = 1;
     c->average_aggregated_gradients = true;
     c->average_training_metrics = true;
@@ -137,8 +156,7 @@ static dt_status validate_run(vctx *v, const dt_conf_sec *top) {
     TRY(dt_conf_bool(&obj, "deterministic", &deterministic));
 
     /* profiling: the fit loop's per-batch timings (profiler lines) for a range of batches */
-    static const char *const prof_known[] = {"enabled", "begin_on_batch", "end_after_batch",
-                                             NULL};
+    static const char *const prof_known[] = {"enabled", "begin_on_batch", "end_after_batch", NULL};
     static const char *const prof_accepted[] = {"sync_timings", NULL};
     c->profiling_end = INT64_MAX;
     TRY(dt__cfg_section(v, top, "profiling", prof_known, prof_accepted, &obj));

@@ -57,10 +57,11 @@ static dt_status entry_list(vctx *v, const dt_conf_sec *root, const json_t *list
         const json_t *e = json_array_get(list, i);
         if (!json_is_string(e)) {
             free(cmd);
-            return dt_conf_error_at(&v->conf, dt_yaml_item_pos(v->conf.doc, list, i),
-                                    "entrypoint[%zu] must be a string (an argument of the command), "
-                                    "got %s",
-                                    i, dt__cfg_describe(v, e, d, sizeof d));
+            return dt_conf_error_at(
+                &v->conf, dt_yaml_item_pos(v->conf.doc, list, i),
+                "entrypoint[%zu] must be a string (an argument of the command), "
+                "got %s",
+                i, dt__cfg_describe(v, e, d, sizeof d));
         }
         if (!sh_append(&cmd, &len, json_string_value(e))) {
             free(cmd);
@@ -106,13 +107,13 @@ dt_status dt__cfg_entrypoint(vctx *v, const dt_conf_sec *root) {
     }
     if (!is_trial_ref(s)) {
         char d[64];
-        return dt_conf_error(root, "entrypoint",
-                             "entrypoint must be \"<file stem>:<trial symbol>\" such as "
-                             "\"model_def:MyTrial\" (model_def.c defines `const dt_trial_def "
-                             "MyTrial`), or a command such as \"./train\" (a program using "
-                             "the Core API); got %s",
-                             dt__cfg_describe(v, json_object_get(root->obj, "entrypoint"), d,
-                                              sizeof d));
+        return dt_conf_error(
+            root, "entrypoint",
+            "entrypoint must be \"<file stem>:<trial symbol>\" such as "
+            "\"model_def:MyTrial\" (model_def.c defines `const dt_trial_def "
+            "MyTrial`), or a command such as \"./train\" (a program using "
+            "the Core API); got %s",
+            dt__cfg_describe(v, json_object_get(root->obj, "entrypoint"), d, sizeof d));
     }
     if (!(c->entry_module = strndup(s, (size_t)(colon - s))) ||
         !(c->entry_symbol = strdup(colon + 1)))
@@ -191,16 +192,17 @@ static dt_status check_command(const dt_expconf *cfg, const char *dir) {
     if (n == 0 || n >= sizeof prog) return DT_OK;
     memcpy(prog, cmd, n);
     prog[n] = 0;
-    static const char *const builtins[] = {"cd", "exec", "export", "source", ".", "env", "true",
-                                           "exit", NULL};
+    static const char *const builtins[] = {"cd",  "exec", "export", "source", ".",
+                                           "env", "true", "exit",   NULL};
     if (dt_conf_in_list(prog, builtins)) return DT_OK;
     if (strchr(prog, '/')) {
         bool ok = prog[0] == '/' ? access(prog, X_OK) == 0 : is_file_in(dir, prog, true);
         if (ok || (prog[0] != '/' && is_file_in(dir, "Makefile", false))) return DT_OK; /* built */
-        return dt_error(DT_ERR_CONFIG,
-                        "%sthe entrypoint runs %s, which is not an executable file%s%s; hint: build "
-                        "it or fix the path (a relative path is taken from the model directory)",
-                        w, prog, prog[0] == '/' ? "" : " in ", prog[0] == '/' ? "" : dir);
+        return dt_error(
+            DT_ERR_CONFIG,
+            "%sthe entrypoint runs %s, which is not an executable file%s%s; hint: build "
+            "it or fix the path (a relative path is taken from the model directory)",
+            w, prog, prog[0] == '/' ? "" : " in ", prog[0] == '/' ? "" : dir);
     }
     const char *path = getenv("PATH");
     char buf[4096];
@@ -210,10 +212,11 @@ static dt_status check_command(const dt_expconf *cfg, const char *dir) {
         if (is_file_in(l ? buf : ".", prog, true)) return DT_OK;
         p += l + (p[l] == ':');
     }
-    return dt_error(DT_ERR_CONFIG,
-                    "%sthe entrypoint runs '%s', which is not installed on this host (not on PATH); "
-                    "hint: install it, or give the program's path",
-                    w, prog);
+    return dt_error(
+        DT_ERR_CONFIG,
+        "%sthe entrypoint runs '%s', which is not installed on this host (not on PATH); "
+        "hint: install it, or give the program's path",
+        w, prog);
 }
 
 /* The DeepSpeed config a constant hyperparameters.deepspeed_config names: found, accepted by

@@ -173,7 +173,6 @@ dt_status dt__cfg_environment(vctx *v, const dt_conf_sec *root) {
     return DT_OK;
 }
 
-
 /* The slurm section (dt_slurm_conf). Determined's gpu_type is accepted and unused. */
 dt_status dt__cfg_slurm(vctx *v, const dt_conf_sec *top) {
     static const char *const known[] = {"partition",      "account",       "time", "sbatch_args",
@@ -198,8 +197,7 @@ dt_status dt__cfg_slurm(vctx *v, const dt_conf_sec *top) {
                              "hint: put options in an sbatch script's "
                              "defaults (SBATCH_* variables) instead",
                              n);
-    if (n && !(sc->sbatch_args = calloc(n, sizeof *sc->sbatch_args)))
-        return OOM();
+    if (n && !(sc->sbatch_args = calloc(n, sizeof *sc->sbatch_args))) return OOM();
     for (size_t i = 0; i < n; i++, sc->n_sbatch_args++)
         if (!(sc->sbatch_args[i] = strdup(json_string_value(json_array_get(args, i)))))
             return OOM();
@@ -213,8 +211,8 @@ dt_status dt__cfg_resources(vctx *v, const dt_conf_sec *top) {
     dt_conf_sec obj;
     static const char *const res_known[] = {"slots_per_trial", "max_slots", "launcher", NULL};
     static const char *const res_accepted[] = {
-        "weight",      "native_parallel", "shm_size",   "resource_pool",    "priority", "devices",
-        "agent_label", "is_single_node",  "resource_manager", NULL};
+        "weight",  "native_parallel", "shm_size",       "resource_pool",    "priority",
+        "devices", "agent_label",     "is_single_node", "resource_manager", NULL};
     c->slots_per_trial = 1;
     TRY(dt__cfg_section(v, top, "resources", res_known, res_accepted, &obj));
     TRY(dt_conf_int(&obj, "slots_per_trial", 0, INT64_MAX, &c->slots_per_trial));
@@ -239,7 +237,6 @@ dt_status dt__cfg_resources(vctx *v, const dt_conf_sec *top) {
     int launcher = -1;
     TRY(dt_conf_enum(&obj, "launcher", LAUNCHERS,
                      "the master's default is `dtrain master --launcher`", &launcher));
-    if (launcher >= 0 && !(c->launcher = strdup(LAUNCHERS[launcher])))
-        return OOM();
+    if (launcher >= 0 && !(c->launcher = strdup(LAUNCHERS[launcher]))) return OOM();
     return DT_OK;
 }

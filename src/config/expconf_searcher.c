@@ -54,7 +54,6 @@ dt_status dt__cfg_get_length(const dt_conf_sec *s, const char *key, bool allow_z
     return DT_OK;
 }
 
-
 /* ---- sections -------------------------------------------------------------------------------- */
 
 static const char *const SEARCHERS[] = {"single", "grid", "random", "adaptive_asha",
@@ -171,9 +170,8 @@ static dt_status searcher_length(vctx *v, const dt_conf_sec *obj, unsigned flags
                              "and adaptive_asha places its rungs in batches before any trial "
                              "runs; hint: add `records_per_epoch: N` (the records in one epoch "
                              "of the training data), or give max_length in batches");
-    bool optional = (flags & DT_EXPCONF_MAX_LENGTH_OPTIONAL) ||
-                    (v->cfg->entry_command && !asha) || !strcmp(s->name, "custom") ||
-                    !strcmp(s->name, "dsat");
+    bool optional = (flags & DT_EXPCONF_MAX_LENGTH_OPTIONAL) || (v->cfg->entry_command && !asha) ||
+                    !strcmp(s->name, "custom") || !strcmp(s->name, "dsat");
     if (s->max_length.n == 0 && !optional)
         return dt_conf_missing(obj, "max_length",
                                asha ? "adaptive_asha places its rungs along it, e.g. `max_length: "
@@ -212,9 +210,9 @@ dt_status dt__cfg_searcher(vctx *v, const dt_conf_sec *root, unsigned flags) {
     TRY(dt_conf_enum(&obj, "name", SEARCHERS, NULL, &name_i));
     if (!(s->name = strdup(SEARCHERS[name_i]))) return OOM();
     TRY(dt__cfg_get_str(&obj, "metric", true, true,
-                "the name of the validation metric to judge trials by, e.g. `metric: "
-                "validation_loss`",
-                &s->metric));
+                        "the name of the validation metric to judge trials by, e.g. `metric: "
+                        "validation_loss`",
+                        &s->metric));
     s->smaller_is_better = true;
     TRY(dt_conf_bool(&obj, "smaller_is_better", &s->smaller_is_better));
     TRY(check_searcher_keys(&obj, s->name));
@@ -234,7 +232,8 @@ dt_status dt__cfg_searcher(vctx *v, const dt_conf_sec *root, unsigned flags) {
     TRY(dt_conf_int(&obj, "max_rungs", 1, INT64_MAX, &s->max_rungs));
     TRY(dt_conf_bool(&obj, "stop_once", &s->stop_once));
     TRY(dt_conf_int(&obj, "source_trial_id", 1, INT64_MAX, &s->source_trial_id));
-    TRY(dt__cfg_get_str(&obj, "source_checkpoint_uuid", false, true, NULL, &s->source_checkpoint_uuid));
+    TRY(dt__cfg_get_str(&obj, "source_checkpoint_uuid", false, true, NULL,
+                        &s->source_checkpoint_uuid));
     bool custom = !strcmp(s->name, "custom");
     if (!strcmp(s->name, "dsat")) {
         int m = 0;
@@ -242,11 +241,12 @@ dt_status dt__cfg_searcher(vctx *v, const dt_conf_sec *root, unsigned flags) {
         if (!(s->method = strdup(DSAT_METHODS[m]))) return OOM();
         TRY(parse_dsat(v, &obj, &s->dsat));
     } else {
-        TRY(dt__cfg_get_str(&obj, "method", custom, true,
-                    "the function the model directory exports that makes the search method, "
-                    "e.g. `method: my_search` for `dt_status my_search(const dt_expconf *, "
-                    "dt_search_method *)`",
-                    &s->method));
+        TRY(dt__cfg_get_str(
+            &obj, "method", custom, true,
+            "the function the model directory exports that makes the search method, "
+            "e.g. `method: my_search` for `dt_status my_search(const dt_expconf *, "
+            "dt_search_method *)`",
+            &s->method));
     }
     /* grid needs a count for every range hyperparameter */
     if (!strcmp(s->name, "grid")) {

@@ -68,8 +68,8 @@ static bool asks(const json_t *v) {
 }
 
 /* The member at a dotted path (parent into *parent, last key into *key), or NULL. */
-static const json_t *lookup(const json_t *root, const char *path, const json_t **parent,
-                            char *key, size_t n) {
+static const json_t *lookup(const json_t *root, const char *path, const json_t **parent, char *key,
+                            size_t n) {
     const json_t *cur = root;
     const char *p = path;
     for (;;) {

@@ -27,8 +27,9 @@ static bool asks(const json_t *v) {
     return true;
 }
 
-#define TB "dtrain records every trial's metrics in the master and as TensorBoard event files " \
-           "under the trial's checkpoint directory (tensorboard/)"
+#define TB                                                                                         \
+    "dtrain records every trial's metrics in the master and as TensorBoard event files "           \
+    "under the trial's checkpoint directory (tensorboard/)"
 
 /* Top-level keys without effect here, and why. */
 static const struct {
@@ -95,7 +96,7 @@ static dt_status note(json_t *out, const char *fmt, const char *a, const char *b
     char buf[600];
     snprintf(buf, sizeof buf, fmt, a, b);
     return json_array_append_new(out, json_string(buf)) ? dt_error(DT_ERR_OOM, "out of memory")
-                                                         : DT_OK;
+                                                        : DT_OK;
 }
 
 /* A feature dtrain does not have, asked for: one error. */
@@ -134,15 +135,17 @@ dt_status dt__ds_notes(const json_t *j, json_t *out) {
     int64_t stage = 0;
     dt_conf_as_int(json_is_object(z) ? json_object_get(z, "stage") : NULL, &stage);
     if (json_is_string(dev) && strcmp(json_string_value(dev), "none") && stage < 3 &&
-        note(out, "zero_optimization.offload_param has no effect below ZeRO stage 3%s%s: "
-                  "parameters are not partitioned there, so DeepSpeed ignores it too",
+        note(out,
+             "zero_optimization.offload_param has no effect below ZeRO stage 3%s%s: "
+             "parameters are not partitioned there, so DeepSpeed ignores it too",
              "", ""))
         return DT_ERR_OOM;
     const json_t *fp16 = json_object_get(j, "fp16");
     if (asks(fp16) && json_is_true(json_object_get(fp16, "enabled")) &&
-        note(out, "fp16.enabled: dtrain keeps fp32 storage on this CPU (it has no fp16 "
-                  "arithmetic) and runs fp16's dynamic loss scaling as DeepSpeed does (overflow "
-                  "checks, skipped steps, the scale schedule)%s%s; bf16.enabled trains in bf16",
+        note(out,
+             "fp16.enabled: dtrain keeps fp32 storage on this CPU (it has no fp16 "
+             "arithmetic) and runs fp16's dynamic loss scaling as DeepSpeed does (overflow "
+             "checks, skipped steps, the scale schedule)%s%s; bf16.enabled trains in bf16",
              "", ""))
         return DT_ERR_OOM;
     return DT_OK;

@@ -449,8 +449,9 @@ dt_status dt__asha_length(const dt_expconf *cfg, dt_length *out) {
             return dt_error(DT_ERR_CONFIG, "searcher.max_length is in epochs but records_per_epoch "
                                            "is not set; hint: add `records_per_epoch: N`");
         if (L.n > INT64_MAX / cfg->records_per_epoch)
-            return dt_error(DT_ERR_CONFIG, "searcher.max_length: %lld epochs of %lld records "
-                                           "overflows; hint: give a smaller length",
+            return dt_error(DT_ERR_CONFIG,
+                            "searcher.max_length: %lld epochs of %lld records "
+                            "overflows; hint: give a smaller length",
                             (long long)L.n, (long long)cfg->records_per_epoch);
         L = (dt_length){DT_UNIT_RECORDS, L.n * cfg->records_per_epoch};
     }
@@ -459,8 +460,9 @@ dt_status dt__asha_length(const dt_expconf *cfg, dt_length *out) {
     if (L.unit == DT_UNIT_RECORDS && g && g->type == DT_HP_CONST && dt_conf_as_int(g->val, &gbs) &&
         gbs > 0) {
         if (L.n < gbs)
-            return dt_error(DT_ERR_CONFIG, "searcher.max_length is %lld records, less than one "
-                                           "batch of %lld; hint: give a longer max_length",
+            return dt_error(DT_ERR_CONFIG,
+                            "searcher.max_length is %lld records, less than one "
+                            "batch of %lld; hint: give a longer max_length",
                             (long long)L.n, (long long)gbs);
         L = (dt_length){DT_UNIT_BATCHES, L.n / gbs};
     }
@@ -480,8 +482,8 @@ dt_status dt__search_asha_new(const dt_expconf *cfg, dt_search_method *out) {
         return dt_error(DT_ERR_CONFIG, "searcher.divisor must be greater than 1, got %g",
                         sc->divisor);
     int rungs[MAX_RUNGS];
-    int max_rungs = dt__asha_max_rungs(sc->max_rungs > 0 ? sc->max_rungs : 5, sc->divisor, L.n,
-                                       sc->max_trials);
+    int max_rungs =
+        dt__asha_max_rungs(sc->max_rungs > 0 ? sc->max_rungs : 5, sc->divisor, L.n, sc->max_trials);
     int nb = dt__asha_brackets(sc->mode ? sc->mode : "standard", max_rungs, rungs);
     if (nb == 0)
         return dt_error(DT_ERR_CONFIG,

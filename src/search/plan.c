@@ -20,8 +20,8 @@ static dt_status asha_plan(const dt_expconf *cfg, json_t *plan) {
     if (sc->max_trials <= 0 || !(sc->divisor > 1))
         return dt_error(DT_ERR_CONFIG, "adaptive_asha needs max_trials and a divisor above 1");
     int rungs[PLAN_MAX_RUNGS];
-    int max_rungs = dt__asha_max_rungs(sc->max_rungs > 0 ? sc->max_rungs : 5, sc->divisor, L.n,
-                                       sc->max_trials);
+    int max_rungs =
+        dt__asha_max_rungs(sc->max_rungs > 0 ? sc->max_rungs : 5, sc->divisor, L.n, sc->max_trials);
     if (max_rungs > PLAN_MAX_RUNGS) max_rungs = PLAN_MAX_RUNGS;
     int nb = dt__asha_brackets(sc->mode ? sc->mode : "standard", max_rungs, rungs);
     int64_t trials[PLAN_MAX_RUNGS], conc[PLAN_MAX_RUNGS];
@@ -34,13 +34,13 @@ static dt_status asha_plan(const dt_expconf *cfg, json_t *plan) {
     for (int k = 0; k < nb; k++) {
         json_t *lens = json_array(), *per = json_array();
         for (int i = 0; i < rungs[k]; i++) {
-            json_array_append_new(lens, json_integer(dt__asha_rung_units(L.n, sc->divisor,
-                                                                         rungs[k], i)));
+            json_array_append_new(lens,
+                                  json_integer(dt__asha_rung_units(L.n, sc->divisor, rungs[k], i)));
             int64_t t = (int64_t)((double)trials[k] / pow(sc->divisor, i));
             json_array_append_new(per, json_integer(t > 1 ? t : 1));
         }
-        json_array_append_new(brackets, json_pack("{s:o,s:o,s:I,s:I}", "rungs", lens, "trials",
-                                                  per, "max_trials", (json_int_t)trials[k],
+        json_array_append_new(brackets, json_pack("{s:o,s:o,s:I,s:I}", "rungs", lens, "trials", per,
+                                                  "max_trials", (json_int_t)trials[k],
                                                   "max_concurrent", (json_int_t)conc[k]));
     }
     return DT_OK;

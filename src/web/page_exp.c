@@ -67,8 +67,9 @@ static void config_warnings(w_buf *b, const json_t *e) {
         return;
     if (dir) (void)dt_expconf_check_model_dir(cfg, dir); /* its warnings; an error changes none */
     if (cfg->n_warnings) {
-        w_rawf(b, "<details class=\"config-warnings\" id=\"config-warnings\"><summary>%d config "
-                  "warning%s</summary><ul>",
+        w_rawf(b,
+               "<details class=\"config-warnings\" id=\"config-warnings\"><summary>%d config "
+               "warning%s</summary><ul>",
                cfg->n_warnings, cfg->n_warnings == 1 ? "" : "s");
         for (int i = 0; i < cfg->n_warnings; i++) {
             w_raw(b, "<li>");

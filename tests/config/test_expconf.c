@@ -750,9 +750,10 @@ static void test_launcher_slurm(void) {
     dt_expconf *c = cload(BASE, 0);
     if (c) CHECK(!c->launcher && !c->slurm.partition && c->slurm.cpus_per_slot == 1);
     dt_expconf_free(c);
-    c = cload(BASE "resources: {launcher: slurm}\n"
-                   "slurm: {partition: gpu, account: proj, time: '1:00:00', slots_per_node: 4,\n"
-                   "        cpus_per_slot: 2, sbatch_args: [--qos=low, --exclusive], gpu_type: a100}\n",
+    c = cload(BASE
+              "resources: {launcher: slurm}\n"
+              "slurm: {partition: gpu, account: proj, time: '1:00:00', slots_per_node: 4,\n"
+              "        cpus_per_slot: 2, sbatch_args: [--qos=low, --exclusive], gpu_type: a100}\n",
               0);
     if (c) {
         CHECK(c->launcher && !strcmp(c->launcher, "slurm"));
@@ -785,13 +786,13 @@ static void test_entrypoint(void) {
     static const char *const good[] = {"model_def:MyTrial", "a:_T1", "models.mnist:T",
                                        "my-model:Trial_2", NULL};
     /* a ':' without a space or '/' names a trial: a malformed one is refused */
-    static const char *const bad[] = {"model_def:",         ":T",    "model_def:1T",
-                                      "model_def:My-Trial", "a:b:c", ".hidden:T",
-                                      "a..b:T",             NULL};
+    static const char *const bad[] = {
+        "model_def:", ":T",        "model_def:1T", "model_def:My-Trial",
+        "a:b:c",      ".hidden:T", "a..b:T",       NULL};
     /* anything with a '/' or a space, or without a ':', is a command (a program using the Core
      * API), as the reference reads it */
-    static const char *const commands[] = {"./train", "python3 train.py", "dir/model:T",
-                                           "model_def", "ls",             NULL};
+    static const char *const commands[] = {
+        "./train", "python3 train.py", "dir/model:T", "model_def", "ls", NULL};
     for (int i = 0; commands[i]; i++) {
         char y[256];
         snprintf(y, sizeof y,
@@ -823,8 +824,8 @@ static void test_entrypoint(void) {
     dt_expconf *c = cload("entrypoint: [python3, -m, my mod, \"it's\"]\n"
                           "searcher: {metric: l}\n",
                           0);
-    CHECK(c && c->entry_command &&
-          !strcmp(c->entry_command, "python3 -m 'my mod' 'it'\\''s'") && !c->entry_symbol);
+    CHECK(c && c->entry_command && !strcmp(c->entry_command, "python3 -m 'my mod' 'it'\\''s'") &&
+          !c->entry_symbol);
     if (c) CHECK(c->searcher.max_length.n == 0); /* a command may leave max_length out */
     dt_expconf_free(c);
     e = cerr("entrypoint: [python3, 3]\nsearcher: {metric: l}\n", 0);
