@@ -72,6 +72,12 @@ for expect in "$dir"/*.expect; do
     printf '%s\n' "$out" | grep -qF -- "$want" || { wrong=$((wrong + 1)); fail "plan lacks '$want': $out"; }
   done < <(sed -n 's/^plan: //p' "$expect")
 done
+# the command's own contract: usage errors exit 2, an unreadable file is named, exit 1
+name=cli
+"$dtrain" config >/dev/null 2>&1; [ $? -eq 2 ] || { wrong=$((wrong + 1)); fail "config: exit not 2"; }
+"$dtrain" config check >/dev/null 2>&1; [ $? -eq 2 ] || { wrong=$((wrong + 1)); fail "no CONFIG: exit not 2"; }
+"$dtrain" config check "$tmp/none.yaml" >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc -eq 1 ] && grep -qF "$tmp/none.yaml" "$tmp/err" || { wrong=$((wrong + 1)); fail "missing file: rc $rc"; }
 echo "corpus: $total configs; valid refused $valid_refused, keys dropped in silence $silent," \
      "invalid accepted $invalid_accepted; other mismatches: $unexpected warning counts," \
      "$wrong messages, $unnamed not naming the file"
