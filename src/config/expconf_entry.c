@@ -242,7 +242,21 @@ static dt_status check_ds_config(dt_expconf *cfg, const char *dir) {
                          : json_incref(j);
     json_decref(j);
     if (!merged) return dt_last_status();
-    dt_status st = dt_ds_config_check(merged, path, (int)cfg->slots_per_trial, &warnings);
+    /* the data-parallel size is the slots, or a divisor of them when the trial also splits its
+     * model (pipeline stages): batch sizes must multiply out for one of them */
+    int slots = cfg->slots_per_trial > 0 && cfg->slots_per_trial < (1 << 20)
+                    ? (int)cfg->slots_per_trial
+                    : 1;
+    dt_status st = dt_ds_config_check(merged, path, slots, &warnings);
+    for (int dp = slots - 1; st == DT_ERR_CONFIG && dp >= 1; dp--) {
+        if (slots % dp || !strstr(dt_last_error(), "batch")) continue;
+        char first[2048];
+        snprintf(first, sizeof first, "%s", dt_last_error());
+        json_decref(warnings);
+        warnings = NULL;
+        st = dt_ds_config_check(merged, path, dp, &warnings);
+        if (st != DT_OK) dt_error(DT_ERR_CONFIG, "%s", first); /* the slots' own message */
+    }
     json_decref(merged);
     size_t i;
     json_t *wi;
