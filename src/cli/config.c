@@ -9,7 +9,7 @@
 #include "cli.h"
 
 #include "dtrain/config.h"
-#include "dtrain/search.h"
+#include "search/searcher.h"
 
 #include <string.h>
 

@@ -7,20 +7,21 @@
  *   expconf_entry.c      the entrypoint (trial symbol or command) and the model directory check
  *   expconf_legacy.c     keys the reference removed, refused with the key to write instead
  *   expconf_warn.c       keys accepted with no effect here, each a warning with its position
+ *   expconf_util.c       the helpers they all read with (strings, sections, lists, warnings)
  * Nothing outside src/config/ includes this header.
  */
 #ifndef DT_CONFIG_IMPL_H
 #define DT_CONFIG_IMPL_H
 
 #include "dtrain/config.h"
-#include "dtrain/confcheck.h"
+#include "base/confcheck.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* Typed reads, positions, messages and unknown keys are base's config toolkit
- * (dtrain/confcheck.h) in its YAML dialect; unknown keys and keys without effect become
+ * (base/confcheck.h) in its YAML dialect; unknown keys and keys without effect become
  * cfg->warnings at the end. */
 typedef struct dt__vctx {
     dt_expconf *cfg;
@@ -46,6 +47,8 @@ dt_status dt__cfg_section(vctx *v, const dt_conf_sec *parent, const char *key,
                           const char *const *known, const char *const *accepted, dt_conf_sec *out);
 /* s.key: a list of strings (or of mappings when !strings). */
 dt_status dt__cfg_list_of(const dt_conf_sec *s, const char *key, bool strings);
+/* Append the warning w (owned, also on failure) to cfg->warnings. */
+dt_status dt__cfg_push_warning(dt_expconf *c, char *w);
 /* Record a warning "FILE:LINE: <message>" (no position when the config has none). */
 dt_status dt__cfg_warn(vctx *v, dt_yaml_pos pos, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -4,7 +4,7 @@
  * (shared_fs and directory; the cloud kinds refused, since this host cannot reach them).
  */
 #include "config_impl.h"
-#include "dtrain/path.h"
+#include "base/path.h"
 
 /* storage_path must name a directory inside host_path: checked on the string alone (dt_path_within,
  * lexically), since neither need exist yet; whoever creates or opens the directory checks the

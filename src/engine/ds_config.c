@@ -21,10 +21,10 @@
  *   - The first error stops the parse: DT_ERR_CONFIG "ds_config: <key path> <what is wrong>;
  *     hint: <what to do>".
  * Typed reads, messages, suggestions and the unknown-key list are base's config toolkit
- * (dtrain/confcheck.h) in its JSON dialect; this file holds DeepSpeed's keys and rules.
+ * (base/confcheck.h) in its JSON dialect; this file holds DeepSpeed's keys and rules.
  */
 #include "dtrain/engine.h"
-#include "dtrain/confcheck.h"
+#include "base/confcheck.h"
 #include "engine/ds_config_impl.h"
 
 #include <ctype.h>
@@ -147,7 +147,7 @@ json_t *dt_overwrite_config(const json_t *base, const json_t *overrides) {
 
 /* ---- messages ---------------------------------------------------------------------------- */
 
-/* The words of every message (base's toolkit, dtrain/confcheck.h, in its JSON dialect). */
+/* The words of every message (base's toolkit, base/confcheck.h, in its JSON dialect). */
 static const dt_conf k_words = {
     .dialect = DT_CONF_JSON,
     .prefix = "ds_config: ",
@@ -290,7 +290,7 @@ static const struct {
 // clang-format on
 
 /* Keys of a section DeepSpeed knows and dtrain accepts without using, and why (warnings). */
-const dt__ds_ignored dt__ds_ignored_keys[] = {
+static const dt__ds_ignored k_ignored_sections[] = {
     {"fp16", k_fp16_ignored, "the fp16 section's scaler settings are what dtrain uses"},
     {"bf16", k_bf16_ignored, "a GPU tuning of DeepSpeed's bf16 optimizer"},
     {"bfloat16", k_bf16_ignored, "a GPU tuning of DeepSpeed's bf16 optimizer"},
@@ -352,7 +352,7 @@ static const json_t *obj_get(const json_t *o, const char *k) {
 
 /* Every unknown key of the config, in order (sections of the wrong type are skipped: the
  * parse reports them). */
-dt_status dt__ds_collect_unknowns(dt_conf *c, const json_t *j) {
+static dt_status collect_unknowns(dt_conf *c, const json_t *j) {
     const json_t *z = obj_get(j, "zero_optimization"), *o = obj_get(j, "optimizer");
     const json_t *s = obj_get(j, "scheduler");
     const char *const *ign;
@@ -1044,7 +1044,7 @@ dt_status dt_ds_config_parse(const json_t *j, int dp_world_size, dt_ds_config *o
     sec root = dt_conf_root(&conf, 0, NULL);
 
     /* unknown keys: one warning, whatever happens next */
-    dt_status st = dt__ds_collect_unknowns(&conf, j);
+    dt_status st = collect_unknowns(&conf, j);
     if (st == DT_OK) dt_conf_log_unknowns(&conf);
     dt_conf_clear(&conf);
     if (st != DT_OK) return st;
@@ -1063,7 +1063,7 @@ dt_status dt_ds_config_parse(const json_t *j, int dp_world_size, dt_ds_config *o
 
     TRY(check_removed(j));
     json_t *notes = json_array(); /* keys without effect: warnings; features missing: errors */
-    st = notes ? dt__ds_notes(j, notes) : dt_error(DT_ERR_OOM, "out of memory");
+    st = notes ? dt__ds_notes(j, k_ignored_sections, notes) : dt_error(DT_ERR_OOM, "out of memory");
     size_t ni;
     json_t *nv;
     json_array_foreach(notes, ni, nv) dt_log(DT_LOG_WARN, "ds_config: %s", json_string_value(nv));
@@ -1093,5 +1093,43 @@ dt_status dt_ds_config_parse(const json_t *j, int dp_world_size, dt_ds_config *o
     TRY(parse_optimizer(&root, &c));
     TRY(parse_scheduler(&root, &c));
     *out = c;
+    return DT_OK;
+}
+
+/* The reader as `dtrain config check` runs it: every warning as a string naming the file. */
+dt_status dt_ds_config_check(const json_t *j, const char *name, int dp_world_size,
+                             json_t **warnings) {
+    json_t *w = *warnings = json_array();
+    if (!w) return dt_error(DT_ERR_OOM, "out of memory");
+    const char *pre = name ? name : "ds_config";
+    dt_conf conf = {.dialect = DT_CONF_JSON, .root = j};
+    dt_status st = json_is_object(j) ? collect_unknowns(&conf, j) : DT_OK;
+    for (int i = 0; st == DT_OK && i < conf.n_unknown; i++) {
+        char buf[1500], line[1700];
+        dt_conf_unknown_warning(&conf, i, buf, sizeof buf);
+        snprintf(line, sizeof line, "%s: %s", pre, buf);
+        if (json_array_append_new(w, json_string(line))) st = dt_error(DT_ERR_OOM, "out of memory");
+    }
+    dt_conf_clear(&conf);
+    json_t *notes = json_array();
+    if (st == DT_OK)
+        st = notes ? dt__ds_notes(j, k_ignored_sections, notes)
+                   : dt_error(DT_ERR_OOM, "out of memory");
+    size_t i;
+    json_t *n;
+    json_array_foreach(notes, i, n) {
+        char line[1700];
+        snprintf(line, sizeof line, "%s: %s", pre, json_string_value(n));
+        json_array_append_new(w, json_string(line));
+    }
+    json_decref(notes);
+    dt_ds_config cfg;
+    if (st == DT_OK) st = dt_ds_config_parse(j, dp_world_size > 0 ? dp_world_size : 1, &cfg);
+    if (st != DT_OK) {
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%s", dt_last_error());
+        const char *m = strncmp(msg, "ds_config: ", 11) ? msg : msg + 11;
+        return dt_error(st, "%s: %s", pre, m);
+    }
     return DT_OK;
 }

@@ -1,7 +1,7 @@
 /*
  * ds_config_warn.c — the DeepSpeed keys that dtrain's reader accepts but that change nothing
- * here (each a warning saying why), the features it refuses because it does not have them (an
- * error saying so), and dt_ds_config_check, the reader as `dtrain config check` runs it.
+ * here (each a warning saying why) and the features it refuses because it does not have them (an
+ * error saying so); ds_config.c's reader and its dt_ds_config_check call it.
  *
  * A section asks for something unless it is null, false, empty, or has "enabled": false; only
  * what is asked for is reported. Monitoring sections map to dtrain's own recording: every
@@ -113,14 +113,14 @@ static dt_status refuse_missing(const json_t *j) {
     return DT_OK;
 }
 
-dt_status dt__ds_notes(const json_t *j, json_t *out) {
+dt_status dt__ds_notes(const json_t *j, const dt__ds_ignored *ignored, json_t *out) {
     if (!json_is_object(j)) return DT_OK;
     if (refuse_missing(j)) return DT_ERR_CONFIG;
     for (size_t i = 0; i < sizeof NO_EFFECT / sizeof *NO_EFFECT; i++)
         if (asks(json_object_get(j, NO_EFFECT[i].key)) &&
             note(out, "%s has no effect: %s", NO_EFFECT[i].key, NO_EFFECT[i].why))
             return DT_ERR_OOM;
-    for (const dt__ds_ignored *s = dt__ds_ignored_keys; s->path; s++) {
+    for (const dt__ds_ignored *s = ignored; s && s->path; s++) {
         const json_t *sec = at_path(j, s->path);
         for (const char *const *k = s->keys; json_is_object(sec) && k && *k; k++) {
             char path[200];
@@ -148,40 +148,5 @@ dt_status dt__ds_notes(const json_t *j, json_t *out) {
              "checks, skipped steps, the scale schedule)%s%s; bf16.enabled trains in bf16",
              "", ""))
         return DT_ERR_OOM;
-    return DT_OK;
-}
-
-dt_status dt_ds_config_check(const json_t *j, const char *name, int dp_world_size,
-                             json_t **warnings) {
-    json_t *w = *warnings = json_array();
-    if (!w) return dt_error(DT_ERR_OOM, "out of memory");
-    const char *pre = name ? name : "ds_config";
-    dt_conf conf = {.dialect = DT_CONF_JSON, .root = j};
-    dt_status st = json_is_object(j) ? dt__ds_collect_unknowns(&conf, j) : DT_OK;
-    for (int i = 0; st == DT_OK && i < conf.n_unknown; i++) {
-        char buf[1500], line[1700];
-        dt_conf_unknown_warning(&conf, i, buf, sizeof buf);
-        snprintf(line, sizeof line, "%s: %s", pre, buf);
-        if (json_array_append_new(w, json_string(line))) st = dt_error(DT_ERR_OOM, "out of memory");
-    }
-    dt_conf_clear(&conf);
-    json_t *notes = json_array();
-    if (st == DT_OK) st = notes ? dt__ds_notes(j, notes) : dt_error(DT_ERR_OOM, "out of memory");
-    size_t i;
-    json_t *n;
-    json_array_foreach(notes, i, n) {
-        char line[1700];
-        snprintf(line, sizeof line, "%s: %s", pre, json_string_value(n));
-        json_array_append_new(w, json_string(line));
-    }
-    json_decref(notes);
-    dt_ds_config cfg;
-    if (st == DT_OK) st = dt_ds_config_parse(j, dp_world_size > 0 ? dp_world_size : 1, &cfg);
-    if (st != DT_OK) {
-        char msg[2048];
-        snprintf(msg, sizeof msg, "%s", dt_last_error());
-        const char *m = strncmp(msg, "ds_config: ", 11) ? msg : msg + 11;
-        return dt_error(st, "%s: %s", pre, m);
-    }
     return DT_OK;
 }

@@ -28,7 +28,7 @@
  * trial and will create no more.
  */
 #include "search_impl.h"
-#include "dtrain/confcheck.h"
+#include "base/confcheck.h"
 
 #include <float.h>
 #include <math.h>

@@ -5,6 +5,7 @@
  * The numbers are asha.c's own functions, so the plan is what the searcher will do.
  */
 #include "search_impl.h"
+#include "search/searcher.h"
 
 #include <math.h>
 #include <stdlib.h>
