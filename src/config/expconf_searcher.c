@@ -144,9 +144,10 @@ static dt_status check_searcher_keys(const dt_conf_sec *obj, const char *name) {
     for (size_t i = 0; i < sizeof ONLY_FOR / sizeof *ONLY_FOR; i++)
         if (dt_conf_get(obj, ONLY_FOR[i].key) && !strstr(ONLY_FOR[i].searchers, pad))
             return dt_conf_error(obj, ONLY_FOR[i].key,
-                                 "searcher.%s is not a setting of the %s searcher (it is one of:%s"
-                                 "); hint: remove it, or choose a searcher that has it",
-                                 ONLY_FOR[i].key, name, ONLY_FOR[i].searchers);
+                                 "searcher.%s is not a setting of the %s searcher (only of "
+                                 "%.*s); hint: remove it, or choose a searcher that has it",
+                                 ONLY_FOR[i].key, name, (int)strlen(ONLY_FOR[i].searchers) - 2,
+                                 ONLY_FOR[i].searchers + 1);
     return DT_OK;
 }
 
