@@ -589,7 +589,9 @@ static dt_status parse_config(const json_t *body, dt_expconf **cfg) {
     if (!text)
         return dt_error(DT_ERR_CONFIG, "the request has no config_text; hint: send the "
                                        "experiment config's YAML as \"config_text\"");
-    dt_yaml_doc *doc = dt_yaml_load_string(text, strlen(text), "config");
+    /* messages name the file the client read (config_name), as config check's do */
+    const char *name = json_string_value(json_object_get(body, "config_name"));
+    dt_yaml_doc *doc = dt_yaml_load_string(text, strlen(text), name ? name : "config");
     if (!doc) return dt_last_status();
     json_t *root = dt_yaml_root(doc);
     if (!json_is_object(root)) {
@@ -637,6 +639,7 @@ dt_status m_exp_create(master *m, const json_t *body, int64_t *id, json_t **warn
                         dir, stat(dir, &sb) ? strerror(errno) : "not a directory");
     dt_expconf *cfg = NULL;
     dt_status st = parse_config(body, &cfg);
+    if (st == DT_OK && (st = dt_expconf_check_model_dir(cfg, dir)) != DT_OK) dt_expconf_free(cfg);
     if (st != DT_OK) return st;
     if (cfg->slots_per_trial > m->slots &&
         strcmp(cfg->launcher ? cfg->launcher : m->o.launcher, "slurm")) {
