@@ -32,6 +32,10 @@
 #include <time.h>
 #include <unistd.h>
 
+/* How long a restarted master waits for the processes of a previous master's run to be gone
+ * before it runs the trial again (a kill reaches them at once; stragglers are logged). */
+#define RECLAIM_WAIT_S 30
+
 /* ---- lengths as JSON: {"batches": N} ---- */
 
 dt_status m_length_from_json(const json_t *j, dt_length *out) {
@@ -335,7 +339,7 @@ void m_trial_run_ended(master *m, m_trial *t, int code) {
     if (t->killing || stopping) {
         end_trial(m, t, M_CANCELED, t->killing ? "killed" : "canceled", !stopping, true,
                   DT_SEARCH_EXIT_USER_CANCELED);
-    } else if (code == 3 || t->invalid_hp) {
+    } else if (code == DT_WORKER_EXIT_INVALID_HP || t->invalid_hp) {
         end_trial(m, t, M_ERROR, "invalid_hp", true, true, DT_SEARCH_EXIT_INVALID_HP);
     } else if (code == 0 && paused) {
         m_trial_set_state(m, t, M_PAUSED, NULL);
@@ -741,7 +745,7 @@ static dt_status recover_trials(master *m, m_exp *e) {
          * trial runs again (from its latest checkpoint; not counted as a restart) */
         int64_t handle = json_integer_value(json_object_get(r, "pgid")); /* the run's handle */
         if (handle > 0 && !m_state_terminal(t->state)) {
-            if (e->launcher->ops->reclaim(e->launcher, handle, 30) != DT_OK)
+            if (e->launcher->ops->reclaim(e->launcher, handle, RECLAIM_WAIT_S) != DT_OK)
                 dt_log(DT_LOG_ERROR, "trial %lld: %s", (long long)t->id, dt_last_error());
             dt_store_trial_set_run(m->store, t->id, t->run_id, 0);
         }
@@ -807,8 +811,8 @@ dt_status m_exp_recover(master *m) {
             end_event(m, e, dt_searcher_initial_operations(e->search, &ops), &ops);
         }
         m_exp_settle(m, e);
-        dt_log(DT_LOG_INFO, "experiment %lld: %s, %d trials", (long long)e->id, m_state_name(e->state),
-               e->n_trials);
+        dt_log(DT_LOG_INFO, "experiment %lld: %s, %d trials", (long long)e->id,
+               m_state_name(e->state), e->n_trials);
     }
     free(ids);
     return st;
