@@ -1,0 +1,85 @@
+/* modules.c — what the families' module trees share: the root that carries the model's state,
+ * named children, numbered block lists, and the hooks of a child run around a fused op (what
+ * dt_module_forward would do for it). */
+#include "model_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+dt_module *dt__lm_with_children(dt_module *m, int n, const char *const *names, dt_module **kids) {
+    bool ok = m != NULL;
+    for (int i = 0; i < n; i++) {
+        if (!ok || dt_module_add_child(m, names[i], kids[i]) < 0) {
+            ok = false;
+            dt_module_free(kids[i]);
+        }
+    }
+    if (!ok) {
+        dt_module_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void dt__lm_hook_pre(dt_module *m) {
+    if (m->pre_hook) m->pre_hook(m, m->hook_user);
+}
+
+void dt__lm_hook_post(dt_module *m) {
+    if (m->post_hook) m->post_hook(m, m->hook_user);
+}
+
+static dt_tensor *container_forward(dt_module *m, dt_tensor *x) {
+    (void)x;
+    dt_error(DT_ERR_STATE, "%s '%s' is a container and has no forward; hint: call its children",
+             m->type, m->name);
+    return NULL;
+}
+
+dt_module *dt__lm_container(const char *type) {
+    return dt_module_new(type, container_forward);
+}
+
+dt_module *dt__lm_block_list(const dt_lm_config *cfg, int64_t n,
+                             dt_module *(*make)(const dt_lm_config *)) {
+    dt_module *list = dt__lm_container("ModuleList");
+    for (int64_t i = 0; i < n && list; i++) {
+        char name[24];
+        snprintf(name, sizeof name, "%lld", (long long)i);
+        dt_module *blk = make(cfg);
+        if (blk) blk->iconf[0] = i; /* the layer's index, for its KV cache slot */
+        if (dt_module_add_child(list, name, blk) < 0) {
+            dt_module_free(blk);
+            dt_module_free(list);
+            list = NULL;
+        }
+    }
+    return list;
+}
+
+dt__lm_state *dt__lm_state_of(dt_module *m) {
+    while (m->parent) m = m->parent;
+    return m->impl;
+}
+
+static void root_destroy(dt_module *m) {
+    free(m->impl);
+    m->impl = NULL;
+}
+
+dt_module *dt__lm_root(const char *type, dt_forward_fn forward, const dt_lm_config *cfg,
+                       const dt__lm_arch *a) {
+    dt_module *root = dt_module_new(type, forward);
+    dt__lm_state *st = calloc(1, sizeof *st);
+    if (!root || !st) {
+        free(st);
+        dt_module_free(root);
+        dt_error(DT_ERR_OOM, "%s: out of memory", type);
+        return NULL;
+    }
+    st->cfg = *cfg;
+    st->arch = a;
+    root->impl = st;
+    root->destroy = root_destroy;
+    return root;
+}
