@@ -67,21 +67,11 @@ static dt_tensor *block_forward(dt_module *m, dt_tensor *x) {
     return x;
 }
 
-/* x (B, T, D) = wte(ids) + wpe(p0 + t), checking the ids' type and the context length. */
+/* x (B, T, D) = wte(ids) + wpe(p0 + t). */
 static dt_tensor *embed(dt_module *wte, dt_module *wpe, dt_tensor *ids, int64_t p0,
                         int64_t max_pos) {
-    char s[96];
-    if ((ids->dtype != DT_DTYPE_I32 && ids->dtype != DT_DTYPE_I64) || ids->ndim != 2) {
-        dt_error(DT_ERR_INVALID, "gpt2: ids must be (B, T) i32 or i64, got %s",
-                 dt_shape_str(ids, s, sizeof s));
-        return NULL;
-    }
+    if (dt__lm_check_ids(ids, p0, max_pos) != DT_OK) return NULL;
     int64_t B = ids->shape[0], T = ids->shape[1];
-    if (p0 + T > max_pos) {
-        dt_error(DT_ERR_INVALID, "gpt2: %lld positions exceed the model's %lld (n_positions); "
-                 "hint: use shorter windows", (long long)(p0 + T), (long long)max_pos);
-        return NULL;
-    }
     dt_tensor *pos = dt_tensor_new(ids->ctx, DT_DTYPE_I64, 2, (int64_t[]){B, T});
     if (!pos) return NULL;
     int64_t *pd = pos->data;

@@ -115,6 +115,8 @@ dt__lm_state *dt__lm_state_of(dt_module *root);
 dt_module *dt__lm_with_children(dt_module *m, int n, const char *const *names, dt_module **kids);
 void dt__lm_hook_pre(dt_module *m);
 void dt__lm_hook_post(dt_module *m);
+/* ids (B, T) i32/i64 whose positions p0 .. p0+T-1 fit in max_pos, or DT_ERR_INVALID. */
+dt_status dt__lm_check_ids(const dt_tensor *ids, int64_t p0, int64_t max_pos);
 /* A module that only holds children (its forward is an error). */
 dt_module *dt__lm_container(const char *type);
 /* A numbered list of n blocks made by make(cfg). */
