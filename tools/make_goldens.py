@@ -5,6 +5,7 @@ Run from anywhere with an interpreter that has torch and numpy (Debian's /usr/bi
 torch 1.13; any later PyTorch works too):
 
     /usr/bin/python3 tools/make_goldens.py            # writes tests/golden/data/
+    /usr/bin/python3 tools/make_goldens.py rope swiglu  # only these ops' files
 
 Everything is written in the safetensors format by a small encoder below (an 8-byte
 little-endian header length, a JSON header, raw little-endian bytes), so the `safetensors`
@@ -215,6 +216,37 @@ def attention_ref(qkv, nh):
     return (att @ v).transpose(1, 2).reshape(B, T, C)
 
 
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+def rope_ref(x, pos0, theta):
+    """HF Llama's rotary embedding written out, x (B, T, H, D), positions pos0.. pos0+T-1."""
+    B, T, H, D = x.shape
+    inv_freq = 1.0 / (theta ** (torch.arange(0, D, 2, dtype=REF) / D))
+    pos = torch.arange(pos0, pos0 + T, dtype=REF)
+    freqs = torch.outer(pos, inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)  # (T, D)
+    cos, sin = emb.cos()[None, :, None, :], emb.sin()[None, :, None, :]
+    return x * cos + rotate_half(x) * sin
+
+
+def gqa_attention_ref(q, k, v, causal):
+    """q (B, T, Hq, D), k, v (B, S, Hkv, D): kv heads repeated for their Hq/Hkv query heads;
+    causal: query t at position S - T + t sees keys 0 .. S - T + t."""
+    B, T, Hq, D = q.shape
+    S, Hkv = k.shape[1], k.shape[2]
+    k = k.repeat_interleave(Hq // Hkv, dim=2)
+    v = v.repeat_interleave(Hq // Hkv, dim=2)
+    q, k, v = (x.transpose(1, 2) for x in (q, k, v))  # (B, H, T or S, D)
+    att = q @ k.transpose(-1, -2) / (D ** 0.5)
+    if causal:
+        mask = torch.ones(T, S, dtype=torch.bool).tril(S - T)
+        att = att.masked_fill(~mask, float("-inf"))
+    return (att.softmax(-1) @ v).transpose(1, 2)
+
+
 def op_cases(op, r):
     """The cases of `op` (seeded generator r)."""
     if op == "matmul":
@@ -407,6 +439,36 @@ def op_cases(op, r):
                  "B2 T16 C32 NH4 (the GPT golden's shape)", n_head=4),
             case("t1", [randn(r, 2, 1, 12)], lambda x: attention_ref(x[0], 1), "T1", n_head=1),
         ]
+    if op == "rope":
+        return [case("small", [randn(r, 2, 3, 2, 4)], lambda x: rope_ref(x[0], 0, 10000.0),
+                     "B2 T3 H2 D4", pos0=0, theta=10000.0),
+                case("llama", [randn(r, 1, 9, 2, 64)], lambda x: rope_ref(x[0], 0, 10000.0),
+                     "B1 T9 H2 D64", pos0=0, theta=10000.0),
+                case("pos", [randn(r, 2, 3, 1, 128)], lambda x: rope_ref(x[0], 1500, 500000.0),
+                     "B2 T3 H1 D128 pos0 1500 theta 5e5", pos0=1500, theta=500000.0),
+                case("turns", [randn(r, 1, 4, 3, 8)], lambda x: rope_ref(x[0], 2000, 10.0),
+                     "B1 T4 H3 D8 pos0 2000 theta 10 (many turns)", pos0=2000, theta=10.0)]
+    if op == "attention":
+        def qkv(b, t, s_, hq, hkv, d):
+            return [randn(r, b, t, hq, d), randn(r, b, s_, hkv, d), randn(r, b, s_, hkv, d)]
+        causal = lambda x: gqa_attention_ref(x[0], x[1], x[2], True)
+        full = lambda x: gqa_attention_ref(x[0], x[1], x[2], False)
+        return [case("mha", qkv(2, 5, 5, 2, 2, 8), causal, "B2 T5 H2 D8 causal", causal=1),
+                case("gqa2", qkv(1, 7, 7, 4, 2, 16), causal, "GQA 2: T7 Hq4 Hkv2 D16 causal",
+                     causal=1),
+                case("gqa4_cache", qkv(2, 3, 11, 8, 2, 8), causal,
+                     "GQA 4 with a cache: T3 S11 Hq8 Hkv2 D8 causal", causal=1),
+                case("decode", qkv(1, 1, 13, 4, 1, 32), causal,
+                     "one step against a cache: T1 S13 Hq4 Hkv1 D32", causal=1),
+                case("d64", qkv(1, 9, 9, 2, 1, 64), causal, "GQA 2: T9 Hq2 Hkv1 D64 causal",
+                     causal=1),
+                case("full", qkv(2, 4, 6, 4, 2, 8), full, "not causal: T4 S6 Hq4 Hkv2 D8",
+                     causal=0)]
+    if op == "swiglu":
+        f = lambda x: F.silu(x[0]) * x[1]
+        return [case("plain", [unary_input(r), randn(r, 4, 33)], f, "(4,33), gate saturating"),
+                case("strided", [randn(r, 6, 5), randn(r, 5, 6)], f, "transposed gate view",
+                     tr=[0])]
     raise KeyError(op)
 
 
@@ -414,7 +476,8 @@ OPS = ["matmul", "matmul_t", "linear", "add", "sub", "mul", "div", "scale", "add
        "relu", "gelu", "gelu_tanh", "silu", "tanh", "sigmoid", "softmax", "log_softmax",
        "layer_norm", "rms_norm", "embedding", "dropout", "conv2d", "max_pool2d", "avg_pool2d",
        "reshape", "transpose", "permute", "slice", "contiguous", "concat", "split", "sum",
-       "mean", "max", "sum_all", "mean_all", "cross_entropy", "mse", "causal_self_attention"]
+       "mean", "max", "sum_all", "mean_all", "cross_entropy", "mse", "causal_self_attention",
+       "swiglu", "rope", "attention"]
 
 
 def make_op_file(op):
@@ -613,6 +676,14 @@ def make_format_file():
 
 def main():
     torch.set_num_threads(1)
+    if len(sys.argv) > 1:  # only the named ops' files
+        unknown = [op for op in sys.argv[1:] if op not in OPS]
+        if unknown:
+            print("unknown op(s) %s; the ops are: %s" % (" ".join(unknown), " ".join(OPS)))
+            return 1
+        total = sum(make_op_file(op) for op in sys.argv[1:])
+        print("wrote %.2f MB to %s" % (total / 1e6, os.path.normpath(ROOT)))
+        return 0
     total = make_format_file()
     for op in OPS:
         total += make_op_file(op)

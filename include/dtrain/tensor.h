@@ -219,6 +219,8 @@ DT_API dt_tensor *dt_relu(dt_tensor *x);
 DT_API dt_tensor *dt_gelu(dt_tensor *x);      /* exact (erf) */
 DT_API dt_tensor *dt_gelu_tanh(dt_tensor *x); /* tanh approximation */
 DT_API dt_tensor *dt_silu(dt_tensor *x);
+/* gate and up of one shape: silu(gate) * up */
+DT_API dt_tensor *dt_swiglu(dt_tensor *gate, dt_tensor *up);
 DT_API dt_tensor *dt_tanh(dt_tensor *x);
 DT_API dt_tensor *dt_sigmoid(dt_tensor *x);
 DT_API dt_tensor *dt_softmax(dt_tensor *x, int dim);
@@ -227,6 +229,8 @@ DT_API dt_tensor *dt_log_softmax(dt_tensor *x, int dim);
 /* Normalise over the last dim; w, b of shape (C) may be NULL. */
 DT_API dt_tensor *dt_layer_norm(dt_tensor *x, dt_tensor *w, dt_tensor *b, float eps);
 DT_API dt_tensor *dt_rms_norm(dt_tensor *x, dt_tensor *w, float eps);
+/* x (B, T, H, D), D even: rotary position embedding, HF rotate_half convention (pairs (i, i+D/2)), positions pos0..pos0+T-1, inv_freq = theta^(-2i/D) */
+DT_API dt_tensor *dt_rope(dt_tensor *x, int64_t pos0, float theta);
 /* idx (any shape, i32 or i64) into w (V, C) -> (idx..., C). Out-of-range ids are an error. */
 DT_API dt_tensor *dt_embedding(dt_tensor *idx, dt_tensor *w);
 /* wa[ia] + wb[ib] as one op (ia, ib of one shape; tables of one width C): a GPT's token plus
@@ -269,6 +273,8 @@ DT_API dt_tensor *dt_mse(dt_tensor *pred, dt_tensor *target);
  * the last dim, heads split C = NH * HD -> y (B, T, C), softmax(q kᵀ / sqrt(HD)) v with a
  * causal mask. */
 DT_API dt_tensor *dt_causal_self_attention(dt_tensor *qkv, int n_head);
+/* q (B, T, Hq, D), k and v (B, S, Hkv, D), Hq % Hkv == 0, S >= T: softmax(q k^T / sqrt(D)) v per head, query head h reads kv head h / (Hq/Hkv); causal: query t sits at position S-T+t and sees keys 0..S-T+t. Returns (B, T, Hq, D). */
+DT_API dt_tensor *dt_attention(dt_tensor *q, dt_tensor *k, dt_tensor *v, bool causal);
 
 /* ---- op table ------------------------------------------------------------------------- */
 

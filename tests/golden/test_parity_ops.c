@@ -119,6 +119,16 @@ UNARY(sigmoid)
 UNARY(contiguous)
 UNARY(sum_all)
 UNARY(mean_all)
+static int r_swiglu(const pcase *c, dt_tensor **in, dt_tensor **out) {
+    (void)c;
+    ONE(dt_swiglu(in[0], in[1]));
+}
+static int r_rope(const pcase *c, dt_tensor **in, dt_tensor **out) {
+    ONE(dt_rope(in[0], meta_int(c, "pos0", -1), meta_float(c, "theta")));
+}
+static int r_gqa_attention(const pcase *c, dt_tensor **in, dt_tensor **out) {
+    ONE(dt_attention(in[0], in[1], in[2], meta_int(c, "causal", -1) != 0));
+}
 static int r_softmax(const pcase *c, dt_tensor **in, dt_tensor **out) {
     ONE(dt_softmax(in[0], (int)meta_int(c, "dim", 99)));
 }
@@ -242,6 +252,9 @@ static const op_entry OPS[] = {
     {"cross_entropy", r_cross_entropy, 0, 0},
     {"mse", r_mse, 0, 0},
     {"causal_self_attention", r_attention, 0, 0},
+    {"swiglu", r_swiglu, 0, 0},
+    {"rope", r_rope, 0, 0},
+    {"attention", r_gqa_attention, 0, 0},
 };
 #define N_OPS (int)(sizeof OPS / sizeof OPS[0])
 
