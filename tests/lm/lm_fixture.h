@@ -12,8 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LM_HAVE_LLAMA 0 /* llama.c waits for the rope, attention and SwiGLU ops */
-
 /* The fixtures of the GPT-2 and Llama layouts. */
 static const char *const LM_GPT2_FIXTURES[] = {"gpt2", "gpt2_legacy_fp16", "gpt2_sharded_bf16"};
 static const char *const LM_LLAMA_FIXTURES[] = {"llama", "llama_tied_bias_bf16", "mistral",

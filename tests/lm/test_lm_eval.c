@@ -65,7 +65,7 @@ static void test_windows(void) {
 
 int main(void) {
     TEST_RUN(test_gpt2);
-    if (LM_HAVE_LLAMA) TEST_RUN(test_llama);
+    TEST_RUN(test_llama);
     TEST_RUN(test_windows);
     TEST_END();
 }

@@ -119,7 +119,7 @@ static void test_changed_weights(void) {
 
 int main(void) {
     TEST_RUN(test_gpt2);
-    if (LM_HAVE_LLAMA) TEST_RUN(test_llama);
+    TEST_RUN(test_llama);
     TEST_RUN(test_changed_weights);
     TEST_END();
 }

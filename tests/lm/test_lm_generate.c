@@ -88,7 +88,7 @@ static void test_sampling(void) {
 
 int main(void) {
     TEST_RUN(test_gpt2);
-    if (LM_HAVE_LLAMA) TEST_RUN(test_llama);
+    TEST_RUN(test_llama);
     TEST_RUN(test_sampling);
     TEST_END();
 }

@@ -101,7 +101,7 @@ static void test_open_then_weights(void) {
 
 int main(void) {
     TEST_RUN(test_gpt2_layouts);
-    if (LM_HAVE_LLAMA) TEST_RUN(test_llama_layouts);
+    TEST_RUN(test_llama_layouts);
     TEST_RUN(test_names_and_config);
     TEST_RUN(test_open_then_weights);
     TEST_END();
