@@ -8,56 +8,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* long: the attention loop over batch, head, query and key, written out once */
 dt_tensor *dt__lm_cached_attention(dt__lm_cache *c, int layer, dt_tensor *q, dt_tensor *k,
                                    dt_tensor *v) {
+    k = dt_contiguous(k), v = dt_contiguous(v);
     if (!q || !k || !v) return NULL;
-    q = dt_contiguous(q), k = dt_contiguous(k), v = dt_contiguous(v);
-    if (!q || !k || !v) return NULL;
-    // q (B, T, Hq, D); k, v (B, T, Hkv, D); cache (B, cap, Hkv, D)
-    int64_t B = q->shape[0], T = q->shape[1], Hq = q->shape[2], D = q->shape[3];
-    int64_t Hkv = k->shape[2], cap = c->cap, S = c->len + T, group = Hq / Hkv;
-    if (S > cap) {
-        dt_error(DT_ERR_INVALID, "lm: KV cache of %lld positions is full", (long long)cap);
+    // q (1, T, Hq, hd); k, v (1, T, Hkv, hd) go to the cache (1, cap, Hkv, hd) at len
+    int64_t T = k->shape[1], Hkv = k->shape[2], hd = k->shape[3], S = c->len + T;
+    if (k->shape[0] != 1 || S > c->cap) {
+        dt_error(DT_ERR_INVALID, "lm: the KV cache holds one sequence of %lld positions",
+                 (long long)c->cap);
         return NULL;
     }
-    float *kc = c->k[layer]->data, *vc = c->v[layer]->data;
-    for (int64_t b = 0; b < B; b++) { // the new keys and values at positions len ..
-        size_t row = (size_t)(T * Hkv * D) * sizeof(float);
-        memcpy(kc + (b * cap + c->len) * Hkv * D, (float *)k->data + b * T * Hkv * D, row);
-        memcpy(vc + (b * cap + c->len) * Hkv * D, (float *)v->data + b * T * Hkv * D, row);
-    }
-    dt_tensor *y = dt_tensor_new(q->ctx, DT_DTYPE_F32, 3, (int64_t[]){B, T, Hq * D});
-    float *p = malloc((size_t)S * sizeof(float));
-    if (!y || !p) {
-        free(p);
-        if (y) dt_error(DT_ERR_OOM, "lm: out of memory");
-        return NULL;
-    }
-    const float *qd = q->data;
-    float *yd = y->data, scale = 1.0f / sqrtf((float)D);
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t h = 0; h < Hq; h++)
-            for (int64_t t = 0; t < T; t++) {
-                const float *qv = qd + ((b * T + t) * Hq + h) * D;
-                int64_t last = c->len + t; /* query t sits at position len + t */
-                float mx = -INFINITY, sum = 0.f;
-                for (int64_t s = 0; s <= last; s++) {
-                    const float *kv = kc + ((b * cap + s) * Hkv + h / group) * D;
-                    float dot = 0.f;
-                    for (int64_t d = 0; d < D; d++) dot += qv[d] * kv[d];
-                    p[s] = dot * scale;
-                    mx = fmaxf(mx, p[s]);
-                }
-                for (int64_t s = 0; s <= last; s++) sum += p[s] = expf(p[s] - mx);
-                float *out = yd + ((b * T + t) * Hq + h) * D;
-                for (int64_t s = 0; s <= last; s++) {
-                    const float *vv = vc + ((b * cap + s) * Hkv + h / group) * D;
-                    for (int64_t d = 0; d < D; d++) out[d] += p[s] / sum * vv[d];
-                }
-            }
-    free(p);
-    return y;
+    size_t row = (size_t)(Hkv * hd), bytes = (size_t)T * row * sizeof(float);
+    memcpy((float *)c->k[layer]->data + c->len * row, k->data, bytes);
+    memcpy((float *)c->v[layer]->data + c->len * row, v->data, bytes);
+    // the first S positions of the cache as (1, S, Hkv, hd); query t sits at position len + t
+    int64_t shape[4] = {1, S, Hkv, hd};
+    dt_tensor *ks = dt_tensor_wrap(q->ctx, DT_DTYPE_F32, 4, shape, c->k[layer]->data);
+    dt_tensor *vs = dt_tensor_wrap(q->ctx, DT_DTYPE_F32, 4, shape, c->v[layer]->data);
+    dt_tensor *y = dt_attention(q, ks, vs, true); // (1, T, Hq, hd)
+    return y ? dt_reshape(y, 3, (int64_t[]){1, T, y->shape[2] * hd}) : NULL;
 }
 
 dt_lm_gen_opts dt_lm_gen_defaults(void) {

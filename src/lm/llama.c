@@ -54,9 +54,8 @@ static dt_tensor *attention_residual(dt_module *attn, int64_t layer, dt_tensor *
     dt_tensor *v = heads(p[A_V], h, c->n_kv_head, hd);
     dt_tensor *y = st->cache ? dt__lm_cached_attention(st->cache, (int)layer, q, k, v)
                              : dt_attention(q, k, v, true);
-    if (!y) return NULL;
     // y (B, T, Hq·hd)
-    y = dt_reshape(y, 3, (int64_t[]){y->shape[0], y->shape[1], c->n_head * hd});
+    if (y && y->ndim == 4) y = dt_reshape(y, 3, (int64_t[]){y->shape[0], y->shape[1], -1});
     return proj_residual(p[A_O], y, x);
 }
 

@@ -123,8 +123,8 @@ dt_module *dt__lm_container(const char *type);
 dt_module *dt__lm_block_list(const dt_lm_config *cfg, int64_t n,
                              dt_module *(*make)(const dt_lm_config *));
 
-/* Attention of q (B, T, Hq, D) over the cache's first len + T positions after writing k, v
- * (B, T, Hkv, D) into it at len (generation, no gradient): y (B, T, Hq * D). */
+/* Attention of q (1, T, Hq, D) over the cache's first len + T positions after writing k, v
+ * (1, T, Hkv, D) into it at len (generation): y (1, T, Hq * D). */
 dt_tensor *dt__lm_cached_attention(dt__lm_cache *c, int layer, dt_tensor *q, dt_tensor *k,
                                    dt_tensor *v);
 
