@@ -92,6 +92,11 @@ DT_API dt_status dt_lm_generate(dt_lm *m, const int32_t *prompt, size_t n_prompt
  * names and layouts), and the source's tokenizer files when it had them. dir is created. */
 DT_API dt_status dt_lm_save(const dt_lm *m, const char *dir);
 
+/* Read a dtrain checkpoint's model.safetensors (a trial's, or an engine's consolidated weights
+ * of any ZeRO stage: this tree's names and layouts) into the built tree; then dt_lm_save
+ * exports the trained model. DT_ERR_FORMAT naming the file when a parameter is not there. */
+DT_API dt_status dt_lm_load_checkpoint_weights(dt_lm *m, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -121,3 +121,26 @@ dt_status dt_lm_save(const dt_lm *m, const char *dir) {
     }
     return st;
 }
+
+dt_status dt_lm_load_checkpoint_weights(dt_lm *m, const char *path) {
+    if (!m || !path || !dt_module_ctx(m->root))
+        return dt_error(DT_ERR_INVALID, "lm: loading checkpoint weights needs a built model");
+    dt_safetensors *f = dt_safetensors_open(path);
+    if (!f) return dt_last_status();
+    int n = dt_module_param_count(m->root);
+    dt_status st = dt_safetensors_count(f) == n
+                       ? DT_OK
+                       : dt_error(DT_ERR_FORMAT, "%s: %d tensors, the %s model has %d "
+                                  "parameters; hint: export a checkpoint of this model",
+                                  path, dt_safetensors_count(f), m->arch->model_type, n);
+    for (int i = 0; !st && i < n; i++) {
+        const char *name = dt_module_param_name(m->root, i);
+        if (dt_safetensors_find(f, name) < 0)
+            st = dt_error(DT_ERR_FORMAT, "%s: no tensor '%s'; hint: export a checkpoint of "
+                          "this model", path, name);
+        else
+            st = dt_safetensors_read_into(f, name, dt_module_param_tensor(m->root, i));
+    }
+    dt_safetensors_close(f);
+    return st;
+}

@@ -117,7 +117,40 @@ static void test_changed_weights(void) {
     remove_dir(dir);
 }
 
+/* A checkpoint's model.safetensors (dtrain's names and layouts, as trial and engine checkpoints
+ * write it) read into a fresh model gives the trained weights; a foreign file is refused. */
+static void test_checkpoint_weights(void) {
+    char path[] = "/tmp/dt_lm_ckpt_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    dt_lm *m = lm_load_fixture("llama"), *fresh = lm_load_fixture("llama");
+    if (!m || !fresh) goto out;
+    dt_module *root = dt_lm_module(m);
+    int n = dt_module_param_count(root);
+    const char *names[64];
+    dt_tensor *ts[64];
+    for (int i = 0; i < n && i < 64; i++) {
+        names[i] = dt_module_param_name(root, i);
+        ts[i] = dt_module_param_tensor(root, i);
+        ((float *)ts[i]->data)[0] += 0.5f; /* "trained" */
+    }
+    CHECK(dt_safetensors_write(path, n, names, ts, 0, NULL) == DT_OK);
+    CHECK_MSG(dt_lm_load_checkpoint_weights(fresh, path) == DT_OK, "%s", dt_last_error());
+    int64_t n1, n2;
+    float *a = dt_module_flat_params(root, &n1), *b = dt_module_flat_params(dt_lm_module(fresh), &n2);
+    CHECK(n1 == n2 && memcmp(a, b, (size_t)n1 * sizeof *a) == 0);
+    CHECK(dt_safetensors_write(path, n - 1, names, ts, 0, NULL) == DT_OK);
+    CHECK(dt_lm_load_checkpoint_weights(fresh, path) == DT_ERR_FORMAT);
+    CHECK(strstr(dt_last_error(), path) != NULL);
+out:
+    dt_lm_free(m);
+    dt_lm_free(fresh);
+    unlink(path);
+}
+
 int main(void) {
+    TEST_RUN(test_checkpoint_weights);
     TEST_RUN(test_gpt2);
     TEST_RUN(test_llama);
     TEST_RUN(test_changed_weights);
