@@ -210,6 +210,19 @@ def main():
          llama_tok, dtype=torch.float16)
     save("qwen2", make_model("qwen2", seed=7, rope_theta=1000.0, tie_word_embeddings=True),
          llama_tok, dtype=torch.float16)
+    example_tokens()
+
+
+def example_tokens():
+    """Token files for examples/hf_finetune (the gpt2 fixture's tokenizer, u16 little-endian)."""
+    import numpy as np
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(os.path.join(OUT, "gpt2", "tokenizer.json"))
+    d = os.path.join(ROOT, "examples", "hf_finetune", "data")
+    os.makedirs(d, exist_ok=True)
+    for name, text in (("train.u16", TRAIN_TEXT * 2), ("val.u16", EVAL_TEXT)):
+        np.array(tok.encode(text).ids, dtype="<u2").tofile(os.path.join(d, name))
+    print(f"wrote {d}")
 
 
 def check_export(export_dir, name):
@@ -233,5 +246,9 @@ def check_export(export_dir, name):
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--check-export", nargs=2, metavar=("DIR", "FIXTURE"))
+    ap.add_argument("--example-tokens", action="store_true",
+                    help="only write examples/hf_finetune/data/*.u16")
     a = ap.parse_args()
+    if a.example_tokens:
+        sys.exit(example_tokens())
     sys.exit(check_export(*a.check_export) if a.check_export else main())
