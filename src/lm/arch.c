@@ -58,6 +58,17 @@
      [DT__R_OUT_NORM] = "norm.weight",                                                          \
      [DT__R_HEAD] = "lm_head.weight"}
 
+/* A row of the Llama layout: only the model type and the q/k/v bias default differ. */
+#define LLAMA_LIKE(type, qkv_bias)                                                             \
+    {.model_type = type,                                                                        \
+     .family = DT__LM_LLAMA,                                                                    \
+     .norm = DT_LM_NORM_RMS,                                                                    \
+     .prefix = "model.",                                                                        \
+     .keys = LLAMA_KEYS,                                                                        \
+     .qkv_bias_default = qkv_bias,                                                              \
+     .names = LLAMA_NAMES,                                                                      \
+     .skip = {"layers.{i}.self_attn.rotary_emb.inv_freq"}}
+
 static const dt__lm_arch ARCHS[] = {
     {.model_type = "gpt2",
      .family = DT__LM_GPT2,
@@ -69,28 +80,9 @@ static const dt__lm_arch ARCHS[] = {
      .transposed = BIT(DT__R_QKV) | BIT(DT__R_O) | BIT(DT__R_UP) | BIT(DT__R_DOWN),
      .names = GPT2_NAMES,
      .skip = {"h.{i}.attn.bias", "h.{i}.attn.masked_bias"}},
-    {.model_type = "llama",
-     .family = DT__LM_LLAMA,
-     .norm = DT_LM_NORM_RMS,
-     .prefix = "model.",
-     .keys = LLAMA_KEYS,
-     .names = LLAMA_NAMES,
-     .skip = {"layers.{i}.self_attn.rotary_emb.inv_freq"}},
-    {.model_type = "mistral",
-     .family = DT__LM_LLAMA,
-     .norm = DT_LM_NORM_RMS,
-     .prefix = "model.",
-     .keys = LLAMA_KEYS,
-     .names = LLAMA_NAMES,
-     .skip = {"layers.{i}.self_attn.rotary_emb.inv_freq"}},
-    {.model_type = "qwen2",
-     .family = DT__LM_LLAMA,
-     .norm = DT_LM_NORM_RMS,
-     .prefix = "model.",
-     .keys = LLAMA_KEYS,
-     .qkv_bias_default = true,
-     .names = LLAMA_NAMES,
-     .skip = {"layers.{i}.self_attn.rotary_emb.inv_freq"}},
+    LLAMA_LIKE("llama", false),
+    LLAMA_LIKE("mistral", false),
+    LLAMA_LIKE("qwen2", true), /* q/k/v biases whatever attention_bias says */
 };
 #define N_ARCHS ((int)(sizeof ARCHS / sizeof ARCHS[0]))
 

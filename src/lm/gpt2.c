@@ -124,10 +124,6 @@ dt_module *dt__gpt2_build(const dt_lm_config *c, const dt__lm_arch *a) {
         (dt_module *[]){dt_nn_embedding(c->vocab, D), dt_nn_embedding(c->max_pos, D),
                         dt__lm_block_list(c, c->n_layer, gpt2_block),
                         dt_nn_layer_norm(D, c->norm_eps)});
-    dt_module *root = dt__lm_root("GPT2LMHeadModel", gpt2_forward, c, a);
-    if (c->tied)
-        return dt__lm_with_children(root, 1, (const char *[]){"transformer"},
-                                    (dt_module *[]){body});
-    return dt__lm_with_children(root, 2, (const char *[]){"transformer", "lm_head"},
-                                (dt_module *[]){body, dt_nn_linear(D, c->vocab, false)});
+    return dt__lm_root_with(dt__lm_root("GPT2LMHeadModel", gpt2_forward, c, a), "transformer",
+                            body, c);
 }

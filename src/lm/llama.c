@@ -124,9 +124,6 @@ dt_module *dt__llama_build(const dt_lm_config *c, const dt__lm_arch *a) {
         dt__lm_container("LlamaModel"), 3, (const char *[]){"embed_tokens", "layers", "norm"},
         (dt_module *[]){dt_nn_embedding(c->vocab, D), dt__lm_block_list(c, c->n_layer, llama_layer),
                         dt_nn_rms_norm(D, c->norm_eps)});
-    dt_module *root = dt__lm_root("LlamaForCausalLM", llama_forward, c, a);
-    if (c->tied)
-        return dt__lm_with_children(root, 1, (const char *[]){"model"}, (dt_module *[]){body});
-    return dt__lm_with_children(root, 2, (const char *[]){"model", "lm_head"},
-                                (dt_module *[]){body, dt_nn_linear(D, c->vocab, false)});
+    return dt__lm_root_with(dt__lm_root("LlamaForCausalLM", llama_forward, c, a), "model", body,
+                            c);
 }

@@ -107,6 +107,9 @@ dt_module *dt__llama_build(const dt_lm_config *cfg, const dt__lm_arch *a);
 /* A root module carrying a dt__lm_state (freed with it); NULL on DT_ERR_OOM. */
 dt_module *dt__lm_root(const char *type, dt_forward_fn forward, const dt_lm_config *cfg,
                        const dt__lm_arch *a);
+/* root with its children: the body, and lm_head (D -> V, no bias) unless the head is tied. */
+dt_module *dt__lm_root_with(dt_module *root, const char *body_name, dt_module *body,
+                            const dt_lm_config *c);
 /* The state of the root above m. */
 dt__lm_state *dt__lm_state_of(dt_module *root);
 

@@ -94,3 +94,11 @@ dt_status dt__lm_check_ids(const dt_tensor *ids, int64_t p0, int64_t max_pos) {
                         "shorter windows", (long long)(p0 + ids->shape[1]), (long long)max_pos);
     return DT_OK;
 }
+
+dt_module *dt__lm_root_with(dt_module *root, const char *body_name, dt_module *body,
+                            const dt_lm_config *c) {
+    if (c->tied)
+        return dt__lm_with_children(root, 1, (const char *[]){body_name}, (dt_module *[]){body});
+    return dt__lm_with_children(root, 2, (const char *[]){body_name, "lm_head"},
+                                (dt_module *[]){body, dt_nn_linear(c->d_model, c->vocab, false)});
+}
