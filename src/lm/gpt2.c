@@ -97,9 +97,7 @@ static dt_tensor *gpt2_forward(dt_module *root, dt_tensor *ids) {
     for (int i = 0; i < h->n_children && x; i++) x = dt_module_forward(h->children[i], x);
     x = dt_module_forward(tf[TF_LN_F], x);
     if (st->cache && x) st->cache->len += ids->shape[1];
-    // logits (B, T, V)
-    if (!st->cfg.tied) return dt_module_forward(root->children[1], x);
-    return dt_linear(x, tf[TF_WTE]->params[0].t, NULL);
+    return dt__lm_head(root, tf[TF_WTE], x); // logits (B, T, V)
 }
 
 static dt_module *gpt2_block(const dt_lm_config *c) {

@@ -94,9 +94,7 @@ static dt_tensor *llama_forward(dt_module *root, dt_tensor *ids) {
         x = dt_module_forward(layers->children[i], x);
     x = dt_module_forward(body[B_NORM], x);
     if (st->cache && x) st->cache->len += ids->shape[1];
-    // logits (B, T, V)
-    if (!st->cfg.tied) return dt_module_forward(root->children[1], x);
-    return dt_linear(x, body[B_EMBED]->params[0].t, NULL);
+    return dt__lm_head(root, body[B_EMBED], x); // logits (B, T, V)
 }
 
 static dt_module *llama_layer(const dt_lm_config *c) {

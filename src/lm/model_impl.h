@@ -110,6 +110,8 @@ dt_module *dt__lm_root(const char *type, dt_forward_fn forward, const dt_lm_conf
 /* root with its children: the body, and lm_head (D -> V, no bias) unless the head is tied. */
 dt_module *dt__lm_root_with(dt_module *root, const char *body_name, dt_module *body,
                             const dt_lm_config *c);
+/* logits (B, T, V) of x (B, T, D): lm_head, or the embedding emb (V, D) when tied. */
+dt_tensor *dt__lm_head(dt_module *root, dt_module *emb, dt_tensor *x);
 /* The state of the root above m. */
 dt__lm_state *dt__lm_state_of(dt_module *root);
 

@@ -102,3 +102,12 @@ dt_module *dt__lm_root_with(dt_module *root, const char *body_name, dt_module *b
     return dt__lm_with_children(root, 2, (const char *[]){body_name, "lm_head"},
                                 (dt_module *[]){body, dt_nn_linear(c->d_model, c->vocab, false)});
 }
+
+dt_tensor *dt__lm_head(dt_module *root, dt_module *emb, dt_tensor *x) {
+    if (!dt__lm_state_of(root)->cfg.tied) return dt_module_forward(root->children[1], x);
+    if (!x) return NULL;
+    dt__lm_hook_pre(emb); /* the embedding's hooks (a ZeRO-3 gather) cover its use as the head */
+    dt_tensor *y = dt_linear(x, emb->params[0].t, NULL);
+    dt__lm_hook_post(emb);
+    return y;
+}
