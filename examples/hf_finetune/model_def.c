@@ -4,6 +4,12 @@
  * `out_dir`, when the trial ends.
  *
  *   dtrain train examples/hf_finetune/const.yaml examples/hf_finetune
+ *   dtrain train examples/hf_finetune/zero.yaml examples/hf_finetune --slots 2   # ZeRO engine
+ *
+ * HFFinetuneTrial trains through the trial context (AdamW, data parallel with --slots);
+ * HFFinetuneDSTrial hands the model to the DeepSpeed-style engine (deepspeed_config: the
+ * optimizer, gradient accumulation, ZeRO stage 1-3), whose checkpoints hold the consolidated
+ * weights whatever the stage; its hf/ export is made from them.
  *
  * Hyperparameters:
  *   model_dir     the Hugging Face directory (relative paths from this directory)
@@ -15,6 +21,7 @@
  * The data are token files read with dt_dataset_tokens; a text file becomes one with
  * `dtrain lm tokenize`. Metrics: loss, validation_loss (nats per token). */
 #include <dtrain/dtrain.h>
+#include <dtrain/engine.h>
 #include <dtrain/lm.h>
 #include <dtrain/trial.h>
 
@@ -27,6 +34,7 @@ typedef struct ft_trial {
     dt_lm *lm;
     dt_module *net;
     dt_optimizer *opt;
+    dt_engine *engine; /* HFFinetuneDSTrial */
     int64_t seq, stride;
 } ft_trial;
 
@@ -71,8 +79,10 @@ static dt_loader *loader(ft_trial *t, const char *hparam, const char *dflt, bool
     dt_dataset *ds = dt_dataset_tokens(path, DT_TOKENS_U16, t->seq, train ? t->stride : t->seq,
                                        vocab);
     if (!ds) return NULL;
-    dt_loader_opts o = {.batch_size = dt_trial_per_slot_batch_size(t->ctx), .shuffle = train,
-                        .drop_last = train, .seed = dt_trial_seed(t->ctx), .num_workers = 0,
+    int64_t bs = t->engine ? dt_trial_train_micro_batch_size(t->ctx)
+                           : dt_trial_per_slot_batch_size(t->ctx);
+    dt_loader_opts o = {.batch_size = bs, .shuffle = train,
+                        .drop_last = train || t->engine, .seed = dt_trial_seed(t->ctx), .num_workers = 0,
                         .take_dataset = true};
     return dt_loader_new(dt_trial_runtime(t->ctx), ds, &o);
 }
@@ -86,7 +96,9 @@ static dt_loader *ft_val_loader(void *self) {
 
 /* mean next-token cross-entropy of a batch: x, y (B, T) -> logits (B, T, V) */
 static dt_tensor *batch_loss(ft_trial *t, dt_batch *b) {
-    dt_tensor *logits = dt_module_forward(t->net, dt_batch_get(b, "x"));
+    dt_tensor *x = dt_batch_get(b, "x");
+    dt_tensor *logits = t->engine ? dt_engine_forward(t->engine, dt_to_device(t->ctx, x))
+                                  : dt_module_forward(t->net, x);
     dt_tensor *y = dt_batch_get(b, "y");
     if (!logits || !y) return NULL;
     int64_t V = logits->shape[2];
@@ -141,6 +153,86 @@ static void ft_free(void *self) {
     dt_lm_free(t->lm); /* the module tree is the context's */
     free(t);
 }
+
+/* ---- the engine-based trial ---- */
+
+static void *ds_init(dt_trial_ctx *c) {
+    ft_trial *t = calloc(1, sizeof *t);
+    char dir[1024];
+    t->ctx = c;
+    t->seq = dt_hparam_int(c, "seq", 32);
+    t->stride = dt_hparam_int(c, "stride", 8);
+    hparam_path(t, "model_dir", "../../tests/lm/fixtures/models/gpt2", dir, sizeof dir);
+    json_t *cfg = dt_ds_config_from_hparams(c);
+    dt_module *net = NULL;
+    if (!cfg || dt_lm_open(&t->lm, dir) != DT_OK) goto fail;
+    /* every slot loads the same weights; the engine starts them all from rank 0's */
+    net = dt_lm_take_module(t->lm);
+    if (dt_module_build(net, dt_trial_runtime(c), dt_trial_seed(c)) != DT_OK ||
+        dt_lm_load_weights(t->lm) != DT_OK)
+        goto fail;
+    dt_engine *e = dt_engine_init(net, cfg);
+    if (!e) goto fail;
+    net = NULL; /* the engine's, then the context's */
+    t->engine = dt_wrap_model_engine(c, e);
+    if (!t->engine) goto fail;
+    json_decref(cfg);
+    return t;
+fail:
+    fprintf(stderr, "hf_finetune: %s\n", dt_last_error());
+    json_decref(cfg);
+    dt_module_free(net);
+    dt_lm_free(t->lm);
+    free(t);
+    return NULL;
+}
+
+/* One micro-batch: the engine accumulates gradient_accumulation_steps of them. */
+static dt_metrics ds_train_batch(void *self, dt_batch_iter *it, int64_t epoch, int64_t batch) {
+    (void)epoch, (void)batch;
+    ft_trial *t = self;
+    dt_batch *b = dt_batch_iter_next(it);
+    dt_tensor *loss = b ? batch_loss(t, b) : NULL;
+    if (!loss) return dt_metrics_error();
+    double l = dt_item(loss);
+    if (dt_engine_backward(t->engine, loss) != DT_OK || dt_engine_step(t->engine) != DT_OK)
+        return dt_metrics_error();
+    return dt_metrics_scalar("loss", l);
+}
+
+static dt_metrics ds_evaluate_batch(void *self, dt_batch_iter *it, int64_t batch) {
+    dt_batch *b = dt_batch_iter_next(it);
+    return b ? ft_evaluate_batch(self, b, batch) : dt_metrics_error();
+}
+
+/* The engine's checkpoint (every slot), then on rank 0 the Hugging Face export of its
+ * consolidated weights, read into a model of its own (under ZeRO-3 the engine's parameters
+ * are partitioned). */
+static dt_status ds_save(void *self, const char *dir) {
+    ft_trial *t = self;
+    dt_status st = dt_save_model_engines(t->ctx, dir);
+    if (st || dt_trial_rank(t->ctx) != 0) return st;
+    char weights[1100], out[1100];
+    snprintf(weights, sizeof weights, "%s/model0/model.safetensors", dir);
+    snprintf(out, sizeof out, "%s/hf", dir);
+    dt_lm *copy = NULL;
+    st = dt_lm_load(&copy, dt_lm_dir(t->lm));
+    if (!st) st = dt_lm_load_checkpoint_weights(copy, weights);
+    if (!st) st = dt_lm_save(copy, out);
+    dt_lm_free(copy);
+    return st;
+}
+
+const dt_trial_def HFFinetuneDSTrial = {
+    .name = "HFFinetuneDSTrial",
+    .init = ds_init,
+    .build_training_data_loader = ft_train_loader,
+    .build_validation_data_loader = ft_val_loader,
+    .ds_train_batch = ds_train_batch,
+    .ds_evaluate_batch = ds_evaluate_batch,
+    .save = ds_save,
+    .free = ft_free,
+};
 
 const dt_trial_def HFFinetuneTrial = {
     .name = "HFFinetuneTrial",

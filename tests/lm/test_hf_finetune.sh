@@ -2,7 +2,9 @@
 # End-to-end: examples/hf_finetune under `dtrain train` (the real binary): a Hugging Face
 # GPT-2 directory fine-tuned with AdamW on a token file, every checkpoint holding the model in
 # Hugging Face format under hf/, out_dir written at the end, a resumed run going on from the
-# checkpoint; the trained weights differ from the source's and the training loss falls.
+# checkpoint; the trained weights differ from the source's and the validation loss falls. Then
+# the engine-based trial on 2 slots with ZeRO stage 3: its checkpoint's hf/ is made from the
+# consolidated weights.
 # usage: test_hf_finetune.sh DTRAIN_BINARY SOURCE_DIR
 set -u
 DTRAIN=$1
@@ -40,4 +42,15 @@ check '[ $rc -eq 0 ]' "the resumed run failed: $(tail -5 "$W/log2")"
 check '[ -s "$W/ckpt/batch_16/hf/model.safetensors" ]' "the resumed run wrote no checkpoint"
 check '! cmp -s "$W/out/model.safetensors" "$W/ckpt/batch_12/hf/model.safetensors"' \
     "the resumed run did not write out_dir again"
+"$DTRAIN" train "$EX/zero.yaml" "$EX" --max-length 6b --checkpoint-dir "$W/zero" --slots 2 \
+    --quiet > "$W/log3" 2>&1
+rc=$?
+check '[ $rc -eq 0 ]' "the ZeRO-3 run failed: $(tail -5 "$W/log3")"
+check '[ -s "$W/zero/batch_6/model0/model.safetensors" ]' "no consolidated engine weights"
+check '[ -s "$W/zero/batch_6/hf/model.safetensors" ] && [ -s "$W/zero/batch_6/hf/config.json" ]' \
+    "the ZeRO-3 checkpoint has no hf/ export"
+check '! cmp -s "$W/zero/batch_6/hf/model.safetensors" "$W/zero/batch_6/model0/model.safetensors"' \
+    "the hf/ export is the engine's file, not the Hugging Face layout"
+check '! cmp -s "$W/zero/batch_6/hf/model.safetensors" \
+    "$SRC/tests/lm/fixtures/models/gpt2/model.safetensors"' "the ZeRO-3 export is untrained"
 summary
