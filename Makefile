@@ -67,9 +67,15 @@ run: build
 # One portable binary (x86-64-v3 with AVX-512 kernel variants chosen at run time) passes on
 # AVX2-only and AVX-512 machines: its ctest runs the kernel tests again under each lower
 # DTRAIN_ISA level (isa_generic_*, isa_avx2_*), and test_isa_variants compares the levels.
+# Both suites always run, whatever the first one found; the summary names each, and the exit
+# status is non-zero if either failed.
 test: test-deps build build-asan
-	cd build && ctest --output-on-failure -j 1
-	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j 1
+	@rel=0; asan=0; \
+	(cd build && ctest --output-on-failure -j 1) || rel=$$?; \
+	(cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j 1) || asan=$$?; \
+	echo "release suite: $$( [ $$rel -eq 0 ] && echo passed || echo FAILED )"; \
+	echo "ASan+UBSan suite: $$( [ $$asan -eq 0 ] && echo passed || echo FAILED )"; \
+	[ $$rel -eq 0 ] && [ $$asan -eq 0 ]
 
 # Fuzzing (docs/fuzzing.md): each harness of tests/fuzz/ built with clang and libFuzzer under
 # ASan+UBSan, run FUZZ_SECONDS from a scratch copy of its committed corpus (new inputs stay in

@@ -17,8 +17,8 @@
  * it: the cost while trials report (series in memory, the answer built and encoded again).
  * The target is p95 <= 100 ms per request. Not a test: nothing is asserted.
  */
-#include "dtrain/master.h"
-#include "dtrain/web.h"
+#include "master/master.h"
+#include "web/web.h"
 #include "master/store.h"
 
 #include <pthread.h>

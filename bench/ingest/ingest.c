@@ -2,7 +2,7 @@
  * of BATCH to the master it runs under (POST /api/v1/trials/ID/metrics, each answered once the
  * rows are in the store), completes its searcher operation, and prints one JSON line with its
  * start and end times. Hyperparameters come from the spec: rows, batch. */
-#include <dtrain/master.h>
+#include "dtrain/client.h"
 
 #include <stdio.h>
 #include <stdlib.h>

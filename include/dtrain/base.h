@@ -116,28 +116,14 @@ DT_API void dt_device_fail_after(dt_device *dev, int64_t n);
  * allocates nothing. */
 typedef struct dt_arena dt_arena;
 
-DT_API dt_arena *dt_arena_new(dt_device *dev, dt_mem_category cat, size_t initial_bytes);
-DT_API void dt_arena_free(dt_arena *a);
-/* Zeroed, 64-byte aligned. NULL with DT_ERR_OOM on failure. */
-DT_API void *dt_arena_alloc(dt_arena *a, size_t bytes);
 /* Not zeroed (for outputs that are fully overwritten). */
-DT_API void *dt_arena_alloc_raw(dt_arena *a, size_t bytes);
-DT_API void dt_arena_reset(dt_arena *a);
 /* A position in the arena; dt_arena_rewind frees everything allocated after it (memory
  * allocated before the mark stays valid). Marks nest; rewinding past a reset is undefined. */
 typedef struct dt_arena_mark {
     void *block;
     size_t used, used_total;
 } dt_arena_mark;
-DT_API dt_arena_mark dt_arena_get_mark(const dt_arena *a);
-DT_API void dt_arena_rewind(dt_arena *a, dt_arena_mark m);
-/* True when ptr points into memory allocated after mark m (and not rewound since). */
-DT_API bool dt_arena_allocated_since(const dt_arena *a, dt_arena_mark m, const void *ptr);
 /* True when ptr points into memory the arena has handed out (since its last reset). */
-DT_API bool dt_arena_contains(const dt_arena *a, const void *ptr);
-DT_API size_t dt_arena_used(const dt_arena *a);
-DT_API size_t dt_arena_high_water(const dt_arena *a);
-DT_API size_t dt_arena_capacity(const dt_arena *a);
 
 /* ---- RNG ------------------------------------------------------------------------------ */
 

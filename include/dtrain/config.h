@@ -3,7 +3,7 @@
  *
  * dt_expconf: a Determined-style experiment config (entrypoint, hyperparameters, searcher,
  * lengths, checkpoint storage, environment, ...) parsed and validated into a C struct with
- * base's config toolkit (dtrain/confcheck.h). Errors are DT_ERR_CONFIG with "file:line:col:
+ * base's config toolkit (base/confcheck.h). Errors are DT_ERR_CONFIG with "file:line:col:
  * key.path ..." messages; unknown keys are warnings with a "did you mean ...?" suggestion.
  * docs/config.md is the user-facing reference. YAML loading with source positions is base's
  * (dtrain/yaml.h).

@@ -9,7 +9,7 @@
  *     metrics file, the progress bar and plain lines on stderr, TensorBoard event files, the
  *     "latest" / "best" pointers and checkpoint pruning in the checkpoint directory, SIGINT /
  *     SIGTERM as the preemption signal, and one searcher operation: max_length;
- *   - master-backed (dt_core_master_new, src/master/core_master.c; dtrain/master.h): the same
+ *   - master-backed (dt_core_master_new, src/master/core_master.c; master/master.h): the same
  *     operations over the master's REST API (docs/api.md), for a trial the master runs.
  * The fit loop takes one in dt_fit_opts.core and is the same for both. A training loop of
  * the user's own gets one from dt_core_init (below) and calls the same operations: the
@@ -118,39 +118,24 @@ struct dt_core {
                               * checkpoint_stored refuses; the fit loop then stops without a
                               * checkpoint and fails (DT_ERR_STATE), so the process exits non-zero */
     struct dt_core_api *api; /* the Core API's state (dt_core_init), freed with the core */
+    void (*api_free)(struct dt_core_api *api); /* how: set by whoever attached api */
 };
 
 /* ---- calls (NULL-safe in core; a NULL operation is a no-op returning DT_OK) ---- */
-DT_API dt_status dt_core_start(dt_core *core, int64_t steps_completed);
 DT_API dt_status dt_core_report_training_metrics(dt_core *core, const dt_core_at *at,
                                                  const dt_metrics *m, const dt_core_timing *timing);
 DT_API dt_status dt_core_report_validation_metrics(dt_core *core, const dt_core_at *at,
                                                    const dt_metrics *m);
-DT_API dt_status dt_core_report_profiler_metrics(dt_core *core, const dt_core_at *at,
-                                                 const dt_metrics *m);
 DT_API void dt_core_report_progress(dt_core *core, const dt_core_progress *p);
-DT_API dt_status dt_core_checkpoint_stored(dt_core *core, const dt_core_checkpoint *ck);
 DT_API bool dt_core_should_preempt(dt_core *core);
 /* op->length.n == 0 when there is no operation. */
 DT_API dt_status dt_core_searcher_op(dt_core *core, dt_core_op *op);
 DT_API dt_status dt_core_searcher_complete(dt_core *core, const dt_core_op *op, double metric);
 DT_API void dt_core_report_stopped(dt_core *core, int64_t steps_completed);
-/* One line of a report as `dtrain train` prints it: "validation: batch 300 (epoch 0.32)
- * validation_loss=0.4701 accuracy=0.8322" (and the records/s when > 0); flushed. */
-DT_API void dt_core_print_metrics(FILE *f, const char *kind, const dt_core_at *at,
-                                  const dt_metrics *m, double records_per_s);
 /* Free core (NULL is fine). */
 DT_API void dt_core_free(dt_core *core);
 
 /* ---- for implementations: TensorBoard files in core->tb_path, shared by all of them ---- */
-
-/* Open core->tb (chief, when tb_path is set and it is not open): the error of dt_tb_open. */
-DT_API dt_status dt_core_tb_open(dt_core *core);
-/* Scalars "<kind>/<metric>" at step `batches` (no-op without a writer); flush when asked. */
-DT_API void dt_core_tb_write(dt_core *core, const char *kind, int64_t batches, const dt_metrics *m,
-                             bool flush);
-/* Close core->tb (NULL-safe). */
-DT_API void dt_core_tb_close(dt_core *core);
 
 /* ---- the local implementation ---- */
 
@@ -169,9 +154,6 @@ typedef struct dt_core_local_opts {
  * may exist at a time. The files it writes are described in docs/trial.md ("Outputs").
  * NULL with DT_ERR_OOM. */
 DT_API dt_core *dt_core_local_new(const dt_core_local_opts *o);
-/* The checkpoint name the local core's `latest` file in `dir` holds, into out (n bytes):
- * false when there is none (no file, or empty). */
-DT_API bool dt_core_local_latest(const char *dir, char *out, size_t n);
 
 /* ---- the Core API: a training loop of the user's own (docs/core_api.md) ----
  *
@@ -248,9 +230,6 @@ typedef struct dt_core_api_init {
     const json_t *hparams;      /* copied; NULL: {} */
     int64_t trial_id;
 } dt_core_api_init;
-/* Give `core` its Core API state. On error (DT_ERR_OOM) nothing is taken: the caller still
- * owns world. */
-DT_API dt_status dt_core_api_attach(dt_core *core, const dt_core_api_init *a);
 
 #ifdef __cplusplus
 }

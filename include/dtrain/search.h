@@ -62,8 +62,8 @@ typedef struct dt_search_ctx dt_search_ctx;
 DT_API dt_status dt_search_create_random(dt_search_ctx *sc, dt_search_ops *out,
                                          int64_t *request_id);
 /* A new request id and a CREATE for it with the given values (copied). */
-DT_API dt_status dt_search_create_with(dt_search_ctx *sc, const json_t *hparams,
-                                       dt_search_ops *out, int64_t *request_id);
+DT_API dt_status dt_search_create_with(dt_search_ctx *sc, const json_t *hparams, dt_search_ops *out,
+                                       int64_t *request_id);
 DT_API dt_status dt_search_validate_after(dt_search_ops *out, int64_t request_id, dt_length len);
 DT_API dt_status dt_search_close(dt_search_ops *out, int64_t request_id);
 DT_API dt_status dt_search_shutdown(dt_search_ops *out, bool cancel, bool failure);
@@ -105,37 +105,20 @@ typedef struct dt_search_method {
  * master loads it from the experiment's built object (docs/experiments.md). */
 typedef dt_status (*dt_search_method_new_fn)(const dt_expconf *cfg, dt_search_method *out);
 
-/* The searcher the config's `searcher.name` names (single, random, grid, adaptive_asha),
- * seeded with `seed` (the experiment seed). DT_ERR_CONFIG naming the searcher and the
- * choices for an unknown name or settings it cannot run (e.g. grid without a count). */
-DT_API dt_status dt_searcher_new(const dt_expconf *cfg, uint64_t seed, dt_searcher **out);
 /* A searcher over a caller's method (`custom`); the method's state is the caller's until
  * dt_searcher_free calls method->free. */
 DT_API dt_status dt_searcher_new_custom(const dt_expconf *cfg, uint64_t seed,
                                         const dt_search_method *method, dt_searcher **out);
-DT_API void dt_searcher_free(dt_searcher *s);
 /* Where dt_search_trial_metrics reads a trial's latest validation metrics: fn(arg,
  * request_id) returns a new reference or NULL (arg is borrowed). */
 typedef json_t *(*dt_search_metrics_fn)(void *arg, int64_t request_id);
-DT_API void dt_searcher_set_metrics_source(dt_searcher *s, dt_search_metrics_fn fn, void *arg);
 
 /* The events; each appends the method's operations to `out`. The master reports trial_closed
  * for every created trial once its process has exited (after trial_exited_early too); a repeated
  * trial_closed is ignored, an event for a request never made is DT_ERR_STATE. */
-DT_API dt_status dt_searcher_initial_operations(dt_searcher *s, dt_search_ops *out);
-DT_API dt_status dt_searcher_trial_created(dt_searcher *s, int64_t request_id, dt_search_ops *out);
-DT_API dt_status dt_searcher_validation_completed(dt_searcher *s, int64_t request_id,
-                                                  double metric, dt_length length,
-                                                  dt_search_ops *out);
-DT_API dt_status dt_searcher_trial_closed(dt_searcher *s, int64_t request_id, dt_search_ops *out);
-DT_API dt_status dt_searcher_trial_exited_early(dt_searcher *s, int64_t request_id,
-                                                dt_search_exit why, dt_search_ops *out);
-DT_API double dt_searcher_progress(dt_searcher *s);
 /* The whole searcher state (counts, RNG, method state) as JSON (new reference; NULL with
  * DT_ERR_OOM); load it into a searcher made from the same config to continue the search.
  * DT_ERR_FORMAT when the snapshot is not one of this searcher's. */
-DT_API json_t *dt_searcher_save(const dt_searcher *s);
-DT_API dt_status dt_searcher_load(dt_searcher *s, const json_t *snapshot);
 
 #ifdef __cplusplus
 }

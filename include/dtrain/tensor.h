@@ -129,11 +129,6 @@ typedef struct dt_op_time {
     double fwd_sec, bwd_sec;
 } dt_op_time;
 DT_API dt_status dt_ctx_set_profile(dt_ctx *ctx, bool on);
-/* The rows of ops called since the profile was turned on, in op-table order: up to cap into
- * out; returns how many there are. */
-DT_API int dt_ctx_op_times(const dt_ctx *ctx, dt_op_time *out, int cap);
-/* Number of nodes on the tape (for tests and debugging). */
-DT_API int64_t dt_ctx_tape_len(const dt_ctx *ctx);
 
 /* ---- tensors -------------------------------------------------------------------------- */
 
@@ -229,7 +224,8 @@ DT_API dt_tensor *dt_log_softmax(dt_tensor *x, int dim);
 /* Normalise over the last dim; w, b of shape (C) may be NULL. */
 DT_API dt_tensor *dt_layer_norm(dt_tensor *x, dt_tensor *w, dt_tensor *b, float eps);
 DT_API dt_tensor *dt_rms_norm(dt_tensor *x, dt_tensor *w, float eps);
-/* x (B, T, H, D), D even: rotary position embedding, HF rotate_half convention (pairs (i, i+D/2)), positions pos0..pos0+T-1, inv_freq = theta^(-2i/D) */
+/* x (B, T, H, D), D even: rotary position embedding, HF rotate_half convention (pairs (i, i+D/2)),
+ * positions pos0..pos0+T-1, inv_freq = theta^(-2i/D) */
 DT_API dt_tensor *dt_rope(dt_tensor *x, int64_t pos0, float theta);
 /* idx (any shape, i32 or i64) into w (V, C) -> (idx..., C). Out-of-range ids are an error. */
 DT_API dt_tensor *dt_embedding(dt_tensor *idx, dt_tensor *w);
@@ -273,14 +269,14 @@ DT_API dt_tensor *dt_mse(dt_tensor *pred, dt_tensor *target);
  * the last dim, heads split C = NH * HD -> y (B, T, C), softmax(q kᵀ / sqrt(HD)) v with a
  * causal mask. */
 DT_API dt_tensor *dt_causal_self_attention(dt_tensor *qkv, int n_head);
-/* q (B, T, Hq, D), k and v (B, S, Hkv, D), Hq % Hkv == 0, S >= T: softmax(q k^T / sqrt(D)) v per head, query head h reads kv head h / (Hq/Hkv); causal: query t sits at position S-T+t and sees keys 0..S-T+t. Returns (B, T, Hq, D). */
+/* q (B, T, Hq, D), k and v (B, S, Hkv, D), Hq % Hkv == 0, S >= T: softmax(q k^T / sqrt(D)) v per
+ * head, query head h reads kv head h / (Hq/Hkv); causal: query t sits at position S-T+t and sees
+ * keys 0..S-T+t. Returns (B, T, Hq, D). */
 DT_API dt_tensor *dt_attention(dt_tensor *q, dt_tensor *k, dt_tensor *v, bool causal);
 
 /* ---- op table ------------------------------------------------------------------------- */
 
 /* Number of registered ops and their names (every op that can appear on the tape). */
-DT_API int dt_op_count(void);
-DT_API const char *dt_op_name(int i);
 
 /* ---- safetensors ----------------------------------------------------------------------
  * The safetensors format (readable by PyTorch / Hugging Face tools): an 8-byte little-endian

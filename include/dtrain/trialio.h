@@ -78,7 +78,6 @@ DT_API dt_ckpt_writer *dt_ckpt_begin(const char *parent_dir, const char *name);
 /* Remove every "<name>.tmp.<pid>" directory in `dir`: checkpoints a killed run was writing.
  * Only for the holder of the directory's lock (the next run, when it takes it) or when no run
  * can write there any more (the master, once a trial has ended). Logs what it removes. */
-DT_API void dt_ckpt_remove_partial(const char *dir);
 DT_API dt_ckpt_writer *dt_ckpt_begin_ex(const char *parent_dir, const char *name, unsigned flags);
 
 /* The temporary directory being filled (owned by ck): a save hook may write its own files and
@@ -146,14 +145,6 @@ DT_API int64_t dt_ckpt_file_size(const dt_ckpt *ck, int i);
  * with DT_ERR_INVALID. DT_ERR_IO naming the path if it is missing or cannot be removed. */
 DT_API dt_status dt_ckpt_remove(const char *path);
 
-/* Under a launcher that passed its pid as DTRAIN_LAUNCHER_PID (the ranks of dt_launch_mpirun):
- * die with it (PR_SET_PDEATHSIG SIGKILL); from then on dt_ckpt_commit and dt_ckpt_remove
- * refuse with DT_ERR_STATE once it is gone. DT_OK when there is no launcher to watch;
- * DT_ERR_STATE when it is gone already. The fit loop calls it; callers may call it earlier.
- * On another host than DTRAIN_LAUNCHER_HOST the launcher watched is this process's parent, that
- * host's MPI daemon. */
-DT_API dt_status dt_ckpt_watch_launcher(void);
-
 /* Preemption by signal (the cores): from dt_preempt_signals_catch until
  * dt_preempt_signals_restore, SIGINT and SIGTERM are recorded instead of ending the process
  * (the previous handlers are kept in *saved). dt_preempt_signal: the last one caught, 0 if
@@ -161,9 +152,6 @@ DT_API dt_status dt_ckpt_watch_launcher(void);
 typedef struct dt_preempt_signals {
     struct sigaction old_int, old_term;
 } dt_preempt_signals;
-DT_API void dt_preempt_signals_catch(dt_preempt_signals *saved);
-DT_API void dt_preempt_signals_restore(const dt_preempt_signals *saved);
-DT_API int dt_preempt_signal(void);
 
 /* The checkpoints under `dir`: the names of its subdirectories that hold a metadata.json
  * (not verified; temporary directories are skipped), sorted in version order ("step_99" before

@@ -5,7 +5,7 @@
  * sequences → arrays, scalars typed by the YAML 1.2 core schema), plus the line:column of every
  * node, so a later validation error can point at "config.yaml:12:5". Positions are looked up by
  * (parent, key) or (array, index) — jansson's true/false/null are shared singletons, so a node
- * pointer alone cannot name them. Validating a loaded tree is dtrain/confcheck.h's job.
+ * pointer alone cannot name them. Validating a loaded tree is base/confcheck.h's job.
  */
 #ifndef DTRAIN_YAML_H
 #define DTRAIN_YAML_H

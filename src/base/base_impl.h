@@ -45,6 +45,9 @@ uint32_t dt__crc32c_table(uint32_t crc, const void *data, size_t n);
  * the errno of the first component that could not be made (ENOTDIR: it exists and is not a
  * directory) with that component's path in failed[0 .. cap). */
 int dt__mkdir_p(const char *dir, char *failed, size_t cap);
+/* Remove `name` under directory fd `pfd` (AT_FDCWD: a path) recursively, never following a
+ * symbolic link. Returns 0 or the first errno met; it goes on removing what it can. */
+int dt__rm_tree_at(int pfd, const char *name);
 
 /* A short rendering of a config value for "got ..." in error messages: its kind for containers
  * (in YAML's words, mapping and list, when `yaml`, else JSON's, object and array), a string
@@ -65,5 +68,21 @@ dt_status dt__file_write(const char *path, const void *data, size_t n, bool do_s
  * file or a directory) through durable.c fails with errno err (0: EIO); n = 0 disables. */
 typedef enum dt__file_fault { DT__FAULT_WRITE = 0, DT__FAULT_FSYNC = 1 } dt__file_fault;
 void dt__file_fail_after(dt__file_fault kind, int64_t n, int err);
+
+/* ---- the activation arena (arena.c) ---- */
+DT_API dt_arena *dt_arena_new(dt_device *dev, dt_mem_category cat, size_t initial_bytes);
+DT_API void dt_arena_free(dt_arena *a);
+/* Zeroed, 64-byte aligned. NULL with DT_ERR_OOM on failure. */
+DT_API void *dt_arena_alloc(dt_arena *a, size_t bytes);
+DT_API void *dt_arena_alloc_raw(dt_arena *a, size_t bytes);
+DT_API void dt_arena_reset(dt_arena *a);
+DT_API dt_arena_mark dt_arena_get_mark(const dt_arena *a);
+DT_API void dt_arena_rewind(dt_arena *a, dt_arena_mark m);
+/* True when ptr points into memory allocated after mark m (and not rewound since). */
+DT_API bool dt_arena_allocated_since(const dt_arena *a, dt_arena_mark m, const void *ptr);
+DT_API bool dt_arena_contains(const dt_arena *a, const void *ptr);
+DT_API size_t dt_arena_used(const dt_arena *a);
+DT_API size_t dt_arena_high_water(const dt_arena *a);
+DT_API size_t dt_arena_capacity(const dt_arena *a);
 
 #endif

@@ -4,10 +4,10 @@
  *
  * Every config the platform reads goes through these functions, so a key path, a "got ...", a
  * suggestion and a position read the same everywhere. The contract, the two dialects' words and
- * the suggestion rule are in dtrain/confcheck.h. Nothing here allocates except the list of
+ * the suggestion rule are in base/confcheck.h. Nothing here allocates except the list of
  * unknown keys (dt_conf_clear frees it); messages are built in fixed buffers and cut if long.
  */
-#include "dtrain/confcheck.h"
+#include "base/confcheck.h"
 #include "base/base_impl.h"
 
 #include <math.h>

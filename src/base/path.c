@@ -1,6 +1,6 @@
 /*
  * path.c — the one containment check for paths that come from configs, a checkpoint's own files
- * or requests (dtrain/path.h).
+ * or requests (base/path.h).
  *
  * Lexical part: the root is put in normal form ("." and empty components dropped, a trailing
  * slash cut; its ".." are kept: the root is trusted as given), the path is resolved component by
@@ -14,10 +14,14 @@
  * be a link). The check is a snapshot: the caller then uses the returned path.
  */
 #define _GNU_SOURCE /* O_PATH */
-#include "dtrain/path.h"
+#include "base/path.h"
 
+#include "base_impl.h"
+
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -212,4 +216,41 @@ dt_status dt_path_within(const char *root, const char *rel, unsigned flags, char
     free(n);
     if (st != DT_OK) out[0] = 0;
     return st;
+}
+
+/* ---- removing a tree ---- */
+
+int dt__rm_tree_at(int pfd, const char *name) {
+    struct stat sb;
+    if (fstatat(pfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0) return errno == ENOENT ? 0 : errno;
+    if (!S_ISDIR(sb.st_mode)) return unlinkat(pfd, name, 0) == 0 ? 0 : errno;
+    int fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return errno;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        int e = errno;
+        close(fd);
+        return e;
+    }
+    int err = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        int r = dt__rm_tree_at(fd, e->d_name);
+        if (r && !err) err = r;
+    }
+    closedir(d);
+    if (unlinkat(pfd, name, AT_REMOVEDIR) != 0 && !err) err = errno;
+    return err;
+}
+
+dt_status dt_path_remove_tree(const char *root, const char *rel) {
+    char path[4096];
+    dt_status st = dt_path_within(root, rel, DT_PATH_NOFOLLOW, path, sizeof path);
+    if (st != DT_OK) return st;
+    if (!strcmp(path, root) || (path[0] == '/' && path[1] == 0))
+        return dt_error(DT_ERR_INVALID, "refusing to remove %s itself; hint: name a path below it",
+                        root);
+    int err = dt__rm_tree_at(AT_FDCWD, path);
+    return err ? dt_error(DT_ERR_IO, "could not remove %s: %s", path, strerror(err)) : DT_OK;
 }

@@ -10,6 +10,7 @@
  * engine (bench_engine.c), with pipeline stages through the pipeline engine (bench_pipe.c);
  * the GEMM rate is bench_gemm.c and the writers bench_report.c. */
 #include "bench_impl.h"
+#include "tensor/tensor_iface.h"
 
 #include "dtrain/optim.h"
 
@@ -72,27 +73,6 @@ dt_status dt_bench_resolve(dt_bench_opts *a, dt_bench_job job) {
     if (a->pipe_stages <= 0 && a->zero_stage == 0 && a->offload && strcmp(a->offload, "none"))
         return dt_error(DT_ERR_INVALID, "--offload needs --zero-stage 1 or higher");
     return DT_OK;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-void dt__bench_sort(double *ms, int n) {
-    qsort(ms, (size_t)n, sizeof(double), cmp_double);
-}
-
-int64_t dt__bench_proc_bytes(const char *field) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return -1;
-    char line[256];
-    int64_t kb = -1;
-    size_t n = strlen(field);
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, field, n)) kb = strtoll(line + n, NULL, 10);
-    fclose(f);
-    return kb < 0 ? -1 : kb * 1024;
 }
 
 static int cmp_op_time(const void *pa, const void *pb) {

@@ -3,7 +3,7 @@
 #ifndef DT_BENCH_IMPL_H
 #define DT_BENCH_IMPL_H
 
-#include "dtrain/bench.h"
+#include "bench/bench.h"
 #include "dtrain/nn.h"
 
 /* A result (root, world 1) holding a copy of `o` settled for `job` by dt_bench_resolve; NULL

@@ -9,13 +9,13 @@
  *                     [--dtype fp32|bf16] [--reps R] [--backend dtrain|openblas] [--json]
  *
  * Parses the flags into dt_bench_opts, settles them (dt_bench_resolve), re-runs itself under
- * mpirun for several slots, runs the benchmark (dtrain/bench.h, src/bench/bench*.c) and
+ * mpirun for several slots, runs the benchmark (bench/bench.h, src/bench/bench*.c) and
  * prints its result as a JSON line (--json) or text. Exit codes: 0, 1 a failed run, 2 a
  * usage error. */
 #include "cli.h"
 
-#include "dtrain/bench.h"
-#include "dtrain/launch.h"
+#include "bench/bench.h"
+#include "launch/launch.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
 #include "args.h"
 #include "cli.h"
 
-#include "dtrain/path.h"
+#include "base/path.h"
 
 #include <dirent.h>
 #include <errno.h>

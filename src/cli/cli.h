@@ -6,7 +6,7 @@
 
 #include "output.h"
 
-#include "dtrain/master.h"
+#include "master/master.h"
 
 #include <jansson.h>
 #include <stdbool.h>

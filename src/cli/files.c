@@ -4,13 +4,13 @@
  * under $DTRAIN_HOME/contexts so that the experiment runs from a copy it owns (the master
  * removes it with the experiment). Every function reports its failure in err and returns
  * false; a context that fails is removed, so nothing is left behind. */
-#define _GNU_SOURCE /* nftw's FTW_DEPTH / FTW_PHYS */
 #include "cli.h"
+
+#include "base/path.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -25,13 +25,15 @@ void dt_cli_seterr(char *err, size_t errn, const char *fmt, ...) {
     va_end(ap);
 }
 
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
 void dt_cli_remove_tree(const char *path) {
-    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    /* path is one the command made itself: its parent is the root it must stay in */
+    char parent[PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", path);
+    char *slash = strrchr(parent, '/');
+    if (!slash || !slash[1]) return;
+    *slash = 0;
+    if (dt_path_remove_tree(*parent ? parent : "/", slash + 1) != DT_OK)
+        fprintf(stderr, "warning: %s\n", dt_last_error());
 }
 
 bool dt_cli_copy_file(const char *src, const char *dst, char *err, size_t errn) {

@@ -1,7 +1,7 @@
 /* main.c — the dtrain command: argument parsing and dispatch; the only place that exits. */
 #include "cli.h"
 
-#include "dtrain/master.h"
+#include "master/master.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -5,7 +5,7 @@
 #include "args.h"
 #include "cli.h"
 
-#include "dtrain/web.h"
+#include "web/web.h"
 
 #include <errno.h>
 #include <stdlib.h>

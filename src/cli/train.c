@@ -6,7 +6,7 @@
  * stopped and checkpointed), 1 an error, 2 a usage error. */
 #include "cli.h"
 
-#include "dtrain/launch.h"
+#include "launch/launch.h"
 
 #include <stdio.h>
 #include <stdlib.h>

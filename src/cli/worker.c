@@ -4,8 +4,8 @@
  * the master started, so it dies with the master and its ranks die with it. */
 #include "cli.h"
 
-#include "dtrain/master.h"
-#include "dtrain/launch.h"
+#include "master/master.h"
+#include "launch/launch.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -11,11 +11,11 @@
  * unknown sibling is close to it, the error names that sibling too. Keys Determined has but
  * local dtrain does not use (workspace, profiling, ...) are accepted silently.
  * docs/config.md documents every key and default. Typed reads, positions, messages and
- * suggestions are base's config toolkit (dtrain/confcheck.h) in its YAML dialect.
+ * suggestions are base's config toolkit (base/confcheck.h) in its YAML dialect.
  */
 #include "dtrain/config.h"
-#include "dtrain/confcheck.h"
-#include "dtrain/path.h"
+#include "base/confcheck.h"
+#include "base/path.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -25,7 +25,7 @@
 /* ---- validation context -------------------------------------------------------------------- */
 
 /* Typed reads, positions, messages and unknown keys are base's config toolkit
- * (dtrain/confcheck.h) in its YAML dialect; unknown keys become cfg->warnings at the end. */
+ * (base/confcheck.h) in its YAML dialect; unknown keys become cfg->warnings at the end. */
 typedef struct vctx {
     dt_expconf *cfg;
     dt_conf conf;

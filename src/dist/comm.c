@@ -2,7 +2,8 @@
  * comm.c — the communicator front end: backend choice at start-up, argument validation, the
  * agreement check that turns cross-rank mismatches into errors on every rank, messages a rank
  * sends to itself, and the object collectives (variable-length byte buffers) built from the
- * backends' raw operations. Backends live in comm_self.c and comm_mpi.c.
+ * backends' raw operations. Backends live in comm_self.c and comm_mpi.c; what they share with
+ * this file is in comm_backend.c.
  */
 #include "dist/comm_impl.h"
 
@@ -12,19 +13,6 @@
 #include <string.h>
 
 /* ---- small helpers ------------------------------------------------------------------- */
-
-size_t dt__comm_dtype_size(dt_comm_dtype dt) {
-    switch (dt) {
-    case DT_COMM_DTYPE_F32:
-        return 4;
-    case DT_COMM_DTYPE_F64:
-        return 8;
-    case DT_COMM_DTYPE_I64:
-        return 8;
-    default:
-        return 0;
-    }
-}
 
 static const char *dtype_name(int dt) {
     static const char *n[] = {"f32", "f64", "i64"};
@@ -36,160 +24,12 @@ static const char *op_name(int op) {
     return op >= 0 && op < DT_REDUCE_OP_COUNT ? n[op] : "?";
 }
 
-/* MAX/MIN keep a NaN once it appears (the comparisons are false for NaN) and take a NaN from
- * src (the explicit isnan test), so any NaN among the ranks gives NaN. */
-#define DT__COMBINE(T, ISNAN)                                                                      \
-    do {                                                                                           \
-        T *d = dst;                                                                                \
-        const T *s = src;                                                                          \
-        switch (op) {                                                                              \
-        case DT_REDUCE_OP_SUM:                                                                     \
-        case DT_REDUCE_OP_AVG:                                                                     \
-            for (int64_t i = 0; i < n; i++) d[i] = d[i] + s[i];                                    \
-            break;                                                                                 \
-        case DT_REDUCE_OP_MAX:                                                                     \
-            for (int64_t i = 0; i < n; i++)                                                        \
-                if (s[i] > d[i] || ISNAN(s[i])) d[i] = s[i];                                       \
-            break;                                                                                 \
-        case DT_REDUCE_OP_MIN:                                                                     \
-            for (int64_t i = 0; i < n; i++)                                                        \
-                if (s[i] < d[i] || ISNAN(s[i])) d[i] = s[i];                                       \
-            break;                                                                                 \
-        default:                                                                                   \
-            break;                                                                                 \
-        }                                                                                          \
-    } while (0)
-
-#define DT__ISNAN_F(x) ((x) != (x))
-#define DT__ISNAN_I(x) 0
-
-void dt__comm_combine(void *dst, const void *src, int64_t n, dt_comm_dtype dt, dt_reduce_op op) {
-    switch (dt) {
-    case DT_COMM_DTYPE_F32:
-        DT__COMBINE(float, DT__ISNAN_F);
-        break;
-    case DT_COMM_DTYPE_F64:
-        DT__COMBINE(double, DT__ISNAN_F);
-        break;
-    case DT_COMM_DTYPE_I64:
-        DT__COMBINE(int64_t, DT__ISNAN_I);
-        break;
-    default:
-        break;
-    }
-}
-
-void dt__comm_divide(void *buf, int64_t n, dt_comm_dtype dt, int w) {
-    if (w == 1) return;
-    switch (dt) {
-    case DT_COMM_DTYPE_F32: {
-        float *b = buf, fw = (float)w;
-        for (int64_t i = 0; i < n; i++) b[i] = b[i] / fw;
-        break;
-    }
-    case DT_COMM_DTYPE_F64: {
-        double *b = buf, dw = (double)w;
-        for (int64_t i = 0; i < n; i++) b[i] = b[i] / dw;
-        break;
-    }
-    case DT_COMM_DTYPE_I64: {
-        int64_t *b = buf;
-        for (int64_t i = 0; i < n; i++) b[i] = b[i] / w;
-        break;
-    }
-    default:
-        break;
-    }
-}
-
-dt_comm *dt__comm_new(const dt_comm_backend *be, void *impl, int rank, int size, dt_comm *parent) {
-    dt_comm *c = calloc(1, sizeof *c);
-    if (!c) {
-        dt_error(DT_ERR_OOM, "out of memory creating a communicator");
-        return NULL;
-    }
-    c->be = be;
-    c->impl = impl;
-    c->rank = rank;
-    c->size = size;
-    c->checks = parent ? parent->checks : true;
-    c->chunk_bytes = parent ? parent->chunk_bytes : DT__COMM_CHUNK_BYTES;
-    c->dev = parent ? parent->dev : NULL;
-    if (parent) {
-        c->world = parent->world ? parent->world : parent;
-        c->world->live_children++;
-    }
-    return c;
-}
-
 void dt__comm_set_chunk_bytes(dt_comm *c, size_t bytes) {
     c->chunk_bytes = bytes < 16 ? 16 : bytes;
 }
 
-/* The agreement on a status (dt_comm_agree): one exact MAX of (status, rank + 1) packed in an
- * int64, so every rank learns the worst status and the highest rank that raised it. A failing
- * rank returns its own status and message; the others `others`, or the failing rank's status
- * when `others` is DT_OK. */
-static dt_status agree_status(dt_comm *c, dt_status local, const char *what, dt_status others) {
-    if (!c || c->size == 1) return local;
-    char msg[1024];
-    if (local != DT_OK) snprintf(msg, sizeof msg, "%s", dt_last_error());
-    int64_t v = local != DT_OK ? (int64_t)local << 32 | (c->rank + 1) : 0;
-    dt_status st = c->be->max_i64(c, &v, 1);
-    if (st != DT_OK) return st;
-    if (local != DT_OK) return dt_error(local, "%s", msg);
-    if (v > 0)
-        return dt_error(others != DT_OK ? others : (dt_status)(v >> 32),
-                        "%s: rank %lld failed (see its error); hint: every rank "
-                        "stopped this operation, check that rank's log",
-                        what, (long long)(v & 0xffffffff) - 1);
-    return DT_OK;
-}
-
 dt_status dt_comm_agree(dt_comm *c, dt_status local, const char *what) {
-    return agree_status(c, local, what ? what : "dt_comm_agree", DT_OK);
-}
-
-/* Inside the communicator a peer's local failure (allocation) is a communication failure
- * for the other ranks: they return DT_ERR_COMM naming it. */
-static dt_status agree_ok(dt_comm *c, dt_status local, const char *what) {
-    return agree_status(c, local, what, DT_ERR_COMM);
-}
-
-/* Scratch requests must be rank-symmetric (every rank asks for the same size at the same
- * point), so growth happens on all ranks at once and they agree on its success: an
- * allocation failure on one rank never leaves the others waiting in a collective. */
-void *dt__comm_scratch(dt_comm *c, size_t bytes) {
-    if (bytes <= c->scratch_bytes) return c->scratch;
-    dt_status local = DT_OK;
-    size_t want = bytes < 4096 ? 4096 : bytes;
-    void *p = NULL;
-    if (c->dev && dt_mem_charge(c->dev, DT_MEM_COMM, (int64_t)want) != DT_OK) {
-        local = dt_last_status();
-    } else {
-        p = malloc(want);
-        if (!p) {
-            if (c->dev) dt_mem_release(c->dev, DT_MEM_COMM, (int64_t)want);
-            local = dt_error(DT_ERR_OOM,
-                             "out of memory allocating %zu bytes of communication "
-                             "scratch",
-                             want);
-        }
-    }
-    if (agree_ok(c, local, "communication scratch allocation") != DT_OK) {
-        if (p) {
-            free(p);
-            if (c->dev) dt_mem_release(c->dev, DT_MEM_COMM, (int64_t)want);
-        }
-        return NULL;
-    }
-    if (c->scratch) {
-        free(c->scratch);
-        if (c->dev) dt_mem_release(c->dev, DT_MEM_COMM, (int64_t)c->scratch_bytes);
-    }
-    c->scratch = p;
-    c->scratch_bytes = want;
-    return p;
+    return dt__comm_agree_status(c, local, what ? what : "dt_comm_agree", DT_OK);
 }
 
 /* ---- the agreement check ---------------------------------------------------------------- */
@@ -721,7 +561,7 @@ static dt_bytes_list *list_alloc(int n, const size_t *lens, size_t *displs, char
 static dt_status exchange_lengths(dt_comm *c, size_t len, size_t **lens) {
     *lens = malloc((size_t)c->size * sizeof(size_t));
     dt_status local = *lens ? DT_OK : dt_error(DT_ERR_OOM, "object collective: out of memory");
-    dt_status st = agree_ok(c, local, "object collective");
+    dt_status st = dt__comm_agree_status(c, local, "object collective", DT_ERR_COMM);
     if (st != DT_OK) {
         free(*lens);
         *lens = NULL;
@@ -766,7 +606,7 @@ static dt_status gather_bytes(dt_comm *c, const char *fn, const void *data, size
         l = list_alloc(c->size, lens, displs, &base);
         if (!l) local = dt_last_status();
     }
-    st = agree_ok(c, local, fn);
+    st = dt__comm_agree_status(c, local, fn, DT_ERR_COMM);
     if (st == DT_OK)
         st = all ? c->be->allgatherv(c, data, len, base, lens, displs)
                  : c->be->gatherv(c, data, len, base, lens, displs, root);
@@ -806,7 +646,7 @@ dt_status dt_comm_broadcast_bytes(dt_comm *c, const void *data, size_t len, int 
     else if (!(buf = malloc(n ? (size_t)n : 1)))
         local = dt_error(DT_ERR_OOM, "dt_comm_broadcast_bytes: out of memory for %llu bytes",
                          (unsigned long long)n);
-    if ((st = agree_ok(c, local, "dt_comm_broadcast_bytes")) != DT_OK) {
+    if ((st = dt__comm_agree_status(c, local, "dt_comm_broadcast_bytes", DT_ERR_COMM)) != DT_OK) {
         free(buf);
         return st;
     }

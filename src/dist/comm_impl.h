@@ -83,6 +83,9 @@ dt_comm *dt__comm_new(const dt_comm_backend *be, void *impl, int rank, int size,
  * (the ranks agree on an allocation failure), so every rank must ask for the same size at the
  * same point. */
 void *dt__comm_scratch(dt_comm *c, size_t bytes);
+/* Every rank learns the worst status of `local` over the ranks (one MAX): a failing rank
+ * returns its own status and message, the others `others` (DT_OK: the failing rank's status). */
+dt_status dt__comm_agree_status(dt_comm *c, dt_status local, const char *what, dt_status others);
 /* For tests: make transfers go in chunks of `bytes` (>= 16) to exercise the chunked paths. */
 void dt__comm_set_chunk_bytes(dt_comm *c, size_t bytes);
 

@@ -6,7 +6,7 @@
  * A method proposes configurations (a ZeRO stage, a micro-batch and the stage's
  * zero_optimization knobs) and learns from their results; it never runs anything. It takes the
  * memory model as data (the approximate max micro-batch per stage) and a callback (`fits`), so
- * it does not depend on the engine: the caller wires those to dtrain/dsat.h's model. The
+ * it does not depend on the engine: the caller wires those to dsat/dsat.h's model. The
  * methods' rules are in docs/dsat.md ("Methods"); the shared machinery is in dsat_space.c.
  *
  * The caller's loop: next() for as many configurations as it may start now, run them, report()
@@ -18,7 +18,7 @@
 #define DTRAIN_DSAT_SEARCH_H
 
 #include "dtrain/base.h"
-#include "dtrain/dsat.h" /* dt_dsat_knobs */
+#include "dsat/dsat.h" /* dt_dsat_knobs */
 
 #include <jansson.h>
 #include <stdbool.h>

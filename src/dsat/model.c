@@ -23,7 +23,7 @@
  *                and scratch grow with the rows)
  *
  * dt_dsat_ds_config writes a knob set into the user's DeepSpeed JSON. */
-#include "dtrain/dsat.h"
+#include "dsat/dsat.h"
 
 #include <string.h>
 

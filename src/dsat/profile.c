@@ -11,7 +11,8 @@
  * slack grows with the micro-batch and the peak per example is the rate. When one block held
  * the whole step with room to spare, the block is a floor and the arena's high-water mark (the
  * bytes the example really used) is the rate. */
-#include "dtrain/dsat.h"
+#include "dsat/dsat.h"
+#include "base/base_impl.h"
 
 #include <stddef.h>
 #include <string.h>

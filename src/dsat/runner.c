@@ -19,7 +19,7 @@
 #define _GNU_SOURCE
 #include "dsat_search.h"
 
-#include "dtrain/dsat.h"
+#include "dsat/dsat.h"
 #include "dtrain/durable.h"
 #include "dtrain/search.h"
 #include "dtrain/yaml.h"

@@ -10,7 +10,7 @@
  * engine's model states at init, a step's activations) is a result, not an error. A trial
  * run again always measures from its first step: it never resumes from its checkpoint. */
 #include "dtrain/core.h"
-#include "dtrain/dsat.h"
+#include "dsat/dsat.h"
 
 #include <math.h>
 #include <stdlib.h>

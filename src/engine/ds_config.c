@@ -21,10 +21,10 @@
  *   - The first error stops the parse: DT_ERR_CONFIG "ds_config: <key path> <what is wrong>;
  *     hint: <what to do>".
  * Typed reads, messages, suggestions and the unknown-key list are base's config toolkit
- * (dtrain/confcheck.h) in its JSON dialect; this file holds DeepSpeed's keys and rules.
+ * (base/confcheck.h) in its JSON dialect; this file holds DeepSpeed's keys and rules.
  */
 #include "dtrain/engine.h"
-#include "dtrain/confcheck.h"
+#include "base/confcheck.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -146,7 +146,7 @@ json_t *dt_overwrite_config(const json_t *base, const json_t *overrides) {
 
 /* ---- messages ---------------------------------------------------------------------------- */
 
-/* The words of every message (base's toolkit, dtrain/confcheck.h, in its JSON dialect). */
+/* The words of every message (base's toolkit, base/confcheck.h, in its JSON dialect). */
 static const dt_conf k_words = {
     .dialect = DT_CONF_JSON,
     .prefix = "ds_config: ",

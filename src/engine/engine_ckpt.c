@@ -22,7 +22,7 @@
 #include "engine/engine_impl.h"
 #include "base/base_impl.h"
 #include "dtrain/durable.h"
-#include "dtrain/path.h"
+#include "base/path.h"
 
 #include <errno.h>
 #include <stdio.h>

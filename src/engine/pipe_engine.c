@@ -13,6 +13,7 @@
 #include "engine/pipe_impl.h"
 #include "tensor/tensor_iface.h"
 #include "dtrain/pipe.h"
+#include "base/base_impl.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
  * before mpirun starts and to hand each run of the master its own hosts; mpirun reads the
  * same file (or the one dt_hostfile_write makes) to place the ranks. */
 #define _GNU_SOURCE
-#include "dtrain/launch.h"
+#include "launch/launch.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -7,9 +7,10 @@
  * an experiment runner builds the library once and prepares and runs each trial itself. */
 #define _GNU_SOURCE
 #include "dtrain/core.h"
-#include "dtrain/launch.h"
-#include "dtrain/path.h"
+#include "launch/launch.h"
+#include "base/path.h"
 #include "dtrain/trialio.h"
+#include "trial/trial_iface.h"
 
 #include <dlfcn.h>
 #include <errno.h>

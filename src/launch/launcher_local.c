@@ -1,4 +1,4 @@
-/* launcher_local.c — the local launcher (dtrain/launcher.h): a trial run as child processes
+/* launcher_local.c — the local launcher (launch/launcher.h): a trial run as child processes
  * of this one.
  *
  * start() prepares everything in the parent (the command's path, the environment, the core
@@ -20,7 +20,7 @@
  * (proctree.c: mpirun's ranks have groups of their own), reaps the main process, waits until
  * none of those groups has a live process and the pipes reached EOF. */
 #define _GNU_SOURCE
-#include "dtrain/launcher.h"
+#include "launch/launcher.h"
 #include "loglines_impl.h"
 #include "proctree_impl.h"
 

@@ -1,4 +1,4 @@
-/* launcher_slurm.c — the Slurm launcher (dtrain/launcher.h): a trial run as one sbatch job.
+/* launcher_slurm.c — the Slurm launcher (launch/launcher.h): a trial run as one sbatch job.
  *
  * start() writes a batch script into job_dir (the spec's environment exported, shell-quoted;
  * OMP_NUM_THREADS from the job's cpus per task; cd to the workdir; exec the command) and
@@ -19,7 +19,7 @@
  * A squeue that fails for any reason but unknown job ids (slurmctld unreachable) changes
  * nothing: the jobs are asked about again at the next poll. */
 #define _GNU_SOURCE
-#include "dtrain/launcher.h"
+#include "launch/launcher.h"
 #include "cmdrun_impl.h"
 #include "loglines_impl.h"
 

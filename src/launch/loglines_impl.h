@@ -9,7 +9,7 @@
 #ifndef DT_RUNNER_LOGLINES_IMPL_H
 #define DT_RUNNER_LOGLINES_IMPL_H
 
-#include "dtrain/launcher.h"
+#include "launch/launcher.h"
 
 #include <stdbool.h>
 #include <stddef.h>

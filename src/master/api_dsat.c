@@ -14,7 +14,7 @@
  */
 #include "api_impl.h"
 
-#include "dtrain/dsat.h"
+#include "dsat/dsat.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -98,11 +98,16 @@ void m_api_experiment_checkpoints(void *app, const dt_http_req *req, dt_http_res
 static void act(master *m, int64_t id, const json_t *row, const dt_http_req *req,
                 dt_http_resp *resp) {
     (void)row;
-    const char *action = req->params[1];
+    const char *name = req->params[1];
+    m_action action;
     m_exp *e = m_exp_find(m, id);
-    dt_status st = e ? m_exp_action(m, e, action)
-                     : dt_error(DT_ERR_STATE, "experiment %lld has ended: it cannot %s",
-                                (long long)id, action);
+    dt_status st = !m_action_parse(name, &action)
+                       ? dt_error(DT_ERR_INVALID,
+                                  "unknown action '%s'; hint: use pause, activate, cancel or kill",
+                                  name)
+                   : e ? m_exp_action(m, e, action)
+                       : dt_error(DT_ERR_STATE, "experiment %lld has ended: it cannot %s",
+                                  (long long)id, name);
     json_t *now = NULL;
     if (st == DT_OK) st = dt_store_exp_get(m->store, id, &now);
     m_api_status(resp, st, st == DT_OK ? json_pack("{so}", "experiment", now) : NULL);

@@ -21,8 +21,9 @@ static void logs(master *m, int64_t exp_id, int64_t trial_id, bool terminal, con
 }
 
 static bool row_terminal(const json_t *row) {
-    const char *state = json_string_value(json_object_get(row, "state"));
-    return state && m_state_terminal(state);
+    m_state s;
+    return m_state_parse(json_string_value(json_object_get(row, "state")), &s) &&
+           m_state_terminal(s);
 }
 
 static void logs_of_experiment(master *m, int64_t id, const json_t *row, const dt_http_req *req,

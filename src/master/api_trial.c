@@ -124,7 +124,7 @@ static char *ckpt_path(master *m, const char *uuid) {
     if (!uuid || dt_store_ckpt_get(m->store, uuid, &c) != DT_OK) return NULL;
     const char *p = json_string_value(json_object_get(c, "path"));
     const char *state = json_string_value(json_object_get(c, "state"));
-    char *out = p && state && !strcmp(state, "COMPLETED") ? strdup(p) : NULL;
+    char *out = p && state && m_ckpt_state_usable(state) ? strdup(p) : NULL;
     json_decref(c);
     return out;
 }
@@ -201,11 +201,11 @@ static void progress(master *m, m_trial *t, const dt_http_req *req, dt_http_resp
         char line[160];
         snprintf(line, sizeof line,
                  "dtrain master: run %lld trained its first batch %.0f ms after launch",
-                 (long long)t->run_id, (m_now() - t->started) * 1e3);
+                 (long long)t->run_id, (dt_now_sec() - t->started) * 1e3);
         m_sched_on_log(m, t->id, 0, line);
     }
-    if (m_now() - t->last_progress_write >= PROGRESS_WRITE_S) {
-        t->last_progress_write = m_now();
+    if (dt_now_sec() - t->last_progress_write >= PROGRESS_WRITE_S) {
+        t->last_progress_write = dt_now_sec();
         dt_store_trial_set_progress(m->store, t->id, t->batches, t->total_batches);
     }
     resp->json = json_object();

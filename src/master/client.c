@@ -1,4 +1,4 @@
-/* client.c — the client of the master's REST API (dtrain/master.h, "the client"): one libcurl
+/* client.c — the client of the master's REST API (master/master.h, "the client"): one libcurl
  * easy handle per client, reused call after call so the connection stays open (keep-alive).
  *
  * A call sends the body (if any) as compact JSON with Content-Type application/json, the
@@ -6,7 +6,7 @@
  * the answer. Errors: DT_ERR_COMM when the master is not reached (curl's reason and how to
  * start one), else the master's own {"error"} message mapped by HTTP status (master.h).
  */
-#include "dtrain/master.h"
+#include "master/master.h"
 
 #include <curl/curl.h>
 #include <pthread.h>

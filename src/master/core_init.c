@@ -6,7 +6,8 @@
 #include "trial_env.h"
 
 #include "dtrain/core.h"
-#include "dtrain/master.h"
+#include "master/master.h"
+#include "trial/trial_iface.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* core_master.c — the master-backed core context (dtrain/core.h, dt_core_master_new in
- * dtrain/master.h): the fit loop's (and the Core API's) reports sent to the master over the
+ * master/master.h): the fit loop's (and the Core API's) reports sent to the master over the
  * trial-facing routes of docs/api.md, for a trial run the master started.
  *
  * Only the chief talks to the master; the other slots' reports are ignored, and the answers
@@ -21,8 +21,9 @@
  *                checkpoint_stored and every later report refuse with DT_ERR_STATE.
  */
 #include "dtrain/core.h"
-#include "dtrain/master.h"
+#include "master/master.h"
 #include "dtrain/trialio.h"
+#include "trial/trial_iface.h"
 
 #include <math.h>
 #include <signal.h>

@@ -13,11 +13,14 @@
 
 #include "gc.h"
 
-#include "dtrain/dsat.h"
-#include "dtrain/launch.h"
+#include "dsat/dsat.h"
+#include "launch/launch.h"
+#include "base/path.h"
 #include "dtrain/trialio.h"
 
 #include "base/base_impl.h"
+#include "search/searcher.h"
+#include "trial/trial_iface.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -28,14 +31,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-static const char *const TERMINAL[] = {"COMPLETED", "CANCELED", "ERROR", "DELETING"};
-
-bool m_state_terminal(const char *s) {
-    for (size_t i = 0; i < sizeof TERMINAL / sizeof *TERMINAL; i++)
-        if (!strcmp(s, TERMINAL[i])) return true;
-    return false;
-}
 
 /* ---- lengths as JSON: {"batches": N} ---- */
 
@@ -142,8 +137,8 @@ static m_trial *add_trial(m_exp *e) {
 
 /* ---- states ---- */
 
-void m_trial_set_state(master *m, m_trial *t, const char *state, const char *reason) {
-    snprintf(t->state, sizeof t->state, "%s", state);
+void m_trial_set_state(master *m, m_trial *t, m_state state, const char *reason) {
+    t->state = state;
     if (m_state_terminal(state) && !t->run) {
         /* no run of it will write there again: a checkpoint a killed run left half-written
          * goes now */
@@ -151,13 +146,13 @@ void m_trial_set_state(master *m, m_trial *t, const char *state, const char *rea
         m_trial_ckpt_dir(t, dir, sizeof dir);
         dt_ckpt_remove_partial(dir);
     }
-    if (dt_store_trial_set_state(m->store, t->id, state, reason) != DT_OK)
+    if (dt_store_trial_set_state(m->store, t->id, m_state_name(state), reason) != DT_OK)
         dt_log(DT_LOG_ERROR, "trial %lld: %s", (long long)t->id, dt_last_error());
 }
 
-void m_exp_set_state(master *m, m_exp *e, const char *state) {
-    snprintf(e->state, sizeof e->state, "%s", state);
-    if (dt_store_exp_set_state(m->store, e->id, state) != DT_OK)
+void m_exp_set_state(master *m, m_exp *e, m_state state) {
+    e->state = state;
+    if (dt_store_exp_set_state(m->store, e->id, m_state_name(state)) != DT_OK)
         dt_log(DT_LOG_ERROR, "experiment %lld: %s", (long long)e->id, dt_last_error());
 }
 
@@ -214,13 +209,13 @@ static dt_status apply_ops(master *m, m_exp *e, dt_search_ops *ops) {
             t->hparams = json_incref(op->hparams);
             t->seed = trial_seed(e, op->request_id);
             t->best = NAN;
-            snprintf(t->state, sizeof t->state, "%s",
-                     !strcmp(e->state, "PAUSED") ? "PAUSED" : "ACTIVE");
+            t->state = e->state == M_PAUSED ? M_PAUSED : M_ACTIVE;
             if ((st = dt_store_trial_insert(m->store, e->id, t->request_id, t->hparams, t->seed,
                                             &t->id)) != DT_OK)
                 return st;
-            if (strcmp(t->state, "ACTIVE") &&
-                (st = dt_store_trial_set_state(m->store, t->id, t->state, NULL)) != DT_OK)
+            if (t->state != M_ACTIVE &&
+                (st = dt_store_trial_set_state(m->store, t->id, m_state_name(t->state), NULL)) !=
+                    DT_OK)
                 return st;
             st = dt_searcher_trial_created(e->search, t->request_id, ops);
             break;
@@ -299,7 +294,7 @@ dt_status m_trial_completed_op(master *m, m_trial *t, dt_length len, double metr
 /* A trial ends in `state`: the state and the searcher's event about it (closed, or exited
  * early for `why`) commit together, so a restarted master never finds an ended trial the
  * searcher was not told about. `tell` false: no event (the experiment is stopping). */
-static void end_trial(master *m, m_trial *t, const char *state, const char *reason, bool tell,
+static void end_trial(master *m, m_trial *t, m_state state, const char *reason, bool tell,
                       bool early, dt_search_exit why) {
     m_exp *e = t->exp;
     tell = tell && !m_state_terminal(e->state) && !e->shutdown;
@@ -334,18 +329,18 @@ static void gc(master *m, m_exp *e) {
 void m_trial_run_ended(master *m, m_trial *t, int code) {
     m_exp *e = t->exp;
     if (m->stop) return; /* the master is stopping: the trial runs again at the next start */
-    bool paused = t->preempt && !strcmp(e->state, "PAUSED");
-    bool stopping = !strncmp(e->state, "STOPPING_", 9);
+    bool paused = t->preempt && e->state == M_PAUSED;
+    bool stopping = m_state_stopping(e->state);
     t->preempt = false;
     if (t->killing || stopping) {
-        end_trial(m, t, "CANCELED", t->killing ? "killed" : "canceled", !stopping, true,
+        end_trial(m, t, M_CANCELED, t->killing ? "killed" : "canceled", !stopping, true,
                   DT_SEARCH_EXIT_USER_CANCELED);
     } else if (code == 3 || t->invalid_hp) {
-        end_trial(m, t, "ERROR", "invalid_hp", true, true, DT_SEARCH_EXIT_INVALID_HP);
+        end_trial(m, t, M_ERROR, "invalid_hp", true, true, DT_SEARCH_EXIT_INVALID_HP);
     } else if (code == 0 && paused) {
-        m_trial_set_state(m, t, "PAUSED", NULL);
+        m_trial_set_state(m, t, M_PAUSED, NULL);
     } else if (code == 0 && t->n_ops == 0 && t->closed) {
-        end_trial(m, t, "COMPLETED", NULL, true, false, 0);
+        end_trial(m, t, M_COMPLETED, NULL, true, false, 0);
     } else if (code == 0 && t->n_ops == 0) {
         /* done with its operations, waiting for the searcher: runs again when one comes */
     } else if (t->restarts < e->cfg->max_restarts) {
@@ -353,7 +348,7 @@ void m_trial_run_ended(master *m, m_trial *t, int code) {
         dt_log(DT_LOG_WARN, "trial %lld exited with %d: restart %lld of %lld", (long long)t->id,
                code, (long long)t->restarts, (long long)e->cfg->max_restarts);
     } else {
-        end_trial(m, t, "ERROR", "errored", true, true, DT_SEARCH_EXIT_ERRORED);
+        end_trial(m, t, M_ERROR, "errored", true, true, DT_SEARCH_EXIT_ERRORED);
     }
     if (m_state_terminal(t->state)) gc(m, e);
     m_exp_settle(m, e);
@@ -361,7 +356,7 @@ void m_trial_run_ended(master *m, m_trial *t, int code) {
 
 void m_trial_start_failed(master *m, m_trial *t) {
     if (m_state_terminal(t->state)) return;
-    end_trial(m, t, "ERROR", "errored", true, true, DT_SEARCH_EXIT_ERRORED);
+    end_trial(m, t, M_ERROR, "errored", true, true, DT_SEARCH_EXIT_ERRORED);
     gc(m, t->exp);
     m_exp_settle(m, t->exp);
 }
@@ -372,7 +367,7 @@ void m_trial_kill(master *m, m_trial *t) {
         m_sched_kill(m, t); /* ends the run: m_trial_run_ended does the rest */
         return;
     }
-    end_trial(m, t, "CANCELED", "killed", true, true, DT_SEARCH_EXIT_USER_CANCELED);
+    end_trial(m, t, M_CANCELED, "killed", true, true, DT_SEARCH_EXIT_USER_CANCELED);
     gc(m, t->exp);
     m_exp_settle(m, t->exp);
 }
@@ -385,89 +380,75 @@ static bool any_running(const m_exp *e) {
 
 void m_exp_settle(master *m, m_exp *e) {
     if (m_state_terminal(e->state) || any_running(e)) return;
-    const char *end = NULL;
-    if (!strcmp(e->state, "STOPPING_CANCELED") || !strcmp(e->state, "STOPPING_KILLED"))
-        end = "CANCELED";
-    else if (!strcmp(e->state, "STOPPING_ERROR"))
-        end = "ERROR";
-    else if (!strcmp(e->state, "STOPPING_COMPLETED"))
-        end = "COMPLETED";
-    else if (e->shutdown && !strcmp(e->state, "ACTIVE"))
-        end = e->shutdown_failure ? "ERROR" : e->shutdown_cancel ? "CANCELED" : "COMPLETED";
-    if (!end) return;
+    m_state end;
+    if (m_state_stopping(e->state))
+        end = m_state_ended(e->state);
+    else if (e->shutdown && e->state == M_ACTIVE)
+        end = e->shutdown_failure ? M_ERROR : e->shutdown_cancel ? M_CANCELED : M_COMPLETED;
+    else
+        return;
     for (int i = 0; i < e->n_trials; i++)
         if (!m_state_terminal(e->trials[i]->state))
-            m_trial_set_state(m, e->trials[i], !strcmp(end, "COMPLETED") ? "COMPLETED" : "CANCELED",
-                              NULL);
+            m_trial_set_state(m, e->trials[i], end == M_COMPLETED ? M_COMPLETED : M_CANCELED, NULL);
     gc(m, e);
     m_exp_set_state(m, e, end);
-    dt_log(DT_LOG_INFO, "experiment %lld %s", (long long)e->id, end);
+    dt_log(DT_LOG_INFO, "experiment %lld %s", (long long)e->id, m_state_name(end));
 }
 
 /* ---- user actions ---- */
 
-dt_status m_exp_action(master *m, m_exp *e, const char *action) {
-    const char *s = e->state;
-    bool active = !strcmp(s, "ACTIVE"), paused = !strcmp(s, "PAUSED");
-    if (!strcmp(action, "pause")) {
-        if (paused) return DT_OK;
-        if (!active) goto refuse;
-        m_exp_set_state(m, e, "PAUSED");
-        for (int i = 0; i < e->n_trials; i++) {
-            m_trial *t = e->trials[i];
-            if (strcmp(t->state, "ACTIVE")) continue;
+/* Every trial of `e` that is ACTIVE (pause) or PAUSED (activate) follows the experiment. */
+static void trials_follow(master *m, m_exp *e, m_state to) {
+    for (int i = 0; i < e->n_trials; i++) {
+        m_trial *t = e->trials[i];
+        if (to == M_PAUSED && t->state == M_ACTIVE) {
             if (t->run)
                 t->preempt = true; /* checkpoints and exits; PAUSED when it has */
             else
-                m_trial_set_state(m, t, "PAUSED", NULL);
+                m_trial_set_state(m, t, M_PAUSED, NULL);
+        } else if (to == M_ACTIVE && t->state == M_PAUSED) {
+            t->preempt = false;
+            m_trial_set_state(m, t, M_ACTIVE, NULL);
         }
-        return DT_OK;
     }
-    if (!strcmp(action, "activate")) {
-        if (active) return DT_OK;
-        if (!paused) goto refuse;
-        m_exp_set_state(m, e, "ACTIVE");
-        for (int i = 0; i < e->n_trials; i++)
-            if (!strcmp(e->trials[i]->state, "PAUSED")) {
-                e->trials[i]->preempt = false;
-                m_trial_set_state(m, e->trials[i], "ACTIVE", NULL);
-            }
-        return DT_OK;
+}
+
+/* Stop every live trial of `e`: at once (kill) or after a checkpoint (cancel). */
+static void trials_stop(master *m, m_exp *e, bool kill) {
+    for (int i = 0; i < e->n_trials; i++) {
+        m_trial *t = e->trials[i];
+        if (m_state_terminal(t->state)) continue;
+        if (!t->run)
+            m_trial_set_state(m, t, M_CANCELED, kill ? "killed" : "canceled");
+        else if (kill)
+            m_sched_kill(m, t);
+        else
+            t->preempt = true;
     }
-    bool kill = !strcmp(action, "kill");
-    if (kill || !strcmp(action, "cancel")) {
-        if (!active && !paused && !(kill && !strcmp(s, "STOPPING_CANCELED"))) goto refuse;
-        m_exp_set_state(m, e, kill ? "STOPPING_KILLED" : "STOPPING_CANCELED");
-        for (int i = 0; i < e->n_trials; i++) {
-            m_trial *t = e->trials[i];
-            if (m_state_terminal(t->state)) continue;
-            if (!t->run)
-                m_trial_set_state(m, t, "CANCELED", kill ? "killed" : "canceled");
-            else if (kill)
-                m_sched_kill(m, t);
-            else
-                t->preempt = true;
-        }
+}
+
+dt_status m_exp_action(master *m, m_exp *e, m_action action) {
+    if (!m_action_allowed(e->state, action))
+        return dt_error(DT_ERR_STATE, "experiment %lld is %s: it cannot %s", (long long)e->id,
+                        m_state_name(e->state), m_action_name(action));
+    m_state to;
+    if (!m_action_moves(e->state, action, &to)) return DT_OK; /* already there */
+    m_exp_set_state(m, e, to);
+    if (action == M_ACT_PAUSE || action == M_ACT_ACTIVATE) {
+        trials_follow(m, e, to);
+    } else {
+        trials_stop(m, e, action == M_ACT_KILL);
         m_exp_settle(m, e);
-        return DT_OK;
     }
-    return dt_error(DT_ERR_INVALID,
-                    "unknown action '%s'; hint: use pause, activate, cancel or "
-                    "kill",
-                    action);
-refuse:
-    return dt_error(DT_ERR_STATE, "experiment %lld is %s: it cannot %s", (long long)e->id, s,
-                    action);
+    return DT_OK;
 }
 
 /* ---- delete ---- */
 
-static void remove_tree(const char *path) {
-    char cmd[8300];
-    /* the paths are the master's own (checkpoint root, build and context directories), never a
-     * user's */
-    snprintf(cmd, sizeof cmd, "rm -rf -- '%s'", path);
-    if (!strchr(path, '\'') && system(cmd) != 0) dt_log(DT_LOG_WARN, "could not remove %s", path);
+/* Remove <root>/<rel> (the master's own checkpoint, build and context directories), contained
+ * in root; a failure is logged, never fatal: the experiment's rows go all the same. */
+static void remove_tree(const char *root, const char *rel) {
+    if (dt_path_remove_tree(root, rel) != DT_OK) dt_log(DT_LOG_WARN, "%s", dt_last_error());
 }
 
 dt_status m_exp_delete(master *m, int64_t id) {
@@ -477,17 +458,17 @@ dt_status m_exp_delete(master *m, int64_t id) {
         return dt_error(DT_ERR_STATE,
                         "experiment %lld is %s; hint: kill it first (dtrain "
                         "experiment kill %lld), then delete it",
-                        (long long)id, e->state, (long long)id);
+                        (long long)id, m_state_name(e->state), (long long)id);
     char p[4600];
-    snprintf(p, sizeof p, "%s/exp-%lld", e->ckpt_root, (long long)id);
-    remove_tree(p);
-    snprintf(p, sizeof p, "%s/builds/exp-%lld", m->home, (long long)id);
-    remove_tree(p);
+    snprintf(p, sizeof p, "exp-%lld", (long long)id);
+    remove_tree(e->ckpt_root, p);
+    snprintf(p, sizeof p, "builds/exp-%lld", (long long)id);
+    remove_tree(m->home, p);
     /* a context the CLI copied for this experiment (dtrain dsat --include) is its own */
     snprintf(p, sizeof p, "%s/contexts/ctx-", m->home);
     if (e->model_dir && !strncmp(e->model_dir, p, strlen(p)) &&
         !strchr(e->model_dir + strlen(p), '/'))
-        remove_tree(e->model_dir);
+        remove_tree(m->home, e->model_dir);
     dt_status st = dt_store_exp_delete(m->store, id);
     if (st != DT_OK) return st;
     for (int i = 0; i < m->n_exps; i++)
@@ -686,7 +667,7 @@ dt_status m_exp_create(master *m, const json_t *body, int64_t *id, json_t **warn
     e->model_dir = strdup(dir);
     e->ckpt_root = m_exp_ckpt_root(m, cfg);
     bool paused = json_is_false(json_object_get(body, "activate"));
-    snprintf(e->state, sizeof e->state, "%s", paused ? "PAUSED" : "ACTIVE");
+    e->state = paused ? M_PAUSED : M_ACTIVE;
     /* a custom searcher comes from the build, dsat's writes under the experiment's id */
     bool custom = !strcmp(cfg->searcher.name, "custom") || !strcmp(cfg->searcher.name, "dsat");
     if (!custom && (st = make_searcher(m, e)) != DT_OK) goto fail; /* checked before any write */
@@ -743,8 +724,7 @@ static dt_status recover_trials(master *m, m_exp *e) {
         t->exp = e;
         t->id = json_integer_value(json_object_get(r, "id"));
         t->request_id = json_integer_value(json_object_get(r, "request_id"));
-        snprintf(t->state, sizeof t->state, "%s",
-                 json_string_value(json_object_get(r, "state")) ?: "ERROR");
+        t->state = m_state_of(json_string_value(json_object_get(r, "state")));
         t->hparams = json_incref(json_object_get(r, "hparams"));
         t->seed = (uint64_t)json_integer_value(json_object_get(r, "seed"));
         t->restarts = json_integer_value(json_object_get(r, "restarts"));
@@ -768,12 +748,13 @@ static dt_status recover_trials(master *m, m_exp *e) {
 }
 
 dt_status m_exp_recover(master *m) {
-    static const char *const live[] = {
-        "ACTIVE",          "PAUSED",        "STOPPING_COMPLETED", "STOPPING_CANCELED",
-        "STOPPING_KILLED", "STOPPING_ERROR"};
+    const char *live[M_N_STATES];
+    int n_live = 0;
+    for (int s = 0; s < M_N_STATES; s++)
+        if (!m_state_terminal((m_state)s)) live[n_live++] = m_state_name((m_state)s);
     int64_t *ids = NULL;
     int n = 0;
-    dt_status st = dt_store_exp_ids(m->store, live, 6, &ids, &n);
+    dt_status st = dt_store_exp_ids(m->store, live, n_live, &ids, &n);
     for (int k = 0; st == DT_OK && k < n; k++) {
         json_t *row = NULL, *snap = NULL;
         if ((st = dt_store_exp_get(m->store, ids[k], &row)) != DT_OK) break;
@@ -784,7 +765,7 @@ dt_status m_exp_recover(master *m) {
             break;
         }
         e->id = ids[k];
-        snprintf(e->state, sizeof e->state, "%s", json_string_value(json_object_get(row, "state")));
+        e->state = m_state_of(json_string_value(json_object_get(row, "state")));
         e->model_dir = strdup(json_string_value(json_object_get(row, "model_dir")) ?: "");
         const char *so = json_string_value(json_object_get(row, "so_path"));
         e->so_path = so ? strdup(so) : NULL;
@@ -823,7 +804,7 @@ dt_status m_exp_recover(master *m) {
             end_event(m, e, dt_searcher_initial_operations(e->search, &ops), &ops);
         }
         m_exp_settle(m, e);
-        dt_log(DT_LOG_INFO, "experiment %lld: %s, %d trials", (long long)e->id, e->state,
+        dt_log(DT_LOG_INFO, "experiment %lld: %s, %d trials", (long long)e->id, m_state_name(e->state),
                e->n_trials);
     }
     free(ids);

@@ -10,7 +10,8 @@
  * their counts.
  */
 #include "master/gc.h"
-#include "dtrain/path.h"
+#include "master/states.h"
+#include "base/path.h"
 #include "dtrain/trialio.h"
 
 #include <errno.h>
@@ -89,7 +90,7 @@ static dt_status gc_mark(const json_t *ckpts, const dt_gc_policy *p, bool *keep)
                             "batches",
                             i);
         }
-        if (state && strcmp(state, "COMPLETED")) continue;
+        if (!m_ckpt_state_usable(state)) continue;
         const json_t *metric = json_object_get(row, "validation_metric");
         double x = json_number_value(metric);
         v[m++] = (gc_ck){.trial = json_integer_value(trial),
@@ -165,7 +166,7 @@ static dt_status gc_one(dt_store *st, const json_t *row, const char *root, const
         return DT_OK;
     }
     if (status != DT_OK) return status;
-    return dt_store_ckpt_set_state(st, uuid, "DELETED");
+    return dt_store_ckpt_set_state(st, uuid, m_ckpt_state_name(M_CKPT_DELETED));
 }
 
 dt_status dt_gc_run(dt_store *st, int64_t exp_id, const dt_gc_policy *p, const char *storage_root) {

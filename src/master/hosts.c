@@ -9,7 +9,7 @@
 #include "master_impl.h"
 
 #include "base/base_impl.h"
-#include "dtrain/launch.h"
+#include "launch/launch.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -57,12 +57,6 @@ static void wait_tick(void) {
         }
 }
 
-double m_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 const char *dt_master_home(char *buf, size_t n) {
     const char *h = getenv("DTRAIN_HOME");
     if (h && *h)
@@ -207,6 +201,8 @@ dt_status dt_master_run(const dt_master_opts *o) {
     master m;
     memset(&m, 0, sizeof m);
     m.o = *o;
+    m.events =
+        (m_sched_events){.run_ended = m_trial_run_ended, .start_failed = m_trial_start_failed};
     if (!m.o.host) m.o.host = "127.0.0.1";
     if (!m.o.launcher) m.o.launcher = "local";
     if (strcmp(m.o.launcher, "local") && strcmp(m.o.launcher, "slurm"))
@@ -230,16 +226,18 @@ dt_status dt_master_run(const dt_master_opts *o) {
                         failed, strerror(err));
     pthread_mutex_init(&m.lock, NULL);
     pthread_mutex_init(&m.log_lock, NULL);
-    m.started = m_now();
+    m.started = dt_now_sec();
+    time_t wall = time(NULL);
+    struct tm utc;
+    strftime(m.started_utc, sizeof m.started_utc, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&wall, &utc));
     dt_status st = DT_OK;
     int lock_fd = claim_home(m.home);
     if (lock_fd < 0) {
         st = dt_last_status();
         goto out;
     }
-    char store_path[4200];
-    snprintf(store_path, sizeof store_path, "%s/store.db", m.home);
-    if ((st = dt_store_open(store_path, &m.store)) != DT_OK) goto out;
+    snprintf(m.store_path, sizeof m.store_path, "%s/store.db", m.home);
+    if ((st = dt_store_open(m.store_path, &m.store)) != DT_OK) goto out;
     if ((st = m_hosts_load(&m)) != DT_OK) goto out;
     if (!(m.slot_busy = calloc((size_t)m.slots, sizeof *m.slot_busy)) ||
         !(m.launcher = dt_launcher_local_new())) {
@@ -288,7 +286,7 @@ dt_status dt_master_run(const dt_master_opts *o) {
         write_file(m.home, "master.pid", (long)getpid());
         if (!m.o.quiet)
             fprintf(stderr, "dtrain master: serving %s (pid %d, %d slots, store %s)\n", m.url,
-                    (int)getpid(), m.slots, store_path);
+                    (int)getpid(), m.slots, m.store_path);
         while (!g_signal && !m.stop) {
             pthread_mutex_lock(&m.lock);
             m_sched_tick(&m);

@@ -13,17 +13,17 @@
 #define DTRAIN_MASTER_IMPL_H
 
 #include "dtrain/config.h"
-#include "dtrain/launcher.h"
-#include "dtrain/master.h"
+#include "launch/launcher.h"
+#include "master/master.h"
 #include "dtrain/search.h"
 
 #include "http.h"
+#include "states.h"
 #include "store.h"
 
 #include <pthread.h>
 #include <stdbool.h>
 
-#define M_STATE_LEN 24
 #define M_MAX_OPS 64 /* validate_after operations queued for one trial */
 
 typedef struct m_exp m_exp;
@@ -31,7 +31,7 @@ typedef struct m_exp m_exp;
 typedef struct m_trial {
     int64_t id, request_id;
     m_exp *exp;
-    char state[M_STATE_LEN]; /* ACTIVE, PAUSED, STOPPING_*, COMPLETED, CANCELED, ERROR */
+    m_state state; /* ACTIVE, PAUSED, or terminal */
     json_t *hparams;
     uint64_t seed;
     /* the searcher's operations for this trial: lengths still to reach, head first */
@@ -57,7 +57,7 @@ typedef struct m_trial {
 
 struct m_exp {
     int64_t id;
-    char state[M_STATE_LEN];
+    m_state state;
     dt_expconf *cfg;
     dt_searcher *search;
     void *search_lib; /* a custom searcher's object (dlopen handle), or NULL */
@@ -91,6 +91,13 @@ typedef struct m_chart_answer {
 } m_chart_answer;
 #define M_CHART_ANSWERS 8
 
+/* What the scheduler tells the experiments (exp.c), the one way it reaches them: exp.c calls
+ * the scheduler directly (kill, launchers), the scheduler answers only through these. */
+typedef struct m_sched_events {
+    void (*run_ended)(struct master *m, m_trial *t, int exit_code); /* a run's processes are gone */
+    void (*start_failed)(struct master *m, m_trial *t);             /* a run could not start */
+} m_sched_events;
+
 typedef struct master {
     pthread_mutex_t lock;
     dt_master_opts o;
@@ -103,7 +110,7 @@ typedef struct master {
     dt_launcher *launcher;
     volatile int stop; /* set by a signal or the shutdown route */
     int slots;
-    int *slot_busy; /* trial id using each slot, 0 = free */
+    int *slot_busy;            /* trial id using each slot, 0 = free */
     struct dt_hostfile *hosts; /* --hostfile: the slots' hosts (NULL: this machine) */
     int *slot_host;            /* with hosts: slot i is on hosts->hosts[slot_host[i]] */
     m_exp **exps;
@@ -112,7 +119,10 @@ typedef struct master {
     pthread_mutex_t log_lock;
     m_log *logs;
     int n_logs, cap_logs;
-    double started;
+    double started;        /* monotonic s, for uptimes */
+    char started_utc[32];  /* the same moment as the store writes times (ISO 8601, UTC) */
+    char store_path[4200]; /* <home>/store.db */
+    m_sched_events events; /* the scheduler's reports (exp.c's handlers) */
     m_chart_answer charts[M_CHART_ANSWERS];
     uint64_t charts_clock;
 } master;
@@ -131,9 +141,8 @@ m_trial *m_trial_find(master *m, int64_t id, m_exp **exp);
 /* Load the live experiments from the store after a start (their searchers from the
  * snapshots); trials that were running are queued to run again from their checkpoints. */
 dt_status m_exp_recover(master *m);
-/* A user's state change: "pause", "activate", "cancel", "kill". DT_ERR_STATE when the
- * experiment's state does not allow it. */
-dt_status m_exp_action(master *m, m_exp *e, const char *action);
+/* A user's state change. DT_ERR_STATE when the experiment's state does not allow it. */
+dt_status m_exp_action(master *m, m_exp *e, m_action action);
 /* Delete a terminal experiment: its checkpoint files, build, rows. */
 dt_status m_exp_delete(master *m, int64_t id);
 /* Searcher events from a trial run (the run's reports and its exit). */
@@ -147,9 +156,8 @@ void m_trial_start_failed(master *m, m_trial *t);
 /* The experiment reaches a terminal state when nothing runs any more. */
 void m_exp_settle(master *m, m_exp *e);
 /* Set and store a trial's / experiment's state. */
-void m_trial_set_state(master *m, m_trial *t, const char *state, const char *reason);
-void m_exp_set_state(master *m, m_exp *e, const char *state);
-bool m_state_terminal(const char *state);
+void m_trial_set_state(master *m, m_trial *t, m_state state, const char *reason);
+void m_exp_set_state(master *m, m_exp *e, m_state state);
 /* Where the trial's checkpoints go: <ckpt_root>/<exp uuid-ish>/trial-<id>. */
 void m_trial_ckpt_dir(const m_trial *t, char *buf, size_t n);
 void m_exp_free(m_exp *e);
@@ -184,7 +192,6 @@ extern const dt_http_route m_routes[];
 extern const int m_n_routes;
 
 /* ---- helpers ---- */
-double m_now(void); /* monotonic seconds */
 /* Parse "{batches|epochs|records: N}" from JSON / render it. */
 dt_status m_length_from_json(const json_t *j, dt_length *out);
 json_t *m_length_json(dt_length len);

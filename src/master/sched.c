@@ -16,7 +16,7 @@
 #define _GNU_SOURCE
 #include "master_impl.h"
 
-#include "dtrain/launch.h"
+#include "launch/launch.h"
 
 #include <limits.h>
 #include <signal.h>
@@ -176,7 +176,7 @@ static dt_status launch(master *m, m_trial *t) {
         release_slots(m, t);
         return st;
     }
-    t->started = m_now();
+    t->started = dt_now_sec();
     t->first_batch_seen = false;
     int64_t handle = lau(t)->ops->handle(lau(t), t->run);
     if (dt_store_trial_set_run(m->store, t->id, t->run_id, handle) != DT_OK)
@@ -190,7 +190,7 @@ static dt_status launch(master *m, m_trial *t) {
 static void run_over(master *m, m_trial *t, int code) {
     char line[160];
     snprintf(line, sizeof line, "dtrain master: run %lld ended with exit code %d after %.3f s",
-             (long long)t->run_id, code, m_now() - t->started);
+             (long long)t->run_id, code, dt_now_sec() - t->started);
     m_sched_on_log(m, t->id, 0, line);
     lau(t)->ops->release(lau(t), t->run);
     t->run = NULL;
@@ -200,7 +200,7 @@ static void run_over(master *m, m_trial *t, int code) {
         dt_store_trial_set_progress(m->store, t->id, t->batches, t->total_batches) != DT_OK)
         dt_log(DT_LOG_ERROR, "trial %lld: %s", (long long)t->id, dt_last_error());
     flush_logs(m); /* the run's last lines before its end is recorded */
-    m_trial_run_ended(m, t, code);
+    m->events.run_ended(m, t, code);
 }
 
 dt_status m_sched_exp_launcher(master *m, m_exp *e) {
@@ -250,7 +250,7 @@ static int64_t exp_slots_used(const m_exp *e) {
 
 static bool wants_to_run(const m_trial *t) {
     const m_exp *e = t->exp;
-    return !t->run && !strcmp(e->state, "ACTIVE") && !strcmp(t->state, "ACTIVE") && t->n_ops > 0;
+    return !t->run && e->state == M_ACTIVE && t->state == M_ACTIVE && t->n_ops > 0;
 }
 
 void m_sched_tick(master *m) {
@@ -280,7 +280,7 @@ void m_sched_tick(master *m) {
                 dt_log(DT_LOG_ERROR, "%s", line);
                 m_sched_on_log(m, t->id, 0, line); /* the trial's logs say why */
                 flush_logs(m);
-                m_trial_start_failed(m, t);
+                m->events.start_failed(m, t);
             }
         }
     }
@@ -296,11 +296,11 @@ void m_sched_stop_all(master *m, double grace_s) {
                 running++;
             }
     pthread_mutex_unlock(&m->lock);
-    double until = m_now() + grace_s;
+    double until = dt_now_sec() + grace_s;
     while (running > 0) {
         pthread_mutex_lock(&m->lock);
         running = 0;
-        bool late = m_now() > until;
+        bool late = dt_now_sec() > until;
         for (int i = 0; i < m->n_exps; i++)
             for (int j = 0; j < m->exps[i]->n_trials; j++) {
                 m_trial *t = m->exps[i]->trials[j];

@@ -26,6 +26,7 @@
  */
 #define _GNU_SOURCE /* PTHREAD_MUTEX_RECURSIVE */
 #include "master/store_impl.h"
+#include "master/states.h"
 #include "master/series_cache.h"
 #include "base/base_impl.h"
 
@@ -436,14 +437,16 @@ static bool in_list(const char *s, const char *const *list) {
     return false;
 }
 
-/* a trial's states; an experiment's are these and DELETING */
-#define RUN_STATES                                                                                 \
-    "ACTIVE", "PAUSED", "STOPPING_COMPLETED", "STOPPING_CANCELED", "STOPPING_KILLED",              \
-        "STOPPING_ERROR", "COMPLETED", "CANCELED", "ERROR"
-static const char *const EXP_STATES[] = {RUN_STATES, "DELETING", NULL};
-static const char *const TRIAL_STATES[] = {RUN_STATES, NULL};
-static const char *const TERMINAL[] = {"COMPLETED", "CANCELED", "ERROR", NULL};
-static const char *const CKPT_STATES[] = {"COMPLETED", "DELETED", NULL};
+/* An experiment's state name (states.h): every state. */
+static bool exp_state(const char *name, m_state *s) {
+    return m_state_parse(name, s);
+}
+
+/* A trial's state name: every state but DELETING, which only an experiment passes through. */
+static bool trial_state(const char *name, m_state *s) {
+    return m_state_parse(name, s) && *s != M_DELETING;
+}
+
 static const char *const METRIC_KINDS[] = {"training", "validation", "profiler", NULL};
 
 static dt_status bad_state(const char *what, const char *state) {
@@ -712,7 +715,8 @@ dt_status dt_store_exp_ids(dt_store *st, const char *const *states, int n, int64
     *count = 0;
     json_t *arr = json_array();
     for (int i = 0; arr && i < n; i++) {
-        if (!in_list(states[i], EXP_STATES)) {
+        m_state s;
+        if (!exp_state(states[i], &s)) {
             json_decref(arr);
             return bad_state("experiment", states[i]);
         }
@@ -732,11 +736,11 @@ dt_status dt_store_exp_ids(dt_store *st, const char *const *states, int n, int64
 }
 
 dt_status dt_store_exp_set_state(dt_store *st, int64_t id, const char *state) {
-    if (!in_list(state, EXP_STATES)) return bad_state("experiment", state);
-    const char *sql = in_list(state, TERMINAL)
+    m_state s;
+    if (!exp_state(state, &s)) return bad_state("experiment", state);
+    const char *sql = s == M_DELETING ? "UPDATE experiments SET state = ?2 WHERE id = ?1"
+                      : m_state_terminal(s)
                           ? "UPDATE experiments SET state = ?2, end_time = " NOW " WHERE id = ?1"
-                      : !strcmp(state, "DELETING")
-                          ? "UPDATE experiments SET state = ?2 WHERE id = ?1"
                           : "UPDATE experiments SET state = ?2, end_time = NULL WHERE id = ?1";
     return WRITE_ROW(st, sql, NULL, "experiment", ID_KEY(id), V_INT(id), V_TEXT(state));
 }
@@ -844,12 +848,13 @@ dt_status dt_store_trial_list(dt_store *st, int64_t exp_id, json_t **out) {
 
 dt_status dt_store_trial_set_state(dt_store *st, int64_t id, const char *state,
                                    const char *exit_reason) {
-    if (!in_list(state, TRIAL_STATES)) return bad_state("trial", state);
+    m_state s;
+    if (!trial_state(state, &s)) return bad_state("trial", state);
     return WRITE_ROW(st,
                      "UPDATE trials SET state = ?2, exit_reason = coalesce(?3, exit_reason),"
                      " end_time = CASE WHEN ?4 THEN " NOW " ELSE NULL END WHERE id = ?1",
                      "setting a trial's state", "trial", ID_KEY(id), V_INT(id), V_TEXT(state),
-                     V_TEXT(exit_reason), V_INT(in_list(state, TERMINAL)));
+                     V_TEXT(exit_reason), V_INT(m_state_terminal(s)));
 }
 
 dt_status dt_store_trial_set_run(dt_store *st, int64_t id, int64_t run_id, int64_t pgid) {
@@ -1279,7 +1284,8 @@ dt_status dt_store_ckpt_list(dt_store *st, int64_t exp_id, int64_t trial_id, jso
 
 dt_status dt_store_ckpt_set_state(dt_store *st, const char *uuid, const char *state) {
     if (!uuid) return dt_error(DT_ERR_INVALID, "store: NULL checkpoint uuid");
-    if (!in_list(state, CKPT_STATES)) return bad_state("checkpoint", state);
+    m_ckpt_state cs;
+    if (!m_ckpt_state_parse(state, &cs)) return bad_state("checkpoint", state);
     return WRITE_ROW(st, "UPDATE checkpoints SET state = ?2 WHERE uuid = ?1",
                      "setting a checkpoint's state", "checkpoint", uuid, V_TEXT(uuid),
                      V_TEXT(state));

@@ -1,4 +1,4 @@
-/* worker.c — `dtrain worker` (dt_worker_main, dtrain/master.h): the process the master runs
+/* worker.c — `dtrain worker` (dt_worker_main, master/master.h): the process the master runs
  * for a trial run, one per slot (under mpirun for several).
  *
  * It reads its trial from the environment (trial_env.h), gets the spec from the master (on
@@ -14,9 +14,9 @@
  */
 #include "trial_env.h"
 
-#include "dtrain/dsat.h"
-#include "dtrain/master.h"
-#include "dtrain/launch.h"
+#include "dsat/dsat.h"
+#include "master/master.h"
+#include "launch/launch.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -13,6 +13,7 @@
  * are put back as they were.
  */
 #include "tensor_impl.h"
+#include "base/base_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

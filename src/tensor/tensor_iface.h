@@ -33,4 +33,13 @@ void dt__ctx_remove_settle(dt_ctx *ctx, dt__settle_fn fn, void *arg);
 dt_arena *dt__ctx_swap_arena(dt_ctx *c, dt_arena *a);
 void dt__ctx_forget_arena(dt_ctx *c, const dt_arena *a);
 
+/* ---- the op registry and profile (autograd.c) ---- */
+/* The rows of ops called since the profile was turned on, in op-table order: up to cap into
+ * out; returns how many there are. */
+DT_API int dt_ctx_op_times(const dt_ctx *ctx, dt_op_time *out, int cap);
+/* Number of nodes on the tape (for tests and debugging). */
+DT_API int64_t dt_ctx_tape_len(const dt_ctx *ctx);
+DT_API int dt_op_count(void);
+DT_API const char *dt_op_name(int i);
+
 #endif

@@ -12,14 +12,14 @@
  * At every instant "<parent>/<name>" is either absent, the old checkpoint or the complete new
  * one. File systems without renameat2 fall back to stat + rename (and, to overwrite, rename
  * the old checkpoint aside first). Any failure removes the temporary directory. A process
- * whose launcher is gone (run_guard.c) commits nothing: a relaunched run owns the directory.
+ * whose launcher is gone (launcher_watch.c) commits nothing: a relaunched run owns the directory.
  * The file writes and fsyncs are base's durable-file pieces (durable.c), which tests can make
  * fail.
  *
  * Reading. dt_ckpt_open parses metadata.json, checks format_version, and verifies every listed
  * file's size and crc32c, naming the file and the difference when something is off. A listed
  * name must be a plain relative path (no "." / ".." / empty components) and, checked with
- * dt_path_within (dtrain/path.h), have no symbolic link in any component: a file reached through
+ * dt_path_within (base/path.h), have no symbolic link in any component: a file reached through
  * a link could lie outside the checkpoint.
  *
  * Removal. dt_ckpt_remove renames a checkpoint to a temporary name first (so a half-deleted
@@ -30,7 +30,7 @@
 #define _GNU_SOURCE /* renameat2, strverscmp, fdopendir */
 #include "dtrain/trialio.h"
 #include "dtrain/durable.h"
-#include "dtrain/path.h"
+#include "base/path.h"
 #include "base/base_impl.h"
 #include "trial_impl.h"
 
@@ -134,34 +134,8 @@ static dt_status file_crc(const char *path, unsigned char *buf, bool do_sync, in
     return st;
 }
 
-/* Remove `name` under directory fd `pfd` recursively without following symlinks. Returns 0 or
- * the first errno met (it goes on removing what it can). */
-static int rm_tree_at(int pfd, const char *name) {
-    struct stat sb;
-    if (fstatat(pfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0) return errno == ENOENT ? 0 : errno;
-    if (!S_ISDIR(sb.st_mode)) return unlinkat(pfd, name, 0) == 0 ? 0 : errno;
-    int fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return errno;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        int e = errno;
-        close(fd);
-        return e;
-    }
-    int err = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        int r = rm_tree_at(fd, e->d_name);
-        if (r && !err) err = r;
-    }
-    closedir(d);
-    if (unlinkat(pfd, name, AT_REMOVEDIR) != 0 && !err) err = errno;
-    return err;
-}
-
 static int rm_tree(const char *path) {
-    return rm_tree_at(AT_FDCWD, path);
+    return dt__rm_tree_at(AT_FDCWD, path);
 }
 
 void dt_ckpt_remove_partial(const char *dir) {
@@ -174,7 +148,7 @@ void dt_ckpt_remove_partial(const char *dir) {
         if (!tag || tag == e->d_name) continue;
         const char *pid = tag + strlen(CK_TMP_TAG);
         if (!*pid || pid[strspn(pid, "0123456789")]) continue; /* not "<name>.tmp.<pid>" */
-        int err = rm_tree_at(dfd, e->d_name);
+        int err = dt__rm_tree_at(dfd, e->d_name);
         dt_log(err ? DT_LOG_WARN : DT_LOG_INFO,
                "%s a partial checkpoint an earlier run left: %s/%s%s%s",
                err ? "could not remove" : "removed", dir, e->d_name, err ? ": " : "",

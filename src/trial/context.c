@@ -1,5 +1,6 @@
-/* context.c — the trial context: metrics maps, hyperparameters, wrapped models / optimisers /
- * schedules / reducers, backward with loss scaling and aggregation, step_optimizer. */
+/* context.c — the trial context: wrapped models / optimisers / schedules / reducers, backward
+ * with loss scaling and aggregation, step_optimizer, what a trial asks of its run. Metrics
+ * maps are metrics.c's, hyperparameters hparams.c's. */
 #include "trial_impl.h"
 
 #include "dtrain/engine.h"
@@ -8,49 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- metrics ---- */
-
-dt_metrics dt_metrics_empty(void) {
-    dt_metrics m;
-    m.n = 0;
-    m.status = DT_OK;
-    return m;
-}
-
-dt_metrics dt_metrics_scalar(const char *name, double value) {
-    dt_metrics m = dt_metrics_empty();
-    dt_metrics_set(&m, name, value);
-    return m;
-}
-
-dt_metrics dt_metrics_error(void) {
-    dt_metrics m = dt_metrics_empty();
-    m.status = dt_last_status() != DT_OK ? dt_last_status() : DT_ERR_STATE;
-    return m;
-}
-
-bool dt_metrics_set(dt_metrics *m, const char *name, double value) {
-    if (strlen(name) >= DT_METRIC_NAME_MAX) return false;
-    for (int i = 0; i < m->n; i++)
-        if (!strcmp(m->m[i].name, name)) {
-            m->m[i].value = value;
-            return true;
-        }
-    if (m->n == DT_METRICS_MAX) return false;
-    snprintf(m->m[m->n].name, DT_METRIC_NAME_MAX, "%s", name);
-    m->m[m->n++].value = value;
-    return true;
-}
-
-bool dt_metrics_get(const dt_metrics *m, const char *name, double *value) {
-    for (int i = 0; i < m->n; i++)
-        if (!strcmp(m->m[i].name, name)) {
-            if (value) *value = m->m[i].value;
-            return true;
-        }
-    return false;
-}
 
 /* ---- context life ---- */
 
@@ -452,64 +410,7 @@ dt_status dt_step_optimizer(dt_trial_ctx *c, dt_optimizer *o, const dt_step_opts
     return DT_OK;
 }
 
-/* ---- hyperparameters and information ---- */
-
-const json_t *dt_hparams(const dt_trial_ctx *c) {
-    return json_object_get(c->config, "hyperparameters");
-}
-
-/* The member of `obj` named `name` as the experiment config names hyperparameters: the key as
- * written, else a '.' steps into a nested group ("optimizer.lr" is optimizer → lr; each '.'
- * tried from the left). The config refuses names that could resolve two ways. NULL if none. */
-static const json_t *hparam_find(const json_t *obj, const char *name) {
-    const json_t *h = json_object_get(obj, name);
-    for (const char *dot = strchr(name, '.'); !h && dot; dot = strchr(dot + 1, '.')) {
-        const json_t *g = json_object_getn(obj, name, (size_t)(dot - name));
-        if (json_is_object(g)) h = hparam_find(g, dot + 1);
-    }
-    return h;
-}
-
-/* A hyperparameter's value: a plain value, or {type: const, val: X}. */
-const json_t *dt_hparam_json(const dt_trial_ctx *c, const char *name) {
-    const json_t *h = hparam_find(dt_hparams(c), name);
-    if (json_is_object(h) && json_object_get(h, "val")) return json_object_get(h, "val");
-    return h;
-}
-
-int64_t dt_hparam_int(const dt_trial_ctx *c, const char *name, int64_t dflt) {
-    const json_t *v = dt_hparam_json(c, name);
-    if (json_is_integer(v)) return json_integer_value(v);
-    if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)))
-        return (int64_t)json_real_value(v);
-    if (v)
-        dt_log(DT_LOG_WARN, "hyperparameter %s is not an integer; using %lld", name,
-               (long long)dflt);
-    return dflt;
-}
-
-double dt_hparam_double(const dt_trial_ctx *c, const char *name, double dflt) {
-    const json_t *v = dt_hparam_json(c, name);
-    if (json_is_number(v)) return json_number_value(v);
-    if (v) dt_log(DT_LOG_WARN, "hyperparameter %s is not a number; using %g", name, dflt);
-    return dflt;
-}
-
-const char *dt_hparam_str(const dt_trial_ctx *c, const char *name, const char *dflt) {
-    const json_t *v = dt_hparam_json(c, name);
-    if (json_is_string(v)) return json_string_value(v);
-    if (v) dt_log(DT_LOG_WARN, "hyperparameter %s is not a string; using '%s'", name, dflt);
-    return dflt;
-}
-
-bool dt_hparam_bool(const dt_trial_ctx *c, const char *name, bool dflt) {
-    const json_t *v = dt_hparam_json(c, name);
-    if (json_is_boolean(v)) return json_is_true(v);
-    if (v)
-        dt_log(DT_LOG_WARN, "hyperparameter %s is not a boolean; using %s", name,
-               dflt ? "true" : "false");
-    return dflt;
-}
+/* ---- information ---- */
 
 int64_t dt_trial_global_batch_size(const dt_trial_ctx *c) {
     /* engine-based trials: the first engine's train_batch_size */

@@ -61,8 +61,9 @@ void dt_core_report_stopped(dt_core *core, int64_t steps_completed) {
 void dt_core_free(dt_core *core) {
     if (!core) return;
     struct dt_core_api *api = core->api;
+    void (*api_free)(struct dt_core_api *) = core->api_free;
     if (HAS(core, free)) core->ops->free(core);
-    dt__core_api_free(api); /* after the core: its last reports may use the communicator */
+    if (api && api_free) api_free(api); /* after the core: its last reports may use the comm */
 }
 
 dt_status dt_core_tb_open(dt_core *core) {

@@ -30,6 +30,18 @@ struct dt_core_api {
     json_t *open_meta;
 };
 
+/* Free the Core API's state of a core (its communicator too); NULL is a no-op. */
+static void core_api_free(struct dt_core_api *api) {
+    if (!api) return;
+    dt_ckpt_abort(api->writer);
+    json_decref(api->open_meta);
+    json_decref(api->hparams);
+    free(api->checkpoint_dir);
+    dt_dist_ctx_free(api->dist);
+    if (api->world) dt_comm_finalize(api->world);
+    free(api);
+}
+
 dt_status dt_core_api_attach(dt_core *core, const dt_core_api_init *a) {
     struct dt_core_api *api = calloc(1, sizeof *api);
     if (!api) return dt_error(DT_ERR_OOM, "out of memory setting up the Core API");
@@ -45,19 +57,9 @@ dt_status dt_core_api_attach(dt_core *core, const dt_core_api_init *a) {
     api->trial_id = a->trial_id;
     if (a->latest) snprintf(api->latest, sizeof api->latest, "%s", a->latest);
     core->api = api;
+    core->api_free = core_api_free;
     core->comm = a->world;
     return DT_OK;
-}
-
-void dt__core_api_free(struct dt_core_api *api) {
-    if (!api) return;
-    dt_ckpt_abort(api->writer);
-    json_decref(api->open_meta);
-    json_decref(api->hparams);
-    free(api->checkpoint_dir);
-    dt_dist_ctx_free(api->dist);
-    if (api->world) dt_comm_finalize(api->world);
-    free(api);
 }
 
 static struct dt_core_api *API(const dt_core *core) {

@@ -17,6 +17,7 @@
  *   searcher     one operation: train to max_length.
  */
 #include "dtrain/core.h"
+#include "trial_iface.h"
 #include "dtrain/durable.h"
 #include "dtrain/trialio.h"
 

@@ -297,7 +297,7 @@ void dt_disable_auto_grad_accumulation(dt_trial_ctx *c) {
 }
 
 void dt_disable_dataset_reproducibility_checks(dt_trial_ctx *c) {
-    dt_trial_disable_dataset_reproducibility_checks(c);
+    c->repro_disabled = true;
 }
 
 dt_status dt_set_mpu(dt_trial_ctx *c, const dt_model_parallel_unit *mpu) {

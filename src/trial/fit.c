@@ -15,7 +15,7 @@
  *
  * What a checkpoint holds is trial_ckpt.c's; this file decides when and where one is made.
  * The chief holds the checkpoint directory's lock for the whole run, and a process whose
- * launcher is gone does not start (run_guard.c).
+ * launcher is gone does not start (launcher_watch.c).
  * Exact resume: the data order depends only on (seed, epoch), the loader restarts at the saved
  * batch, and the runtime RNG (dropout) is restored, so N batches trained in one run and in two
  * halves give the same bits. */

@@ -5,6 +5,7 @@
 
 #include "dtrain/dist.h"
 #include "dtrain/trial.h"
+#include "trial_iface.h"
 
 #define DT_TRIAL_MAX_MODELS 8
 #define DT_TRIAL_MAX_OPTIMS 8
@@ -102,7 +103,7 @@ dt_status dt__trial_ckpt_restore_fit(const json_t *state, dt__fit_record *fit, i
 dt_status dt__trial_resume(dt_trial_ctx *c, const dt_trial_def *def, void *self, const char *path,
                            json_t **state_out);
 
-/* ---- what keeps a run from writing checkpoints it no longer owns (run_guard.c) ---- */
+/* ---- what keeps a run from writing checkpoints it no longer owns (launcher_watch.c, ckpt_lock.c) ---- */
 
 /* mkdir -p of a checkpoint directory (checkpoint.c): DT_ERR_IO naming the component that could
  * not be made. */
@@ -148,10 +149,5 @@ dt_status dt__ds_save(dt_trial_ctx *c, const dt_trial_def *def, void *self, cons
 dt_status dt__ds_resume(dt_trial_ctx *c, const dt_trial_def *def, void *self, const char *dir,
                         const json_t *state, dt_status st);
 
-/* ---- the Core API (core_api.c) ---- */
-
-/* Free the Core API's state of a core (its communicator too); NULL is a no-op. */
-struct dt_core_api;
-void dt__core_api_free(struct dt_core_api *api);
 
 #endif

@@ -13,7 +13,7 @@
 #ifndef DTRAIN_WEB_IMPL_H
 #define DTRAIN_WEB_IMPL_H
 
-#include "dtrain/web.h"
+#include "web/web.h"
 
 #include "master/http.h"
 

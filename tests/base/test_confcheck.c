@@ -4,7 +4,7 @@
  * null and "auto" values, required keys with a typo named, the suggestion rule on its edges,
  * and unknown keys (one warning each with positions, or one line to the log).
  */
-#include "dtrain/confcheck.h"
+#include "base/confcheck.h"
 #include "test.h"
 
 #include <math.h>

@@ -1,7 +1,7 @@
 /* Tests for src/base/path.c: dt_path_within, the containment check for paths from configs,
  * checkpoints and requests — lexical escapes, absolute paths inside and outside the root, the
  * root "/", symbolic links below the root, long paths and empty strings. */
-#include "dtrain/path.h"
+#include "base/path.h"
 #include "test.h"
 
 #include <stdio.h>
@@ -170,6 +170,56 @@ static void test_symlinks(void) {
           !strcmp(out, g_dir));
 }
 
+static void touch(const char *path) {
+    FILE *f = fopen(path, "w");
+    if (f) fputs("x", f), fclose(f);
+}
+
+static bool exists(const char *path) {
+    struct stat sb;
+    return lstat(path, &sb) == 0;
+}
+
+/* dt_path_remove_tree: a whole tree goes, a link inside it goes without its target, and no
+ * path outside the root (or the root itself) is ever removed. */
+static void test_remove_tree(void) {
+    char root[300], p[400];
+    snprintf(root, sizeof root, "%s/rmroot", g_dir);
+    CHECK(mkdir(root, 0755) == 0);
+    snprintf(p, sizeof p, "%s/keep", g_dir);
+    CHECK(mkdir(p, 0755) == 0);
+    snprintf(p, sizeof p, "%s/keep/precious", g_dir);
+    touch(p);
+    snprintf(p, sizeof p, "%s/victim", root);
+    CHECK(mkdir(p, 0755) == 0);
+    snprintf(p, sizeof p, "%s/victim/sub", root);
+    CHECK(mkdir(p, 0755) == 0);
+    snprintf(p, sizeof p, "%s/victim/sub/file", root);
+    touch(p);
+    char target[300];
+    snprintf(target, sizeof target, "%s/keep", g_dir);
+    snprintf(p, sizeof p, "%s/victim/link", root);
+    CHECK(symlink(target, p) == 0);
+
+    CHECK(dt_path_remove_tree(root, "victim") == DT_OK);
+    snprintf(p, sizeof p, "%s/victim", root);
+    CHECK(!exists(p));
+    snprintf(p, sizeof p, "%s/keep/precious", g_dir);
+    CHECK(exists(p));
+    CHECK(dt_path_remove_tree(root, "victim") == DT_OK); /* gone already: nothing to do */
+
+    CHECK(dt_path_remove_tree(root, "../keep") == DT_ERR_INVALID && msg_has(".."));
+    CHECK(dt_path_remove_tree(root, target) == DT_ERR_INVALID);
+    CHECK(dt_path_remove_tree(root, ".") == DT_ERR_INVALID && msg_has("itself"));
+    CHECK(exists(p) && exists(root));
+    /* a link below the root is not followed into what it points at */
+    snprintf(p, sizeof p, "%s/hop", root);
+    CHECK(symlink(target, p) == 0);
+    CHECK(dt_path_remove_tree(root, "hop/precious") == DT_ERR_INVALID);
+    snprintf(p, sizeof p, "%s/keep/precious", g_dir);
+    CHECK(exists(p));
+}
+
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "/tmp/dt_test_path_%ld", (long)getpid());
     if (mkdir(g_dir, 0755) != 0 || chdir(g_dir) != 0) {
@@ -180,10 +230,8 @@ int main(void) {
     TEST_RUN(test_absolute);
     TEST_RUN(test_empty_and_long);
     TEST_RUN(test_symlinks);
+    TEST_RUN(test_remove_tree);
     if (chdir("/") != 0) perror("/");
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir); /* the links are removed, not followed */
-    int rc = system(cmd);
-    if (rc != 0) fprintf(stderr, "%s: not removed (%d)\n", g_dir, rc);
+    if (dt_path_remove_tree("/tmp", g_dir + 5) != DT_OK) fprintf(stderr, "%s\n", dt_last_error());
     TEST_END();
 }

@@ -2,7 +2,7 @@
  * JSON lines of a small plain step, an engine step and a GEMM with their keys in the order
  * the scripts in bench/ read them. */
 #define _GNU_SOURCE
-#include "dtrain/bench.h"
+#include "bench/bench.h"
 #include "test.h"
 
 #include <jansson.h>

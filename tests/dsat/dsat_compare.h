@@ -7,7 +7,7 @@
 #ifndef DT_DSAT_COMPARE_H
 #define DT_DSAT_COMPARE_H
 
-#include "dtrain/dsat.h"
+#include "dsat/dsat.h"
 #include "dtrain/nn.h"
 #include "test.h"
 

@@ -69,6 +69,12 @@ check '[ ! -s "$W/o" ]' "an empty store lists nothing, got: $(cat "$W/o")"
 "$DTRAIN" master status > "$W/o" 2>&1
 rc=$?
 check '[ $rc -eq 0 ] && grep -q "^pid	[0-9]" "$W/o"' "master status: rc $rc: $(cat "$W/o")"
+# every field the server answers has a value (one name per field for server, CLI and docs)
+for k in version pid slots slots_used store started uptime; do
+  v=$(field "$k" < "$W/o")
+  check '[ -n "$v" ] && [ "$v" != "-" ]' "master status: field $k is '$v': $(cat "$W/o")"
+done
+check '[ "$(field store < "$W/o")" = "$DTRAIN_HOME/store.db" ]' "master status: store: $(cat "$W/o")"
 
 # 2. create --follow: logs stream, exit 0 when COMPLETED
 "$DTRAIN" experiment create "$W/tiny.yaml" "$MODEL" --follow > "$W/o" 2> "$W/e"

@@ -26,7 +26,7 @@ rc=$?
 check '[ $rc -eq 0 ]' "cmake --install: $(tail -5 "$W/o")"
 mv "$W/stage" "$W/prefix"
 P=$(realpath "$W/prefix")
-for f in bin/dtrain lib/libdtrain.so.0.1.0 include/dtrain/dtrain.h include/dtrain/launch.h \
+for f in bin/dtrain lib/libdtrain.so.0.1.0 include/dtrain/dtrain.h include/dtrain/client.h \
     lib/pkgconfig/dtrain.pc lib/cmake/dtrain/dtrainConfig.cmake \
     lib/cmake/dtrain/dtrainConfigVersion.cmake lib/cmake/dtrain/dtrainTargets.cmake; do
   check '[ -f "$P/$f" ]' "not installed: $f"

@@ -4,7 +4,7 @@
  * a hostfile (the options dropped for the ranks, the DTRAIN_* variables sent by name, the
  * launcher's host, threads per rank from the busiest host). */
 #define _GNU_SOURCE
-#include "dtrain/launch.h"
+#include "launch/launch.h"
 #include "test.h"
 
 #include <limits.h>

@@ -3,7 +3,7 @@
  * tests/e2e/toy once and running two trials of it with different hyperparameters, and the
  * errors bad inputs give. */
 #define _GNU_SOURCE
-#include "dtrain/launch.h"
+#include "launch/launch.h"
 #include "test.h"
 
 #include <limits.h>

@@ -5,7 +5,7 @@
  * working directory, PR_SET_PDEATHSIG when the launching process dies, a group left behind by
  * an earlier process, and the errors of commands that cannot start. Loopback only. */
 #define _GNU_SOURCE
-#include "dtrain/launcher.h"
+#include "launch/launcher.h"
 #include "test.h"
 #include "testproc.h"
 
@@ -182,6 +182,25 @@ static int read_pids(pid_t *pids, int n) {
     return k;
 }
 
+/* The pids the ranks of an mpirun printed as "rank-pid N", one per rank, into pids[n]: lines
+ * are matched by what they say, never by position, since mpirun itself may print warnings
+ * (hwloc's, where /sys is missing) before or between them. Waits up to 20 s. */
+static int read_rank_pids(pid_t *pids, int n) {
+    int k = 0;
+    for (int tries = 0; tries < 10000 && k < n; tries++) {
+        k = 0;
+        pthread_mutex_lock(&g_mu);
+        for (int i = 0; i < g_n && k < n; i++) {
+            long v = 0;
+            if (g_lines[i].rank >= 0 && sscanf(g_lines[i].text, "rank-pid %ld", &v) == 1 && v > 1)
+                pids[k++] = (pid_t)v;
+        }
+        pthread_mutex_unlock(&g_mu);
+        if (k < n) sleep_ms(2);
+    }
+    return k;
+}
+
 static void test_kill_wait(void) {
     clear_lines();
     /* a grandchild in the run's group, and one in a session (and group) of its own */
@@ -316,16 +335,15 @@ static void test_mpirun(void) {
                     "--tag-output",
                     "/bin/sh",
                     "-c",
-                    "echo $$; exec sleep 100",
+                    "echo rank-pid $$; exec sleep 100",
                     NULL};
     char *env[] = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", NULL};
     dt_launch_spec s = {.trial_id = 9, .argv = argv, .env = env, .on_log = on_log};
     dt_launch_run *r = NULL;
     CHECK_MSG(g_l->ops->start(g_l, &s, &r) == DT_OK, "%s", dt_last_error());
     if (!r) return;
-    CHECK(wait_lines(2));
     pid_t pids[2] = {0};
-    CHECK(read_pids(pids, 2) == 2);
+    CHECK(read_rank_pids(pids, 2) == 2);
     bool r0 = false, r1 = false;
     pthread_mutex_lock(&g_mu);
     for (int i = 0; i < g_n; i++) {

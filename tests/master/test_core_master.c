@@ -10,11 +10,12 @@
  *   - the Core API (dt_core_init) from the environment the master gives a trial, and its
  *     local fallback: operations, checkpoints stored in two steps and restored by uuid. */
 #include "dtrain/core.h"
-#include "dtrain/master.h"
+#include "master/master.h"
 #include "dtrain/trialio.h"
 #include "fake_master.h"
 #include "master/http.h"
 #include "test.h"
+#include "trial/trial_iface.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * clients at once (handlers are serialised: a counter without a lock stays exact). Loopback
  * only; every server listens on a free port (port 0). */
 #include "master/http.h"
-#include "dtrain/master.h"
+#include "master/master.h"
 #include "test.h"
 
 #include <pthread.h>

@@ -6,8 +6,8 @@
  *   - a trial whose init calls its hyperparameters invalid exits 3 after early_exit
  *     invalid_hp, writing no checkpoint;
  *   - a replaced run (409 on the spec) exits 1; no DTRAIN_TRIAL_ID exits 1. */
-#include "dtrain/master.h"
-#include "dtrain/launch.h"
+#include "master/master.h"
+#include "launch/launch.h"
 #include "fake_master.h"
 #include "test.h"
 

@@ -9,6 +9,7 @@
 
 #include "dtrain/search.h"
 #include "test.h"
+#include "search/searcher.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -8,6 +8,7 @@
 #include "search/search_impl.h"
 #include "search_sim.h"
 #include "test.h"
+#include "search/searcher.h"
 
 #include <float.h>
 #include <string.h>

@@ -7,6 +7,7 @@
 #include "dtrain/config.h"
 #include "search_sim.h"
 #include "test.h"
+#include "search/searcher.h"
 
 #include <math.h>
 #include <string.h>

@@ -5,6 +5,7 @@
  * reductions, and the modules of src/nn/norm_act.c. */
 #include "dtrain/nn.h"
 #include "test.h"
+#include "tensor/tensor_iface.h"
 
 #include <string.h>
 

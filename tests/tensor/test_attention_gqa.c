@@ -42,8 +42,8 @@ static void reference(const dt_tensor *q, const dt_tensor *k, const dt_tensor *v
     free(p);
 }
 
-static void check_vs_reference(int64_t B, int64_t T, int64_t S, int64_t Hq, int64_t Hkv,
-                               int64_t D, bool causal) {
+static void check_vs_reference(int64_t B, int64_t T, int64_t S, int64_t Hq, int64_t Hkv, int64_t D,
+                               bool causal) {
     dt_ctx *ctx = dt_ctx_new(NULL, 11);
     dt_tensor *q = randt(ctx, B, T, Hq, D), *k = randt(ctx, B, S, Hkv, D);
     dt_tensor *v = randt(ctx, B, S, Hkv, D);
@@ -59,7 +59,8 @@ static void check_vs_reference(int64_t B, int64_t T, int64_t S, int64_t Hq, int6
             bad += !(e <= 1.0);
             worst = fmax(worst, e);
         }
-        CHECK_MSG(bad == 0, "B%lld T%lld S%lld Hq%lld Hkv%lld D%lld causal %d: %lld off, worst %.2f",
+        CHECK_MSG(bad == 0,
+                  "B%lld T%lld S%lld Hq%lld Hkv%lld D%lld causal %d: %lld off, worst %.2f",
                   (long long)B, (long long)T, (long long)S, (long long)Hq, (long long)Hkv,
                   (long long)D, causal, (long long)bad, worst);
         free(ref);
@@ -72,6 +73,8 @@ static void test_reference(void) {
     check_vs_reference(2, 33, 300, 4, 4, 128, true); /* a cache before the queries */
     check_vs_reference(1, 1, 700, 8, 1, 64, true);   /* one decoding step, G = 8 */
     check_vs_reference(2, 17, 40, 6, 3, 16, false);
+    check_vs_reference(1, 1, 300, 4, 2, 80, true);  /* few-row kernels, D in two chunks */
+    check_vs_reference(2, 3, 100, 4, 4, 128, true); /* few rows, each its own causal limit */
 }
 
 /* Feeding the sequence one step at a time against the cache so far gives the full causal
@@ -169,6 +172,13 @@ static void test_errors(void) {
     dt_tensor *q2 = randt(ctx, 1, 5, 4, 8), *k2 = randt(ctx, 1, 3, 2, 8);
     CHECK(dt_attention(q2, k2, k2, true) == NULL && strstr(dt_last_error(), "S >= T"));
     CHECK(dt_attention(q2, k2, k2, false) != NULL); /* not causal: fewer keys are fine */
+    /* no keys (not causal): zeros, and zero gradients */
+    dt_tensor *q0 = randt(ctx, 1, 2, 2, 4), *k0 = randt(ctx, 1, 0, 1, 4);
+    dt_set_requires_grad(q0, true);
+    dt_tensor *y0 = dt_attention(q0, k0, k0, false);
+    CHECK(y0 && dt_backward_with(y0, q0) == DT_OK && q0->grad);
+    for (int64_t i = 0; y0 && q0->grad && i < dt_numel(y0); i++)
+        CHECK(((float *)y0->data)[i] == 0.f && ((float *)q0->grad->data)[i] == 0.f);
     dt_tensor *k3 = randt(ctx, 1, 5, 2, 4);
     CHECK(dt_attention(q2, k3, k3, true) == NULL && strstr(dt_last_error(), "(B, T, Hq, D)"));
     dt_ctx_free(ctx);

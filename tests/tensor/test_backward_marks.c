@@ -3,6 +3,7 @@
  * The op profile (dt_ctx_set_profile) counts each op's forward and backward calls while on. */
 #include "dtrain/tensor.h"
 #include "test.h"
+#include "tensor/tensor_iface.h"
 
 #include <string.h>
 

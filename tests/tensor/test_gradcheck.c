@@ -1,6 +1,7 @@
 /* The finite-difference gradient check over every registered op (see gradcheck.h). */
 #include "gradcheck.h"
 #include "test.h"
+#include "tensor/tensor_iface.h"
 
 #include <string.h>
 

@@ -5,6 +5,8 @@
  * recomputed segments and across their boundary. */
 #include "dtrain/nn.h"
 #include "test.h"
+#include "tensor/tensor_iface.h"
+#include "base/base_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -8,6 +8,7 @@
 #include "dtrain/core.h"
 #include "dtrain/trialio.h"
 #include "test.h"
+#include "trial/trial_iface.h"
 
 #include <signal.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* Tests for src/trial/run_guard.c: the checkpoint directory's lock (made with the directory,
+/* Tests for src/trial/ckpt_lock.c and launcher_watch.c: the checkpoint directory's lock (made with the directory,
  * names its holder, refuses a second run with the holder's pid and host, released with its
  * file, free again once the holder is gone however it ended) and the launcher watch (a process
  * whose launcher is gone commits and removes no checkpoint; one tied to a launcher dies with

@@ -8,8 +8,8 @@
 #define _GNU_SOURCE
 #include "test.h"
 
-#include "dtrain/dsat.h"
-#include "dtrain/web.h"
+#include "dsat/dsat.h"
+#include "web/web.h"
 #include "master/store.h"
 
 #include <arpa/inet.h>

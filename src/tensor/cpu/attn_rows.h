@@ -14,4 +14,15 @@ void dt__attn_softmax_row(float *s, int64_t len, int64_t end, float *st);
 void dt__attn_softmax_grad_row(float *s, float *d, int64_t len, int64_t end, const float *st,
                                float scale);
 
+/* A few query rows against many keys (a decoding step), AVX2 + FMA (on AVX-512 CPUs too: these
+ * are bound by reading the cache); callers use dt__gemm_f32 below AVX2.
+ * Sc[r * lds + j] = scale * Q[r] · K[j] for r < M, j < n; Q dense (M, D), key j at K + j * ldk.
+ * Each score is one FMA chain over D in order, then a fixed lane tree. */
+void dt__attn_scores_few(const float *Q, int64_t M, int64_t D, const float *K, int64_t ldk,
+                         int64_t n, float scale, float *Sc, int64_t lds);
+/* O (M, D) dense = P (M, n) (rows lds apart) · V (n, D), value row j at V + j * ldv: each output
+ * one FMA chain over j in order. */
+void dt__attn_pv_few(const float *P, int64_t M, int64_t lds, const float *V, int64_t ldv,
+                     int64_t n, int64_t D, float *O);
+
 #endif

@@ -1,22 +1,16 @@
 /*
- * dtrain/master.h — the master (`dtrain master`) and the client of its REST API.
+ * master/master.h — the master (`dtrain master`), its trial-run side and the worker; the
+ * client of its REST API is the public dtrain/client.h.
  *
  * The master is one long-running process: it owns the experiment store, runs every
  * experiment's searcher, schedules trials onto slots and serves the REST API (docs/api.md)
  * that the CLI, the trials and the web UI use.
- *
- * The client (libcurl) reaches it at $DTRAIN_MASTER, default http://127.0.0.1:8080. A call
- * sends an optional JSON body and returns the JSON answer. Errors:
- *   DT_ERR_COMM  the master cannot be reached (the message names the address and says how
- *                to start one or point DTRAIN_MASTER at it);
- *   the master's own error message for a 4xx/5xx answer, as DT_ERR_INVALID (400, 404),
- *   DT_ERR_STATE (409), DT_ERR_IO (5xx); the HTTP status is in *http_status.
- * A client is used by one thread at a time.
  */
 #ifndef DTRAIN_MASTER_H
 #define DTRAIN_MASTER_H
 
 #include "dtrain/base.h"
+#include "dtrain/client.h"
 #include "dtrain/core.h"
 
 #include <jansson.h>
@@ -31,13 +25,13 @@ extern "C" {
 struct dt_http_route; /* the server's route shape (src/master/http.h), for the web UI's routes */
 
 typedef struct dt_master_opts {
-    const char *host; /* default 127.0.0.1 */
-    int port;         /* default 8080; 0: any free port (written to <home>/master.port) */
-    int slots;        /* default: the machine's cores */
+    const char *host;     /* default 127.0.0.1 */
+    int port;             /* default 8080; 0: any free port (written to <home>/master.port) */
+    int slots;            /* default: the machine's cores */
     const char *hostfile; /* an MPI hostfile: trials run on its hosts, its slots are the
                              master's (docs/clusters.md); NULL: this machine */
-    const char *home; /* NULL: $DTRAIN_HOME, else ~/.dtrain (the store, logs, pid file) */
-    bool quiet;       /* no log lines on stderr */
+    const char *home;     /* NULL: $DTRAIN_HOME, else ~/.dtrain (the store, logs, pid file) */
+    bool quiet;           /* no log lines on stderr */
     const struct dt_http_route *routes; /* more routes after the REST API's (the web UI) */
     int n_routes;
     const char *launcher; /* experiments' default launcher: "local" (default) or "slurm" */
@@ -56,30 +50,6 @@ DT_API const char *dt_master_home(char *buf, size_t n);
  * cannot bind its address or open its store (the message says which and what to do),
  * DT_ERR_FORMAT for a store that is not one or is from a newer dtrain. */
 DT_API dt_status dt_master_run(const dt_master_opts *o);
-
-/* ---- the client ---- */
-
-#define DT_MASTER_DEFAULT_URL "http://127.0.0.1:8080"
-
-typedef struct dt_client dt_client;
-
-/* url NULL: $DTRAIN_MASTER or the default. Requests carry the token of $DTRAIN_TOKEN, else of
- * $DTRAIN_HOME/master.token when that file is readable, and the X-Dtrain-Csrf header. NULL with
- * DT_ERR_OOM / DT_ERR_CONFIG (a URL that is not http://host:port). */
-DT_API dt_client *dt_client_new(const char *url);
-DT_API void dt_client_free(dt_client *c);
-DT_API const char *dt_client_url(const dt_client *c);
-/* Per-call timeout in seconds (default 30; 0 = none, for long polls). */
-DT_API void dt_client_set_timeout(dt_client *c, double seconds);
-
-/* `method` "GET" / "POST" / "DELETE" on `path` ("/api/v1/..." with any query string);
- * `body` may be NULL; *out (may be NULL) gets the answer (a new reference, NULL when
- * empty); *http_status (may be NULL) the status, 0 when the master was not reached. */
-DT_API dt_status dt_client_call(dt_client *c, const char *method, const char *path,
-                                const json_t *body, json_t **out, long *http_status);
-
-/* Is a master answering at the client's address (GET /api/v1/master)? */
-DT_API bool dt_client_ping(dt_client *c);
 
 /* ---- a trial run's side ---- */
 

@@ -1,5 +1,5 @@
 /*
- * dtrain/launch.h — running trials from a model directory: building the user's C sources into
+ * launch/launch.h — running trials from a model directory: building the user's C sources into
  * a shared object and loading the trial definition it exports; preparing one trial of an
  * experiment config (hyperparameters, seed, checkpoint directory, resume point, lengths in the
  * fit loop's units) and running it in this process, or re-launching this program under mpirun

@@ -1,5 +1,5 @@
 /*
- * dtrain/launcher.h — starting and stopping the processes of one trial run.
+ * launch/launcher.h — starting and stopping the processes of one trial run.
  *
  * A launcher is a table of operations (like dt_comm's backends): the local one runs a trial
  * as child processes of the caller on this machine; a cluster launcher (mpirun with a

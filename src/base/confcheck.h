@@ -1,5 +1,5 @@
 /*
- * dtrain/confcheck.h — the config-validation toolkit (base layer): typed getters with key paths,
+ * base/confcheck.h — the config-validation toolkit (base layer): typed getters with key paths,
  * did-you-mean suggestions, unknown-key warnings and "got ..." rendering, for every config the
  * platform reads (the DeepSpeed config, the experiment config, and the ones that come next).
  *

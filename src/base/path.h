@@ -1,5 +1,5 @@
 /*
- * dtrain/path.h — containment: a path taken from a config, a checkpoint's own files or a
+ * base/path.h — containment: a path taken from a config, a checkpoint's own files or a
  * request, resolved under the directory it must stay in.
  *
  * Every reader and writer that joins such a path under a root goes through dt_path_within. The
@@ -34,6 +34,12 @@ enum {
  * examined. The message names the path, the component and what to do; out is "" on error. */
 DT_API dt_status dt_path_within(const char *root, const char *rel, unsigned flags, char *out,
                                 size_t cap);
+
+/* Remove root/rel and everything under it, never following a symbolic link; rel must resolve
+ * strictly below root (dt_path_within with DT_PATH_NOFOLLOW). A missing path is DT_OK.
+ * DT_ERR_INVALID for a path outside root or root itself, DT_ERR_IO naming the first entry that
+ * could not be removed (the rest is still removed). */
+DT_API dt_status dt_path_remove_tree(const char *root, const char *rel);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
 /*
- * dtrain/dsat.h — the DeepSpeed autotuner's engine-facing half: what a profile trial measures,
+ * dsat/dsat.h — the DeepSpeed autotuner's engine-facing half: what a profile trial measures,
  * the memory model that predicts a configuration's peak device bytes (and so an OOM) before it
  * is launched, the DeepSpeed config and trial hyperparameters of a knob set, and how a dsat
  * trial runs and measures itself. The search methods and the search runner build on these;
@@ -15,7 +15,7 @@
 #define DTRAIN_DSAT_H
 
 #include "dtrain/engine.h"
-#include "dtrain/launch.h"
+#include "launch/launch.h"
 #include "dtrain/search.h"
 
 #include <jansson.h>

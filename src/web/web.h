@@ -1,5 +1,5 @@
 /*
- * dtrain/web.h — the web UI the master serves (docs/webui.md): HTML pages for experiments and
+ * web/web.h — the web UI the master serves (docs/webui.md): HTML pages for experiments and
  * trials, their charts, and the embedded CSS, JS and chart libraries, all over the REST API.
  *
  * The routes are handed to the master by its caller (dt_master_opts.routes), so the master
@@ -8,7 +8,7 @@
 #ifndef DTRAIN_WEB_H
 #define DTRAIN_WEB_H
 
-#include "dtrain/master.h"
+#include "master/master.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,5 +1,5 @@
 /*
- * dtrain/bench.h — the benchmark harness behind `dtrain bench`: a training step of a built-in
+ * bench/bench.h — the benchmark harness behind `dtrain bench`: a training step of a built-in
  * model (mlp, cnn, gpt) timed plain, through the engine (ZeRO, offload, accumulation, several
  * ranks under mpirun) or through the pipeline engine, and the GEMM rate. A run fills a result;
  * the writers turn it into one JSON line (the shape the scripts in bench/ parse) or one line of
