@@ -2,11 +2,13 @@
  * keys, its tensor-name templates by role, its flags (norm kind, tied head, biases, which
  * weights are stored transposed) and the buffers its files may carry. The loader, the module
  * builders and the exporter read everything about a family's layout from here, so Mistral and
- * Qwen2 are rows, not code. Also: reading config.json into a dt_lm_config. */
+ * Qwen2 are rows, not code. Also: the walk over a model's parameters by role, and reading
+ * config.json into a dt_lm_config. */
 #include "model_impl.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define GPT2_KEYS                                                                               \
     {"vocab_size", "n_positions", "n_embd", "n_layer", "n_head", NULL, "n_inner",               \
@@ -104,7 +106,50 @@ bool dt__lm_name(char *buf, size_t cap, const char *prefix, const char *tmpl, in
     return n >= 0 && (size_t)n < cap;
 }
 
+/* ---- the parameters by role ------------------------------------------------------------ */
+dt_status dt__lm_each_param(dt_lm *m,
+                            dt_status (*fn)(void *user, int role, const char *canon, dt_tensor *p),
+                            void *user) {
+    const dt__lm_arch *a = m->arch;
+    int seen = 0;
+    for (int r = 0; r < DT__R_COUNT; r++) {
+        if (!a->names[r]) continue;
+        int64_t layers = strstr(a->names[r], "{i}") ? m->cfg.n_layer : 1;
+        for (int64_t i = 0; i < layers; i++) {
+            char canon[256];
+            dt__lm_name(canon, sizeof canon, r == DT__R_HEAD ? "" : a->prefix, a->names[r], i);
+            dt_tensor *p = dt_module_find_param(m->root, canon);
+            if (!p) continue; /* this model has no such parameter (a bias, a tied head) */
+            dt_status st = fn(user, r, canon, p);
+            if (st) return st;
+            seen++;
+        }
+    }
+    if (seen != dt_module_param_count(m->root))
+        return dt_error(DT_ERR_STATE, "%s: %d of the model's %d parameters have a name in the "
+                        "architecture table", a->model_type, seen, dt_module_param_count(m->root));
+    return DT_OK;
+}
+
 /* ---- config.json ---------------------------------------------------------------------- */
+
+json_t *dt__lm_read_json(const char *path, const char *what) {
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        dt_error(DT_ERR_IO, "%s: missing; hint: %s", path, what);
+        return NULL;
+    }
+    json_error_t e;
+    json_t *j = json_load_file(path, 0, &e);
+    if (!j)
+        dt_error(DT_ERR_FORMAT, "%s:%d:%d: not valid JSON: %s", path, e.line, e.column, e.text);
+    else if (!json_is_object(j)) {
+        dt_error(DT_ERR_FORMAT, "%s: expected a JSON object", path);
+        json_decref(j);
+        j = NULL;
+    }
+    return j;
+}
 
 /* An integer key: required (def < 0 means required) or its default; null counts as absent. */
 static dt_status get_int(const json_t *j, const char *path, const char *key, int64_t def,

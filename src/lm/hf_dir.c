@@ -15,24 +15,6 @@
 
 #define MAX_SHARDS 4096
 
-json_t *dt__lm_read_json(const char *path, const char *what) {
-    struct stat sb;
-    if (stat(path, &sb) != 0) {
-        dt_error(DT_ERR_IO, "%s: missing; hint: %s", path, what);
-        return NULL;
-    }
-    json_error_t e;
-    json_t *j = json_load_file(path, 0, &e);
-    if (!j)
-        dt_error(DT_ERR_FORMAT, "%s:%d:%d: not valid JSON: %s", path, e.line, e.column, e.text);
-    else if (!json_is_object(j)) {
-        dt_error(DT_ERR_FORMAT, "%s: expected a JSON object", path);
-        json_decref(j);
-        j = NULL;
-    }
-    return j;
-}
-
 /* The open weight files and which of their tensors a parameter took. */
 typedef struct weight_files {
     int n;

@@ -83,27 +83,3 @@ dt_module *dt_lm_take_module(dt_lm *m) {
 }
 
 dt_tensor *dt_lm_forward(dt_lm *m, dt_tensor *ids) { return dt_module_forward(m->root, ids); }
-
-dt_status dt__lm_each_param(dt_lm *m,
-                            dt_status (*fn)(void *user, int role, const char *canon, dt_tensor *p),
-                            void *user) {
-    const dt__lm_arch *a = m->arch;
-    int seen = 0;
-    for (int r = 0; r < DT__R_COUNT; r++) {
-        if (!a->names[r]) continue;
-        int64_t layers = strstr(a->names[r], "{i}") ? m->cfg.n_layer : 1;
-        for (int64_t i = 0; i < layers; i++) {
-            char canon[256];
-            dt__lm_name(canon, sizeof canon, r == DT__R_HEAD ? "" : a->prefix, a->names[r], i);
-            dt_tensor *p = dt_module_find_param(m->root, canon);
-            if (!p) continue; /* this model has no such parameter (a bias, a tied head) */
-            dt_status st = fn(user, r, canon, p);
-            if (st) return st;
-            seen++;
-        }
-    }
-    if (seen != dt_module_param_count(m->root))
-        return dt_error(DT_ERR_STATE, "%s: %d of the model's %d parameters have a name in the "
-                        "architecture table", a->model_type, seen, dt_module_param_count(m->root));
-    return DT_OK;
-}
