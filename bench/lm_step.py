@@ -69,13 +69,16 @@ def torch_step(d, batch, seq, iters, compiled):
     for _ in range(3 if compiled else 2):
         step()
     times = []
+    cpu0 = time.process_time()
     for _ in range(iters):
         t0 = time.perf_counter()
         loss = step()
         times.append(time.perf_counter() - t0)
     med = statistics.median(times)
+    cpu = (time.process_time() - cpu0) / iters
     return {"impl": "torch.compile" if compiled else "torch-eager", "what": "step",
             "batch": batch, "seq": seq, "step_ms": round(med * 1e3, 1),
+            "cpu_s_per_step": round(cpu, 2),
             "tokens_per_s": round(batch * seq / med), "loss": round(loss, 4),
             "peak_rss_mb": peak_rss_mb(), "torch": torch.__version__,
             "transformers": tf.__version__}
@@ -89,12 +92,12 @@ def torch_generate(d, prompt_len, n):
     kw = dict(do_sample=False, pad_token_id=0, attention_mask=torch.ones_like(prompt))
     with torch.no_grad():
         model.generate(prompt, max_new_tokens=8, min_new_tokens=8, **kw)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out = model.generate(prompt, max_new_tokens=n, min_new_tokens=n, **kw)
-        dt = time.perf_counter() - t0
+        dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     new = out.shape[1] - prompt_len
     return {"impl": "transformers", "what": "generate", "prompt": prompt_len, "new_tokens": new,
-            "seconds": round(dt, 3), "tokens_per_s": round(new / dt, 1),
+            "seconds": round(dt, 3), "cpu_s": round(cpu, 3), "tokens_per_s": round(new / dt, 1),
             "peak_rss_mb": peak_rss_mb()}
 
 
@@ -169,8 +172,11 @@ def main():
     if d and c:
         summary["step_speedup_vs_compile"] = round(c["step_ms"] / d["step_ms"], 2)
         summary["rss_ratio_vs_compile"] = round(d["peak_rss_mb"] / c["peak_rss_mb"], 2)
+    if d and e:
+        summary["step_cpu_ratio_vs_eager"] = round(e["cpu_s_per_step"] / d["cpu_s_per_step"], 2)
     if dg and tg:
         summary["generate_speedup"] = round(dg["tokens_per_s"] / tg["tokens_per_s"], 2)
+        summary["generate_cpu_ratio"] = round(tg["cpu_s"] / dg["cpu_s"], 2)
     print(json.dumps(summary))
 
 
