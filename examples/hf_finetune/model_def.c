@@ -48,16 +48,29 @@ static void hparam_path(ft_trial *t, const char *name, const char *dflt, char *o
         snprintf(out, n, "%s/%s", base, v);
 }
 
-static void *ft_init(dt_trial_ctx *c) {
+/* The trial's state with the model directory opened (config.json and the unbuilt tree). */
+static ft_trial *ft_open(dt_trial_ctx *c) {
     ft_trial *t = calloc(1, sizeof *t);
     char dir[1024];
     t->ctx = c;
     t->seq = dt_hparam_int(c, "seq", 32);
     t->stride = dt_hparam_int(c, "stride", 8);
     hparam_path(t, "model_dir", "../../tests/lm/fixtures/models/gpt2", dir, sizeof dir);
-    if (dt_lm_open(&t->lm, dir) != DT_OK) goto fail;
+    if (dt_lm_open(&t->lm, dir) != DT_OK) {
+        fprintf(stderr, "hf_finetune: %s\n", dt_last_error());
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+static void *ft_init(dt_trial_ctx *c) {
+    ft_trial *t = ft_open(c);
+    if (!t) return NULL;
     /* the trial's context builds the tree; then the Hugging Face weights go in */
-    t->net = dt_wrap_model(c, dt_lm_take_module(t->lm));
+    dt_module *net = dt_lm_take_module(t->lm);
+    t->net = dt_wrap_model(c, net);
+    if (!t->net) dt_module_free(net); /* not the context's */
     if (!t->net || dt_lm_load_weights(t->lm) != DT_OK) goto fail;
     dt_optim_config oc = dt_optim_defaults(DT_OPTIM_ADAMW);
     oc.lr = (float)dt_hparam_double(c, "lr", 1e-3);
@@ -157,15 +170,11 @@ static void ft_free(void *self) {
 /* ---- the engine-based trial ---- */
 
 static void *ds_init(dt_trial_ctx *c) {
-    ft_trial *t = calloc(1, sizeof *t);
-    char dir[1024];
-    t->ctx = c;
-    t->seq = dt_hparam_int(c, "seq", 32);
-    t->stride = dt_hparam_int(c, "stride", 8);
-    hparam_path(t, "model_dir", "../../tests/lm/fixtures/models/gpt2", dir, sizeof dir);
+    ft_trial *t = ft_open(c);
+    if (!t) return NULL;
     json_t *cfg = dt_ds_config_from_hparams(c);
     dt_module *net = NULL;
-    if (!cfg || dt_lm_open(&t->lm, dir) != DT_OK) goto fail;
+    if (!cfg) goto fail;
     /* every slot loads the same weights; the engine starts them all from rank 0's */
     net = dt_lm_take_module(t->lm);
     if (dt_module_build(net, dt_trial_runtime(c), dt_trial_seed(c)) != DT_OK ||

@@ -52,6 +52,20 @@ static inline dt_lm *lm_load_fixture(const char *name) {
     return m;
 }
 
+/* fn(name, model, expected.json) for every fixture of the list, each loaded and freed here. */
+typedef void (*lm_fixture_fn)(const char *name, dt_lm *m, json_t *exp);
+static inline void lm_each(const char *const *names, size_t n, lm_fixture_fn fn) {
+    for (size_t i = 0; i < n; i++) {
+        json_t *exp = lm_expected(names[i]);
+        dt_lm *m = lm_load_fixture(names[i]);
+        if (exp && m) fn(names[i], m, exp);
+        dt_lm_free(m);
+        json_decref(exp);
+    }
+}
+#define LM_EACH_GPT2(fn) lm_each(LM_GPT2_FIXTURES, sizeof LM_GPT2_FIXTURES / sizeof (char *), fn)
+#define LM_EACH_LLAMA(fn) lm_each(LM_LLAMA_FIXTURES, sizeof LM_LLAMA_FIXTURES / sizeof (char *), fn)
+
 static inline bool lm_rel_close(double got, double want, double rel) {
     return fabs(got - want) <= rel * fabs(want);
 }

@@ -3,10 +3,7 @@
  * to 1e-4 relative, and the count of predicted tokens exactly; bad arguments refused. */
 #include "lm/lm_fixture.h"
 
-static void check_eval(const char *name) {
-    json_t *exp = lm_expected(name);
-    dt_lm *m = lm_load_fixture(name);
-    if (!exp || !m) goto out;
+static void check_eval(const char *name, dt_lm *m, json_t *exp) {
     size_t n, i;
     int32_t *ids = lm_ids(json_object_get(exp, "eval_ids"), &n);
     json_t *e;
@@ -29,19 +26,14 @@ static void check_eval(const char *name) {
     CHECK_MSG(lm_rel_close(loss, want, 1e-4), "%s text: %.9g vs %.9g", name, loss, want);
     CHECK(pred == json_integer_value(json_object_get(text, "predicted")));
     free(ids);
-out:
-    dt_lm_free(m);
-    json_decref(exp);
 }
 
 static void test_gpt2(void) {
-    for (size_t i = 0; i < sizeof LM_GPT2_FIXTURES / sizeof *LM_GPT2_FIXTURES; i++)
-        check_eval(LM_GPT2_FIXTURES[i]);
+    LM_EACH_GPT2(check_eval);
 }
 
 static void test_llama(void) {
-    for (size_t i = 0; i < sizeof LM_LLAMA_FIXTURES / sizeof *LM_LLAMA_FIXTURES; i++)
-        check_eval(LM_LLAMA_FIXTURES[i]);
+    LM_EACH_LLAMA(check_eval);
 }
 
 /* The rule's edges: a last window of one token is dropped, of two kept; errors are errors. */

@@ -3,10 +3,7 @@
  * top-k 1 / a tiny top-p equal to greedy. */
 #include "lm/lm_fixture.h"
 
-static void check_greedy(const char *name) {
-    json_t *exp = lm_expected(name);
-    dt_lm *m = lm_load_fixture(name);
-    if (!exp || !m) goto out;
+static void check_greedy(const char *name, dt_lm *m, json_t *exp) {
     json_t *g = json_object_get(exp, "generate");
     size_t np, nw;
     int32_t *prompt = lm_ids(json_object_get(g, "prompt"), &np);
@@ -37,19 +34,14 @@ static void check_greedy(const char *name) {
     free(got);
     free(prompt);
     free(want);
-out:
-    dt_lm_free(m);
-    json_decref(exp);
 }
 
 static void test_gpt2(void) {
-    for (size_t i = 0; i < sizeof LM_GPT2_FIXTURES / sizeof *LM_GPT2_FIXTURES; i++)
-        check_greedy(LM_GPT2_FIXTURES[i]);
+    LM_EACH_GPT2(check_greedy);
 }
 
 static void test_llama(void) {
-    for (size_t i = 0; i < sizeof LM_LLAMA_FIXTURES / sizeof *LM_LLAMA_FIXTURES; i++)
-        check_greedy(LM_LLAMA_FIXTURES[i]);
+    LM_EACH_LLAMA(check_greedy);
 }
 
 static int32_t *gen(dt_lm *m, float temp, int64_t k, float p, uint64_t seed, size_t *n) {

@@ -4,10 +4,7 @@
  * tied and untied heads), and the module tree's names. */
 #include "lm/lm_fixture.h"
 
-static void check_logits(const char *name) {
-    json_t *exp = lm_expected(name);
-    dt_lm *m = lm_load_fixture(name);
-    if (!exp || !m) goto out;
+static void check_logits(const char *name, dt_lm *m, json_t *exp) {
     size_t n;
     int32_t *ids = lm_ids(json_object_get(exp, "ids"), &n);
     dt_ctx *ctx = dt_module_ctx(dt_lm_module(m));
@@ -44,19 +41,14 @@ static void check_logits(const char *name) {
         }
     }
     free(ids);
-out:
-    dt_lm_free(m);
-    json_decref(exp);
 }
 
 static void test_gpt2_layouts(void) {
-    for (size_t i = 0; i < sizeof LM_GPT2_FIXTURES / sizeof *LM_GPT2_FIXTURES; i++)
-        check_logits(LM_GPT2_FIXTURES[i]);
+    LM_EACH_GPT2(check_logits);
 }
 
 static void test_llama_layouts(void) {
-    for (size_t i = 0; i < sizeof LM_LLAMA_FIXTURES / sizeof *LM_LLAMA_FIXTURES; i++)
-        check_logits(LM_LLAMA_FIXTURES[i]);
+    LM_EACH_LLAMA(check_logits);
 }
 
 /* The tree carries the Hugging Face names; a tied GPT-2 has no lm_head of its own. */
