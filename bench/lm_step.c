@@ -115,9 +115,8 @@ int main(int argc, char **argv) {
     dt_set_num_threads(atoi(argv[argc - 1]));
     dt_lm *m = NULL;
     if (dt_lm_load(&m, argv[2]) != DT_OK) return fail("load");
-    int rc = step
-                 ? run_step(m, atoll(argv[3]), atoll(argv[4]), atoi(argv[5]))
-                 : run_generate(m, (size_t)atoll(argv[3]), (size_t)atoll(argv[4]));
+    int rc = step ? run_step(m, atoll(argv[3]), atoll(argv[4]), atoi(argv[5]))
+                  : run_generate(m, (size_t)atoll(argv[3]), (size_t)atoll(argv[4]));
     dt_lm_free(m);
     return rc;
 }

@@ -89,13 +89,16 @@ static dt_loader *loader(ft_trial *t, const char *hparam, const char *dflt, bool
     char path[1024];
     hparam_path(t, hparam, dflt, path, sizeof path);
     int64_t vocab = dt_lm_get_config(t->lm)->vocab;
-    dt_dataset *ds = dt_dataset_tokens(path, DT_TOKENS_U16, t->seq, train ? t->stride : t->seq,
-                                       vocab);
+    dt_dataset *ds =
+        dt_dataset_tokens(path, DT_TOKENS_U16, t->seq, train ? t->stride : t->seq, vocab);
     if (!ds) return NULL;
-    int64_t bs = t->engine ? dt_trial_train_micro_batch_size(t->ctx)
-                           : dt_trial_per_slot_batch_size(t->ctx);
-    dt_loader_opts o = {.batch_size = bs, .shuffle = train,
-                        .drop_last = train || t->engine, .seed = dt_trial_seed(t->ctx), .num_workers = 0,
+    int64_t bs =
+        t->engine ? dt_trial_train_micro_batch_size(t->ctx) : dt_trial_per_slot_batch_size(t->ctx);
+    dt_loader_opts o = {.batch_size = bs,
+                        .shuffle = train,
+                        .drop_last = train || t->engine,
+                        .seed = dt_trial_seed(t->ctx),
+                        .num_workers = 0,
                         .take_dataset = true};
     return dt_loader_new(dt_trial_runtime(t->ctx), ds, &o);
 }
@@ -123,7 +126,8 @@ static dt_metrics ft_train_batch(void *self, dt_batch *b, int64_t epoch, int64_t
     (void)epoch, (void)batch;
     ft_trial *t = self;
     dt_tensor *loss = batch_loss(t, b);
-    if (dt_trial_backward(t->ctx, loss) != DT_OK || dt_step_optimizer(t->ctx, t->opt, NULL) != DT_OK)
+    if (dt_trial_backward(t->ctx, loss) != DT_OK ||
+        dt_step_optimizer(t->ctx, t->opt, NULL) != DT_OK)
         return dt_metrics_error();
     return dt_metrics_scalar("loss", dt_item(loss));
 }

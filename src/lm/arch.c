@@ -10,66 +10,63 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define GPT2_KEYS                                                                               \
-    {"vocab_size", "n_positions", "n_embd", "n_layer", "n_head", NULL, "n_inner",               \
-     "layer_norm_epsilon"}
-#define LLAMA_KEYS                                                                              \
-    {"vocab_size", "max_position_embeddings", "hidden_size", "num_hidden_layers",               \
-     "num_attention_heads", "num_key_value_heads", "intermediate_size", "rms_norm_eps"}
+#define GPT2_KEYS                                                                                  \
+    {                                                                                              \
+        "vocab_size", "n_positions", "n_embd", "n_layer", "n_head", NULL, "n_inner",               \
+            "layer_norm_epsilon"                                                                   \
+    }
+#define LLAMA_KEYS                                                                                 \
+    {                                                                                              \
+        "vocab_size", "max_position_embeddings", "hidden_size", "num_hidden_layers",               \
+            "num_attention_heads", "num_key_value_heads", "intermediate_size", "rms_norm_eps"      \
+    }
 #define BIT(r) (1u << (r))
 
 /* GPT-2: Conv1D weights (in, out); the head is wte (never in the file). */
-#define GPT2_NAMES                                                                              \
-    {[DT__R_TOK_EMB] = "wte.weight",                                                            \
-     [DT__R_POS_EMB] = "wpe.weight",                                                            \
-     [DT__R_ATTN_NORM] = "h.{i}.ln_1.weight",                                                   \
-     [DT__R_ATTN_NORM_B] = "h.{i}.ln_1.bias",                                                   \
-     [DT__R_QKV] = "h.{i}.attn.c_attn.weight",                                                  \
-     [DT__R_QKV_B] = "h.{i}.attn.c_attn.bias",                                                  \
-     [DT__R_O] = "h.{i}.attn.c_proj.weight",                                                    \
-     [DT__R_O_B] = "h.{i}.attn.c_proj.bias",                                                    \
-     [DT__R_MLP_NORM] = "h.{i}.ln_2.weight",                                                    \
-     [DT__R_MLP_NORM_B] = "h.{i}.ln_2.bias",                                                    \
-     [DT__R_UP] = "h.{i}.mlp.c_fc.weight",                                                      \
-     [DT__R_UP_B] = "h.{i}.mlp.c_fc.bias",                                                      \
-     [DT__R_DOWN] = "h.{i}.mlp.c_proj.weight",                                                  \
-     [DT__R_DOWN_B] = "h.{i}.mlp.c_proj.bias",                                                  \
-     [DT__R_OUT_NORM] = "ln_f.weight",                                                          \
-     [DT__R_OUT_NORM_B] = "ln_f.bias",                                                          \
-     [DT__R_HEAD] = "lm_head.weight"}
+#define GPT2_NAMES                                                                                 \
+    {                                                                                              \
+        [DT__R_TOK_EMB] = "wte.weight", [DT__R_POS_EMB] = "wpe.weight",                            \
+        [DT__R_ATTN_NORM] = "h.{i}.ln_1.weight", [DT__R_ATTN_NORM_B] = "h.{i}.ln_1.bias",          \
+        [DT__R_QKV] = "h.{i}.attn.c_attn.weight", [DT__R_QKV_B] = "h.{i}.attn.c_attn.bias",        \
+        [DT__R_O] = "h.{i}.attn.c_proj.weight", [DT__R_O_B] = "h.{i}.attn.c_proj.bias",            \
+        [DT__R_MLP_NORM] = "h.{i}.ln_2.weight", [DT__R_MLP_NORM_B] = "h.{i}.ln_2.bias",            \
+        [DT__R_UP] = "h.{i}.mlp.c_fc.weight", [DT__R_UP_B] = "h.{i}.mlp.c_fc.bias",                \
+        [DT__R_DOWN] = "h.{i}.mlp.c_proj.weight", [DT__R_DOWN_B] = "h.{i}.mlp.c_proj.bias",        \
+        [DT__R_OUT_NORM] = "ln_f.weight", [DT__R_OUT_NORM_B] = "ln_f.bias",                        \
+        [DT__R_HEAD] = "lm_head.weight"                                                            \
+    }
 
 /* Llama and the families laid out like it (the head is the file's unless tied). */
-#define LLAMA_NAMES                                                                             \
-    {[DT__R_TOK_EMB] = "embed_tokens.weight",                                                   \
-     [DT__R_ATTN_NORM] = "layers.{i}.input_layernorm.weight",                                   \
-     [DT__R_Q] = "layers.{i}.self_attn.q_proj.weight",                                          \
-     [DT__R_Q_B] = "layers.{i}.self_attn.q_proj.bias",                                          \
-     [DT__R_K] = "layers.{i}.self_attn.k_proj.weight",                                          \
-     [DT__R_K_B] = "layers.{i}.self_attn.k_proj.bias",                                          \
-     [DT__R_V] = "layers.{i}.self_attn.v_proj.weight",                                          \
-     [DT__R_V_B] = "layers.{i}.self_attn.v_proj.bias",                                          \
-     [DT__R_O] = "layers.{i}.self_attn.o_proj.weight",                                          \
-     [DT__R_O_B] = "layers.{i}.self_attn.o_proj.bias",                                          \
-     [DT__R_MLP_NORM] = "layers.{i}.post_attention_layernorm.weight",                           \
-     [DT__R_GATE] = "layers.{i}.mlp.gate_proj.weight",                                          \
-     [DT__R_GATE_B] = "layers.{i}.mlp.gate_proj.bias",                                          \
-     [DT__R_UP] = "layers.{i}.mlp.up_proj.weight",                                              \
-     [DT__R_UP_B] = "layers.{i}.mlp.up_proj.bias",                                              \
-     [DT__R_DOWN] = "layers.{i}.mlp.down_proj.weight",                                          \
-     [DT__R_DOWN_B] = "layers.{i}.mlp.down_proj.bias",                                          \
-     [DT__R_OUT_NORM] = "norm.weight",                                                          \
-     [DT__R_HEAD] = "lm_head.weight"}
+#define LLAMA_NAMES                                                                                \
+    {                                                                                              \
+        [DT__R_TOK_EMB] = "embed_tokens.weight",                                                   \
+        [DT__R_ATTN_NORM] = "layers.{i}.input_layernorm.weight",                                   \
+        [DT__R_Q] = "layers.{i}.self_attn.q_proj.weight",                                          \
+        [DT__R_Q_B] = "layers.{i}.self_attn.q_proj.bias",                                          \
+        [DT__R_K] = "layers.{i}.self_attn.k_proj.weight",                                          \
+        [DT__R_K_B] = "layers.{i}.self_attn.k_proj.bias",                                          \
+        [DT__R_V] = "layers.{i}.self_attn.v_proj.weight",                                          \
+        [DT__R_V_B] = "layers.{i}.self_attn.v_proj.bias",                                          \
+        [DT__R_O] = "layers.{i}.self_attn.o_proj.weight",                                          \
+        [DT__R_O_B] = "layers.{i}.self_attn.o_proj.bias",                                          \
+        [DT__R_MLP_NORM] = "layers.{i}.post_attention_layernorm.weight",                           \
+        [DT__R_GATE] = "layers.{i}.mlp.gate_proj.weight",                                          \
+        [DT__R_GATE_B] = "layers.{i}.mlp.gate_proj.bias",                                          \
+        [DT__R_UP] = "layers.{i}.mlp.up_proj.weight",                                              \
+        [DT__R_UP_B] = "layers.{i}.mlp.up_proj.bias",                                              \
+        [DT__R_DOWN] = "layers.{i}.mlp.down_proj.weight",                                          \
+        [DT__R_DOWN_B] = "layers.{i}.mlp.down_proj.bias", [DT__R_OUT_NORM] = "norm.weight",        \
+        [DT__R_HEAD] = "lm_head.weight"                                                            \
+    }
 
 /* A row of the Llama layout: only the model type and the q/k/v bias default differ. */
-#define LLAMA_LIKE(type, qkv_bias)                                                             \
-    {.model_type = type,                                                                        \
-     .family = DT__LM_LLAMA,                                                                    \
-     .norm = DT_LM_NORM_RMS,                                                                    \
-     .prefix = "model.",                                                                        \
-     .keys = LLAMA_KEYS,                                                                        \
-     .qkv_bias_default = qkv_bias,                                                              \
-     .names = LLAMA_NAMES,                                                                      \
-     .skip = {"layers.{i}.self_attn.rotary_emb.inv_freq"}}
+#define LLAMA_LIKE(type, qkv_bias)                                                                 \
+    {                                                                                              \
+        .model_type = type, .family = DT__LM_LLAMA, .norm = DT_LM_NORM_RMS, .prefix = "model.",    \
+        .keys = LLAMA_KEYS, .qkv_bias_default = qkv_bias, .names = LLAMA_NAMES, .skip = {          \
+            "layers.{i}.self_attn.rotary_emb.inv_freq"                                             \
+        }                                                                                          \
+    }
 
 static const dt__lm_arch ARCHS[] = {
     {.model_type = "gpt2",
@@ -126,8 +123,10 @@ dt_status dt__lm_each_param(dt_lm *m,
         }
     }
     if (seen != dt_module_param_count(m->root))
-        return dt_error(DT_ERR_STATE, "%s: %d of the model's %d parameters have a name in the "
-                        "architecture table", a->model_type, seen, dt_module_param_count(m->root));
+        return dt_error(DT_ERR_STATE,
+                        "%s: %d of the model's %d parameters have a name in the "
+                        "architecture table",
+                        a->model_type, seen, dt_module_param_count(m->root));
     return DT_OK;
 }
 
@@ -157,8 +156,9 @@ static dt_status get_int(const json_t *j, const char *path, const char *key, int
     const json_t *v = key ? json_object_get(j, key) : NULL;
     if (!v || json_is_null(v)) {
         if (def < 0 && key)
-            return dt_error(DT_ERR_FORMAT, "%s: key '%s' is missing; hint: the model's "
-                                           "config.json as save_pretrained writes it has it",
+            return dt_error(DT_ERR_FORMAT,
+                            "%s: key '%s' is missing; hint: the model's "
+                            "config.json as save_pretrained writes it has it",
                             path, key);
         *out = def;
         return DT_OK;
@@ -201,8 +201,8 @@ static dt_status require_str(const json_t *j, const char *path, const char *key,
     if (!s) return DT_OK;
     for (int i = 0; allowed[i]; i++)
         if (!strcmp(s, allowed[i])) return DT_OK;
-    return dt_error(DT_ERR_FORMAT, "%s: %s '%s' is not supported (supported: %s%s%s)", path, key,
-                    s, allowed[0], allowed[1] ? ", " : "", allowed[1] ? allowed[1] : "");
+    return dt_error(DT_ERR_FORMAT, "%s: %s '%s' is not supported (supported: %s%s%s)", path, key, s,
+                    allowed[0], allowed[1] ? ", " : "", allowed[1] ? allowed[1] : "");
 }
 
 /* rope_theta at the top level or in rope_parameters; scaled rope types are refused. */
@@ -213,8 +213,10 @@ static dt_status rope(const json_t *j, const char *path, dt_lm_config *c) {
     const char *type = json_string_value(json_object_get(scaling, "rope_type"));
     if (!type) type = json_string_value(json_object_get(scaling, "type"));
     if (scaling && type && strcmp(type, "default") != 0)
-        return dt_error(DT_ERR_FORMAT, "%s: rope type '%s' is not supported (only the default "
-                                       "rotary embedding)", path, type);
+        return dt_error(DT_ERR_FORMAT,
+                        "%s: rope type '%s' is not supported (only the default "
+                        "rotary embedding)",
+                        path, type);
     if (json_is_object(rp) && json_object_get(rp, "rope_theta"))
         return get_num(rp, path, "rope_theta", 10000.0, &c->rope_theta);
     return get_num(j, path, "rope_theta", 10000.0, &c->rope_theta);
@@ -227,8 +229,10 @@ static dt_status family_flags(const dt__lm_arch *a, const json_t *j, const char 
         c->attn_bias = c->o_bias = c->mlp_bias = true;
         if (get_bool(j, "scale_attn_by_inverse_layer_idx", false) ||
             get_bool(j, "add_cross_attention", false))
-            return dt_error(DT_ERR_FORMAT, "%s: scale_attn_by_inverse_layer_idx and "
-                                           "add_cross_attention are not supported", path);
+            return dt_error(DT_ERR_FORMAT,
+                            "%s: scale_attn_by_inverse_layer_idx and "
+                            "add_cross_attention are not supported",
+                            path);
         return require_str(j, path, "activation_function",
                            (const char *[]){"gelu_new", "gelu_pytorch_tanh", NULL});
     }
@@ -248,19 +252,24 @@ static dt_status family_flags(const dt__lm_arch *a, const json_t *j, const char 
 
 static dt_status check_shape(const char *path, dt_lm_config *c) {
     if (!c->vocab || !c->d_model || !c->n_head || !c->max_pos || !c->n_kv_head || !c->d_ff)
-        return dt_error(DT_ERR_FORMAT, "%s: vocab, hidden size, heads, positions and the MLP "
-                                       "width must be positive", path);
+        return dt_error(DT_ERR_FORMAT,
+                        "%s: vocab, hidden size, heads, positions and the MLP "
+                        "width must be positive",
+                        path);
     if (!c->head_dim && c->d_model % c->n_head)
         return dt_error(DT_ERR_FORMAT, "%s: hidden size %lld is not a multiple of the %lld heads",
                         path, (long long)c->d_model, (long long)c->n_head);
     if (!c->head_dim) c->head_dim = c->d_model / c->n_head;
     if (c->n_head % c->n_kv_head)
-        return dt_error(DT_ERR_FORMAT, "%s: %lld attention heads are not a multiple of the "
-                                       "%lld key/value heads", path, (long long)c->n_head,
-                        (long long)c->n_kv_head);
+        return dt_error(DT_ERR_FORMAT,
+                        "%s: %lld attention heads are not a multiple of the "
+                        "%lld key/value heads",
+                        path, (long long)c->n_head, (long long)c->n_kv_head);
     if (c->n_layer > 100000 || c->vocab > ((int64_t)1 << 31))
-        return dt_error(DT_ERR_FORMAT, "%s: %lld layers / vocab %lld is beyond what dtrain "
-                                       "reads", path, (long long)c->n_layer, (long long)c->vocab);
+        return dt_error(DT_ERR_FORMAT,
+                        "%s: %lld layers / vocab %lld is beyond what dtrain "
+                        "reads",
+                        path, (long long)c->n_layer, (long long)c->vocab);
     return DT_OK;
 }
 
@@ -277,8 +286,7 @@ dt_status dt__lm_config_read(const dt__lm_arch *a, const json_t *j, const char *
     if (!st) st = get_int(j, path, k->n_kv_head, c->n_head, &c->n_kv_head);
     if (!st) st = get_int(j, path, k->d_ff, 4 * c->d_model, &c->d_ff);
     if (!st) st = get_int(j, path, "head_dim", 0, &c->head_dim);
-    if (!st)
-        st = get_num(j, path, k->eps, a->norm == DT_LM_NORM_RMS ? 1e-6 : 1e-5, &c->norm_eps);
+    if (!st) st = get_num(j, path, k->eps, a->norm == DT_LM_NORM_RMS ? 1e-6 : 1e-5, &c->norm_eps);
     if (st) return st;
     c->norm = a->norm;
     c->rope_theta = 10000.f;

@@ -35,12 +35,16 @@ dt_status dt_lm_eval_ids(dt_lm *m, const int32_t *ids, size_t n, int64_t seq, do
     if (!dt_module_ctx(m->root)) return dt_error(DT_ERR_STATE, "lm eval: the model is not built");
     if (seq == 0) seq = m->cfg.max_pos;
     if (seq > m->cfg.max_pos || seq < 2)
-        return dt_error(DT_ERR_INVALID, "lm eval: windows of %lld tokens; the model takes 2 .. "
-                        "%lld", (long long)seq, (long long)m->cfg.max_pos);
+        return dt_error(DT_ERR_INVALID,
+                        "lm eval: windows of %lld tokens; the model takes 2 .. "
+                        "%lld",
+                        (long long)seq, (long long)m->cfg.max_pos);
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= m->cfg.vocab)
-            return dt_error(DT_ERR_INVALID, "lm eval: id %d at %zu is outside the vocabulary of "
-                            "%lld", ids[i], i, (long long)m->cfg.vocab);
+            return dt_error(DT_ERR_INVALID,
+                            "lm eval: id %d at %zu is outside the vocabulary of "
+                            "%lld",
+                            ids[i], i, (long long)m->cfg.vocab);
     dt_ctx *ctx = dt_module_ctx(m->root);
     bool grad = dt_set_grad_enabled(ctx, false), training = dt_ctx_training(ctx);
     dt_ctx_set_training(ctx, false);
@@ -57,8 +61,10 @@ dt_status dt_lm_eval_ids(dt_lm *m, const int32_t *ids, size_t n, int64_t seq, do
     dt_ctx_set_training(ctx, training);
     if (st) return st;
     if (!count)
-        return dt_error(DT_ERR_INVALID, "lm eval: %zu tokens make no window of 2 or more; hint: "
-                        "evaluate a longer text", n);
+        return dt_error(DT_ERR_INVALID,
+                        "lm eval: %zu tokens make no window of 2 or more; hint: "
+                        "evaluate a longer text",
+                        n);
     *mean_loss = sum / (double)count;
     if (predicted) *predicted = count;
     return DT_OK;

@@ -31,8 +31,7 @@ dt_tensor *dt__lm_cached_attention(dt__lm_cache *c, int layer, dt_tensor *q, dt_
 }
 
 dt_lm_gen_opts dt_lm_gen_defaults(void) {
-    return (dt_lm_gen_opts){.temperature = 0.f, .top_k = 0, .top_p = 0.f, .seed = 0,
-                            .eos_id = -1};
+    return (dt_lm_gen_opts){.temperature = 0.f, .top_k = 0, .top_p = 0.f, .seed = 0, .eos_id = -1};
 }
 
 typedef struct scored {
@@ -114,13 +113,16 @@ static dt_status check_args(const dt_lm *m, const int32_t *prompt, size_t n_prom
     if (!dt_module_ctx(m->root))
         return dt_error(DT_ERR_STATE, "lm generate: the model is not built");
     if (n_prompt + n > (size_t)m->cfg.max_pos)
-        return dt_error(DT_ERR_INVALID, "lm generate: %zu prompt + %zu new tokens exceed the "
-                        "model's %lld positions; hint: generate fewer tokens", n_prompt, n,
-                        (long long)m->cfg.max_pos);
+        return dt_error(DT_ERR_INVALID,
+                        "lm generate: %zu prompt + %zu new tokens exceed the "
+                        "model's %lld positions; hint: generate fewer tokens",
+                        n_prompt, n, (long long)m->cfg.max_pos);
     for (size_t i = 0; i < n_prompt; i++)
         if (prompt[i] < 0 || prompt[i] >= m->cfg.vocab)
-            return dt_error(DT_ERR_INVALID, "lm generate: prompt id %d at %zu is outside the "
-                            "vocabulary of %lld", prompt[i], i, (long long)m->cfg.vocab);
+            return dt_error(DT_ERR_INVALID,
+                            "lm generate: prompt id %d at %zu is outside the "
+                            "vocabulary of %lld",
+                            prompt[i], i, (long long)m->cfg.vocab);
     return DT_OK;
 }
 

@@ -106,9 +106,9 @@ static dt_module *gpt2_block(const dt_lm_config *c) {
     dt_module *attn = dt__lm_with_children(
         dt__lm_container("GPT2Attention"), 2, (const char *[]){"c_attn", "c_proj"},
         (dt_module *[]){dt_nn_linear(D, 3 * D, true), dt_nn_linear(D, D, true)});
-    dt_module *mlp = dt__lm_with_children(
-        dt__lm_container("GPT2MLP"), 2, (const char *[]){"c_fc", "c_proj"},
-        (dt_module *[]){dt_nn_linear(D, F, true), dt_nn_linear(F, D, true)});
+    dt_module *mlp =
+        dt__lm_with_children(dt__lm_container("GPT2MLP"), 2, (const char *[]){"c_fc", "c_proj"},
+                             (dt_module *[]){dt_nn_linear(D, F, true), dt_nn_linear(F, D, true)});
     return dt__lm_with_children(
         dt_module_new("GPT2Block", block_forward), 4,
         (const char *[]){"ln_1", "attn", "ln_2", "mlp"},
@@ -122,6 +122,6 @@ dt_module *dt__gpt2_build(const dt_lm_config *c, const dt__lm_arch *a) {
         (dt_module *[]){dt_nn_embedding(c->vocab, D), dt_nn_embedding(c->max_pos, D),
                         dt__lm_block_list(c, c->n_layer, gpt2_block),
                         dt_nn_layer_norm(D, c->norm_eps)});
-    return dt__lm_root_with(dt__lm_root("GPT2LMHeadModel", gpt2_forward, c, a), "transformer",
-                            body, c);
+    return dt__lm_root_with(dt__lm_root("GPT2LMHeadModel", gpt2_forward, c, a), "transformer", body,
+                            c);
 }

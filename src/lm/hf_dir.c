@@ -47,17 +47,19 @@ static dt_status open_index(const char *dir, const char *ipath, weight_files *w)
     if (!j) return dt_last_status();
     json_t *map = json_object_get(j, "weight_map");
     dt_status st = json_is_object(map) ? DT_OK
-                                       : dt_error(DT_ERR_FORMAT, "%s: no 'weight_map' object; "
+                                       : dt_error(DT_ERR_FORMAT,
+                                                  "%s: no 'weight_map' object; "
                                                   "hint: the index maps tensor names to shard "
-                                                  "files", ipath);
+                                                  "files",
+                                                  ipath);
     const char *name;
     json_t *v;
     json_object_foreach(map, name, v) {
         const char *shard = json_string_value(v);
         if (st) break;
         if (!shard || !*shard || strchr(shard, '/')) {
-            st = dt_error(DT_ERR_FORMAT, "%s: tensor '%s' maps to an invalid shard name",
-                          ipath, name);
+            st = dt_error(DT_ERR_FORMAT, "%s: tensor '%s' maps to an invalid shard name", ipath,
+                          name);
             break;
         }
         char path[1200];
@@ -71,8 +73,10 @@ static dt_status open_index(const char *dir, const char *ipath, weight_files *w)
         else if (k == w->n)
             st = files_add(w, path);
         if (!st && dt_safetensors_find(w->f[k], name) < 0)
-            st = dt_error(DT_ERR_FORMAT, "%s: lists tensor '%s' in shard '%s', which has no such "
-                          "tensor", ipath, name, shard);
+            st = dt_error(DT_ERR_FORMAT,
+                          "%s: lists tensor '%s' in shard '%s', which has no such "
+                          "tensor",
+                          ipath, name, shard);
     }
     json_decref(j);
     return st;
@@ -89,9 +93,11 @@ static dt_status files_open(const char *dir, weight_files *w) {
     }
     snprintf(w->where, sizeof w->where, "%s", one);
     if (stat(one, &sb) != 0)
-        return dt_error(DT_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json; "
+        return dt_error(DT_ERR_IO,
+                        "%s: no model.safetensors or model.safetensors.index.json; "
                         "hint: save the model with safe_serialization (PyTorch .bin files are "
-                        "not read)", dir);
+                        "not read)",
+                        dir);
     return files_add(w, one);
 }
 
@@ -128,7 +134,8 @@ static dt_status load_param(weight_files *w, const dt__lm_arch *a, int role, con
     const char *bare = role != DT__R_HEAD && !strncmp(canon, a->prefix, pl) ? canon + pl : canon;
     if (ti < 0 && a->prefix_optional) ti = files_find(w, bare, &fi);
     if (ti < 0)
-        return dt_error(DT_ERR_FORMAT, "%s: tensor '%s' is missing%s%s%s; hint: the directory "
+        return dt_error(DT_ERR_FORMAT,
+                        "%s: tensor '%s' is missing%s%s%s; hint: the directory "
                         "must hold every weight of the model its config.json describes",
                         w->where, canon, a->prefix_optional ? " (also looked for '" : "",
                         a->prefix_optional ? bare : "", a->prefix_optional ? "')" : "");
@@ -153,8 +160,10 @@ static dt_status load_param(weight_files *w, const dt__lm_arch *a, int role, con
             snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? ", " : "",
                      (long long)sh[d]);
         strcat(got, "]");
-        return dt_error(DT_ERR_FORMAT, "%s: tensor '%s' has shape %s but config.json makes it "
-                        "%s", dt_safetensors_path(f), name, got,
+        return dt_error(DT_ERR_FORMAT,
+                        "%s: tensor '%s' has shape %s but config.json makes it "
+                        "%s",
+                        dt_safetensors_path(f), name, got,
                         dt_shape_str(&view, want, sizeof want) + 3);
     }
     w->used[fi][ti] = true;
@@ -170,7 +179,8 @@ static dt_status check_extra(const weight_files *w, const dt__lm_arch *a, bool t
             for (int s = 0; !known && s < 3 && a->skip[s]; s++)
                 known = matches(name, a->prefix, a->skip[s]);
             if (!known)
-                return dt_error(DT_ERR_FORMAT, "%s: tensor '%s' is not part of a %s model; hint: "
+                return dt_error(DT_ERR_FORMAT,
+                                "%s: tensor '%s' is not part of a %s model; hint: "
                                 "config.json and the weights must describe the same model",
                                 dt_safetensors_path(w->f[k]), name, a->model_type);
         }
@@ -191,7 +201,7 @@ static dt_status load_one(void *user, int role, const char *canon, dt_tensor *p)
 dt_status dt_lm_load_weights(dt_lm *m) {
     if (!m || !dt_module_ctx(m->root))
         return dt_error(DT_ERR_STATE, "lm: load_weights needs a built module tree; hint: "
-                        "dt_module_build or dt_wrap_model first");
+                                      "dt_module_build or dt_wrap_model first");
     weight_files *w = calloc(1, sizeof *w);
     if (!w) return dt_error(DT_ERR_OOM, "lm: out of memory");
     dt_status st = files_open(m->dir, w);

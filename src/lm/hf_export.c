@@ -130,14 +130,17 @@ dt_status dt_lm_load_checkpoint_weights(dt_lm *m, const char *path) {
     int n = dt_module_param_count(m->root);
     dt_status st = dt_safetensors_count(f) == n
                        ? DT_OK
-                       : dt_error(DT_ERR_FORMAT, "%s: %d tensors, the %s model has %d "
+                       : dt_error(DT_ERR_FORMAT,
+                                  "%s: %d tensors, the %s model has %d "
                                   "parameters; hint: export a checkpoint of this model",
                                   path, dt_safetensors_count(f), m->arch->model_type, n);
     for (int i = 0; !st && i < n; i++) {
         const char *name = dt_module_param_name(m->root, i);
         if (dt_safetensors_find(f, name) < 0)
-            st = dt_error(DT_ERR_FORMAT, "%s: no tensor '%s'; hint: export a checkpoint of "
-                          "this model", path, name);
+            st = dt_error(DT_ERR_FORMAT,
+                          "%s: no tensor '%s'; hint: export a checkpoint of "
+                          "this model",
+                          path, name);
         else
             st = dt_safetensors_read_into(f, name, dt_module_param_tensor(m->root, i));
     }

@@ -42,8 +42,7 @@ static dt_tensor *proj_residual(dt_module *proj, dt_tensor *y, dt_tensor *res) {
     return out;
 }
 
-static dt_tensor *attention_residual(dt_module *attn, int64_t layer, dt_tensor *h,
-                                     dt_tensor *x) {
+static dt_tensor *attention_residual(dt_module *attn, int64_t layer, dt_tensor *h, dt_tensor *x) {
     dt__lm_state *st = dt__lm_state_of(attn);
     const dt_lm_config *c = &st->cfg;
     dt_module **p = attn->children;
@@ -86,12 +85,10 @@ enum { B_EMBED, B_LAYERS, B_NORM };
 static dt_tensor *llama_forward(dt_module *root, dt_tensor *ids) {
     dt__lm_state *st = root->impl;
     dt_module **body = root->children[0]->children;
-    if (!ids || dt__lm_check_ids(ids, st->cache ? st->cache->len : 0, st->cfg.max_pos))
-        return NULL;
+    if (!ids || dt__lm_check_ids(ids, st->cache ? st->cache->len : 0, st->cfg.max_pos)) return NULL;
     dt_tensor *x = dt_module_forward(body[B_EMBED], ids); // (B, T, D)
     dt_module *layers = body[B_LAYERS];
-    for (int i = 0; i < layers->n_children && x; i++)
-        x = dt_module_forward(layers->children[i], x);
+    for (int i = 0; i < layers->n_children && x; i++) x = dt_module_forward(layers->children[i], x);
     x = dt_module_forward(body[B_NORM], x);
     if (st->cache && x) st->cache->len += ids->shape[1];
     return dt__lm_head(root, body[B_EMBED], x); // logits (B, T, V)
@@ -122,6 +119,5 @@ dt_module *dt__llama_build(const dt_lm_config *c, const dt__lm_arch *a) {
         dt__lm_container("LlamaModel"), 3, (const char *[]){"embed_tokens", "layers", "norm"},
         (dt_module *[]){dt_nn_embedding(c->vocab, D), dt__lm_block_list(c, c->n_layer, llama_layer),
                         dt_nn_rms_norm(D, c->norm_eps)});
-    return dt__lm_root_with(dt__lm_root("LlamaForCausalLM", llama_forward, c, a), "model", body,
-                            c);
+    return dt__lm_root_with(dt__lm_root("LlamaForCausalLM", llama_forward, c, a), "model", body, c);
 }

@@ -34,7 +34,7 @@ dt_status dt_lm_open(dt_lm **out, const char *dir) {
     m->config_json = j;
     m->dir = strdup(dir);
     m->arch = arch_of(j, path);
-    dt_status st = !m->dir ? dt_error(DT_ERR_OOM, "lm: out of memory")
+    dt_status st = !m->dir    ? dt_error(DT_ERR_OOM, "lm: out of memory")
                    : !m->arch ? dt_last_status()
                               : dt__lm_config_read(m->arch, j, path, &m->cfg);
     if (!st) {
@@ -73,13 +73,21 @@ void dt_lm_free(dt_lm *m) {
     free(m);
 }
 
-const dt_lm_config *dt_lm_get_config(const dt_lm *m) { return &m->cfg; }
-dt_module *dt_lm_module(dt_lm *m) { return m->root; }
-const char *dt_lm_dir(const dt_lm *m) { return m->dir; }
+const dt_lm_config *dt_lm_get_config(const dt_lm *m) {
+    return &m->cfg;
+}
+dt_module *dt_lm_module(dt_lm *m) {
+    return m->root;
+}
+const char *dt_lm_dir(const dt_lm *m) {
+    return m->dir;
+}
 
 dt_module *dt_lm_take_module(dt_lm *m) {
     m->module_taken = true;
     return m->root;
 }
 
-dt_tensor *dt_lm_forward(dt_lm *m, dt_tensor *ids) { return dt_module_forward(m->root, ids); }
+dt_tensor *dt_lm_forward(dt_lm *m, dt_tensor *ids) {
+    return dt_module_forward(m->root, ids);
+}

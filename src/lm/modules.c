@@ -90,8 +90,10 @@ dt_status dt__lm_check_ids(const dt_tensor *ids, int64_t p0, int64_t max_pos) {
         return dt_error(DT_ERR_INVALID, "lm: ids must be (B, T) i32 or i64, got %s",
                         dt_shape_str(ids, s, sizeof s));
     if (p0 + ids->shape[1] > max_pos)
-        return dt_error(DT_ERR_INVALID, "lm: %lld positions exceed the model's %lld; hint: use "
-                        "shorter windows", (long long)(p0 + ids->shape[1]), (long long)max_pos);
+        return dt_error(DT_ERR_INVALID,
+                        "lm: %lld positions exceed the model's %lld; hint: use "
+                        "shorter windows",
+                        (long long)(p0 + ids->shape[1]), (long long)max_pos);
     return DT_OK;
 }
 

@@ -63,8 +63,8 @@ static inline void lm_each(const char *const *names, size_t n, lm_fixture_fn fn)
         json_decref(exp);
     }
 }
-#define LM_EACH_GPT2(fn) lm_each(LM_GPT2_FIXTURES, sizeof LM_GPT2_FIXTURES / sizeof (char *), fn)
-#define LM_EACH_LLAMA(fn) lm_each(LM_LLAMA_FIXTURES, sizeof LM_LLAMA_FIXTURES / sizeof (char *), fn)
+#define LM_EACH_GPT2(fn) lm_each(LM_GPT2_FIXTURES, sizeof LM_GPT2_FIXTURES / sizeof(char *), fn)
+#define LM_EACH_LLAMA(fn) lm_each(LM_LLAMA_FIXTURES, sizeof LM_LLAMA_FIXTURES / sizeof(char *), fn)
 
 static inline bool lm_rel_close(double got, double want, double rel) {
     return fabs(got - want) <= rel * fabs(want);

@@ -74,8 +74,8 @@ static void refused(const char *dir, dt_status st, const char *s1, const char *s
     dt_status got = dt_lm_load(&m, dir);
     const char *msg = dt_last_error();
     CHECK_MSG(got == st && m == NULL, "%s: status %d, want %d (%s)", dir, got, st, msg);
-    CHECK_MSG(strstr(msg, s1) && (!s2 || strstr(msg, s2)), "%s: message '%s' lacks '%s'/'%s'",
-              dir, msg, s1, s2 ? s2 : "");
+    CHECK_MSG(strstr(msg, s1) && (!s2 || strstr(msg, s2)), "%s: message '%s' lacks '%s'/'%s'", dir,
+              msg, s1, s2 ? s2 : "");
     dt_lm_free(m);
 }
 
@@ -92,7 +92,8 @@ static void test_config(void) {
     write_text(d, "config.json", "{\"model_type\": \"gpt2\", \"vocab_size\": 10}");
     refused(d, DT_ERR_FORMAT, "config.json", "'n_positions' is missing");
     fresh("act", d, sizeof d);
-    write_text(d, "config.json", "{\"model_type\": \"gpt2\", \"vocab_size\": 10, \"n_positions\": 8,"
+    write_text(d, "config.json",
+               "{\"model_type\": \"gpt2\", \"vocab_size\": 10, \"n_positions\": 8,"
                " \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"activation_function\": \"relu\"}");
     refused(d, DT_ERR_FORMAT, "activation_function 'relu' is not supported", NULL);
 }
@@ -116,8 +117,7 @@ static void test_weights(void) {
     copy_fixture_file("gpt2", "config.json", d);
     rewrite(d, NULL, "transformer.h.1.mlp.c_fc.weight",
             dt_tensor_new(ctx, DT_DTYPE_F32, 2, (int64_t[]){128, 32}), NULL);
-    refused(d, DT_ERR_FORMAT, "'transformer.h.1.mlp.c_fc.weight' has shape [128, 32]",
-            "[32, 128]");
+    refused(d, DT_ERR_FORMAT, "'transformer.h.1.mlp.c_fc.weight' has shape [128, 32]", "[32, 128]");
     fresh("dtype", d, sizeof d);
     copy_fixture_file("gpt2", "config.json", d);
     rewrite(d, NULL, "transformer.ln_f.bias", dt_tensor_new(ctx, DT_DTYPE_I32, 1, (int64_t[]){32}),
@@ -148,8 +148,10 @@ static void test_shards(void) {
     const char *files[] = {"config.json", "model.safetensors.index.json",
                            "model-00001-of-00003.safetensors", "model-00003-of-00003.safetensors"};
     for (int i = 0; i < 4; i++) copy_fixture_file("gpt2_sharded_bf16", files[i], d);
-    refused(d, DT_ERR_IO, "model.safetensors.index.json: names shard "
-                          "'model-00002-of-00003.safetensors'", "which is missing");
+    refused(d, DT_ERR_IO,
+            "model.safetensors.index.json: names shard "
+            "'model-00002-of-00003.safetensors'",
+            "which is missing");
     copy_fixture_file("gpt2_sharded_bf16", "model-00002-of-00003.safetensors", d);
     dt_lm *m = NULL;
     CHECK_MSG(dt_lm_load(&m, d) == DT_OK, "%s", dt_last_error());

@@ -11,8 +11,8 @@ static void check_eval(const char *name, dt_lm *m, json_t *exp) {
         int64_t seq = json_integer_value(json_object_get(e, "seq")), pred = -1;
         double loss = 0, want = json_real_value(json_object_get(e, "loss"));
         CHECK_MSG(dt_lm_eval_ids(m, ids, n, seq, &loss, &pred) == DT_OK, "%s", dt_last_error());
-        CHECK_MSG(lm_rel_close(loss, want, 1e-4), "%s seq %lld: loss %.9g, transformers %.9g",
-                  name, (long long)seq, loss, want);
+        CHECK_MSG(lm_rel_close(loss, want, 1e-4), "%s seq %lld: loss %.9g, transformers %.9g", name,
+                  (long long)seq, loss, want);
         CHECK(pred == json_integer_value(json_object_get(e, "predicted")));
     }
     free(ids);

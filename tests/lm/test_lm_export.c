@@ -20,9 +20,9 @@ static void export_dir(const char *name, char *out, size_t cap) {
 
 static void remove_dir(const char *dir) {
     if (getenv("DT_LM_KEEP_EXPORT")) return;
-    const char *files[] = {"config.json", "model.safetensors", "tokenizer.json",
-                           "tokenizer_config.json", "special_tokens_map.json",
-                           "generation_config.json"};
+    const char *files[] = {
+        "config.json",           "model.safetensors",       "tokenizer.json",
+        "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"};
     char p[1200];
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, files[i]);
@@ -38,11 +38,14 @@ static void check_file(const char *dir, bool gpt2) {
     dt_safetensors *f = dt_safetensors_open(p);
     CHECK_MSG(f != NULL, "%s", dt_last_error());
     if (!f) return;
-    CHECK(dt_safetensors_metadata(f, "format") && !strcmp(dt_safetensors_metadata(f, "format"), "pt"));
-    for (int i = 0; i < dt_safetensors_count(f); i++) CHECK(dt_safetensors_dtype(f, i) == DT_DTYPE_F32);
+    CHECK(dt_safetensors_metadata(f, "format") &&
+          !strcmp(dt_safetensors_metadata(f, "format"), "pt"));
+    for (int i = 0; i < dt_safetensors_count(f); i++)
+        CHECK(dt_safetensors_dtype(f, i) == DT_DTYPE_F32);
     if (gpt2) {
         int i = dt_safetensors_find(f, "transformer.h.0.mlp.c_fc.weight");
-        CHECK(i >= 0 && dt_safetensors_shape(f, i)[0] == 32 && dt_safetensors_shape(f, i)[1] == 128);
+        CHECK(i >= 0 && dt_safetensors_shape(f, i)[0] == 32 &&
+              dt_safetensors_shape(f, i)[1] == 128);
         CHECK(dt_safetensors_find(f, "lm_head.weight") < 0);
         CHECK(dt_safetensors_find(f, "transformer.h.0.attn.bias") < 0);
     }
@@ -110,7 +113,9 @@ static void test_changed_weights(void) {
     dt_safetensors_close(f);
     dt_ctx_free(ctx);
     CHECK(dt_lm_load(&back, dir) == DT_OK);
-    dt_tensor *w2 = back ? dt_module_find_param(dt_lm_module(back), "transformer.h.1.attn.c_proj.weight") : NULL;
+    dt_tensor *w2 =
+        back ? dt_module_find_param(dt_lm_module(back), "transformer.h.1.attn.c_proj.weight")
+             : NULL;
     CHECK(w2 && ((float *)w2->data)[3 * w2->stride[0] + 5] == 1.25f);
     dt_lm_free(back);
     dt_lm_free(m);
@@ -138,7 +143,8 @@ static void test_checkpoint_weights(void) {
     CHECK(dt_safetensors_write(path, n, names, ts, 0, NULL) == DT_OK);
     CHECK_MSG(dt_lm_load_checkpoint_weights(fresh, path) == DT_OK, "%s", dt_last_error());
     int64_t n1, n2;
-    float *a = dt_module_flat_params(root, &n1), *b = dt_module_flat_params(dt_lm_module(fresh), &n2);
+    float *a = dt_module_flat_params(root, &n1),
+          *b = dt_module_flat_params(dt_lm_module(fresh), &n2);
     CHECK(n1 == n2 && memcmp(a, b, (size_t)n1 * sizeof *a) == 0);
     CHECK(dt_safetensors_write(path, n - 1, names, ts, 0, NULL) == DT_OK);
     CHECK(dt_lm_load_checkpoint_weights(fresh, path) == DT_ERR_FORMAT);

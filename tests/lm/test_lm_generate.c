@@ -27,8 +27,10 @@ static void check_greedy(const char *name, dt_lm *m, json_t *exp) {
         int32_t *got2 = NULL;
         size_t ng2 = 0;
         CHECK(dt_lm_generate(m, prompt, np, 24, &o, &got2, &ng2) == DT_OK);
-        CHECK_MSG(ng2 == stop + 1 && got2 && got2[stop] == o.eos_id, "%s: EOS stop at %zu, "
-                  "got %zu", name, stop + 1, ng2);
+        CHECK_MSG(ng2 == stop + 1 && got2 && got2[stop] == o.eos_id,
+                  "%s: EOS stop at %zu, "
+                  "got %zu",
+                  name, stop + 1, ng2);
         free(got2);
     }
     free(got);
@@ -46,8 +48,7 @@ static void test_llama(void) {
 
 static int32_t *gen(dt_lm *m, float temp, int64_t k, float p, uint64_t seed, size_t *n) {
     int32_t prompt[] = {5, 17, 101};
-    dt_lm_gen_opts o = {.temperature = temp, .top_k = k, .top_p = p, .seed = seed,
-                        .eos_id = -1};
+    dt_lm_gen_opts o = {.temperature = temp, .top_k = k, .top_p = p, .seed = seed, .eos_id = -1};
     int32_t *out = NULL;
     CHECK_MSG(dt_lm_generate(m, prompt, 3, 16, &o, &out, n) == DT_OK, "%s", dt_last_error());
     return out;
@@ -61,7 +62,7 @@ static void test_sampling(void) {
     int32_t *a = gen(m, 1.5f, 0, 0.f, 42, &n2), *b = gen(m, 1.5f, 0, 0.f, 42, &n3);
     int32_t *k1 = gen(m, 1.0f, 1, 0.f, 9, &n4), *p0 = gen(m, 1.0f, 0, 1e-6f, 9, &n5);
     CHECK(n1 == 19 && n2 == 19 && n3 == 19 && n4 == 19 && n5 == 19);
-    CHECK(a && b && memcmp(a, b, n2 * sizeof *a) == 0);          /* same seed, same draw */
+    CHECK(a && b && memcmp(a, b, n2 * sizeof *a) == 0);             /* same seed, same draw */
     CHECK(k1 && greedy && memcmp(k1, greedy, n1 * sizeof *a) == 0); /* top-k 1 is greedy */
     CHECK(p0 && greedy && memcmp(p0, greedy, n1 * sizeof *a) == 0); /* so is a tiny top-p */
     int differ = 0; /* at temperature 1.5 some of 16 draws leave the greedy path */

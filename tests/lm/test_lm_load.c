@@ -30,8 +30,8 @@ static void check_logits(const char *name, dt_lm *m, json_t *exp) {
         CHECK_MSG(lm_rel_close(abs_sum, want_abs, 1e-5), "%s: |logits| sum %.9g vs %.9g", name,
                   abs_sum, want_abs);
         CHECK_NEAR(sum, json_real_value(json_object_get(exp, "logits_sum")), 1e-5 * want_abs);
-        CHECK_MSG(argmax_ok == (int)n, "%s: argmax agrees at %d of %zu positions", name,
-                  argmax_ok, n);
+        CHECK_MSG(argmax_ok == (int)n, "%s: argmax agrees at %d of %zu positions", name, argmax_ok,
+                  n);
         size_t k;
         json_t *pick;
         json_array_foreach(json_object_get(exp, "logits_picks"), k, pick) {
