@@ -39,12 +39,7 @@ dt_status dt_lm_eval_ids(dt_lm *m, const int32_t *ids, size_t n, int64_t seq, do
                         "lm eval: windows of %lld tokens; the model takes 2 .. "
                         "%lld",
                         (long long)seq, (long long)m->cfg.max_pos);
-    for (size_t i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= m->cfg.vocab)
-            return dt_error(DT_ERR_INVALID,
-                            "lm eval: id %d at %zu is outside the vocabulary of "
-                            "%lld",
-                            ids[i], i, (long long)m->cfg.vocab);
+    if (dt__lm_check_vocab(ids, n, m->cfg.vocab, "lm eval") != DT_OK) return dt_last_status();
     dt_ctx *ctx = dt_module_ctx(m->root);
     bool grad = dt_set_grad_enabled(ctx, false), training = dt_ctx_training(ctx);
     dt_ctx_set_training(ctx, false);

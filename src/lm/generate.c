@@ -117,13 +117,7 @@ static dt_status check_args(const dt_lm *m, const int32_t *prompt, size_t n_prom
                         "lm generate: %zu prompt + %zu new tokens exceed the "
                         "model's %lld positions; hint: generate fewer tokens",
                         n_prompt, n, (long long)m->cfg.max_pos);
-    for (size_t i = 0; i < n_prompt; i++)
-        if (prompt[i] < 0 || prompt[i] >= m->cfg.vocab)
-            return dt_error(DT_ERR_INVALID,
-                            "lm generate: prompt id %d at %zu is outside the "
-                            "vocabulary of %lld",
-                            prompt[i], i, (long long)m->cfg.vocab);
-    return DT_OK;
+    return dt__lm_check_vocab(prompt, n_prompt, m->cfg.vocab, "lm generate: prompt");
 }
 
 dt_status dt_lm_generate(dt_lm *m, const int32_t *prompt, size_t n_prompt, size_t n,

@@ -122,6 +122,8 @@ void dt__lm_hook_pre(dt_module *m);
 void dt__lm_hook_post(dt_module *m);
 /* ids (B, T) i32/i64 whose positions p0 .. p0+T-1 fit in max_pos, or DT_ERR_INVALID. */
 dt_status dt__lm_check_ids(const dt_tensor *ids, int64_t p0, int64_t max_pos);
+/* Every id in [0, vocab), or DT_ERR_INVALID naming the first that is not ("what: id ..."). */
+dt_status dt__lm_check_vocab(const int32_t *ids, size_t n, int64_t vocab, const char *what);
 /* A module that only holds children (its forward is an error). */
 dt_module *dt__lm_container(const char *type);
 /* A numbered list of n blocks made by make(cfg). */

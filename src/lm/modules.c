@@ -113,3 +113,11 @@ dt_tensor *dt__lm_head(dt_module *root, dt_module *emb, dt_tensor *x) {
     dt__lm_hook_post(emb);
     return y;
 }
+
+dt_status dt__lm_check_vocab(const int32_t *ids, size_t n, int64_t vocab, const char *what) {
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= vocab)
+            return dt_error(DT_ERR_INVALID, "%s: id %d at %zu is outside the vocabulary of %lld",
+                            what, ids[i], i, (long long)vocab);
+    return DT_OK;
+}
