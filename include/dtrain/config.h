@@ -4,7 +4,9 @@
  * dt_expconf: a Determined-style experiment config (entrypoint, hyperparameters, searcher,
  * lengths, checkpoint storage, environment, ...) parsed and validated into a C struct with
  * base's config toolkit (base/confcheck.h). Errors are DT_ERR_CONFIG with "file:line:col:
- * key.path ..." messages; unknown keys are warnings with a "did you mean ...?" suggestion.
+ * key.path ..." messages naming the file; unknown keys are warnings with a "did you mean ...?"
+ * suggestion, keys without effect here are warnings saying why, removed keys are errors naming
+ * the key to write instead.
  * docs/config.md is the user-facing reference. YAML loading with source positions is base's
  * (dtrain/yaml.h).
  *
@@ -113,8 +115,9 @@ typedef struct dt_expconf {
     char *entrypoint;   /* "model_def:MyTrial" */
     char *entry_module; /* "model_def": the source file stem (dots allowed: "models.mnist") */
     char *entry_symbol; /* "MyTrial": the C symbol of the const dt_trial_def */
-    /* or a command ("./train": the entrypoint has a '/' or a space), run in the model
-     * directory, that uses the Core API; entry_module and entry_symbol are then NULL */
+    /* or a command ("./train", "python3 train.py", "train.sh", or a list of arguments joined
+     * with /bin/sh quoting), run in the model directory, that uses the Core API; entry_module
+     * and entry_symbol are then NULL */
     char *entry_command;
 
     int n_hparams;
@@ -152,7 +155,9 @@ typedef struct dt_expconf {
     int64_t max_restarts;    /* default 5 */
     const json_t *data;      /* free-form object (empty object when not given) */
 
-    int n_warnings; /* unknown keys and other non-fatal remarks, also sent to dt_log */
+    /* "FILE:LINE: key has no effect: why" and unknown keys, also sent to dt_log; printed by
+     * experiment create, train and config check */
+    int n_warnings;
     char **warnings;
 } dt_expconf;
 
@@ -174,6 +179,13 @@ DT_API dt_status dt_expconf_from_doc(dt_yaml_doc *doc, unsigned flags, dt_expcon
  * deep-copied: the caller keeps its reference. */
 DT_API dt_status dt_expconf_from_json(const json_t *json, unsigned flags, dt_expconf **out);
 DT_API void dt_expconf_free(dt_expconf *cfg);
+
+/* The checks that need the model directory, the same for experiment create, train and config
+ * check: a trial entrypoint needs C sources (a directory of Python says so and what to do), a
+ * command entrypoint's program must exist (on PATH or in the directory), and the DeepSpeed config
+ * a const hyperparameters.deepspeed_config names must be found and accepted (its warnings are
+ * appended to cfg->warnings). DT_ERR_CONFIG saying what to do. */
+DT_API dt_status dt_expconf_check_model_dir(dt_expconf *cfg, const char *model_dir);
 
 /* Set searcher.max_length (the command-line override), in the struct and in cfg->json.
  * DT_ERR_CONFIG if len.n <= 0. */

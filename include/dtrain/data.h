@@ -161,6 +161,10 @@ typedef enum dt_image_layout {
  * for std <= 0 or a bad layout. */
 DT_API dt_dataset *dt_dataset_idx(const char *images_path, const char *labels_path, float mean,
                                   float std, dt_image_layout layout);
+/* The same for the MNIST family's names in dir: <split>-images-idx3-ubyte.gz and
+ * <split>-labels-idx1-ubyte.gz (split "train" or "t10k"; without .gz when only that exists). */
+DT_API dt_dataset *dt_dataset_idx_split(const char *dir, const char *split, float mean, float std,
+                                        dt_image_layout layout);
 
 /* Element type of a flat token file (little-endian, no header). */
 typedef enum dt_token_type {

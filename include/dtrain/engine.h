@@ -124,6 +124,11 @@ DT_API json_t *dt_overwrite_config(const json_t *base, const json_t *overrides);
  * and the combinations DeepSpeed refuses (fp16 with bf16, offload_param below stage 3,
  * offload_optimizer at stage 0, nvme offload without nvme_path). */
 DT_API dt_status dt_ds_config_parse(const json_t *j, int dp_world_size, dt_ds_config *out);
+/* dt_ds_config_parse for a check: *warnings (a new array, also on error) gets one string per key
+ * that is unknown or has no effect here ("NAME: tensorboard has no effect: ..."); errors are
+ * prefixed with `name` (the file). */
+DT_API dt_status dt_ds_config_check(const json_t *j, const char *name, int dp_world_size,
+                                    json_t **warnings);
 
 /* ---- the engine ---------------------------------------------------------------------------- */
 

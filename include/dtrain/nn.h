@@ -128,6 +128,9 @@ DT_API dt_module *dt_nn_flatten(void);
 /* NULL-terminated list of children named "0", "1", ...; a NULL from a failed constructor
  * before the terminator cannot be told apart, so check constructors that can fail. */
 DT_API dt_module *dt_nn_sequential(dt_module *first, ...);
+/* The same from an array of n modules, all owned by the result; a NULL entry (a failed
+ * constructor) frees them all and returns NULL with DT_ERR_INVALID naming its index. */
+DT_API dt_module *dt_nn_sequential_of(dt_module *const *mods, int n);
 
 /* ---- benchmark models ---- */
 

@@ -73,6 +73,11 @@ DT_API bool dt_metrics_set(dt_metrics *m, const char *name, double value);
 DT_API bool dt_metrics_get(const dt_metrics *m, const char *name, double *value);
 /* {name: value} (non-finite values as null): a new object, NULL on OOM. */
 DT_API json_t *dt_metrics_to_json(const dt_metrics *m);
+/* Fraction of rows of logits (N, C) whose highest score is at label y (N, i64); labels
+ * outside [0, C) count as misses. NAN with DT_ERR_INVALID for other shapes or dtypes. */
+DT_API double dt_accuracy(const dt_tensor *logits, const dt_tensor *y);
+/* Fraction of rows whose label is among the k highest scores (ties: the lower index first). */
+DT_API double dt_topk_accuracy(const dt_tensor *logits, const dt_tensor *y, int k);
 
 /* ---- reducers ----------------------------------------------------------------------------- */
 
@@ -250,6 +255,12 @@ DT_API bool dt_trial_is_epoch_start(const dt_trial_ctx *c);
 DT_API bool dt_trial_is_epoch_end(const dt_trial_ctx *c);
 DT_API const json_t *dt_trial_experiment_config(const dt_trial_ctx *c);
 DT_API const json_t *dt_trial_data_config(const dt_trial_ctx *c);
+/* The string data.<key> of the experiment config, or dflt. */
+DT_API const char *dt_trial_data_str(const dt_trial_ctx *c, const char *key, const char *dflt);
+/* A loader over ds (taken) with the trial's seed and its per-slot batch size (an engine-based
+ * trial's: the micro-batch); train: shuffled, the last partial batch dropped. NULL with the
+ * error of dt_loader_new (or ds's, when NULL). */
+DT_API dt_loader *dt_trial_loader(dt_trial_ctx *c, dt_dataset *ds, bool train);
 DT_API int64_t dt_trial_id(const dt_trial_ctx *c);
 DT_API int64_t dt_trial_experiment_id(const dt_trial_ctx *c);
 DT_API uint64_t dt_trial_seed(const dt_trial_ctx *c);
@@ -371,6 +382,10 @@ DT_API dt_status dt_set_mpu(dt_trial_ctx *c, const dt_model_parallel_unit *mpu);
  * deepspeed_config is missing or of the wrong type, or overwrite_deepspeed_args is not an
  * object; DT_ERR_IO / DT_ERR_CONFIG from reading the file (the message names it). */
 DT_API json_t *dt_ds_config_from_hparams(const dt_trial_ctx *c);
+/* The usual init of an engine-based trial in one call: net (taken, not built) built with the
+ * trial's seed, an engine made from dt_ds_config_from_hparams, wrapped (dt_wrap_model_engine).
+ * NULL with the first error; net is freed then. */
+DT_API dt_engine *dt_trial_engine_from_hparams(dt_trial_ctx *c, dt_module *net);
 /* The model directory of the trial (dt_fit_opts.model_dir), or NULL when not known. */
 DT_API const char *dt_trial_model_dir(const dt_trial_ctx *c);
 

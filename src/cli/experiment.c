@@ -123,8 +123,9 @@ int dt_cli_create_experiment(const char *who, const char *config_path, const cha
         free(text);
         return DT_EXIT_FAILED;
     }
-    json_t *body = json_pack("{s:s%,s:s,s:O,s:b}", "config_text", text, len, "model_dir", dir,
-                             "overrides", overrides, "activate", activate);
+    json_t *body =
+        json_pack("{s:s%,s:s,s:s,s:O,s:b}", "config_text", text, len, "config_name", config_path,
+                  "model_dir", dir, "overrides", overrides, "activate", activate);
     free(text);
     if (!body) {
         fprintf(stderr, "%s: error: the config '%s' is not UTF-8 text\nhint: save it as UTF-8\n",

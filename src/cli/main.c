@@ -17,6 +17,8 @@ static void usage(FILE *f) {
                "  experiment create|list|describe|logs|pause|activate|cancel|kill|delete|wait\n"
                "  trial list|describe|logs|metrics|kill\n"
                "  checkpoint list|describe|export\n"
+               "  lm tokenize MODEL_DIR TEXT_FILE                      a text's token ids\n"
+               "  config check CONFIG.yaml [MODEL_DIR]                 check a config, no master\n"
                "  version                                              print the version\n"
                "run 'dtrain <command> --help' for a command's options; exit codes: 0 done,\n"
                "1 failed, 2 usage error, 3 the master cannot be reached\n");
@@ -35,6 +37,8 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "dsat")) return dt_cli_dsat(argc - 2, argv + 2);
     if (!strcmp(argv[1], "trial")) return dt_cli_trial(argc - 2, argv + 2);
     if (!strcmp(argv[1], "checkpoint")) return dt_cli_checkpoint(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "lm")) return dt_cli_lm(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "config")) return dt_cli_config(argc - 2, argv + 2);
     if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
         printf("dtrain 0.1.0\n");
         return 0;

@@ -99,6 +99,13 @@ int dt_cli_train(int argc, char **argv) {
         fail("");
         return 1;
     }
+    if (dt_expconf_check_model_dir(cfg, model_dir) != DT_OK) { /* as config check does */
+        fail("");
+        dt_expconf_free(cfg);
+        return 1;
+    }
+    for (int i = 0; i < cfg->n_warnings && !getenv("OMPI_COMM_WORLD_RANK"); i++)
+        fprintf(stderr, "warning: %s\n", cfg->warnings[i]);
     /* several slots, or any over a hostfile: re-run this command under mpirun, once per slot
      * (the ranks get neither option) */
     int64_t slots = cfg->slots_per_trial;

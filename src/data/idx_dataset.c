@@ -15,7 +15,9 @@
 
 #include <immintrin.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/base_impl.h"
 
@@ -201,4 +203,27 @@ dt_dataset *dt_dataset_idx(const char *images_path, const char *labels_path, flo
     y->dtype = DT_DTYPE_I64;
     y->ndim = 0;
     return ds;
+}
+
+/* <dir>/<split>-<kind>-idx<d>-ubyte.gz, or the file without .gz when only that one exists. */
+static void split_path(char *out, size_t n, const char *dir, const char *split, const char *kind,
+                       int dims) {
+    snprintf(out, n, "%s/%s-%s-idx%d-ubyte.gz", dir, split, kind, dims);
+    if (access(out, F_OK) != 0) {
+        char raw[4200];
+        snprintf(raw, sizeof raw, "%s/%s-%s-idx%d-ubyte", dir, split, kind, dims);
+        if (access(raw, F_OK) == 0) snprintf(out, n, "%s", raw);
+    }
+}
+
+dt_dataset *dt_dataset_idx_split(const char *dir, const char *split, float mean, float std,
+                                 dt_image_layout layout) {
+    if (!dir || !split) {
+        dt_error(DT_ERR_INVALID, "dt_dataset_idx_split: NULL directory or split");
+        return NULL;
+    }
+    char images[4200], labels[4200];
+    split_path(images, sizeof images, dir, split, "images", 3);
+    split_path(labels, sizeof labels, dir, split, "labels", 1);
+    return dt_dataset_idx(images, labels, mean, std, layout);
 }

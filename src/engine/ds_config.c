@@ -25,6 +25,7 @@
  */
 #include "dtrain/engine.h"
 #include "base/confcheck.h"
+#include "engine/ds_config_impl.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -287,6 +288,22 @@ static const struct {
     {"CosineAnnealingLR", DT_SCHED_COSINE_ANNEALING, k_cosine},
 };
 // clang-format on
+
+/* Keys of a section DeepSpeed knows and dtrain accepts without using, and why (warnings). */
+static const dt__ds_ignored k_ignored_sections[] = {
+    {"fp16", k_fp16_ignored, "the fp16 section's scaler settings are what dtrain uses"},
+    {"bf16", k_bf16_ignored, "a GPU tuning of DeepSpeed's bf16 optimizer"},
+    {"bfloat16", k_bf16_ignored, "a GPU tuning of DeepSpeed's bf16 optimizer"},
+    {"zero_optimization", k_zero_ignored,
+     "a memory or communication tuning of DeepSpeed's GPU ZeRO that dtrain's ZeRO does not have"},
+    {"zero_optimization.offload_optimizer", k_offload_opt_ignored,
+     "a tuning of DeepSpeed's offload pipeline that dtrain's swapper does not have"},
+    {"flops_profiler", k_flops_ignored, "dtrain's profiler counts the FLOPs of its own kernels"},
+    {"optimizer", k_optimizer_ignored, "a PyTorch implementation detail"},
+    {"optimizer.params", k_adam_ignored, "a PyTorch implementation detail"},
+    {"optimizer.params", k_sgd_ignored, "a PyTorch implementation detail"},
+    {NULL, NULL, NULL},
+};
 
 /* ---- unknown keys ------------------------------------------------------------------------ */
 
@@ -665,11 +682,8 @@ static dt_status parse_zero(const sec *root, dt_zero_config *z) {
     TRY(dt_conf_int(&sp, "max_in_cpu", 0, INT64_MAX, &ignored_int));
     TRY(dt_conf_bool(&sp, "pin_memory", &ignored_bool));
 
-    if (z->offload_param != DT_OFFLOAD_NONE && z->stage != 3)
-        return errf("zero_optimization.offload_param needs ZeRO stage 3 (stage is %d); hint: set "
-                    "zero_optimization.stage to 3, or remove offload_param (stages 1-2 can "
-                    "offload the optimizer state with offload_optimizer)",
-                    z->stage);
+    /* below stage 3 there are no partitioned parameters to offload: DeepSpeed keeps the setting
+     * and ignores it, and so does the engine (the warning is dt__ds_notes') */
     if (z->offload_optimizer != DT_OFFLOAD_NONE && z->stage == 0)
         return errf("zero_optimization.offload_optimizer needs ZeRO stage 1, 2 or 3 (stage is 0); "
                     "hint: set zero_optimization.stage, or remove offload_optimizer");
@@ -1048,6 +1062,13 @@ dt_status dt_ds_config_parse(const json_t *j, int dp_world_size, dt_ds_config *o
     }
 
     TRY(check_removed(j));
+    json_t *notes = json_array(); /* keys without effect: warnings; features missing: errors */
+    st = notes ? dt__ds_notes(j, k_ignored_sections, notes) : dt_error(DT_ERR_OOM, "out of memory");
+    size_t ni;
+    json_t *nv;
+    json_array_foreach(notes, ni, nv) dt_log(DT_LOG_WARN, "ds_config: %s", json_string_value(nv));
+    json_decref(notes);
+    if (st != DT_OK) return st;
     TRY(parse_batch(&root, dp_world_size, near_miss, &c));
     TRY(parse_top(&root, &c));
     bool fp16_master = false, bf16_master = false, bf16_opt_states = false;
@@ -1072,5 +1093,43 @@ dt_status dt_ds_config_parse(const json_t *j, int dp_world_size, dt_ds_config *o
     TRY(parse_optimizer(&root, &c));
     TRY(parse_scheduler(&root, &c));
     *out = c;
+    return DT_OK;
+}
+
+/* The reader as `dtrain config check` runs it: every warning as a string naming the file. */
+dt_status dt_ds_config_check(const json_t *j, const char *name, int dp_world_size,
+                             json_t **warnings) {
+    json_t *w = *warnings = json_array();
+    if (!w) return dt_error(DT_ERR_OOM, "out of memory");
+    const char *pre = name ? name : "ds_config";
+    dt_conf conf = {.dialect = DT_CONF_JSON, .root = j};
+    dt_status st = json_is_object(j) ? collect_unknowns(&conf, j) : DT_OK;
+    for (int i = 0; st == DT_OK && i < conf.n_unknown; i++) {
+        char buf[1500], line[1700];
+        dt_conf_unknown_warning(&conf, i, buf, sizeof buf);
+        snprintf(line, sizeof line, "%s: %s", pre, buf);
+        if (json_array_append_new(w, json_string(line))) st = dt_error(DT_ERR_OOM, "out of memory");
+    }
+    dt_conf_clear(&conf);
+    json_t *notes = json_array();
+    if (st == DT_OK)
+        st = notes ? dt__ds_notes(j, k_ignored_sections, notes)
+                   : dt_error(DT_ERR_OOM, "out of memory");
+    size_t i;
+    json_t *n;
+    json_array_foreach(notes, i, n) {
+        char line[1700];
+        snprintf(line, sizeof line, "%s: %s", pre, json_string_value(n));
+        json_array_append_new(w, json_string(line));
+    }
+    json_decref(notes);
+    dt_ds_config cfg;
+    if (st == DT_OK) st = dt_ds_config_parse(j, dp_world_size > 0 ? dp_world_size : 1, &cfg);
+    if (st != DT_OK) {
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%s", dt_last_error());
+        const char *m = strncmp(msg, "ds_config: ", 11) ? msg : msg + 11;
+        return dt_error(st, "%s: %s", pre, m);
+    }
     return DT_OK;
 }

@@ -3,7 +3,8 @@
  * The experiment handlers are in api_exp.c, the log handlers in api_logs.c, the trial and
  * checkpoint handlers in api_trial.c, the chart data and searcher snapshot in api_charts.c, a
  * dsat search's results in api_dsat.c; what the handlers share in api_request.c. Every handler
- * takes the master's lock for its whole run.
+ * takes the master's lock for its whole run. The reference platform's client has routes of its
+ * own on the same server (det_impl.h, docs/det-client.md), put before these by master.c.
  */
 #define _GNU_SOURCE
 #include "api_impl.h"
@@ -16,7 +17,7 @@
 
 /* ---- the master ---- */
 
-static void get_master(void *app, const dt_http_req *req, dt_http_resp *resp) {
+void m_api_get_master(void *app, const dt_http_req *req, dt_http_resp *resp) {
     (void)req;
     master *m = app;
     pthread_mutex_lock(&m->lock);
@@ -36,7 +37,7 @@ static void post_shutdown(void *app, const dt_http_req *req, dt_http_resp *resp)
 }
 
 const dt_http_route m_routes[] = {
-    {"GET", "/api/v1/master", get_master},
+    {"GET", "/api/v1/master", m_api_get_master},
     {"POST", "/api/v1/master/shutdown", post_shutdown},
     {"POST", "/api/v1/experiments", m_api_create_experiment},
     {"GET", "/api/v1/experiments", m_api_list_experiments},

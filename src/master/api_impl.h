@@ -31,6 +31,9 @@ void m_api_list(const dt_http_req *req, dt_http_resp *resp, dt_status st, const 
  * checkpoints and its searcher's files), malloc'd; NULL when out of memory. */
 char *m_api_exp_dir(master *m, const dt_expconf *cfg, int64_t id);
 
+/* api.c */
+void m_api_get_master(void *app, const dt_http_req *req, dt_http_resp *resp);
+
 /* api_exp.c */
 void m_api_create_experiment(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_api_list_experiments(void *app, const dt_http_req *req, dt_http_resp *resp);

@@ -14,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A call waits this long for the answer unless dt_client_set_timeout says otherwise. */
+#define DEFAULT_TIMEOUT_S 30
+
 struct dt_client {
     CURL *curl;
     char url[512];
@@ -83,7 +86,7 @@ dt_client *dt_client_new(const char *url) {
     snprintf(c->url, sizeof c->url, "%s", url);
     size_t n = strlen(c->url);
     if (c->url[n - 1] == '/') c->url[n - 1] = 0;
-    c->timeout_s = 30;
+    c->timeout_s = DEFAULT_TIMEOUT_S;
     find_token(c->auth, sizeof c->auth);
     return c;
 }

@@ -35,6 +35,10 @@
 #define PREEMPT_POLL_S 0.5
 #define PROGRESS_EVERY_S 1.0
 #define MAX_PENDING 100000
+/* The master unreachable this long makes a run lost (its slots go to a replacement). */
+#define LOST_AFTER_S 10.0
+/* No call waits less than this: a master busy with a large transaction is not lost. */
+#define CALL_TIMEOUT_MIN_S 30.0
 
 typedef struct mcore {
     dt_core core;
@@ -349,7 +353,7 @@ dt_core *dt_core_master_new(const dt_core_master_opts *o) {
     }
     m->trial_id = o->trial_id;
     m->run = o->run;
-    m->lost_after_s = o->lost_after_s > 0 ? o->lost_after_s : 10;
+    m->lost_after_s = o->lost_after_s > 0 ? o->lost_after_s : LOST_AFTER_S;
     m->retry_s = m->lost_after_s / 20 < 0.5 ? m->lost_after_s / 20 : 0.5;
     snprintf(m->base, sizeof m->base, "/api/v1/trials/%lld", (long long)o->trial_id);
     m->core.ops = &MASTER_OPS;
@@ -358,7 +362,8 @@ dt_core *dt_core_master_new(const dt_core_master_opts *o) {
     if (o->checkpoint_dir)
         snprintf(m->core.tb_path, sizeof m->core.tb_path, "%s/tensorboard", o->checkpoint_dir);
     /* a single call waits no longer than the core may stay without its master */
-    dt_client_set_timeout(m->client, m->lost_after_s > 30 ? m->lost_after_s : 30);
+    dt_client_set_timeout(m->client, m->lost_after_s > CALL_TIMEOUT_MIN_S ? m->lost_after_s
+                                                                          : CALL_TIMEOUT_MIN_S);
     dt_preempt_signals_catch(&m->saved_signals);
     return &m->core;
 }

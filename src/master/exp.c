@@ -32,6 +32,10 @@
 #include <time.h>
 #include <unistd.h>
 
+/* How long a restarted master waits for the processes of a previous master's run to be gone
+ * before it runs the trial again (a kill reaches them at once; stragglers are logged). */
+#define RECLAIM_WAIT_S 30
+
 /* ---- lengths as JSON: {"batches": N} ---- */
 
 dt_status m_length_from_json(const json_t *j, dt_length *out) {
@@ -335,7 +339,7 @@ void m_trial_run_ended(master *m, m_trial *t, int code) {
     if (t->killing || stopping) {
         end_trial(m, t, M_CANCELED, t->killing ? "killed" : "canceled", !stopping, true,
                   DT_SEARCH_EXIT_USER_CANCELED);
-    } else if (code == 3 || t->invalid_hp) {
+    } else if (code == DT_WORKER_EXIT_INVALID_HP || t->invalid_hp) {
         end_trial(m, t, M_ERROR, "invalid_hp", true, true, DT_SEARCH_EXIT_INVALID_HP);
     } else if (code == 0 && paused) {
         m_trial_set_state(m, t, M_PAUSED, NULL);
@@ -589,7 +593,9 @@ static dt_status parse_config(const json_t *body, dt_expconf **cfg) {
     if (!text)
         return dt_error(DT_ERR_CONFIG, "the request has no config_text; hint: send the "
                                        "experiment config's YAML as \"config_text\"");
-    dt_yaml_doc *doc = dt_yaml_load_string(text, strlen(text), "config");
+    /* messages name the file the client read (config_name), as config check's do */
+    const char *name = json_string_value(json_object_get(body, "config_name"));
+    dt_yaml_doc *doc = dt_yaml_load_string(text, strlen(text), name ? name : "config");
     if (!doc) return dt_last_status();
     json_t *root = dt_yaml_root(doc);
     if (!json_is_object(root)) {
@@ -637,6 +643,7 @@ dt_status m_exp_create(master *m, const json_t *body, int64_t *id, json_t **warn
                         dir, stat(dir, &sb) ? strerror(errno) : "not a directory");
     dt_expconf *cfg = NULL;
     dt_status st = parse_config(body, &cfg);
+    if (st == DT_OK && (st = dt_expconf_check_model_dir(cfg, dir)) != DT_OK) dt_expconf_free(cfg);
     if (st != DT_OK) return st;
     if (cfg->slots_per_trial > m->slots &&
         strcmp(cfg->launcher ? cfg->launcher : m->o.launcher, "slurm")) {
@@ -738,7 +745,7 @@ static dt_status recover_trials(master *m, m_exp *e) {
          * trial runs again (from its latest checkpoint; not counted as a restart) */
         int64_t handle = json_integer_value(json_object_get(r, "pgid")); /* the run's handle */
         if (handle > 0 && !m_state_terminal(t->state)) {
-            if (e->launcher->ops->reclaim(e->launcher, handle, 30) != DT_OK)
+            if (e->launcher->ops->reclaim(e->launcher, handle, RECLAIM_WAIT_S) != DT_OK)
                 dt_log(DT_LOG_ERROR, "trial %lld: %s", (long long)t->id, dt_last_error());
             dt_store_trial_set_run(m->store, t->id, t->run_id, 0);
         }
@@ -804,8 +811,8 @@ dt_status m_exp_recover(master *m) {
             end_event(m, e, dt_searcher_initial_operations(e->search, &ops), &ops);
         }
         m_exp_settle(m, e);
-        dt_log(DT_LOG_INFO, "experiment %lld: %s, %d trials", (long long)e->id, m_state_name(e->state),
-               e->n_trials);
+        dt_log(DT_LOG_INFO, "experiment %lld: %s, %d trials", (long long)e->id,
+               m_state_name(e->state), e->n_trials);
     }
     free(ids);
     return st;

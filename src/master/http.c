@@ -1,6 +1,12 @@
-/* http.c — the master's HTTP server (http.h): libmicrohttpd with one internal polling thread,
- * so handlers run one at a time, under a table of routes, with the token and CSRF checks of
- * http.h run before any handler.
+/* http.c — the master's HTTP server (http.h): libmicrohttpd under a table of routes, with the
+ * token and CSRF checks of http.h run before any handler.
+ *
+ * Threads: libmicrohttpd runs a thread per connection, and one mutex (serve) makes the
+ * handlers run one at a time as before. Why not one polling thread with suspend / resume: a
+ * streamed answer (a log followed until its trial ends) would then have to be resumed from
+ * elsewhere whenever a line arrives, and a content callback with nothing to send would spin
+ * the one thread; with a thread per connection the stream's producer simply waits on its own
+ * thread, outside the mutex, while every other connection is served.
  *
  * The listening socket is made here (bound to the given host only; port 0 picks a free port)
  * and handed to libmicrohttpd, so a bind failure can say why. A request's body is gathered
@@ -15,6 +21,7 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -35,6 +42,10 @@ struct dt_http_server {
     char *token; /* NULL: none needed */
     bool csrf;
     char *form_csrf; /* NULL: no form token accepted */
+    bool (*token_ok)(void *app, const char *token);
+    const char *const *open_paths;
+    void (*filter)(void *app, const dt_http_req *req, dt_http_resp *resp);
+    pthread_mutex_t serve; /* held while a handler (or the guard, or the filter) runs */
 };
 
 /* One request in progress: its body as it arrives. */
@@ -53,6 +64,11 @@ const char *dt_http_query(const dt_http_req *req, const char *key) {
 const char *dt_http_header(const dt_http_req *req, const char *name) {
     if (!req->conn) return NULL;
     return MHD_lookup_connection_value((struct MHD_Connection *)req->conn, MHD_HEADER_KIND, name);
+}
+
+const char *dt_http_bearer(const dt_http_req *req) {
+    const char *auth = dt_http_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
+    return auth && !strncmp(auth, "Bearer ", 7) ? auth + 7 : NULL;
 }
 
 static int hexval(char c) {
@@ -200,8 +216,13 @@ static const dt_http_route *route(dt_http_server *s, dt_http_req *req, char *buf
 
 /* ---- libmicrohttpd callbacks ---- */
 
+static enum MHD_Result queue(struct MHD_Connection *conn, dt_http_resp *resp,
+                             struct MHD_Response *r, const char *type, const char *cookie);
+static enum MHD_Result send_stream(struct MHD_Connection *conn, dt_http_resp *resp);
+
 static enum MHD_Result send_resp(struct MHD_Connection *conn, dt_http_resp *resp,
                                  const char *cookie) {
+    if (resp->stream) return send_stream(conn, resp);
     char *body;
     size_t len;
     const char *type = "application/json";
@@ -222,6 +243,41 @@ static enum MHD_Result send_resp(struct MHD_Connection *conn, dt_http_resp *resp
         free(body);
         return MHD_NO;
     }
+    return queue(conn, resp, r, type, cookie);
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    dt_http_resp *resp = cls;
+    long n = resp->stream(resp->stream_arg, buf, max);
+    return n > 0 ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+static void stream_done(void *cls) {
+    dt_http_resp *resp = cls;
+    if (resp->stream_free) resp->stream_free(resp->stream_arg);
+    free(resp);
+}
+
+/* A streamed answer: chunked, produced by resp->stream on the connection's thread. */
+static enum MHD_Result send_stream(struct MHD_Connection *conn, dt_http_resp *resp) {
+    dt_http_resp *keep = malloc(sizeof *keep);
+    if (!keep) {
+        if (resp->stream_free) resp->stream_free(resp->stream_arg);
+        return MHD_NO;
+    }
+    *keep = *resp;
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024,
+                                                               stream_read, keep, stream_done);
+    if (!r) {
+        stream_done(keep);
+        return MHD_NO;
+    }
+    return queue(conn, keep, r, keep->content_type ? keep->content_type : "application/json", NULL);
+}
+
+static enum MHD_Result queue(struct MHD_Connection *conn, dt_http_resp *resp,
+                             struct MHD_Response *r, const char *type, const char *cookie) {
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL,
@@ -257,8 +313,8 @@ static bool same_secret(const char *a, const char *b) {
 
 /* The request's token: the Authorization bearer, else the dtrain_token cookie. */
 static const char *carried_token(const dt_http_req *req) {
-    const char *auth = dt_http_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (auth && !strncmp(auth, "Bearer ", 7)) return auth + 7;
+    const char *b = dt_http_bearer(req);
+    if (b) return b;
     return MHD_lookup_connection_value((struct MHD_Connection *)req->conn, MHD_COOKIE_KIND,
                                        "dtrain_token");
 }
@@ -269,6 +325,8 @@ enum { GUARD_PASS, GUARD_REFUSED, GUARD_COOKIE };
  * to the same path that sets the cookie (in `cookie`). */
 static int guard(dt_http_server *s, const dt_http_req *req, dt_http_resp *resp, char *cookie,
                  size_t n) {
+    for (int i = 0; s->open_paths && s->open_paths[i]; i++)
+        if (!strcmp(req->path, s->open_paths[i])) return GUARD_PASS;
     if (s->token) {
         const char *q = dt_http_query(req, "token"), *t = carried_token(req);
         if (q && same_secret(q, s->token) && strlen(req->path) < sizeof resp->location) {
@@ -278,7 +336,7 @@ static int guard(dt_http_server *s, const dt_http_req *req, dt_http_resp *resp, 
             resp->json = json_object();
             return GUARD_COOKIE;
         }
-        if (!t || !same_secret(t, s->token)) {
+        if (!t || (!same_secret(t, s->token) && !(s->token_ok && s->token_ok(s->app, t)))) {
             dt_http_error(resp, 401,
                           "%s token; hint: this master is bound to a non-loopback address: "
                           "send Authorization: Bearer TOKEN (dtrain master token prints it; the "
@@ -293,7 +351,9 @@ static int guard(dt_http_server *s, const dt_http_req *req, dt_http_resp *resp, 
     const char *type = dt_http_header(req, MHD_HTTP_HEADER_CONTENT_TYPE);
     char ftok[128];
     const char *f = dt_http_form(req, "csrf", ftok, sizeof ftok);
-    bool ok = dt_http_header(req, "X-Dtrain-Csrf") ||
+    /* a bearer token passes when no body type is named: no cross-site page can set the header,
+     * and the reference's client sends none (a form type with it still needs a proof) */
+    bool ok = dt_http_header(req, "X-Dtrain-Csrf") || (dt_http_bearer(req) && !type) ||
               (type && !strncasecmp(type, "application/json", 16)) ||
               (f && s->form_csrf && same_secret(f, s->form_csrf));
     if (site && !strcmp(site, "cross-site")) ok = false;
@@ -304,6 +364,49 @@ static int guard(dt_http_server *s, const dt_http_req *req, dt_http_resp *resp, 
                   "master's own pages",
                   req->method, req->path);
     return GUARD_REFUSED;
+}
+
+/* Answer a whole request into resp (false: out of memory, drop the connection). `cookie`
+ * gets a Set-Cookie value when the guard sets one. */
+static bool answer(dt_http_server *s, pending *p, dt_http_req *req, dt_http_resp *resp,
+                   char *cookie, size_t n) {
+    char buf[2048];
+    if (p->too_big) {
+        dt_http_error(resp, 413, "the body is over %u bytes; hint: send less at once",
+                      DT_HTTP_MAX_BODY);
+        return true;
+    }
+    MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, collect_arg, req);
+    if (req->n_args > DT_HTTP_MAX_ARGS) {
+        dt_http_error(resp, 400, "more than %d query arguments; hint: send fewer",
+                      DT_HTTP_MAX_ARGS);
+        return true;
+    }
+    const char *type = dt_http_header(req, MHD_HTTP_HEADER_CONTENT_TYPE);
+    bool form = type && !strncasecmp(type, "application/x-www-form-urlencoded", 33);
+    if (form && p->len) {
+        char *nb = realloc(p->buf, p->len + 1);
+        if (!nb) return false;
+        p->buf = nb;
+        p->buf[p->len] = 0;
+        req->form = p->buf;
+    }
+    int g = guard(s, req, resp, cookie, n);
+    if (g != GUARD_COOKIE) cookie[0] = 0;
+    if (g != GUARD_PASS) return true;
+    const dt_http_route *rt = route(s, req, buf, sizeof buf, resp);
+    if (!rt) return true;
+    if (p->len && !form) {
+        json_error_t err;
+        req->body = json_loadb(p->buf, p->len, JSON_DECODE_ANY, &err);
+        if (!req->body) {
+            dt_http_error(resp, 400, "the body is not JSON: %s at %d:%d", err.text, err.line,
+                          err.column);
+            return true;
+        }
+    }
+    rt->fn(s->app, req, resp);
+    return true;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -338,52 +441,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         p->len += n;
         return MHD_YES;
     }
-    /* the whole request is here */
+    /* the whole request is here: answered under the handlers' mutex, sent outside it */
     dt_http_resp resp = {.status = 200};
     dt_http_req req = {.method = method, .path = url, .conn = conn, .server = s};
-    char buf[2048], cookie[256];
-    if (p->too_big) {
-        dt_http_error(&resp, 413, "the body is over %u bytes; hint: send less at once",
-                      DT_HTTP_MAX_BODY);
-        return send_resp(conn, &resp, NULL);
-    }
-    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_arg, &req);
-    if (req.n_args > DT_HTTP_MAX_ARGS) {
-        dt_http_error(&resp, 400, "more than %d query arguments; hint: send fewer",
-                      DT_HTTP_MAX_ARGS);
-        return send_resp(conn, &resp, NULL);
-    }
-    const char *type = dt_http_header(&req, MHD_HTTP_HEADER_CONTENT_TYPE);
-    bool form = type && !strncasecmp(type, "application/x-www-form-urlencoded", 33);
-    if (form && p->len) {
-        char *nb = realloc(p->buf, p->len + 1);
-        if (!nb) return MHD_NO;
-        p->buf = nb;
-        p->buf[p->len] = 0;
-        req.form = p->buf;
-    }
-    switch (guard(s, &req, &resp, cookie, sizeof cookie)) {
-    case GUARD_REFUSED:
-        return send_resp(conn, &resp, NULL);
-    case GUARD_COOKIE:
-        return send_resp(conn, &resp, cookie);
-    default:
-        break;
-    }
-    const dt_http_route *rt = route(s, &req, buf, sizeof buf, &resp);
-    if (!rt) return send_resp(conn, &resp, NULL);
-    if (p->len && !form) {
-        json_error_t err;
-        req.body = json_loadb(p->buf, p->len, JSON_DECODE_ANY, &err);
-        if (!req.body) {
-            dt_http_error(&resp, 400, "the body is not JSON: %s at %d:%d", err.text, err.line,
-                          err.column);
-            return send_resp(conn, &resp, NULL);
-        }
-    }
-    rt->fn(s->app, &req, &resp);
+    char cookie[256] = "";
+    pthread_mutex_lock(&s->serve);
+    bool ok = answer(s, p, &req, &resp, cookie, sizeof cookie);
+    if (ok && s->filter) s->filter(s->app, &req, &resp);
+    pthread_mutex_unlock(&s->serve);
     json_decref(req.body);
-    return send_resp(conn, &resp, NULL);
+    if (!ok) return MHD_NO;
+    return send_resp(conn, &resp, cookie[0] ? cookie : NULL);
 }
 
 void dt_http_call(dt_http_server *s, const char *method, const char *target, json_t **out,
@@ -471,6 +539,7 @@ static int listen_on(const char *host, int port, int *bound_port) {
 }
 
 static void server_free(dt_http_server *s) {
+    pthread_mutex_destroy(&s->serve);
     free(s->token);
     free(s->form_csrf);
     free(s);
@@ -490,6 +559,10 @@ dt_status dt_http_start_opts(const dt_http_opts *o, const dt_http_route *routes,
     dt_http_server *s = calloc(1, sizeof *s);
     if (!s) return dt_error(DT_ERR_OOM, "out of memory starting the HTTP server");
     s->csrf = o->csrf;
+    s->token_ok = o->token_ok;
+    s->open_paths = o->open_paths;
+    s->filter = o->filter;
+    pthread_mutex_init(&s->serve, NULL);
     if ((o->token && !(s->token = strdup(o->token))) ||
         (o->form_csrf && !(s->form_csrf = strdup(o->form_csrf)))) {
         server_free(s);
@@ -503,12 +576,13 @@ dt_status dt_http_start_opts(const dt_http_opts *o, const dt_http_route *routes,
         server_free(s);
         return DT_ERR_IO;
     }
-    /* one polling thread: handlers are called one at a time */
+    /* a thread per connection; handlers are called one at a time (s->serve) */
     s->mhd = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO, 0, NULL, NULL, on_request, s,
-        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-        MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000, MHD_OPTION_END);
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_AUTO, 0, NULL,
+        NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, NULL, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
+        MHD_OPTION_END);
     if (!s->mhd) {
         close(fd);
         server_free(s);

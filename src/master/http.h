@@ -7,16 +7,19 @@
  * answered 400 before any handler runs. Handlers fill a response: a JSON value (sent with
  * the one JSON encoder, compact) or raw bytes with a content type (the web UI). Errors are
  * {"error": "what was wrong; hint: what to do"} with a 4xx/5xx status (dt_http_error).
- * The server runs its own thread; handlers are called one at a time (the server serialises
- * them), so the master's state needs no lock of its own against other requests.
+ * Each connection has its own thread, but handlers are called one at a time (the server
+ * serialises them under one mutex), so the master's state needs no lock of its own against
+ * other requests. A streamed answer (resp->stream) is produced after its handler returned, on
+ * its connection's thread and outside that mutex: a long stream never holds up other clients.
  *
  * Security (dt_http_opts, the master turns it on; docs/webui.md "Security"): with a token,
  * every request must carry it (Authorization: Bearer, the dtrain_token cookie, or once as
  * ?token= which sets the cookie and redirects); with csrf, every request but GET / HEAD must
- * carry a JSON content type or the X-Dtrain-Csrf header (neither is sent cross-site without a
- * CORS preflight, which the server never grants), or a form body whose csrf field is the
- * server's form token; a request marked Sec-Fetch-Site: cross-site is refused either way.
- * Refusals are 401 / 403 JSON errors before any handler runs.
+ * carry a JSON content type, the X-Dtrain-Csrf header or an Authorization: Bearer header and
+ * no content type (none is sent cross-site without a CORS preflight, which the server never
+ * grants), or a form body
+ * whose csrf field is the server's form token; a request marked Sec-Fetch-Site: cross-site is
+ * refused either way. Refusals are 401 / 403 JSON errors before any handler runs.
  *
  * This header is the master layer's interface to the web layer above it (tools/
  * check_layers.sh INTERFACES): the web UI's routes are handlers of this shape, and they read
@@ -53,6 +56,8 @@ typedef struct dt_http_req {
 const char *dt_http_query(const dt_http_req *req, const char *key);
 /* A request header, or NULL (always NULL inside dt_http_call). */
 const char *dt_http_header(const dt_http_req *req, const char *name);
+/* The Authorization: Bearer token of the request, or NULL. */
+const char *dt_http_bearer(const dt_http_req *req);
 /* The value of `key` in a form body, URL-decoded into buf (n bytes), or NULL. */
 const char *dt_http_form(const dt_http_req *req, const char *key, char *buf, size_t n);
 
@@ -65,6 +70,13 @@ typedef struct dt_http_resp {
     const char *cache_control; /* a Cache-Control header (a static string), or NULL */
     char location[512];        /* a Location header (for 3xx), or empty */
     const char *disposition;   /* a Content-Disposition header (a static string), or NULL */
+    /* or a stream of unknown length, sent chunked: stream(arg, buf, max) fills up to max bytes
+     * and returns their count (it may block; > 0), or -1 at the end; stream_free(arg) when the
+     * connection is done with it (also when the stream never started). Called on the
+     * connection's own thread, not under the handlers' mutex. */
+    long (*stream)(void *arg, char *buf, size_t max);
+    void *stream_arg;
+    void (*stream_free)(void *arg);
 } dt_http_resp;
 
 /* Set resp to `status` with {"error": <printf message>}. */
@@ -85,6 +97,14 @@ typedef struct dt_http_opts {
     const char *token;     /* NULL: none needed; else every request must carry it (copied) */
     bool csrf;             /* check state-changing requests (see above) */
     const char *form_csrf; /* the form token for no-JS forms (copied; NULL: none accepted) */
+    /* With `token`: is a carried token that is not it valid too (a login's token)? NULL: no.
+     * Called under the handlers' mutex with the server's app. */
+    bool (*token_ok)(void *app, const char *token);
+    /* Paths (exact) that need neither the token nor a CSRF proof (a login, a version probe). */
+    const char *const *open_paths;
+    /* Called on every answer before it is sent (the handler's, or a refusal of the server's),
+     * under the handlers' mutex: may rewrite it (an error body in another client's shape). */
+    void (*filter)(void *app, const dt_http_req *req, dt_http_resp *resp);
 } dt_http_opts;
 
 /* As dt_http_start, with the security options. */

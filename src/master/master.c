@@ -12,6 +12,7 @@
  */
 #define _GNU_SOURCE
 #include "master_impl.h"
+#include "det_impl.h"
 
 #include "base/base_impl.h"
 
@@ -115,18 +116,6 @@ static void remove_file(const char *home, const char *name) {
     unlink(p);
 }
 
-/* 64 hex digits from the kernel's random source into buf (>= 65 bytes). */
-static dt_status random_hex(char *buf) {
-    unsigned char raw[32];
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    ssize_t r = fd >= 0 ? read(fd, raw, sizeof raw) : -1;
-    if (fd >= 0) close(fd);
-    if (r != (ssize_t)sizeof raw)
-        return dt_error(DT_ERR_IO, "cannot read /dev/urandom: %s", strerror(errno));
-    for (size_t i = 0; i < sizeof raw; i++) sprintf(buf + 2 * i, "%02x", raw[i]);
-    return DT_OK;
-}
-
 dt_status dt_master_token(const char *home, char *buf, size_t n) {
     char h[4096], p[4200];
     if (!home) home = dt_master_home(h, sizeof h);
@@ -148,7 +137,7 @@ dt_status dt_master_token(const char *home, char *buf, size_t n) {
             return dt_error(DT_ERR_IO, "cannot read %s: %s; hint: check DTRAIN_HOME", p,
                             strerror(errno));
         char tok[65];
-        dt_status st = random_hex(tok);
+        dt_status st = m_random_hex(tok);
         if (st != DT_OK) return st;
         fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd < 0 && errno == EEXIST) continue; /* made meanwhile: read it */
@@ -163,11 +152,6 @@ dt_status dt_master_token(const char *home, char *buf, size_t n) {
         return DT_OK;
     }
     return dt_error(DT_ERR_IO, "cannot read %s", p);
-}
-
-/* Bound here, may others reach the master without the token? Only the loopback default. */
-static bool loopback(const char *host) {
-    return !strcmp(host, "127.0.0.1") || !strcmp(host, "::1") || !strcmp(host, "localhost");
 }
 
 /* How a trial on another host (a Slurm job) reaches us: the bound address, or this host's
@@ -247,22 +231,29 @@ dt_status dt_master_run(const dt_master_opts *o) {
     if ((st = m_exp_recover(&m)) != DT_OK) goto out;
     char token[80], form_token[80];
     if ((st = dt_master_token(m.home, token, sizeof token)) != DT_OK ||
-        (st = random_hex(form_token)) != DT_OK)
+        (st = m_random_hex(form_token)) != DT_OK)
         goto out;
     snprintf(m.token, sizeof m.token, "%s", token);
-    dt_http_route *routes = malloc((size_t)(m_n_routes + m.o.n_routes) * sizeof *routes);
+    /* the reference client's routes (det_impl.h) first: on a path both use, theirs answers */
+    int n_routes = m_det_n_routes + m_n_routes + m.o.n_routes;
+    dt_http_route *routes = malloc((size_t)n_routes * sizeof *routes);
     if (!routes) {
         st = dt_error(DT_ERR_OOM, "out of memory starting the master");
         goto out;
     }
-    memcpy(routes, m_routes, (size_t)m_n_routes * sizeof *routes);
+    memcpy(routes, m_det_routes, (size_t)m_det_n_routes * sizeof *routes);
+    memcpy(routes + m_det_n_routes, m_routes, (size_t)m_n_routes * sizeof *routes);
     if (m.o.n_routes > 0)
-        memcpy(routes + m_n_routes, m.o.routes, (size_t)m.o.n_routes * sizeof *routes);
+        memcpy(routes + m_det_n_routes + m_n_routes, m.o.routes,
+               (size_t)m.o.n_routes * sizeof *routes);
     dt_http_opts hopts = {.host = m.o.host,
                           .port = m.o.port,
-                          .token = loopback(m.o.host) ? NULL : token,
+                          .token = m_loopback(m.o.host) ? NULL : token,
                           .csrf = true,
-                          .form_csrf = form_token};
+                          .form_csrf = form_token,
+                          .token_ok = m_det_token_ok,
+                          .open_paths = m_det_open_paths,
+                          .filter = m_det_filter};
 
     struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term, old_pipe;
     sigemptyset(&sa.sa_mask);
@@ -276,8 +267,7 @@ dt_status dt_master_run(const dt_master_opts *o) {
     if (pipe2(g_wake, O_NONBLOCK | O_CLOEXEC) != 0) g_wake[0] = g_wake[1] = -1;
     sigaction(SIGCHLD, &chld, &old_chld);
 
-    if ((st = dt_http_start_opts(&hopts, routes, m_n_routes + m.o.n_routes, &m, &m.http)) ==
-        DT_OK) {
+    if ((st = dt_http_start_opts(&hopts, routes, n_routes, &m, &m.http)) == DT_OK) {
         int port = dt_http_port(m.http);
         const char *h = strcmp(m.o.host, "0.0.0.0") ? m.o.host : "127.0.0.1";
         snprintf(m.url, sizeof m.url, "http://%s:%d", h, port);

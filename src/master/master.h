@@ -67,6 +67,9 @@ typedef struct dt_core_master_opts {
  * DT_ERR_OOM / DT_ERR_CONFIG (a bad url). */
 DT_API dt_core *dt_core_master_new(const dt_core_master_opts *o);
 
+/* The exit status of a worker whose trial called its hyperparameters invalid. */
+#define DT_WORKER_EXIT_INVALID_HP 3
+
 /* `dtrain worker`: what the master runs for a trial (one process per slot, under mpirun for
  * several). Reads DTRAIN_MASTER, DTRAIN_TRIAL_ID and DTRAIN_TRIAL_RUN, gets the trial's spec,
  * and runs the trial with the master-backed core (a command entrypoint is executed instead,

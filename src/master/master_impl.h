@@ -192,6 +192,10 @@ extern const dt_http_route m_routes[];
 extern const int m_n_routes;
 
 /* ---- helpers ---- */
+/* Is `host` the loopback default (127.0.0.1, ::1, localhost), reachable only from here? */
+bool m_loopback(const char *host);
+/* 64 random hex digits and a NUL into buf (65 bytes) from /dev/urandom. DT_ERR_IO. */
+dt_status m_random_hex(char *buf);
 /* Parse "{batches|epochs|records: N}" from JSON / render it. */
 dt_status m_length_from_json(const json_t *j, dt_length *out);
 json_t *m_length_json(dt_length len);

@@ -250,7 +250,10 @@ static int64_t exp_slots_used(const m_exp *e) {
 
 static bool wants_to_run(const m_trial *t) {
     const m_exp *e = t->exp;
-    return !t->run && e->state == M_ACTIVE && t->state == M_ACTIVE && t->n_ops > 0;
+    /* an operation to do, or (a command entrypoint without max_length) closed before its first
+     * run: it runs once to its own end */
+    return !t->run && e->state == M_ACTIVE && t->state == M_ACTIVE &&
+           (t->n_ops > 0 || (t->closed && t->run_id == 0));
 }
 
 void m_sched_tick(master *m) {

@@ -13,6 +13,8 @@
  *   3  the best-metric index covers kind: (trial_id, kind, searcher_value) answers an
  *      experiment's and a trial's best validation from the index alone (it replaces the partial
  *      index of version 2).
+ *   4  the model definitions of experiments (a tar of the files, store_modeldef.c) and the
+ *      login tokens of users (det_auth.c).
  *
  * Times are ISO 8601 UTC text; JSON members are stored as compact JSON text.
  */
@@ -94,6 +96,16 @@ static const char *const MIGRATIONS[] = {
     /* 2 -> 3: the best-metric index with kind in it */
     "CREATE INDEX metrics_kind_value ON metrics(trial_id, kind, searcher_value);"
     "DROP INDEX metrics_validation;",
+    /* 3 -> 4: an experiment's model definition as uploaded (a tar of its files), and the
+     * tokens handed out by logins */
+    "CREATE TABLE model_defs ("
+    " experiment_id INTEGER PRIMARY KEY REFERENCES experiments(id) ON DELETE CASCADE,"
+    " tar BLOB NOT NULL,"
+    " time TEXT NOT NULL);"
+    "CREATE TABLE auth_tokens ("
+    " token TEXT PRIMARY KEY,"
+    " username TEXT NOT NULL,"
+    " time TEXT NOT NULL);",
 };
 
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))

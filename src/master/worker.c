@@ -23,8 +23,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define EXIT_INVALID_HP 3
-
 /* Tell the master the trial's hyperparameters are invalid (best effort: the exit status
  * says it too). */
 static void post_invalid_hp(int64_t trial, int64_t run) {
@@ -126,7 +124,7 @@ int dt_worker_main(void) {
         fprintf(stderr, "trial %lld: invalid hyperparameters: %s\n", (long long)trial,
                 dt_last_error());
         if (chief) post_invalid_hp(trial, run);
-        return EXIT_INVALID_HP;
+        return DT_WORKER_EXIT_INVALID_HP;
     }
     fprintf(stderr, "error: %s\n", dt_last_error());
     return 1;

@@ -72,26 +72,49 @@ static dt_tensor *sequential_forward(dt_module *m, dt_tensor *x) {
     return x;
 }
 
-dt_module *dt_nn_sequential(dt_module *first, ...) {
+dt_module *dt_nn_sequential_of(dt_module *const *mods, int n) {
     dt_module *m = dt_module_new("Sequential", sequential_forward);
-    va_list ap;
-    va_start(ap, first);
-    int i = 0;
     bool ok = m != NULL;
-    for (dt_module *c = first; c; c = va_arg(ap, dt_module *), i++) {
+    for (int i = 0; i < n; i++) {
         char name[16];
         snprintf(name, sizeof name, "%d", i);
-        if (!ok || dt_module_add_child(m, name, c) < 0) {
+        if (!mods[i]) {
+            if (ok)
+                dt_error(DT_ERR_INVALID, "sequential: child %d is NULL (its constructor failed)",
+                         i);
             ok = false;
-            dt_module_free(c);
+        } else if (!ok || dt_module_add_child(m, name, mods[i]) < 0) {
+            ok = false;
+            dt_module_free(mods[i]);
         }
     }
-    va_end(ap);
     if (!ok) {
         dt_module_free(m);
         return NULL;
     }
     return m;
+}
+
+dt_module *dt_nn_sequential(dt_module *first, ...) {
+    dt_module *mods[256];
+    int n = 0;
+    va_list ap;
+    va_start(ap, first);
+    for (dt_module *c = first; c; c = va_arg(ap, dt_module *)) {
+        if (n == 256) {
+            dt_module_free(c);
+            continue;
+        }
+        mods[n++] = c;
+    }
+    va_end(ap);
+    if (n == 256) {
+        for (int i = 0; i < n; i++) dt_module_free(mods[i]);
+        dt_error(DT_ERR_INVALID,
+                 "sequential: more than 255 children; hint: use dt_nn_sequential_of");
+        return NULL;
+    }
+    return dt_nn_sequential_of(mods, n);
 }
 
 static dt_tensor *relu_forward(dt_module *m, dt_tensor *x) {

@@ -3,7 +3,11 @@
  * the stopping rule (the variant the reference platform keeps; stop_once is accepted and is
  * what every search does).
  *
- * Setup (L = max_length in its unit, d = divisor, T = max_trials):
+ * Setup (L = max_length in the unit trials train in: an epochs length becomes records with
+ * records_per_epoch, and records become batches when global_batch_size is one constant — so
+ * {epochs: 2} of 60000 records at 64 a batch is L = 1875 batches, rungs 117, 468, 1875 with
+ * d = 4; a searched batch size keeps records, each trial converting with its own; d = divisor,
+ * T = max_trials):
  *   maxRungs = min(max_rungs, ⌊log_d L⌋ + 1, ⌊log_d T⌋ + 1), the logs exact (d^k ≤ x);
  *   brackets by mode: aggressive [maxRungs]; standard [(maxRungs − 1)/2 + 1 … maxRungs];
  *   conservative [1 … maxRungs]; sorted descending;
@@ -24,6 +28,7 @@
  * trial and will create no more.
  */
 #include "search_impl.h"
+#include "base/confcheck.h"
 
 #include <float.h>
 #include <math.h>
@@ -433,11 +438,43 @@ static dt_status asha_load(void *state, const json_t *saved) {
 
 /* ---- construction -------------------------------------------------------------------------- */
 
-dt_status dt__search_asha_new(const dt_expconf *cfg, dt_search_method *out) {
-    const dt_searcher_conf *sc = &cfg->searcher;
-    if (sc->max_length.n <= 0)
+dt_status dt__asha_length(const dt_expconf *cfg, dt_length *out) {
+    dt_length L = cfg->searcher.max_length;
+    *out = L;
+    if (L.n <= 0)
         return dt_error(DT_ERR_CONFIG, "the adaptive_asha searcher needs searcher.max_length; "
                                        "hint: e.g. `max_length: {batches: 1000}`");
+    if (L.unit == DT_UNIT_EPOCHS) {
+        if (cfg->records_per_epoch <= 0)
+            return dt_error(DT_ERR_CONFIG, "searcher.max_length is in epochs but records_per_epoch "
+                                           "is not set; hint: add `records_per_epoch: N`");
+        if (L.n > INT64_MAX / cfg->records_per_epoch)
+            return dt_error(DT_ERR_CONFIG,
+                            "searcher.max_length: %lld epochs of %lld records "
+                            "overflows; hint: give a smaller length",
+                            (long long)L.n, (long long)cfg->records_per_epoch);
+        L = (dt_length){DT_UNIT_RECORDS, L.n * cfg->records_per_epoch};
+    }
+    const dt_hparam *g = dt_expconf_hparam(cfg, "global_batch_size");
+    int64_t gbs;
+    if (L.unit == DT_UNIT_RECORDS && g && g->type == DT_HP_CONST && dt_conf_as_int(g->val, &gbs) &&
+        gbs > 0) {
+        if (L.n < gbs)
+            return dt_error(DT_ERR_CONFIG,
+                            "searcher.max_length is %lld records, less than one "
+                            "batch of %lld; hint: give a longer max_length",
+                            (long long)L.n, (long long)gbs);
+        L = (dt_length){DT_UNIT_BATCHES, L.n / gbs};
+    }
+    *out = L;
+    return DT_OK;
+}
+
+dt_status dt__search_asha_new(const dt_expconf *cfg, dt_search_method *out) {
+    const dt_searcher_conf *sc = &cfg->searcher;
+    dt_length L;
+    dt_status lst = dt__asha_length(cfg, &L);
+    if (lst) return lst;
     if (sc->max_trials <= 0)
         return dt_error(DT_ERR_CONFIG, "the adaptive_asha searcher needs searcher.max_trials (the "
                                        "number of trials to run)");
@@ -445,8 +482,8 @@ dt_status dt__search_asha_new(const dt_expconf *cfg, dt_search_method *out) {
         return dt_error(DT_ERR_CONFIG, "searcher.divisor must be greater than 1, got %g",
                         sc->divisor);
     int rungs[MAX_RUNGS];
-    int max_rungs = dt__asha_max_rungs(sc->max_rungs > 0 ? sc->max_rungs : 5, sc->divisor,
-                                       sc->max_length.n, sc->max_trials);
+    int max_rungs =
+        dt__asha_max_rungs(sc->max_rungs > 0 ? sc->max_rungs : 5, sc->divisor, L.n, sc->max_trials);
     int nb = dt__asha_brackets(sc->mode ? sc->mode : "standard", max_rungs, rungs);
     if (nb == 0)
         return dt_error(DT_ERR_CONFIG,
@@ -461,7 +498,7 @@ dt_status dt__search_asha_new(const dt_expconf *cfg, dt_search_method *out) {
         free(a);
         return dt_error(DT_ERR_OOM, "out of memory creating the adaptive_asha searcher");
     }
-    *a = (asha){.length = sc->max_length,
+    *a = (asha){.length = L,
                 .divisor = sc->divisor,
                 .smaller_is_better = sc->smaller_is_better,
                 .nb = nb,
@@ -474,7 +511,7 @@ dt_status dt__search_asha_new(const dt_expconf *cfg, dt_search_method *out) {
             return dt_error(DT_ERR_OOM, "out of memory creating the adaptive_asha searcher");
         }
         for (int i = 0; i < rungs[k]; i++)
-            b->rungs[i].units = dt__asha_rung_units(sc->max_length.n, sc->divisor, rungs[k], i);
+            b->rungs[i].units = dt__asha_rung_units(L.n, sc->divisor, rungs[k], i);
     }
     *out = (dt_search_method){.name = "adaptive_asha",
                               .state = a,

@@ -45,7 +45,9 @@ static dt_status grid_validated(void *state, dt_search_ctx *sc, int64_t id, doub
                                 dt_length length, dt_search_ops *out) {
     grid *g = state;
     (void)sc, (void)metric;
-    return length.n >= g->cfg->searcher.max_length.n ? dt_search_close(out, id) : DT_OK;
+    return g->cfg->searcher.max_length.n > 0 && length.n >= g->cfg->searcher.max_length.n
+               ? dt_search_close(out, id)
+               : DT_OK;
 }
 
 static dt_status grid_closed(void *state, dt_search_ctx *sc, int64_t id, dt_search_ops *out) {
@@ -84,7 +86,7 @@ static dt_status grid_load(void *state, const json_t *saved) {
 
 dt_status dt__search_grid_new(const dt_expconf *cfg, dt_search_method *out) {
     int64_t size;
-    if (cfg->searcher.max_length.n <= 0)
+    if (cfg->searcher.max_length.n <= 0 && !cfg->entry_command) /* a command sets its own */
         return dt_error(DT_ERR_CONFIG, "the grid searcher needs searcher.max_length; hint: e.g. "
                                        "`max_length: {batches: 1000}`");
     dt_status st = dt__hp_grid_size(cfg, &size);

@@ -2,7 +2,8 @@
  * random.c — the random and single search methods (single is random with max_trials 1).
  *
  * random runs min(max_trials, max_concurrent_trials) trials at once, each with values drawn
- * from the config (CREATE, then VALIDATE_AFTER max_length; CLOSE once that validation is in).
+ * from the config (CREATE, then VALIDATE_AFTER max_length; CLOSE once that validation is in;
+ * without max_length, for a command entrypoint that decides its own, CLOSE at once).
  * Each closed trial makes room for a new one while requested − invalid < max_trials, so a trial
  * that exits with invalid hyperparameters is replaced; an errored or canceled one counts as one
  * of the max_trials. SHUTDOWN once every trial has closed and no more will be created.
@@ -43,7 +44,7 @@ static dt_status rnd_validated(void *state, dt_search_ctx *sc, int64_t id, doubl
                                dt_length length, dt_search_ops *out) {
     rnd *r = state;
     (void)sc, (void)metric;
-    return length.n >= r->length.n ? dt_search_close(out, id) : DT_OK;
+    return r->length.n > 0 && length.n >= r->length.n ? dt_search_close(out, id) : DT_OK;
 }
 
 static dt_status rnd_closed(void *state, dt_search_ctx *sc, int64_t id, dt_search_ops *out) {
@@ -81,7 +82,7 @@ static dt_status rnd_load(void *state, const json_t *saved) {
 
 static dt_status rnd_new(const dt_expconf *cfg, const char *name, int64_t max_trials,
                          int64_t max_concurrent, dt_search_method *out) {
-    if (cfg->searcher.max_length.n <= 0)
+    if (cfg->searcher.max_length.n <= 0 && !cfg->entry_command) /* a command sets its own */
         return dt_error(DT_ERR_CONFIG,
                         "the %s searcher needs searcher.max_length; hint: e.g. "
                         "`max_length: {batches: 1000}`",

@@ -155,7 +155,8 @@ dt_status dt__search_start(dt_search_ctx *sc, const json_t *hparams, dt_length l
     int64_t rid;
     dt_status st = hparams ? dt_search_create_with(sc, hparams, out, &rid)
                            : dt_search_create_random(sc, out, &rid);
-    if (!st) st = dt_search_validate_after(out, rid, len);
+    /* no length (a command entrypoint that decides its own): nothing to ask, let it finish */
+    if (!st) st = len.n > 0 ? dt_search_validate_after(out, rid, len) : dt_search_close(out, rid);
     if (!st && id) *id = rid;
     return st;
 }

@@ -64,5 +64,8 @@ void dt__asha_bracket_trials(int64_t max_trials, double divisor, int n, const in
 void dt__asha_bracket_concurrency(int64_t max_concurrent, int n, int64_t *conc);
 /* Rung i of an r-rung bracket: max(⌊L / d^(r−i−1)⌋, 1). */
 int64_t dt__asha_rung_units(int64_t max_length, double divisor, int num_rungs, int i);
+/* searcher.max_length in the unit trials train in (epochs → records → batches when the batch
+ * size is one constant): the L rungs are placed along. DT_ERR_CONFIG when it cannot be. */
+dt_status dt__asha_length(const dt_expconf *cfg, dt_length *out);
 
 #endif

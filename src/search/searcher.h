@@ -25,5 +25,10 @@ DT_API dt_status dt_searcher_trial_exited_early(dt_searcher *s, int64_t request_
 DT_API double dt_searcher_progress(dt_searcher *s);
 DT_API json_t *dt_searcher_save(const dt_searcher *s);
 DT_API dt_status dt_searcher_load(dt_searcher *s, const json_t *snapshot);
+/* What the config's searcher will do, before it runs (`dtrain config check` prints it; plan.c):
+ * a new object {searcher, unit, length, trials, brackets: [{rungs: [lengths], trials: [per
+ * rung], max_concurrent}]} (brackets for adaptive_asha only; lengths in the unit trials train
+ * in). DT_ERR_CONFIG when the searcher could not be built from the config. */
+DT_API dt_status dt_searcher_plan(const dt_expconf *cfg, json_t **out);
 
 #endif

@@ -15,7 +15,8 @@
  * processed in blocks of ROW_BLOCK (block [r0, r1) needs key columns [0, r1) only) and, inside
  * a block, each 4-row tile of a product skips the masked upper triangle (about 57% of the full
  * T x T work is done at T = 128, against 75% with whole 64-row blocks; measured 12% off the
- * forward and 19% off the backward). The softmax rows use an AVX-512 or AVX2 exp of our own
+ * forward and 19% off the backward). The softmax rows (the forward's in cpu/attn_rows.c, shared
+ * with the grouped-query attention) use an AVX-512 or AVX2 exp of our own
  * (portable expf fallback at the generic level).
  *
  * Saved for backward: the attention probabilities P (B, NH, T, T) f32 in arena scratch —
@@ -74,34 +75,11 @@ enum { GM_COLS = 1, GM_KROWS, GM_KFROM };
 
 #include <immintrin.h>
 
+#include "cpu/attn_rows.h"
 #include "cpu/simd_exp.h"
 #include "cpu/simd_transpose.h"
 
 DT__AVX512_BEGIN
-
-/* Softmax of row s[0..len) in place (len >= 1); then zero s[len..end). */
-static inline void softmax_row_512(float *s, int64_t len, int64_t end) {
-    __m512 vmx = _mm512_set1_ps(-INFINITY);
-    for (int64_t j = 0; j < len; j += 16) {
-        __mmask16 k = dt__tail_mask16(len - j);
-        vmx = _mm512_mask_max_ps(vmx, k, vmx, _mm512_maskz_loadu_ps(k, s + j));
-    }
-    __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vmx));
-    __m512 vs = _mm512_setzero_ps();
-    for (int64_t j = 0; j < len; j += 16) {
-        __mmask16 k = dt__tail_mask16(len - j);
-        __m512 e = dt__exp512_nonpos(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), mx));
-        e = _mm512_maskz_mov_ps(k, e);
-        vs = _mm512_add_ps(vs, e);
-        _mm512_mask_storeu_ps(s + j, k, e);
-    }
-    __m512 inv = _mm512_set1_ps(1.f / _mm512_reduce_add_ps(vs));
-    for (int64_t j = 0; j < len; j += 16) {
-        __mmask16 k = dt__tail_mask16(len - j);
-        _mm512_mask_storeu_ps(s + j, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + j), inv));
-    }
-    if (end > len) memset(s + len, 0, (size_t)(end - len) * sizeof(float));
-}
 
 /* Softmax gradient of one row in place: d[j] = p[j] * (d[j] - Σ p d) * scale for j < len,
  * 0 for len <= j < end. */
@@ -293,24 +271,6 @@ static void gm_panel_256(int64_t mr, int64_t nn, int64_t K, const float *a, int6
         gm_tile256(mr, nn - j, K, a, ars, aks, b + j, ldb, alpha, acc, c + j, ldc);
 }
 
-static inline void softmax_row_256(float *s, int64_t len, int64_t end) {
-    __m256 mx = _mm256_set1_ps(dt__max_row256(s, len));
-    __m256 vs = _mm256_setzero_ps();
-    for (int64_t j = 0; j < len; j += 8) {
-        __m256i k = dt__tail_mask8(len - j);
-        __m256 e = dt__exp256_nonpos(_mm256_sub_ps(_mm256_maskload_ps(s + j, k), mx));
-        e = _mm256_and_ps(_mm256_castsi256_ps(k), e);
-        vs = _mm256_add_ps(vs, e);
-        _mm256_maskstore_ps(s + j, k, e);
-    }
-    __m256 inv = _mm256_set1_ps(1.f / dt__hsum256(vs));
-    for (int64_t j = 0; j < len; j += 8) {
-        __m256i k = dt__tail_mask8(len - j);
-        _mm256_maskstore_ps(s + j, k, _mm256_mul_ps(_mm256_maskload_ps(s + j, k), inv));
-    }
-    if (end > len) memset(s + len, 0, (size_t)(end - len) * sizeof(float));
-}
-
 static inline void softmax_grad_row_256(const float *p, float *d, int64_t len, int64_t end,
                                         float scale) {
     __m256 acc = _mm256_setzero_ps();
@@ -331,16 +291,6 @@ DT__ISA_END
 
 /* portable variants */
 
-static inline void softmax_row_gen(float *s, int64_t len, int64_t end) {
-    float mx = s[0];
-    for (int64_t j = 1; j < len; j++) mx = s[j] > mx ? s[j] : mx;
-    float sum = 0.f;
-    for (int64_t j = 0; j < len; j++) sum += (s[j] = expf(s[j] - mx));
-    float inv = 1.f / sum;
-    for (int64_t j = 0; j < len; j++) s[j] *= inv;
-    if (end > len) memset(s + len, 0, (size_t)(end - len) * sizeof(float));
-}
-
 static inline void softmax_grad_row_gen(const float *p, float *d, int64_t len, int64_t end,
                                         float scale) {
     float D = 0.f;
@@ -349,15 +299,8 @@ static inline void softmax_grad_row_gen(const float *p, float *d, int64_t len, i
     if (end > len) memset(d + len, 0, (size_t)(end - len) * sizeof(float));
 }
 
-/* the variant of the CPU's level */
-static void softmax_row(float *s, int64_t len, int64_t end) {
-    if (dt__isa_avx512())
-        softmax_row_512(s, len, end);
-    else if (dt__isa_avx2())
-        softmax_row_256(s, len, end);
-    else
-        softmax_row_gen(s, len, end);
-}
+/* the variant of the CPU's level (the forward rows are cpu/attn_rows.c's, shared with the
+ * grouped-query attention) */
 static void softmax_grad_row(const float *p, float *d, int64_t len, int64_t end, float scale) {
     if (dt__isa_avx512())
         softmax_grad_row_512(p, d, len, end, scale);
@@ -461,8 +404,9 @@ static void head_forward(const att_geom *g, const float *X, float *Y, int64_t b,
         float *Pb = ring ? P : P + r0 * T; /* rows [r0, r1) x cols [0, r1), ld T */
         /* S[r0:r1, 0:r1] = scale * q[r0:r1] k[0:r1]ᵀ */
         head_gemm(false, m, r1, HD, scale, q + r0 * ld, ld, kT, T, false, Pb, T, GM_COLS, r0);
+        float st[2];                    /* the row's statistics, not needed here */
         for (int64_t i = 0; i < m; i++) /* causal: row r0+i sees keys 0..r0+i */
-            softmax_row(Pb + i * T, r0 + i + 1, r1);
+            dt__attn_softmax_row(Pb + i * T, r0 + i + 1, r1, st);
         /* y[r0:r1] = P[r0:r1, 0:r1] v[0:r1] */
         head_gemm(false, m, HD, r1, 1.f, Pb, T, vc, HD, false, y + r0 * C, C, GM_KROWS, r0);
     }

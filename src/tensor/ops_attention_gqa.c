@@ -94,7 +94,7 @@ static int64_t row_len(const gqa *g, const blk *k, int64_t r) {
     return g->causal ? g->S - g->T + k->t0 + r % k->m + 1 : g->S;
 }
 
-/* The block's rows of a (B, T, Hq, D) tensor with strides st (in rows `st` apart) gathered into
+/* The block's rows of a (B, T, Hq, D) tensor with strides st (of b, t, head) gathered into
  * dense (M, D) dst. */
 static void gather_rows(const gqa *g, const blk *k, const float *src, const int64_t *st,
                         float *dst) {

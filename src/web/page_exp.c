@@ -8,6 +8,8 @@
  */
 #include "web_impl.h"
 
+#include "dtrain/config.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +42,7 @@ static const char HEADER[] =
     "value=\"{{progress}}\"></progress> <span id=\"exp-progress-text\">{{percent}}</span></span> "
     "<span>Searcher {{searcher}}</span> <span>Metric {{metric}} (best <span id=\"exp-best\">"
     "{{best}}</span>)</span> <span>Trials {{trials}}</span> <span>Started {{start}}</span>"
-    "</div>\n{{{dsat}}}{{{actions}}}"
+    "</div>\n{{{dsat}}}{{{actions}}}{{{warnings}}}"
     "<details><summary>Configuration</summary><pre class=\"config\">{{config}}</pre></details>\n";
 
 static const char VIEWS[] =
@@ -54,6 +56,30 @@ static const char VIEWS[] =
     "<noscript><p>The charts need JavaScript; the tables below do not.</p></noscript></section>\n"
     "<section><h2>Hyperparameters</h2><div id=\"hp-parallel\" class=\"chart\"></div>"
     "<div id=\"hp-scatter\" class=\"scatter\"></div></section>\n";
+
+/* The config's warnings (keys without effect here, unknown keys), as experiment create printed
+ * them: the stored config text and model directory checked again by the same code. */
+static void config_warnings(w_buf *b, const json_t *e) {
+    const char *text = json_string_value(json_object_get(e, "config_text"));
+    const char *dir = json_string_value(json_object_get(e, "model_dir"));
+    dt_expconf *cfg = NULL;
+    if (!text || dt_expconf_load_string(text, "config", DT_EXPCONF_MAX_LENGTH_OPTIONAL, &cfg))
+        return;
+    if (dir) (void)dt_expconf_check_model_dir(cfg, dir); /* its warnings; an error changes none */
+    if (cfg->n_warnings) {
+        w_rawf(b,
+               "<details class=\"config-warnings\" id=\"config-warnings\"><summary>%d config "
+               "warning%s</summary><ul>",
+               cfg->n_warnings, cfg->n_warnings == 1 ? "" : "s");
+        for (int i = 0; i < cfg->n_warnings; i++) {
+            w_raw(b, "<li>");
+            w_esc(b, cfg->warnings[i]);
+            w_raw(b, "</li>");
+        }
+        w_raw(b, "</ul></details>\n");
+    }
+    dt_expconf_free(cfg);
+}
 
 /* "k=v, k=v" of a trial's hyperparameters, escaped. */
 static void hparams(w_buf *b, const json_t *hp) {
@@ -210,7 +236,10 @@ void w_get_experiment(void *app, const dt_http_req *req, dt_http_resp *resp) {
                "dsat results: the profile, every trial, the metric per ZeRO stage and the best "
                "configuration</a></p>\n",
                id);
-    const char *kv[] = {"id",          sid,
+    w_buf warn = {0};
+    config_warnings(&warn, e);
+    const char *kv[] = {"warnings",    warn.p ? warn.p : "",
+                        "id",          sid,
                         "name",        json_string_value(json_object_get(e, "name")),
                         "state",       state,
                         "state_badge", badge.p,
@@ -232,6 +261,7 @@ void w_get_experiment(void *app, const dt_http_req *req, dt_http_resp *resp) {
     free(badge.p);
     free(acts.p);
     free(dsat.p);
+    free(warn.p);
     json_decref(exp);
     json_decref(trials);
     json_decref(snap);

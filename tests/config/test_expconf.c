@@ -379,7 +379,8 @@ static void test_full_config(void) {
                     "  - {host_path: /data, container_path: /data}\n"
                     "labels: [mlp, test]\n"
                     "profiling: {enabled: true}\n"
-                    "workspace: w\n";
+                    "workspace: w\n"
+                    "project: p\n";
     dt_expconf *c = cload(y, 0);
     if (!c) return;
     CHECK(!strcmp(c->name, "fashion-mnist") && !strcmp(c->description, "an MLP"));
@@ -417,7 +418,15 @@ static void test_full_config(void) {
     CHECK(!strcmp(json_string_value(json_object_get(c->data, "url")), "/data/fashion"));
     CHECK(json_array_size(json_object_get(c->json, "labels")) == 2);
     CHECK(json_is_array(json_object_get(c->json, "bind_mounts")));
-    CHECK_MSG(c->n_warnings == 0, "%s", c->n_warnings ? c->warnings[0] : "");
+    /* the keys without effect here: one warning each, file and line, in the table's order */
+    static const char *const want[] = {
+        "config.yaml:45: workspace has no effect: dtrain has no workspaces",
+        "config.yaml:46: project has no effect",
+        "config.yaml:41: bind_mounts has no effect: trials run as processes on this host",
+        "config.yaml:37: environment.image has no effect: trials run as processes on this host",
+        "config.yaml:38: resources.resource_pool has no effect: the master schedules"};
+    CHECK_MSG(c->n_warnings == 5, "%d warnings", c->n_warnings);
+    for (int i = 0; i < 5 && i < c->n_warnings; i++) CHECK_HAS(c->warnings[i], want[i]);
     /* the values a trial sees: nested groups stay nested */
     json_t *vals = NULL;
     CHECK(dt_expconf_hparam_values(c, &vals) == DT_OK);
@@ -468,8 +477,8 @@ static void test_type_errors(void) {
     CHECK_HAS(e, "config.yaml:5:40: optimizations.aggregation_frequency must be a positive");
     e = cerr(BASE "resources: [1]\n", 0);
     CHECK_HAS(e, "config.yaml:5:12: resources must be a mapping, got a list");
-    e = cerr(BASE "resources: {slots_per_trial: 0}\n", 0);
-    CHECK_HAS(e, "resources.slots_per_trial must be a positive integer, got 0");
+    e = cerr(BASE "resources: {slots_per_trial: -1}\n", 0);
+    CHECK_HAS(e, "resources.slots_per_trial must be a non-negative integer, got -1");
     e = cerr(BASE "resources: {slots_per_trial: 4, max_slots: 2}\n", 0);
     CHECK_HAS(e, "resources.max_slots is 2, less than slots_per_trial (4)");
     e = cerr(BASE "name: 12\n", 0);
@@ -544,7 +553,9 @@ static void test_required(void) {
         CHECK(c->searcher.stop_once);
     }
     dt_expconf_free(c);
-    e = cerr("entrypoint: m:T\nsearcher: {metric: l, max_length: {batches: 1}, divisor: 1}\n", 0);
+    e = cerr("entrypoint: m:T\nsearcher: {name: adaptive_asha, max_trials: 2, metric: l, "
+             "max_length: {batches: 1}, divisor: 1}\n",
+             0);
     CHECK_HAS(e, "searcher.divisor must be a number > 1, got 1");
 }
 
@@ -589,13 +600,15 @@ static void test_enums(void) {
              "{batches: 1}, dsat: {start_profile_step: 4, end_profile_step: 2}}\n",
              0);
     CHECK_HAS(e, "end_profile_step (2) is below start_profile_step (4)");
-    e = cerr("entrypoint: m:T\nsearcher: {name: pbt, metric: l, max_length: {batches: 1}}\n", 0);
+    e = cerr("entrypoint: m:T\nsearcher: {name: pbx, metric: l, max_length: {batches: 1}}\n", 0);
     CHECK_HAS(e, "searcher.name must be one of");
     CHECK(!HAS(e, "did you mean"));
-    e = cerr("entrypoint: m:T\nsearcher: {mode: fast, metric: l, max_length: {batches: 1}}\n", 0);
+    e = cerr("entrypoint: m:T\nsearcher: {name: adaptive_asha, max_trials: 2, mode: fast, metric: "
+             "l, max_length: {batches: 1}}\n",
+             0);
     CHECK_HAS(e, "searcher.mode must be one of aggressive, standard, conservative");
     e = cerr(BASE "checkpoint_storage: {type: s3, bucket: b}\n", 0);
-    CHECK_HAS(e, "config.yaml:5:28: checkpoint_storage.type 's3' is not supported by dtrain");
+    CHECK_HAS(e, "config.yaml:5:28: checkpoint_storage.type 's3' cannot be used here");
     e = cerr(BASE "checkpoint_storage: {type: nfs}\n", 0);
     CHECK_HAS(e, "checkpoint_storage.type must be one of shared_fs");
     e = cerr(BASE "checkpoint_storage: {host_path: /a/b, storage_path: /a/bc}\n", 0);
@@ -656,8 +669,11 @@ static void test_unknown_keys(void) {
                                "checkpoint_storage: {host_path: /x, save_trial_bset: 1}\n",
                           0);
     if (!c) return;
-    CHECK(c->n_warnings == 5);
-    if (c->n_warnings == 5) {
+    /* the unknown keys, then the keys without effect (debug, resources.resource_pool) */
+    CHECK(c->n_warnings == 7);
+    if (c->n_warnings == 7) {
+        CHECK_HAS(c->warnings[5], "config.yaml:9: debug has no effect");
+        CHECK_HAS(c->warnings[6], "config.yaml:8: resources.resource_pool has no effect");
         CHECK_HAS(c->warnings[0], "config.yaml:5:1: unknown key 'min_validaton_period' "
                                   "(ignored); did you mean 'min_validation_period'?");
         CHECK_HAS(c->warnings[1], "did you mean 'optimizations'?");
@@ -734,9 +750,10 @@ static void test_launcher_slurm(void) {
     dt_expconf *c = cload(BASE, 0);
     if (c) CHECK(!c->launcher && !c->slurm.partition && c->slurm.cpus_per_slot == 1);
     dt_expconf_free(c);
-    c = cload(BASE "resources: {launcher: slurm}\n"
-                   "slurm: {partition: gpu, account: proj, time: '1:00:00', slots_per_node: 4,\n"
-                   "        cpus_per_slot: 2, sbatch_args: [--qos=low, --exclusive], gpu_type: a100}\n",
+    c = cload(BASE
+              "resources: {launcher: slurm}\n"
+              "slurm: {partition: gpu, account: proj, time: '1:00:00', slots_per_node: 4,\n"
+              "        cpus_per_slot: 2, sbatch_args: [--qos=low, --exclusive], gpu_type: a100}\n",
               0);
     if (c) {
         CHECK(c->launcher && !strcmp(c->launcher, "slurm"));
@@ -745,7 +762,7 @@ static void test_launcher_slurm(void) {
         CHECK(c->slurm.time && !strcmp(c->slurm.time, "1:00:00"));
         CHECK(c->slurm.slots_per_node == 4 && c->slurm.cpus_per_slot == 2);
         CHECK(c->slurm.n_sbatch_args == 2 && !strcmp(c->slurm.sbatch_args[1], "--exclusive"));
-        CHECK(c->n_warnings == 0);
+        CHECK(c->n_warnings == 1 && HAS(c->warnings[0], "slurm.gpu_type has no effect"));
     }
     dt_expconf_free(c);
     const char *e = cerr(BASE "resources: {launcher: slrum}\n", 0);
@@ -768,11 +785,14 @@ static void test_launcher_slurm(void) {
 static void test_entrypoint(void) {
     static const char *const good[] = {"model_def:MyTrial", "a:_T1", "models.mnist:T",
                                        "my-model:Trial_2", NULL};
+    /* a ':' without a space or '/' names a trial: a malformed one is refused */
     static const char *const bad[] = {
-        "model_def", "model_def:", ":T", "model_def:1T", "model_def:My-Trial", "a:b:c",
-        ".hidden:T", "a..b:T",     NULL};
-    /* anything with a '/' or a space is a command (a program using the Core API) */
-    static const char *const commands[] = {"./train", "python3 train.py", "dir/model:T", NULL};
+        "model_def:", ":T",        "model_def:1T", "model_def:My-Trial",
+        "a:b:c",      ".hidden:T", "a..b:T",       NULL};
+    /* anything with a '/' or a space, or without a ':', is a command (a program using the Core
+     * API), as the reference reads it */
+    static const char *const commands[] = {
+        "./train", "python3 train.py", "dir/model:T", "model_def", "ls", NULL};
     for (int i = 0; commands[i]; i++) {
         char y[256];
         snprintf(y, sizeof y,
@@ -800,6 +820,21 @@ static void test_entrypoint(void) {
     }
     const char *e = cerr("entrypoint: 3\nsearcher: {metric: l, max_length: {batches: 1}}\n", 0);
     CHECK_HAS(e, "entrypoint must be a string, got 3");
+    /* a list is the command's arguments, quoted for /bin/sh */
+    dt_expconf *c = cload("entrypoint: [python3, -m, my mod, \"it's\"]\n"
+                          "searcher: {metric: l}\n",
+                          0);
+    CHECK(c && c->entry_command && !strcmp(c->entry_command, "python3 -m 'my mod' 'it'\\''s'") &&
+          !c->entry_symbol);
+    if (c) CHECK(c->searcher.max_length.n == 0); /* a command may leave max_length out */
+    dt_expconf_free(c);
+    e = cerr("entrypoint: [python3, 3]\nsearcher: {metric: l}\n", 0);
+    CHECK_HAS(e, "config.yaml:1:23: entrypoint[1] must be a string");
+    e = cerr("entrypoint: []\nsearcher: {metric: l}\n", 0);
+    CHECK_HAS(e, "entrypoint is an empty list");
+    /* a trial symbol still needs the length */
+    e = cerr("entrypoint: m:T\nsearcher: {metric: l}\n", 0);
+    CHECK_HAS(e, "searcher.max_length is required");
 }
 
 static void test_hyperparameters(void) {
@@ -1071,7 +1106,9 @@ static void test_environment(void) {
             CHECK(!strcmp(c->env_keys[0], "A") && !strcmp(c->env_values[0], "3"));
             CHECK(!strcmp(c->env_keys[1], "B") && !strcmp(c->env_values[1], "2"));
         }
-        CHECK(c->n_warnings == 0);
+        CHECK(c->n_warnings == 2 &&
+              HAS(c->warnings[0], "environment.environment_variables.cuda has no effect") &&
+              HAS(c->warnings[1], "config.yaml:9: environment.environment_variables.rocm"));
     }
     dt_expconf_free(c);
     const char *e =

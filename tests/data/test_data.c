@@ -211,6 +211,23 @@ static void test_idx(void) {
         unlink(ip2);
         unlink(lp2);
     }
+    /* the MNIST family's names in a directory: gzip'd images, raw labels (the .gz is tried
+     * first, the raw file when only it exists); an unknown split names the file it wanted */
+    {
+        char si[512], sl[512];
+        tmp_path(si, sizeof si, "tr-images-idx3-ubyte.gz");
+        tmp_path(sl, sizeof sl, "tr-labels-idx1-ubyte");
+        write_idx(si, 3, idims, im, true);
+        write_idx(sl, 1, ldims, lb, false);
+        dt_dataset *ds = dt_dataset_idx_split(tmpdir, "tr", mean, sd, DT_IMAGE_CHW);
+        CHECK_MSG(ds && dt_dataset_len(ds) == N && ds->fields[0].ndim == 3, "%s", dt_last_error());
+        dt_dataset_free(ds);
+        CHECK(dt_dataset_idx_split(tmpdir, "nope", mean, sd, DT_IMAGE_FLAT) == NULL);
+        CHECK(strstr(dt_last_error(), "nope-images-idx3-ubyte.gz") != NULL);
+        CHECK(dt_dataset_idx_split(NULL, "tr", mean, sd, DT_IMAGE_FLAT) == NULL);
+        unlink(si);
+        unlink(sl);
+    }
     /* errors: missing file, counts that differ, labels that are not 1-D, std <= 0 */
     tmp_path(bad, sizeof bad, "no-such-file");
     CHECK(dt_dataset_idx(bad, lp, 0, 1, DT_IMAGE_FLAT) == NULL && dt_last_status() == DT_ERR_IO);

@@ -1,0 +1,2 @@
+/* a stand-in trial source for the config corpus: checked, never built */
+int dt_corpus_trial;

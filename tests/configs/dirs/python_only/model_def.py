@@ -1,0 +1,4 @@
+from determined import pytorch
+
+class MNistTrial(pytorch.PyTorchTrial):
+    pass
