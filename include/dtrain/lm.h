@@ -4,7 +4,7 @@
  * A model directory is what transformers' save_pretrained writes: config.json, the weights in
  * model.safetensors or in shards model-0000k-of-0000n.safetensors listed by
  * model.safetensors.index.json (f32, f16 or bf16; converted to f32 on load), and usually a
- * tokenizer.json. Supported model_type values: gpt2, llama, mistral, qwen2 (docs/lm_models.md).
+ * tokenizer.json. Supported model_type values: gpt2, llama, mistral, qwen2 (docs/lm.md).
  *
  * Two ways in:
  *   dt_lm *m;  dt_lm_load(&m, dir);                // config + module tree + weights, own context

@@ -1,11 +1,14 @@
-/* lm.c — `dtrain lm <verb>`: language models from a Hugging Face model directory. Each verb is
+/* lm.c — `dtrain lm <verb>`: language models from a Hugging Face model directory (tokenize,
+ * eval, generate). Each verb is
  * a row of the table at the bottom (its name, its function, its usage line); the verbs only
  * parse, call the library and print. */
 #include "cli.h"
 
+#include "dtrain/lm.h"
 #include "dtrain/tokenizer.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,12 +102,207 @@ static int lm_tokenize(int argc, char **argv) {
     return rc;
 }
 
+/* A flag's value after argv[*i] (advanced), or NULL after printing the usage error. */
+static const char *flag_value(const char *who, int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) {
+        char err[128];
+        snprintf(err, sizeof err, "%s needs a value", argv[*i]);
+        dt_cli_usage_error(who, err, usage);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+/* A whole number >= lo from a flag's text, or -1 after printing why. */
+static long long flag_int(const char *who, const char *flag, const char *v, long long lo) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end || x < lo) {
+        fprintf(stderr, "%s: error: %s must be a whole number >= %lld, got '%s'\n", who, flag, lo,
+                v);
+        return -1;
+    }
+    return x;
+}
+
+/* A number in [lo, hi] from a flag's text, or NAN after printing why. */
+static double flag_num(const char *who, const char *flag, const char *v, double lo, double hi) {
+    char *end;
+    double x = strtod(v, &end);
+    if (end == v || *end || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "%s: error: %s must be a number in [%g, %g], got '%s'\n", who, flag, lo, hi,
+                v);
+        return NAN;
+    }
+    return x;
+}
+
+/* The model and its tokenizer from MODEL_DIR; false after printing why. */
+static bool open_model(const char *who, const char *dir, dt_lm **m, dt_tokenizer **t) {
+    *m = NULL;
+    *t = load_tokenizer(who, dir);
+    if (*t && dt_lm_load(m, dir) == DT_OK) return true;
+    if (*t) fprintf(stderr, "%s: error: %s\n", who, dt_last_error());
+    dt_tokenizer_free(*t);
+    *t = NULL;
+    return false;
+}
+
+/* dtrain lm eval MODEL_DIR TEXT_FILE [--seq N] [--json]: the mean next-token cross-entropy
+ * over the text cut into windows (dt_lm_eval_ids). */
+static int lm_eval(int argc, char **argv) {
+    const char *who = WHO " eval", *pos[2] = {0};
+    long long seq = 0;
+    bool json = false;
+    int np = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) {
+            json = true;
+        } else if (!strcmp(argv[i], "--seq")) {
+            const char *v = flag_value(who, argc, argv, &i);
+            if (!v) return DT_EXIT_USAGE;
+            if ((seq = flag_int(who, "--seq", v, 2)) < 0) return DT_EXIT_USAGE;
+        } else if (argv[i][0] == '-' || np == 2) {
+            return dt_cli_usage_error(who, "takes MODEL_DIR TEXT_FILE [--seq N] [--json]", usage);
+        } else {
+            pos[np++] = argv[i];
+        }
+    }
+    if (np != 2) return dt_cli_usage_error(who, "needs MODEL_DIR and TEXT_FILE", usage);
+    dt_lm *m;
+    dt_tokenizer *t;
+    if (!open_model(who, pos[0], &m, &t)) return DT_EXIT_FAILED;
+    size_t len = 0, n = 0;
+    char *text = slurp(who, pos[1], &len);
+    int32_t *ids = NULL;
+    double loss = 0;
+    int64_t predicted = 0;
+    int rc = DT_EXIT_FAILED;
+    if (text && dt_tokenizer_encode(t, text, len, &ids, &n) == DT_OK &&
+        dt_lm_eval_ids(m, ids, n, seq, &loss, &predicted) == DT_OK) {
+        if (json)
+            printf("{\"loss\": %.17g, \"tokens\": %lld, \"windows_seq\": %lld, \"text_tokens\": "
+                   "%zu}\n",
+                   loss, (long long)predicted,
+                   (long long)(seq ? seq : dt_lm_get_config(m)->max_pos), n);
+        else
+            printf("loss %.6f over %lld predicted tokens (perplexity %.4g)\n", loss,
+                   (long long)predicted, exp(loss));
+        rc = fflush(stdout) ? DT_EXIT_FAILED : DT_EXIT_OK;
+    } else if (text) {
+        fprintf(stderr, "%s: error: %s\n", who, dt_last_error());
+    }
+    free(ids);
+    free(text);
+    dt_lm_free(m);
+    dt_tokenizer_free(t);
+    return rc;
+}
+
+/* Parse generate's flags into o and *prompt / *k / *json; a DT_EXIT_* code, DT_EXIT_OK when
+ * all is well. */
+static int generate_flags(const char *who, int argc, char **argv, dt_lm_gen_opts *o,
+                          const char **prompt, long long *k, bool *json) {
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i], *v = NULL;
+        if (!strcmp(f, "--json")) {
+            *json = true;
+            continue;
+        }
+        if (!(v = flag_value(who, argc, argv, &i))) return DT_EXIT_USAGE;
+        double x = 0;
+        if (!strcmp(f, "--prompt"))
+            *prompt = v;
+        else if (!strcmp(f, "--max-new-tokens"))
+            x = *k = flag_int(who, f, v, 1);
+        else if (!strcmp(f, "--top-k"))
+            x = o->top_k = flag_int(who, f, v, 0);
+        else if (!strcmp(f, "--seed"))
+            x = (double)(o->seed = (uint64_t)flag_int(who, f, v, 0));
+        else if (!strcmp(f, "--temperature"))
+            x = o->temperature = (float)flag_num(who, f, v, 0, 100);
+        else if (!strcmp(f, "--top-p"))
+            x = o->top_p = (float)flag_num(who, f, v, 0, 1);
+        else
+            return dt_cli_usage_error(who, "unknown option", usage);
+        if (x < 0 || isnan(x) || (int64_t)o->seed < 0) return DT_EXIT_USAGE;
+    }
+    if (!*prompt || *k <= 0)
+        return dt_cli_usage_error(who, "needs --prompt TEXT and --max-new-tokens K", usage);
+    return DT_EXIT_OK;
+}
+
+/* Print the generation: its text, or (--json) a JSON object with ids and text last. */
+static int print_generation(const char *who, dt_tokenizer *t, const int32_t *ids, size_t n,
+                            size_t n_prompt, bool json) {
+    char *text = NULL;
+    if (dt_tokenizer_decode(t, ids, n, &text) != DT_OK) {
+        fprintf(stderr, "%s: error: %s\n", who, dt_last_error());
+        return DT_EXIT_FAILED;
+    }
+    if (json) {
+        json_t *arr = json_array();
+        for (size_t i = 0; i < n; i++) json_array_append_new(arr, json_integer(ids[i]));
+        json_t *o = json_pack("{sosssIsI}", "ids", arr, "text", text, "prompt_tokens",
+                              (json_int_t)n_prompt, "new_tokens", (json_int_t)(n - n_prompt));
+        char *s = o ? json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+        json_decref(o);
+        if (!s) {
+            fprintf(stderr, "%s: error: out of memory writing the JSON line\n", who);
+            free(text);
+            return DT_EXIT_FAILED;
+        }
+        printf("%s\n", s);
+        free(s);
+    } else {
+        printf("%s\n", text);
+    }
+    free(text);
+    return fflush(stdout) ? DT_EXIT_FAILED : DT_EXIT_OK;
+}
+
+/* dtrain lm generate MODEL_DIR --prompt TEXT --max-new-tokens K [--temperature T] [--top-k K]
+ * [--top-p P] [--seed S] [--json]: greedy by default, with a KV cache, stopping at EOS. */
+static int lm_generate(int argc, char **argv) {
+    const char *who = WHO " generate", *prompt = NULL;
+    if (argc < 1 || argv[0][0] == '-') return dt_cli_usage_error(who, "needs MODEL_DIR", usage);
+    dt_lm_gen_opts o = dt_lm_gen_defaults();
+    long long k = 0;
+    bool json = false;
+    int rc = generate_flags(who, argc, argv, &o, &prompt, &k, &json);
+    if (rc != DT_EXIT_OK) return rc;
+    dt_lm *m;
+    dt_tokenizer *t;
+    if (!open_model(who, argv[0], &m, &t)) return DT_EXIT_FAILED;
+    /* the model config's eos_token_id, as transformers stops at it; else the tokenizer's */
+    o.eos_id = dt_lm_get_config(m)->eos_id >= 0 ? dt_lm_get_config(m)->eos_id : dt_tokenizer_eos(t);
+    int32_t *ids = NULL, *out = NULL;
+    size_t n = 0, out_n = 0;
+    rc = DT_EXIT_FAILED;
+    if (dt_tokenizer_encode(t, prompt, strlen(prompt), &ids, &n) == DT_OK &&
+        dt_lm_generate(m, ids, n, (size_t)k, &o, &out, &out_n) == DT_OK)
+        rc = print_generation(who, t, out, out_n, n, json);
+    else
+        fprintf(stderr, "%s: error: %s\n", who, dt_last_error());
+    free(ids);
+    free(out);
+    dt_lm_free(m);
+    dt_tokenizer_free(t);
+    return rc;
+}
+
 static const struct {
     const char *name;
     int (*run)(int argc, char **argv);
     const char *help;
 } verbs[] = {
     {"tokenize", lm_tokenize, "tokenize MODEL_DIR TEXT_FILE   print the ids of the file's text"},
+    {"eval", lm_eval,
+     "eval MODEL_DIR TEXT_FILE [--seq N] [--json]   mean next-token loss over the text"},
+    {"generate", lm_generate,
+     "generate MODEL_DIR --prompt TEXT --max-new-tokens K [--temperature T] [--top-k K]\n"
+     "           [--top-p P] [--seed S] [--json]   continue a prompt (greedy by default)"},
 };
 
 static void usage(FILE *f) {

@@ -13,7 +13,7 @@ for it (logits of a fixed id sequence, the eval loss by dtrain's windowing rule,
 generations). The C tests in tests/lm/ compare against these numbers; CI never runs this.
 
 --check-export loads a directory dtrain exported with from_pretrained and checks that it gives
-the fixture's eval losses (the export half of the round trip; docs/lm_models.md records it).
+the fixture's eval losses (the export half of the round trip; docs/lm.md records it).
 """
 import argparse
 import json
