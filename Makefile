@@ -8,12 +8,13 @@ DEB_PACKAGES := build-essential cmake pkg-config libopenblas-openmp-dev libopenm
 	libmicrohttpd-dev libcurl4-openssl-dev dataset-fashion-mnist libjs-dygraphs libjs-d3
 # What the tests add: Python for the real readers of our files (TensorBoard's event reader, the
 # safetensors loader) and the REST API client of the end-to-end scripts; procps (ps, pgrep) for
-# the scripts that check no process outlives its run. Debian's system Python refuses
+# the scripts that check no process outlives its run; curl for the det-client test's raw
+# requests beside the client. Debian's system Python refuses
 # `pip install`, so the two PyPI packages Debian lacks go into a virtual environment of our own
 # (numpy comes from Debian). The web UI's browser tests drive Debian's headless Chromium with
 # Selenium. The multi-host MPI test makes its hosts as network namespaces with iproute2; the
 # emulated-CPU test runs the binary on an AVX2-only and an older CPU under qemu-user.
-DEB_TEST_PACKAGES := python3 python3-venv python3-numpy procps chromium chromium-driver \
+DEB_TEST_PACKAGES := python3 python3-venv python3-numpy procps curl chromium chromium-driver \
 	slurm-wlm munge iproute2 qemu-user \
 	python3-selenium
 VENV := $(CURDIR)/build/venv
