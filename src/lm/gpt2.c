@@ -103,13 +103,13 @@ static dt_tensor *gpt2_forward(dt_module *root, dt_tensor *ids) {
 static dt_module *gpt2_block(const dt_lm_config *c) {
     int64_t D = c->d_model, F = c->d_ff;
     float eps = c->norm_eps;
-    dt_module *attn = dt__lm_with_children(
+    dt_module *attn = dt__module_with_children(
         dt__lm_container("GPT2Attention"), 2, (const char *[]){"c_attn", "c_proj"},
         (dt_module *[]){dt_nn_linear(D, 3 * D, true), dt_nn_linear(D, D, true)});
     dt_module *mlp =
-        dt__lm_with_children(dt__lm_container("GPT2MLP"), 2, (const char *[]){"c_fc", "c_proj"},
+        dt__module_with_children(dt__lm_container("GPT2MLP"), 2, (const char *[]){"c_fc", "c_proj"},
                              (dt_module *[]){dt_nn_linear(D, F, true), dt_nn_linear(F, D, true)});
-    return dt__lm_with_children(
+    return dt__module_with_children(
         dt_module_new("GPT2Block", block_forward), 4,
         (const char *[]){"ln_1", "attn", "ln_2", "mlp"},
         (dt_module *[]){dt_nn_layer_norm(D, eps), attn, dt_nn_layer_norm(D, eps), mlp});
@@ -117,7 +117,7 @@ static dt_module *gpt2_block(const dt_lm_config *c) {
 
 dt_module *dt__gpt2_build(const dt_lm_config *c, const dt__lm_arch *a) {
     int64_t D = c->d_model;
-    dt_module *body = dt__lm_with_children(
+    dt_module *body = dt__module_with_children(
         dt__lm_container("GPT2Model"), 4, (const char *[]){"wte", "wpe", "h", "ln_f"},
         (dt_module *[]){dt_nn_embedding(c->vocab, D), dt_nn_embedding(c->max_pos, D),
                         dt__lm_block_list(c, c->n_layer, gpt2_block),

@@ -98,16 +98,16 @@ static dt_module *llama_layer(const dt_lm_config *c) {
     int64_t D = c->d_model, F = c->d_ff, hd = c->head_dim;
     int64_t q = c->n_head * hd, kv = c->n_kv_head * hd;
     float eps = c->norm_eps;
-    dt_module *attn = dt__lm_with_children(
+    dt_module *attn = dt__module_with_children(
         dt__lm_container("LlamaAttention"), 4,
         (const char *[]){"q_proj", "k_proj", "v_proj", "o_proj"},
         (dt_module *[]){dt_nn_linear(D, q, c->attn_bias), dt_nn_linear(D, kv, c->attn_bias),
                         dt_nn_linear(D, kv, c->attn_bias), dt_nn_linear(q, D, c->o_bias)});
-    dt_module *mlp = dt__lm_with_children(
+    dt_module *mlp = dt__module_with_children(
         dt__lm_container("LlamaMLP"), 3, (const char *[]){"gate_proj", "up_proj", "down_proj"},
         (dt_module *[]){dt_nn_linear(D, F, c->mlp_bias), dt_nn_linear(D, F, c->mlp_bias),
                         dt_nn_linear(F, D, c->mlp_bias)});
-    return dt__lm_with_children(
+    return dt__module_with_children(
         dt_module_new("LlamaDecoderLayer", layer_forward), 4,
         (const char *[]){"input_layernorm", "self_attn", "post_attention_layernorm", "mlp"},
         (dt_module *[]){dt_nn_rms_norm(D, eps), attn, dt_nn_rms_norm(D, eps), mlp});
@@ -115,7 +115,7 @@ static dt_module *llama_layer(const dt_lm_config *c) {
 
 dt_module *dt__llama_build(const dt_lm_config *c, const dt__lm_arch *a) {
     int64_t D = c->d_model;
-    dt_module *body = dt__lm_with_children(
+    dt_module *body = dt__module_with_children(
         dt__lm_container("LlamaModel"), 3, (const char *[]){"embed_tokens", "layers", "norm"},
         (dt_module *[]){dt_nn_embedding(c->vocab, D), dt__lm_block_list(c, c->n_layer, llama_layer),
                         dt_nn_rms_norm(D, c->norm_eps)});

@@ -4,6 +4,7 @@
 #define DT_LM_MODEL_IMPL_H
 
 #include "dtrain/lm.h"
+#include "nn/nn_iface.h"
 
 #include <jansson.h>
 
@@ -115,9 +116,8 @@ dt_tensor *dt__lm_head(dt_module *root, dt_module *emb, dt_tensor *x);
 /* The state of the root above m. */
 dt__lm_state *dt__lm_state_of(dt_module *root);
 
-/* Module helpers (gpt2.c): a module with named children (frees all on failure), the hooks
- * of a child run around a fused op. */
-dt_module *dt__lm_with_children(dt_module *m, int n, const char *const *names, dt_module **kids);
+/* The hooks of a child run around a fused op (modules.c); trees are assembled with nn's
+ * dt__module_with_children. */
 void dt__lm_hook_pre(dt_module *m);
 void dt__lm_hook_post(dt_module *m);
 /* ids (B, T) i32/i64 whose positions p0 .. p0+T-1 fit in max_pos, or DT_ERR_INVALID. */

@@ -6,21 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-dt_module *dt__lm_with_children(dt_module *m, int n, const char *const *names, dt_module **kids) {
-    bool ok = m != NULL;
-    for (int i = 0; i < n; i++) {
-        if (!ok || dt_module_add_child(m, names[i], kids[i]) < 0) {
-            ok = false;
-            dt_module_free(kids[i]);
-        }
-    }
-    if (!ok) {
-        dt_module_free(m);
-        return NULL;
-    }
-    return m;
-}
-
 void dt__lm_hook_pre(dt_module *m) {
     if (m->pre_hook) m->pre_hook(m, m->hook_user);
 }
@@ -100,9 +85,11 @@ dt_status dt__lm_check_ids(const dt_tensor *ids, int64_t p0, int64_t max_pos) {
 dt_module *dt__lm_root_with(dt_module *root, const char *body_name, dt_module *body,
                             const dt_lm_config *c) {
     if (c->tied)
-        return dt__lm_with_children(root, 1, (const char *[]){body_name}, (dt_module *[]){body});
-    return dt__lm_with_children(root, 2, (const char *[]){body_name, "lm_head"},
-                                (dt_module *[]){body, dt_nn_linear(c->d_model, c->vocab, false)});
+        return dt__module_with_children(root, 1, (const char *[]){body_name},
+                                        (dt_module *[]){body});
+    return dt__module_with_children(
+        root, 2, (const char *[]){body_name, "lm_head"},
+        (dt_module *[]){body, dt_nn_linear(c->d_model, c->vocab, false)});
 }
 
 dt_tensor *dt__lm_head(dt_module *root, dt_module *emb, dt_tensor *x) {

@@ -25,6 +25,7 @@
  * embedding scatter, cheaper than reducing a broadcast (T, D) operand over the batch.
  */
 #include "dtrain/nn.h"
+#include "nn_iface.h"
 
 #include <stdio.h>
 
@@ -167,36 +168,20 @@ static dt_tensor *head_forward(dt_module *m, dt_tensor *x) {
     return dt_module_forward(m->children[1], dt_module_forward(m->children[0], x));
 }
 
-/* A module with children named and added in order; frees everything on failure. */
-static dt_module *with_children(dt_module *m, int n, const char *const *names, dt_module **kids) {
-    bool ok = m != NULL;
-    for (int i = 0; i < n; i++) {
-        if (!ok || dt_module_add_child(m, names[i], kids[i]) < 0) {
-            ok = false;
-            dt_module_free(kids[i]);
-        }
-    }
-    if (!ok) {
-        dt_module_free(m);
-        return NULL;
-    }
-    return m;
-}
-
 static dt_module *gpt_block(const dt_gpt_config *cfg) {
     int64_t D = cfg->d_model;
-    dt_module *attn = with_children(
+    dt_module *attn = dt__module_with_children(
         dt_module_new("CausalSelfAttention", attn_forward), 2, (const char *[]){"c_attn", "c_proj"},
         (dt_module *[]){dt_nn_linear(D, 3 * D, true), dt_nn_linear(D, D, true)});
     if (attn) {
         attn->iconf[0] = cfg->n_head;
         attn->fconf[0] = cfg->dropout;
     }
-    dt_module *mlp =
-        with_children(dt_module_new("MLP", mlp_forward), 2, (const char *[]){"c_fc", "c_proj"},
-                      (dt_module *[]){dt_nn_linear(D, 4 * D, true), dt_nn_linear(4 * D, D, true)});
+    dt_module *mlp = dt__module_with_children(
+        dt_module_new("MLP", mlp_forward), 2, (const char *[]){"c_fc", "c_proj"},
+        (dt_module *[]){dt_nn_linear(D, 4 * D, true), dt_nn_linear(4 * D, D, true)});
     if (mlp) mlp->fconf[0] = cfg->dropout;
-    return with_children(
+    return dt__module_with_children(
         dt_module_new("Block", block_forward), 4, (const char *[]){"ln_1", "attn", "ln_2", "mlp"},
         (dt_module *[]){dt_nn_layer_norm(D, 1e-5f), attn, dt_nn_layer_norm(D, 1e-5f), mlp});
 }
@@ -231,10 +216,10 @@ static bool valid_config(const dt_gpt_config *cfg) {
 
 dt_module *dt_gpt_embedding(const dt_gpt_config *cfg) {
     if (!valid_config(cfg)) return NULL;
-    dt_module *m = with_children(dt_module_new("GPTEmbedding", embedding_forward), 2,
-                                 (const char *[]){"wte", "wpe"},
-                                 (dt_module *[]){dt_nn_embedding(cfg->vocab, cfg->d_model),
-                                                 dt_nn_embedding(cfg->seq, cfg->d_model)});
+    dt_module *m = dt__module_with_children(
+        dt_module_new("GPTEmbedding", embedding_forward), 2, (const char *[]){"wte", "wpe"},
+        (dt_module *[]){dt_nn_embedding(cfg->vocab, cfg->d_model),
+                        dt_nn_embedding(cfg->seq, cfg->d_model)});
     if (m) {
         m->iconf[0] = cfg->seq;
         m->fconf[0] = cfg->dropout;
@@ -248,10 +233,10 @@ dt_module *dt_gpt_block(const dt_gpt_config *cfg) {
 
 dt_module *dt_gpt_head(const dt_gpt_config *cfg) {
     if (!valid_config(cfg)) return NULL;
-    return with_children(dt_module_new("GPTHead", head_forward), 2,
-                         (const char *[]){"ln_f", "lm_head"},
-                         (dt_module *[]){dt_nn_layer_norm(cfg->d_model, 1e-5f),
-                                         dt_nn_linear(cfg->d_model, cfg->vocab, false)});
+    return dt__module_with_children(dt_module_new("GPTHead", head_forward), 2,
+                                    (const char *[]){"ln_f", "lm_head"},
+                                    (dt_module *[]){dt_nn_layer_norm(cfg->d_model, 1e-5f),
+                                                    dt_nn_linear(cfg->d_model, cfg->vocab, false)});
 }
 
 dt_module *dt_model_gpt(const dt_gpt_config *cfg) {
@@ -267,7 +252,8 @@ dt_module *dt_model_gpt(const dt_gpt_config *cfg) {
             h = NULL;
         }
     }
-    dt_module *m = with_children(dt_module_new("GPT", gpt_forward), 5,
+    dt_module *m =
+        dt__module_with_children(dt_module_new("GPT", gpt_forward), 5,
                                  (const char *[]){"wte", "wpe", "h", "ln_f", "lm_head"},
                                  (dt_module *[]){dt_nn_embedding(cfg->vocab, cfg->d_model),
                                                  dt_nn_embedding(cfg->seq, cfg->d_model), h,

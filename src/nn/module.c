@@ -367,3 +367,20 @@ void dt_module_zero_grad_lazy(dt_module *root) {
 dt_ctx *dt_module_ctx(const dt_module *root) {
     return root->flat ? root->flat->ctx : NULL;
 }
+
+/* A module with children named and added in order; frees everything on failure. */
+dt_module *dt__module_with_children(dt_module *m, int n, const char *const *names,
+                                    dt_module **kids) {
+    bool ok = m != NULL;
+    for (int i = 0; i < n; i++) {
+        if (!ok || dt_module_add_child(m, names[i], kids[i]) < 0) {
+            ok = false;
+            dt_module_free(kids[i]);
+        }
+    }
+    if (!ok) {
+        dt_module_free(m);
+        return NULL;
+    }
+    return m;
+}

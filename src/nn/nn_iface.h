@@ -12,6 +12,10 @@
  * buffers are freed if it owns them. `owned` says whether the module frees the new ones (with
  * dt_mem_free on its device: PARAMS / GRADS, n floats each) or the caller keeps them and must
  * rebind again before freeing them. */
+/* m with kids[0..n) added as children names[0..n) in order (all taken); on any failure
+ * everything is freed and NULL returned. For builders of module trees (nn, lm). */
+dt_module *dt__module_with_children(dt_module *m, int n, const char *const *names,
+                                    dt_module **kids);
 void dt__module_rebind(dt_module *root, float *params, float *grads, bool owned);
 
 #endif
