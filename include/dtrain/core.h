@@ -222,6 +222,17 @@ DT_API dt_status dt_core_checkpoint_store_done(dt_core *core, const char *uuid);
 DT_API dt_status dt_core_checkpoint_restore_path(dt_core *core, const char *uuid, char *path_out,
                                                  json_t **metadata_out);
 
+/* A hand-written loop's model and optimizer (may be NULL) stored as one checkpoint
+ * (collective; the chief writes model.safetensors and optimizer.safetensors, the format of a
+ * trial checkpoint's): `metadata` as in dt_core_checkpoint_store_path; the uuid in uuid_out
+ * (DT_CORE_UUID_MAX, may be NULL). A failure on any slot stores nothing. */
+DT_API dt_status dt_core_save_module(dt_core *core, const json_t *metadata, dt_module *model,
+                                     dt_optimizer *opt, char *uuid_out);
+/* Load them back from checkpoint `uuid` ("latest"), with its metadata.json in *metadata_out
+ * (may be NULL; a new reference). The optimizer's state, step count and lr come back too. */
+DT_API dt_status dt_core_load_module(dt_core *core, const char *uuid, dt_module *model,
+                                     dt_optimizer *opt, json_t **metadata_out);
+
 /* What dt_core_init found, handed to the core it made (the master layer's constructor). */
 typedef struct dt_core_api_init {
     dt_comm *world;             /* the slots' communicator: owned by the core from now on */

@@ -156,14 +156,15 @@ dt_status dt_core_checkpoint_store_path(dt_core *core, const json_t *metadata, c
     return DT_OK;
 }
 
-dt_status dt_core_checkpoint_store_done(dt_core *core, const char *uuid) {
+/* Finish the open checkpoint once every slot has written its files (`mine`: this slot's
+ * outcome): committed and reported when all succeeded, else removed. */
+static dt_status store_finish(dt_core *core, const char *uuid, dt_status mine) {
     struct dt_core_api *a = API(core);
     if (!a) return DT_ERR_STATE;
     if (!uuid || strcmp(uuid, a->open_uuid))
         return dt_error(DT_ERR_INVALID, "checkpoint %s is not the open one (%s)",
                         uuid ? uuid : "(null)", a->open_uuid[0] ? a->open_uuid : "none");
-    /* every slot has written its files */
-    dt_status st = dt_comm_agree(a->world, DT_OK, "checkpoint");
+    dt_status st = dt_comm_agree(a->world, mine, "checkpoint");
     if (st == DT_OK && core->chief) {
         st = dt_ckpt_commit(a->writer, a->open_meta);
         a->writer = NULL;
@@ -182,6 +183,40 @@ dt_status dt_core_checkpoint_store_done(dt_core *core, const char *uuid) {
     json_decref(a->open_meta);
     a->open_meta = NULL;
     return st;
+}
+
+dt_status dt_core_checkpoint_store_done(dt_core *core, const char *uuid) {
+    return store_finish(core, uuid, DT_OK);
+}
+
+dt_status dt_core_save_module(dt_core *core, const json_t *metadata, dt_module *model,
+                              dt_optimizer *opt, char *uuid_out) {
+    char dir[DT_CORE_PATH_MAX], uuid[DT_CORE_UUID_MAX];
+    dt_status st = dt_core_checkpoint_store_path(core, metadata, dir, uuid);
+    if (st != DT_OK) return st;
+    if (core->chief) { /* the states are replicated on every slot: the chief writes them */
+        dt_ctx *rt = dt_ctx_new(NULL, 0);
+        st = rt ? dt__params_save(dir, rt, 1, &model, opt ? 1 : 0, &opt) : dt_last_status();
+        dt_ctx_free(rt);
+    }
+    st = store_finish(core, uuid, st);
+    if (st == DT_OK && uuid_out) snprintf(uuid_out, DT_CORE_UUID_MAX, "%s", uuid);
+    return st;
+}
+
+dt_status dt_core_load_module(dt_core *core, const char *uuid, dt_module *model,
+                              dt_optimizer *opt, json_t **metadata_out) {
+    char dir[DT_CORE_PATH_MAX];
+    dt_status st = dt_core_checkpoint_restore_path(core, uuid, dir, metadata_out);
+    if (st != DT_OK) return st;
+    dt_ctx *rt = dt_ctx_new(NULL, 0);
+    st = rt ? dt__params_load(dir, rt, 1, &model, opt ? 1 : 0, &opt) : dt_last_status();
+    dt_ctx_free(rt);
+    if (st != DT_OK && metadata_out) {
+        json_decref(*metadata_out);
+        *metadata_out = NULL;
+    }
+    return st != DT_OK ? dt_error(st, "restoring %s: %s", dir, dt_last_error()) : DT_OK;
 }
 
 dt_status dt_core_checkpoint_restore_path(dt_core *core, const char *uuid, char *path_out,

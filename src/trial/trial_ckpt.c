@@ -22,13 +22,6 @@
 
 #define STATE_FORMAT 1
 
-/* The file of wrapped model i. */
-static void model_file(int i, char *buf, size_t n) {
-    if (i == 0)
-        snprintf(buf, n, "model.safetensors");
-    else
-        snprintf(buf, n, "model_%d.safetensors", i);
-}
 
 json_t *dt_metrics_to_json(const dt_metrics *m) {
     json_t *o = json_object();
@@ -90,50 +83,10 @@ json_t *dt__trial_ckpt_state(dt_trial_ctx *c, const dt__fit_record *fit, int n_c
 
 dt_status dt__trial_ckpt_write(dt_ckpt_writer *w, dt_trial_ctx *c, const dt_trial_def *def,
                                void *self, const json_t *state) {
-    dt_status st = DT_OK;
-    for (int i = 0; st == DT_OK && i < c->n_models; i++) {
-        dt_module *m = c->models[i];
-        int np = dt_module_param_count(m);
-        const char **names = malloc(sizeof *names * (size_t)np);
-        dt_tensor **ts = malloc(sizeof *ts * (size_t)np);
-        for (int k = 0; k < np; k++) {
-            names[k] = dt_module_param_name(m, k);
-            ts[k] = dt_module_param_tensor(m, k);
-        }
-        char rel[64];
-        model_file(i, rel, sizeof rel);
-        const char *meta[2] = {"format", "pt"};
-        st = dt_ckpt_add_tensors(w, rel, np, names, ts, 1, meta);
-        free(names);
-        free(ts);
-    }
-    if (st == DT_OK && c->n_optims) {
-        int total = 0;
-        for (int i = 0; i < c->n_optims; i++) total += dt_optim_state_count(c->optims[i].opt);
-        const char **names = calloc((size_t)total + 1, sizeof *names);
-        char **owned = calloc((size_t)total + 1, sizeof *owned);
-        dt_tensor **ts = calloc((size_t)total + 1, sizeof *ts);
-        int k = 0;
-        for (int i = 0; i < c->n_optims; i++) {
-            dt_optimizer *o = c->optims[i].opt;
-            int64_t n = dt_optim_numel(o);
-            for (int s = 0; s < dt_optim_state_count(o); s++) {
-                const char *sn;
-                float *buf = dt_optim_state(o, s, &sn);
-                owned[k] = malloc(96);
-                snprintf(owned[k], 96, "opt%d.%s", i, sn);
-                names[k] = owned[k];
-                ts[k] = dt_tensor_wrap(c->rt, DT_DTYPE_F32, 1, &n, buf);
-                k++;
-            }
-        }
-        st = dt_ckpt_add_tensors(w, "optimizer.safetensors", k, names, ts, 0, NULL);
-        for (int i = 0; i < k; i++) free(owned[i]);
-        free(owned);
-        free(names);
-        free(ts);
-        dt_ctx_reset(c->rt);
-    }
+    dt_optimizer *optims[DT_TRIAL_MAX_OPTIMS];
+    for (int i = 0; i < c->n_optims; i++) optims[i] = c->optims[i].opt;
+    dt_status st = dt__params_save(dt_ckpt_dir(w), c->rt, c->n_models, c->models, c->n_optims,
+                                   optims);
     if (st == DT_OK) st = dt_ckpt_add_json(w, "state.json", state);
     /* (engine-based trials ran their save on every slot above) */
     if (st == DT_OK && def->save && !def->ds_train_batch) st = def->save(self, dt_ckpt_dir(w));
@@ -207,42 +160,13 @@ dt_status dt__trial_resume(dt_trial_ctx *c, const dt_trial_def *def, void *self,
     }
     /* Read everything into the live buffers. A failure after this point leaves the trial in an
      * unspecified state, so the caller aborts the run (nothing on disk changes). */
-    for (int i = 0; st == DT_OK && i < c->n_models; i++) {
-        char rel[64];
-        model_file(i, rel, sizeof rel);
-        const char *mp = dt_ckpt_path(ck, rel);
-        dt_safetensors *f = mp ? dt_safetensors_open(mp) : NULL;
-        if (!f) {
-            st = dt_last_status();
-            break;
-        }
-        dt_module *m = c->models[i];
-        for (int k = 0; st == DT_OK && k < dt_module_param_count(m); k++)
-            st = dt_safetensors_read_into(f, dt_module_param_name(m, k),
-                                          dt_module_param_tensor(m, k));
-        dt_safetensors_close(f);
-    }
-    if (st == DT_OK && c->n_optims) {
-        const char *op = dt_ckpt_path(ck, "optimizer.safetensors");
-        dt_safetensors *f = op ? dt_safetensors_open(op) : NULL;
-        if (!f) st = dt_last_status();
-        for (int i = 0; st == DT_OK && i < c->n_optims; i++) {
-            dt_optimizer *o = c->optims[i].opt;
-            int64_t n = dt_optim_numel(o);
-            for (int s = 0; st == DT_OK && s < dt_optim_state_count(o); s++) {
-                const char *sn;
-                float *buf = dt_optim_state(o, s, &sn);
-                char key[96];
-                snprintf(key, sizeof key, "opt%d.%s", i, sn);
-                dt_tensor *dst = dt_tensor_wrap(c->rt, DT_DTYPE_F32, 1, &n, buf);
-                st = dst ? dt_safetensors_read_into(f, key, dst) : dt_last_status();
-            }
-            json_t *e = json_array_get(jo, (size_t)i);
-            dt_optim_set_step_count(o, json_integer_value(json_object_get(e, "steps")));
-            dt_optim_set_lr(o, (float)json_number_value(json_object_get(e, "lr")));
-        }
-        dt_safetensors_close(f);
-        dt_ctx_reset(c->rt);
+    dt_optimizer *optims[DT_TRIAL_MAX_OPTIMS];
+    for (int i = 0; i < c->n_optims; i++) optims[i] = c->optims[i].opt;
+    st = dt__params_load(dt_ckpt_path(ck, NULL), c->rt, c->n_models, c->models, c->n_optims,
+                         optims);
+    for (int i = 0; st == DT_OK && i < c->n_optims; i++) {
+        json_t *e = json_array_get(jo, (size_t)i);
+        dt_optim_set_step_count(optims[i], json_integer_value(json_object_get(e, "steps")));
     }
     for (int i = 0; st == DT_OK && i < c->n_scheds; i++) {
         json_t *e = json_array_get(js, (size_t)i);

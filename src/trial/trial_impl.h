@@ -79,6 +79,15 @@ typedef struct dt__fit_record {
 } dt__fit_record;
 
 typedef struct dt_ckpt_writer dt_ckpt_writer; /* trialio.h */
+/* Weights and optimiser states as safetensors files in `dir` (param_files.c): model.safetensors
+ * (model_<i>.safetensors for i > 0) and optimizer.safetensors ("opt<i>.<state>", with each
+ * optimiser's step count and lr), written and read alike by trial and Core-API checkpoints.
+ * `rt` lends tensor headers for the optimiser buffers (reset on return). */
+void dt__params_model_file(int i, char *buf, size_t n);
+dt_status dt__params_save(const char *dir, dt_ctx *rt, int n_models, dt_module *const *models,
+                          int n_optims, dt_optimizer *const *optims);
+dt_status dt__params_load(const char *dir, dt_ctx *rt, int n_models, dt_module *const *models,
+                          int n_optims, dt_optimizer *const *optims);
 /* state.json of the trial's current state (a new object): position, RNG, optimisers,
  * schedules, loss scaler, skipped steps, every callback's state_dict under its name, and the
  * fit record. */

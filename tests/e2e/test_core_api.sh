@@ -24,8 +24,8 @@ full=$(grep "final validation_loss" "$W/o1" | tail -1 | cut -d' ' -f3)
 check '[ -n "$full" ] && [ -s "$W/full/latest" ]' "no validation or no latest checkpoint"
 check 'ls "$W"/full/tensorboard/events.out.tfevents.* > /dev/null 2>&1' "no TensorBoard file"
 uuid=$(cat "$W/full/latest")
-check '[ -f "$W/full/$uuid/metadata.json" ] && [ -f "$W/full/$uuid/state.bin" ]' \
-    "the latest checkpoint lacks metadata.json or state.bin"
+check '[ -f "$W/full/$uuid/metadata.json" ] && [ -f "$W/full/$uuid/model.safetensors" ] && [ -f "$W/full/$uuid/optimizer.safetensors" ]' \
+    "the latest checkpoint lacks metadata.json, model.safetensors or optimizer.safetensors"
 
 # stopped at 60, resumed to 100: the same validation loss as the full run
 ./train --max-batches 60 --checkpoint-dir "$W/half" > "$W/o2" 2>&1

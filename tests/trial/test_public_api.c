@@ -180,6 +180,19 @@ static void test_core_and_files(const char *dir) {
     CHECK(dt_tb_close(tb) == DT_OK);
 }
 
+/* An IDX file (MNIST's format) of 3 labels, read back. */
+static void test_idx(const char *dir) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/labels.idx1", dir);
+    const unsigned char bytes[] = {0, 0, 8, 1, 0, 0, 0, 3, 7, 2, 9};
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(bytes, 1, sizeof bytes, f) == sizeof bytes && fclose(f) == 0);
+    dt_idx x = {0};
+    CHECK(dt_idx_read(path, &x) == DT_OK);
+    CHECK(x.ndim == 1 && dt_idx_count(&x) == 3 && x.data[0] == 7 && x.data[2] == 9);
+    dt_idx_free(&x);
+}
+
 static void test_self_comm(void) {
     dt_comm *c = NULL;
     CHECK(dt_comm_init_self(&c) == DT_OK);
@@ -212,6 +225,7 @@ int main(void) {
     test_modules(ctx);
     test_trial_ctx();
     test_core_and_files(dir);
+    test_idx(dir);
     test_self_comm();
     test_client_without_master();
     dt_ctx_free(ctx);
