@@ -1,0 +1,251 @@
+/* The engine with fp16.enabled trains in fp16 (fp16-rounded GEMMs over fp32 masters, DeepSpeed's
+ * dynamic loss scaling), never in f32 in silence:
+ *   - an MLP's losses track fp32's within a tolerance, and are not fp32's bits;
+ *   - a loss scale too large for fp16 overflows the backward's fp16 GEMMs (finite in f32): each
+ *     such step is skipped, counted, leaves the weights alone and halves the scale;
+ *   - huge activations overflow the forward to inf: the step is skipped, the scale lowered;
+ *   - the scale doubles after loss_scale_window good steps, as DeepSpeed's scaler does;
+ *   - a checkpoint resumes the scaler exactly (the same scales, skips and weights afterwards);
+ *   - a process without F16C refuses fp16 at engine init with a hint. */
+#include "base/base_impl.h"
+#include "dtrain/engine.h"
+#include "test.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char g_tmp[256];
+
+static json_t *cfgf(const char *fmt, ...) {
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    json_t *j = dt_ds_config_load(buf);
+    if (!j) fprintf(stderr, "config: %s\n", dt_last_error());
+    return j;
+}
+
+#define BASE                                                                                       \
+    "{\"train_batch_size\": 8, \"steps_per_print\": 1000000, \"optimizer\": {\"type\": \"Adam\","  \
+    " \"params\": {\"lr\": 0.01}}"
+
+/* An MLP 8 -> 32 -> 32 -> 3 under config j (the engine owns nothing of the model). */
+static dt_engine *make(const json_t *j, dt_module **m) {
+    dt_ctx *c = dt_ctx_new(NULL, 1);
+    *m = dt_model_mlp(8, 32, 2, 3);
+    dt_module_build(*m, c, 7);
+    dt_engine *e = dt_engine_init(*m, j);
+    CHECK_MSG(e != NULL, "%s", dt_last_error());
+    return e;
+}
+
+static void drop(dt_engine *e, dt_module *m) {
+    dt_ctx *c = dt_module_ctx(m);
+    dt_engine_free(e);
+    dt_module_free(m);
+    dt_ctx_free(c);
+}
+
+/* One step on batch `step` (inputs times `gain`); returns the loss (unscaled). */
+static float train_step(dt_engine *e, int64_t step, float gain) {
+    dt_ctx *c = dt_module_ctx(dt_engine_module(e));
+    float x[8 * 8];
+    int64_t y[8];
+    for (int b = 0; b < 8; b++) {
+        for (int k = 0; k < 8; k++)
+            x[b * 8 + k] = gain * cosf(0.37f * (float)((step % 16 * 8 + b) * (k + 1)));
+        y[b] = (x[b * 8] > 0) + (x[b * 8 + 1] > 0.5f * gain);
+    }
+    dt_tensor *l =
+        dt_cross_entropy(dt_engine_forward(e, dt_tensor_from_f32(c, 2, (int64_t[]){8, 8}, x)),
+                         dt_tensor_from_i64(c, 1, (int64_t[]){8}, y), -100);
+    float loss = l ? (float)dt_item(l) : NAN;
+    CHECK(dt_engine_backward(e, l) == DT_OK);
+    CHECK_MSG(dt_engine_step(e) == DT_OK, "%s", dt_last_error());
+    return loss;
+}
+
+static void test_tracks_fp32(void) {
+    json_t *j32 = cfgf(BASE "}");
+    json_t *j16 = cfgf(BASE ", \"fp16\": {\"enabled\": true, \"initial_scale_power\": 10}}");
+    dt_module *m32, *m16;
+    dt_engine *e32 = make(j32, &m32), *e16 = make(j16, &m16);
+    if (e32 && e16) {
+        double worst = 0, first = 0, last = 0;
+        int differ = 0;
+        for (int s = 0; s < 40; s++) {
+            float a = train_step(e32, s, 1.0f), b = train_step(e16, s, 1.0f);
+            worst = fmax(worst, fabs(a - b) / (0.02 + 0.02 * fabs(a)));
+            differ += a != b;
+            if (s < 4) first += b;
+            if (s >= 36) last += b;
+        }
+        CHECK_MSG(worst <= 1.0, "fp16 loss off fp32's by %g of the tolerance", worst);
+        CHECK_MSG(differ > 0, "fp16 losses are fp32's bits: fp16 did not round anything");
+        CHECK_MSG(last < 0.7 * first, "fp16 did not learn: %g -> %g", first / 4, last / 4);
+        CHECK(dt_engine_skipped_steps(e16) == 0 && dt_engine_loss_scale(e16) == 1024.0);
+    }
+    drop(e32, m32);
+    drop(e16, m16);
+    json_decref(j32);
+    json_decref(j16);
+}
+
+/* scale 2^24: the scaled gradients pass 65504 in the backward's fp16 GEMMs (f32 would hold
+ * them, the loss is finite): skip, count, keep the weights, halve the scale (hysteresis 1) */
+static void test_scale_overflow(void) {
+    json_t *j = cfgf(BASE ", \"fp16\": {\"enabled\": true, \"initial_scale_power\": 24,"
+                          " \"hysteresis\": 1}}");
+    dt_module *m;
+    dt_engine *e = make(j, &m);
+    if (e) {
+        int64_t n;
+        float *p = dt_module_flat_params(m, &n), *prev = malloc((size_t)n * sizeof *prev);
+        int skips = 0;
+        for (int s = 0; s < 12; s++) {
+            double scale = dt_engine_loss_scale(e);
+            CHECK(scale == ldexp(1.0, 24 - skips));
+            memcpy(prev, p, (size_t)n * sizeof *prev);
+            float loss = train_step(e, s, 1.0f);
+            CHECK(isfinite(loss));
+            bool skipped = dt_engine_skipped_steps(e) > skips;
+            CHECK((memcmp(prev, p, (size_t)n * sizeof *prev) == 0) == skipped);
+            if (skipped) CHECK(dt_engine_loss_scale(e) == scale / 2);
+            skips += skipped;
+        }
+        CHECK_MSG(skips >= 2, "only %d skipped steps at scale 2^24", skips);
+        CHECK(dt_engine_skipped_steps(e) == skips && dt_engine_global_steps(e) == 12);
+        /* and the scale settled where the gradients fit: the last steps trained */
+        CHECK(skips < 10);
+        free(prev);
+    }
+    drop(e, m);
+    json_decref(j);
+}
+
+/* inputs 1e5: the first layer's outputs pass 65504 and become inf in the forward */
+static void test_huge_activation(void) {
+    json_t *j = cfgf(BASE ", \"fp16\": {\"enabled\": true, \"initial_scale_power\": 8,"
+                          " \"hysteresis\": 1}}");
+    dt_module *m;
+    dt_engine *e = make(j, &m);
+    if (e) {
+        CHECK(isfinite(train_step(e, 0, 1.0f)) && dt_engine_skipped_steps(e) == 0);
+        float loss = train_step(e, 1, 1e5f);
+        CHECK_MSG(!isfinite(loss), "loss %g with activations past fp16's range", (double)loss);
+        CHECK(dt_engine_skipped_steps(e) == 1 && dt_engine_loss_scale(e) == 128.0);
+        CHECK(isfinite(train_step(e, 2, 1.0f)) && dt_engine_skipped_steps(e) == 1);
+    }
+    drop(e, m);
+    json_decref(j);
+}
+
+/* window 3: the scale doubles on the 4th good update, then every 3 (DeepSpeed's indexing) */
+static void test_scale_rises(void) {
+    json_t *j = cfgf(BASE ", \"fp16\": {\"enabled\": true, \"initial_scale_power\": 4,"
+                          " \"loss_scale_window\": 3}}");
+    dt_module *m;
+    dt_engine *e = make(j, &m);
+    static const double want[] = {16, 16, 16, 16, 32, 32, 32, 64, 64, 64, 128};
+    for (int s = 0; e && s < (int)(sizeof want / sizeof *want); s++) {
+        CHECK_MSG(dt_engine_loss_scale(e) == want[s], "step %d: scale %g, want %g", s,
+                  dt_engine_loss_scale(e), want[s]);
+        train_step(e, s, 1.0f);
+    }
+    CHECK(e && dt_engine_skipped_steps(e) == 0);
+    drop(e, m);
+    json_decref(j);
+}
+
+static json_t *saved_scaler(const char *dir, const char *tag) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s/engine_state.json", dir, tag);
+    json_t *s = json_load_file(path, 0, NULL);
+    json_t *ls = s ? json_incref(json_object_get(s, "loss_scaler")) : NULL;
+    json_decref(s);
+    return ls;
+}
+
+/* A run with overflows (scale 2^20, window 2: the scale keeps climbing into overflow) saved
+ * mid-way: the resumed engine must take the same steps — scales, skips, weights — as the
+ * original, and save the same scaler state. */
+static void test_resume_exact(void) {
+    json_t *j = cfgf(BASE ", \"fp16\": {\"enabled\": true, \"initial_scale_power\": 20,"
+                          " \"loss_scale_window\": 2, \"hysteresis\": 2}}");
+    dt_module *ma, *mb;
+    dt_engine *a = make(j, &ma), *b = make(j, &mb);
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/ck", g_tmp);
+    if (a && b) {
+        for (int s = 0; s < 9; s++) train_step(a, s, 1.0f);
+        int64_t skips = dt_engine_skipped_steps(a);
+        CHECK_MSG(skips > 0, "no overflow before the save");
+        CHECK(dt_engine_save_checkpoint(a, dir, "t1", NULL) == DT_OK);
+        CHECK_MSG(dt_engine_load_checkpoint(b, dir, "t1", NULL, NULL) == DT_OK, "%s",
+                  dt_last_error());
+        CHECK(dt_engine_loss_scale(b) == dt_engine_loss_scale(a));
+        CHECK(dt_engine_skipped_steps(b) == skips);
+        int64_t n;
+        float *pa = dt_module_flat_params(ma, &n), *pb = dt_module_flat_params(mb, NULL);
+        int diverged = -1;
+        for (int s = 9; s < 24; s++) {
+            train_step(a, s, 1.0f);
+            train_step(b, s, 1.0f);
+            if (diverged < 0 && (dt_engine_loss_scale(a) != dt_engine_loss_scale(b) ||
+                                 dt_engine_skipped_steps(a) != dt_engine_skipped_steps(b) ||
+                                 memcmp(pa, pb, (size_t)n * sizeof *pa)))
+                diverged = s;
+        }
+        CHECK_MSG(diverged < 0, "the resumed run left the original at step %d", diverged);
+        CHECK_MSG(dt_engine_skipped_steps(a) > skips, "no overflow after the resume");
+        CHECK(dt_engine_save_checkpoint(a, dir, "a2", NULL) == DT_OK);
+        CHECK(dt_engine_save_checkpoint(b, dir, "b2", NULL) == DT_OK);
+        json_t *la = saved_scaler(dir, "a2"), *lb = saved_scaler(dir, "b2");
+        CHECK(la && lb && json_equal(la, lb));
+        json_decref(la);
+        json_decref(lb);
+    }
+    drop(a, ma);
+    drop(b, mb);
+    json_decref(j);
+}
+
+static void test_refused_without_f16c(void) {
+    json_t *j = cfgf(BASE ", \"fp16\": {\"enabled\": true}}");
+    dt_cpu_isa prev = dt__cpu_isa_override(DT_CPU_GENERIC);
+    dt_ctx *c = dt_ctx_new(NULL, 1);
+    dt_module *m = dt_model_mlp(8, 32, 2, 3);
+    dt_module_build(m, c, 7);
+    dt_engine *e = dt_engine_init(m, j);
+    CHECK(e == NULL && dt_last_status() == DT_ERR_CONFIG);
+    const char *msg = dt_last_error();
+    CHECK_MSG(strstr(msg, "fp16.enabled") && strstr(msg, "F16C") && strstr(msg, "bf16"), "%s",
+              msg);
+    CHECK(dt_ctx_autocast(c) == DT_DTYPE_F32);
+    dt__cpu_isa_override(prev);
+    dt_engine_free(e);
+    dt_module_free(m);
+    dt_ctx_free(c);
+    json_decref(j);
+}
+
+int main(void) {
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/dt_engine_fp16_XXXXXX");
+    if (!mkdtemp(g_tmp)) return 1;
+    TEST_RUN(test_tracks_fp32);
+    TEST_RUN(test_scale_overflow);
+    TEST_RUN(test_huge_activation);
+    TEST_RUN(test_scale_rises);
+    TEST_RUN(test_resume_exact);
+    TEST_RUN(test_refused_without_f16c);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
+    TEST_END();
+}
