@@ -1,6 +1,6 @@
 /* The engine with fp16.enabled trains in fp16 (fp16-rounded GEMMs over fp32 masters, DeepSpeed's
  * dynamic loss scaling), never in f32 in silence:
- *   - an MLP's losses track fp32's within a tolerance, and are not fp32's bits;
+ *   - an MLP's and a small GPT's losses track fp32's within a tolerance, and are not fp32's bits;
  *   - a loss scale too large for fp16 overflows the backward's fp16 GEMMs (finite in f32): each
  *     such step is skipped, counted, leaves the weights alone and halves the scale;
  *   - huge activations overflow the forward to inf: the step is skipped, the scale lowered;
@@ -19,16 +19,21 @@
 
 static char g_tmp[256];
 
+/* A config of 8 samples a step, optimizer section `opt` and fp16 section `fp16` ("" for fp32). */
+static json_t *config(const char *opt, const char *fp16) {
+    char buf[512];
+    snprintf(buf, sizeof buf,
+             "{\"train_batch_size\": 8, \"steps_per_print\": 1000000, \"optimizer\": %s%s%s}",
+             opt, *fp16 ? ", \"fp16\": " : "", fp16);
+    json_t *j = dt_ds_config_load(buf);
+    CHECK_MSG(j != NULL, "%s", dt_last_error());
+    return j;
+}
+
 /* An MLP 8 -> 32 -> 32 -> 3 under Adam with the given fp16 section ("" for fp32); the engine
  * owns nothing of the model. */
 static dt_engine *make(const char *fp16, dt_module **m) {
-    char buf[512];
-    snprintf(buf, sizeof buf,
-             "{\"train_batch_size\": 8, \"steps_per_print\": 1000000, \"optimizer\": {\"type\":"
-             " \"Adam\", \"params\": {\"lr\": 0.01}}%s%s}",
-             *fp16 ? ", \"fp16\": " : "", fp16);
-    json_t *j = dt_ds_config_load(buf);
-    CHECK_MSG(j != NULL, "%s", dt_last_error());
+    json_t *j = config("{\"type\": \"Adam\", \"params\": {\"lr\": 0.01}}", fp16);
     dt_ctx *c = dt_ctx_new(NULL, 1);
     *m = dt_model_mlp(8, 32, 2, 3);
     dt_module_build(*m, c, 7);
@@ -86,6 +91,50 @@ static void test_tracks_fp32(void) {
     }
     drop(e32, m32);
     drop(e16, m16);
+}
+
+/* The mean loss of steps 25-29 of a small GPT (attention, layer norms, the LM head) learning
+ * a fixed next-token map, under the given fp16 section ("" for fp32) */
+static double gpt_final_loss(const char *fp16, int64_t *skipped) {
+    dt_gpt_config g = {.vocab = 64, .seq = 16, .d_model = 64, .n_head = 4, .n_layer = 2};
+    json_t *j = config("{\"type\": \"AdamW\", \"params\": {\"lr\": 0.003}}", fp16);
+    dt_ctx *c = dt_ctx_new(NULL, 1);
+    dt_module *m = dt_model_gpt(&g);
+    dt_module_build(m, c, 9);
+    dt_engine *e = j ? dt_engine_init(m, j) : NULL;
+    CHECK_MSG(e != NULL, "%s", dt_last_error());
+    json_decref(j);
+    int64_t tok[8 * 16], next[8 * 16];
+    double sum = 0;
+    for (int s = 0; e && s < 30; s++) {
+        for (int64_t i = 0; i < 8 * 16; i++) {
+            tok[i] = (i * 5 + s * 11) % 64;
+            next[i] = (tok[i] * 7 + 3) % 64;
+        }
+        dt_tensor *y = dt_engine_forward(e, dt_tensor_from_i64(c, 2, (int64_t[]){8, 16}, tok));
+        dt_tensor *l = dt_cross_entropy(dt_reshape(y, 2, (int64_t[]){8 * 16, 64}),
+                                        dt_tensor_from_i64(c, 1, (int64_t[]){8 * 16}, next), -100);
+        if (s >= 25) sum += dt_item(l);
+        CHECK(dt_engine_backward(e, l) == DT_OK && dt_engine_step(e) == DT_OK);
+    }
+    *skipped = e ? dt_engine_skipped_steps(e) : -1;
+    dt_engine_free(e);
+    dt_module_free(m);
+    dt_ctx_free(c);
+    return sum / 5;
+}
+
+/* DeepSpeed's default fp16 section (scale 2^16) on a GPT: it learns as fp32 does, but not with
+ * fp32's bits (its matmuls round to fp16) */
+static void test_gpt_tracks_fp32(void) {
+    int64_t sk32, sk16;
+    double f32 = gpt_final_loss("", &sk32), f16 = gpt_final_loss("{\"enabled\": true}", &sk16);
+    CHECK_MSG(f32 < 0.5 * log(64.0), "fp32 loss %.4f did not fall", f32);
+    CHECK_MSG(fabs(f16 - f32) <= 0.02 * f32 + 0.005 && f16 != f32,
+              "fp16 %.7f vs fp32 %.7f (%lld skipped)", f16, f32, (long long)sk16);
+    fprintf(stderr, "  GPT: fp32 %.7f, fp16 %.7f, %lld fp16 steps skipped\n", f32, f16,
+            (long long)sk16);
+    CHECK(sk32 == 0 && sk16 >= 0);
 }
 
 /* scale 2^24: the scaled gradients pass 65504 in the backward's fp16 GEMMs (f32 would hold
@@ -214,6 +263,7 @@ int main(void) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/dt_engine_fp16_XXXXXX");
     if (!mkdtemp(g_tmp)) return 1;
     TEST_RUN(test_tracks_fp32);
+    TEST_RUN(test_gpt_tracks_fp32);
     TEST_RUN(test_scale_overflow);
     TEST_RUN(test_huge_activation);
     TEST_RUN(test_scale_rises);
