@@ -4,7 +4,8 @@
  *   - a loss scale too large for fp16 overflows the backward's fp16 GEMMs (finite in f32): each
  *     such step is skipped, counted, leaves the weights alone and halves the scale;
  *   - huge activations overflow the forward to inf: the step is skipped, the scale lowered;
- *   - the scale doubles after loss_scale_window good steps, as DeepSpeed's scaler does;
+ *   - the scale doubles after loss_scale_window good steps, as DeepSpeed's scaler does; a static
+ *     loss_scale never moves, its overflows are skipped all the same;
  *   - a checkpoint resumes the scaler exactly (the same scales, skips and weights afterwards);
  *   - a process without F16C refuses fp16 at engine init with a hint. */
 #include "base/base_impl.h"
@@ -180,6 +181,18 @@ static void test_huge_activation(void) {
     drop(e, m);
 }
 
+/* a static loss_scale: an overflow still skips the step (and counts it), the scale never moves */
+static void test_static_scale(void) {
+    dt_module *m;
+    dt_engine *e = make("{\"enabled\": true, \"loss_scale\": 512}", &m);
+    for (int s = 0; e && s < 4; s++) {
+        float loss = train_step(e, s, s == 2 ? 1e5f : 1.0f);
+        CHECK(isfinite(loss) == (s != 2));
+        CHECK(dt_engine_loss_scale(e) == 512.0 && dt_engine_skipped_steps(e) == (s >= 2));
+    }
+    drop(e, m);
+}
+
 /* window 3: the scale doubles on the 4th good update, then every 3 (DeepSpeed's indexing) */
 static void test_scale_rises(void) {
     dt_module *m;
@@ -266,6 +279,7 @@ int main(void) {
     TEST_RUN(test_gpt_tracks_fp32);
     TEST_RUN(test_scale_overflow);
     TEST_RUN(test_huge_activation);
+    TEST_RUN(test_static_scale);
     TEST_RUN(test_scale_rises);
     TEST_RUN(test_resume_exact);
     TEST_RUN(test_refused_without_f16c);
