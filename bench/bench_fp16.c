@@ -78,12 +78,18 @@ int main(int argc, char **argv) {
     int iters = 20, threads = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
         long long v = atoll(argv[i + 1]);
-        if (!strcmp(argv[i], "--iters")) iters = (int)v;
-        else if (!strcmp(argv[i], "--batch")) B = v;
-        else if (!strcmp(argv[i], "--seq")) cfg.seq = v;
-        else if (!strcmp(argv[i], "--d-model")) cfg.d_model = v;
-        else if (!strcmp(argv[i], "--layers")) cfg.n_layer = v;
-        else if (!strcmp(argv[i], "--threads")) threads = (int)v;
+        if (!strcmp(argv[i], "--iters"))
+            iters = (int)v;
+        else if (!strcmp(argv[i], "--batch"))
+            B = v;
+        else if (!strcmp(argv[i], "--seq"))
+            cfg.seq = v;
+        else if (!strcmp(argv[i], "--d-model"))
+            cfg.d_model = v;
+        else if (!strcmp(argv[i], "--layers"))
+            cfg.n_layer = v;
+        else if (!strcmp(argv[i], "--threads"))
+            threads = (int)v;
         else {
             fprintf(stderr, "unknown option %s\n", argv[i]);
             return 2;
@@ -98,7 +104,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     int64_t T = cfg.seq, ntok = B * T;
-    int64_t *tok = malloc(sizeof(int64_t) * (size_t)ntok), *tgt = malloc(sizeof(int64_t) * (size_t)ntok);
+    int64_t *tok = malloc(sizeof(int64_t) * (size_t)ntok),
+            *tgt = malloc(sizeof(int64_t) * (size_t)ntok);
     dt_rng r;
     dt_rng_init(&r, 7);
     for (int64_t i = 0; i < ntok; i++) {

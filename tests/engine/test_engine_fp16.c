@@ -24,8 +24,8 @@ static char g_tmp[256];
 static json_t *config(const char *opt, const char *fp16) {
     char buf[512];
     snprintf(buf, sizeof buf,
-             "{\"train_batch_size\": 8, \"steps_per_print\": 1000000, \"optimizer\": %s%s%s}",
-             opt, *fp16 ? ", \"fp16\": " : "", fp16);
+             "{\"train_batch_size\": 8, \"steps_per_print\": 1000000, \"optimizer\": %s%s%s}", opt,
+             *fp16 ? ", \"fp16\": " : "", fp16);
     json_t *j = dt_ds_config_load(buf);
     CHECK_MSG(j != NULL, "%s", dt_last_error());
     return j;
@@ -196,7 +196,8 @@ static void test_static_scale(void) {
 /* window 3: the scale doubles on the 4th good update, then every 3 (DeepSpeed's indexing) */
 static void test_scale_rises(void) {
     dt_module *m;
-    dt_engine *e = make("{\"enabled\": true, \"initial_scale_power\": 4, \"loss_scale_window\": 3}", &m);
+    dt_engine *e =
+        make("{\"enabled\": true, \"initial_scale_power\": 4, \"loss_scale_window\": 3}", &m);
     static const double want[] = {16, 16, 16, 16, 32, 32, 32, 64, 64, 64, 128};
     for (int s = 0; e && s < (int)(sizeof want / sizeof *want); s++) {
         CHECK_MSG(dt_engine_loss_scale(e) == want[s], "step %d: scale %g, want %g", s,
@@ -265,8 +266,7 @@ static void test_refused_without_f16c(void) {
     dt_engine *e = make("{\"enabled\": true}", &m);
     CHECK(e == NULL && dt_last_status() == DT_ERR_CONFIG);
     const char *msg = dt_last_error();
-    CHECK_MSG(strstr(msg, "fp16.enabled") && strstr(msg, "F16C") && strstr(msg, "bf16"), "%s",
-              msg);
+    CHECK_MSG(strstr(msg, "fp16.enabled") && strstr(msg, "F16C") && strstr(msg, "bf16"), "%s", msg);
     CHECK(dt_ctx_autocast(dt_module_ctx(m)) == DT_DTYPE_F32);
     dt__cpu_isa_override(prev);
     drop(e, m);

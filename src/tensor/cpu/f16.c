@@ -45,8 +45,7 @@ void dt__f32_round_f16_seq(const float *src, float *dst, int64_t n) {
     }
 }
 
-void dt__f32_round_f16_rows(float *C, int64_t ldc, int64_t r0, int64_t r1, int64_t c0,
-                            int64_t c1) {
-    for (int64_t r = r0; r < r1; r++) dt__f32_round_f16_seq(C + r * ldc + c0, C + r * ldc + c0,
-                                                            c1 - c0);
+void dt__f32_round_f16_rows(float *C, int64_t ldc, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    for (int64_t r = r0; r < r1; r++)
+        dt__f32_round_f16_seq(C + r * ldc + c0, C + r * ldc + c0, c1 - c0);
 }

@@ -85,7 +85,6 @@ static void a_sums_all_ta(const dt__gemm_opts *o, const float *A, int64_t lda, i
 
 /* C = alpha op(A) op(B) + beta C on operands rounded to bf16 (or fp16) precision. Out of
  * memory for the copies it computes in f32 rather than fail (under fp16 C is still rounded). */
-/* long: one path through the operand copies, kept together so the two roundings share it */
 static void gemm_rounded(dt_ctx *ctx, bool f16, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                          float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                          float beta, float *C, int64_t ldc, const dt__gemm_opts *o) {
