@@ -99,13 +99,14 @@ DT_API bool dt_grad_enabled(const dt_ctx *ctx);
 DT_API void dt_ctx_set_training(dt_ctx *ctx, bool on);
 DT_API bool dt_ctx_training(const dt_ctx *ctx);
 /* Autocast: DT_DTYPE_BF16 makes matmul-class ops compute in bf16 with f32 accumulation and
- * f32 outputs; DT_DTYPE_F32 (default) computes in f32. */
+ * f32 outputs; DT_DTYPE_F16 rounds their operands and outputs to fp16 (f32 accumulation; 65520
+ * and up overflow to inf; needs F16C, else DT_ERR_CONFIG); DT_DTYPE_F32 (default) is f32. */
 DT_API dt_status dt_ctx_set_autocast(dt_ctx *ctx, dt_dtype compute);
 DT_API dt_dtype dt_ctx_autocast(const dt_ctx *ctx);
 /* How large matmuls compute under autocast `compute` at this process's kernel level:
  * "f32-onednn", "f32-openblas", "bf16-onednn" (bf16 instructions), or "bf16-storage-f32-openblas"
  * / "bf16-storage-f32-onednn" (operands rounded to bf16, f32 products: no bf16 instructions);
- * under bf16's f32 fallback the f32 ones. */
+ * under bf16's f32 fallback the f32 ones; "f16-storage-f32-openblas" / "-onednn" under fp16. */
 DT_API const char *dt_matmul_compute(dt_dtype compute);
 /* How bf16 autocast runs in this process: "native" (bf16 instructions), "storage-f32-compute"
  * (operands rounded to bf16, f32 products) or "f32-fallback" (f32 matmuls; $DTRAIN_BF16_PATH). */

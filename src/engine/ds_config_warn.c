@@ -143,9 +143,11 @@ dt_status dt__ds_notes(const json_t *j, const dt__ds_ignored *ignored, json_t *o
     const json_t *fp16 = json_object_get(j, "fp16");
     if (asks(fp16) && json_is_true(json_object_get(fp16, "enabled")) &&
         note(out,
-             "fp16.enabled: dtrain keeps fp32 storage on this CPU (it has no fp16 "
-             "arithmetic) and runs fp16's dynamic loss scaling as DeepSpeed does (overflow "
-             "checks, skipped steps, the scale schedule)%s%s; bf16.enabled trains in bf16",
+             "fp16.enabled: dtrain's fp16 rounds every matmul's inputs and outputs to fp16 "
+             "(F16C, f32 sums; large values overflow to inf as on a GPU) but keeps norms, "
+             "softmax, attention scores and the loss in f32, over fp32 master weights, with "
+             "DeepSpeed's dynamic loss scaling (overflow checks, skipped steps, the scale "
+             "schedule)%s%s; a CPU without F16C refuses it (bf16.enabled trains in bf16)",
              "", ""))
         return DT_ERR_OOM;
     return DT_OK;

@@ -141,6 +141,10 @@ dt_engine *dt_engine_init_opts(dt_module *model, const json_t *config, const dt_
     if (st == DT_OK && e->cfg.fp16.enabled && !(e->scaler = dt_loss_scaler_new(&e->cfg.fp16)))
         st = dt_last_status();
     if (st == DT_OK && e->cfg.bf16) st = dt_ctx_set_autocast(e->ctx, DT_DTYPE_BF16);
+    /* fp16: the model's GEMMs round to fp16 (overflowing as on a GPU), the parameters stay the
+     * optimiser's fp32 masters; refused where fp16 cannot run, never f32 in silence */
+    if (st == DT_OK && e->cfg.fp16.enabled && dt_ctx_set_autocast(e->ctx, DT_DTYPE_F16))
+        st = dt_error(DT_ERR_CONFIG, "engine: fp16.enabled: %s", dt_last_error());
     if (st == DT_OK) st = dt__zero_setup(e);
     if (st != DT_OK) {
         DT_KEEP_ERROR(dt_engine_free(e));
@@ -153,7 +157,7 @@ dt_engine *dt_engine_init_opts(dt_module *model, const json_t *config, const dt_
 void dt_engine_free(dt_engine *e) {
     if (!e) return;
     dt__profiler_end(e, false); /* a profile step cut short: its hooks go before the engine's */
-    if (e->cfg.bf16) dt_ctx_set_autocast(e->ctx, DT_DTYPE_F32);
+    if (e->cfg.bf16 || e->cfg.fp16.enabled) dt_ctx_set_autocast(e->ctx, DT_DTYPE_F32);
     dt__zero_teardown(e);
     dt_sched_free(e->sched);
     dt_optim_free(e->opt);

@@ -133,11 +133,16 @@ bool dt_ctx_training(const dt_ctx *c) {
 }
 
 dt_status dt_ctx_set_autocast(dt_ctx *c, dt_dtype t) {
-    if (t != DT_DTYPE_F32 && t != DT_DTYPE_BF16)
-        return dt_error(DT_ERR_INVALID,
-                        "autocast supports f32 and bf16, not %s; hint: use fp16 "
-                        "storage with a loss scaler instead",
+    if (t != DT_DTYPE_F32 && t != DT_DTYPE_BF16 && t != DT_DTYPE_F16)
+        return dt_error(DT_ERR_INVALID, "autocast supports f32, bf16 and f16, not %s",
                         dt_dtype_name(t));
+    if (t == DT_DTYPE_F16 && !dt__f16_autocast_ok())
+        return dt_error(DT_ERR_CONFIG,
+                        "fp16 autocast needs the F16C instructions (an AVX2 kernel level), and "
+                        "this process runs kernel level %s without them: fp16 cannot run here; "
+                        "hint: train in bf16 (bf16.enabled) or fp32 instead (or unset "
+                        "DTRAIN_ISA if it caps the level)",
+                        dt_cpu_isa_name(dt_cpu_isa_level()));
     c->autocast = t;
     if (t == DT_DTYPE_BF16 && dt__bf16_path_now() == DT__BF16_F32) {
         static atomic_flag told = ATOMIC_FLAG_INIT; /* once per process */

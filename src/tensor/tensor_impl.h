@@ -191,6 +191,14 @@ void dt__f32_to_bf16_seq(const float *src, uint16_t *dst, int64_t n);
 /* dst[i] = src[i] rounded to bf16 precision (dt_f32_to_bf16's bits, widened back to f32), and
  * keep[i] its bf16 bits when keep is not NULL; one pass, on the caller's thread. dst may be src. */
 void dt__f32_round_bf16_seq(const float *src, float *dst, uint16_t *keep, int64_t n);
+/* fp16 autocast (cpu/f16.c): whether this process can run it (F16C at an AVX2 kernel level);
+ * dst[i] = src[i] rounded to fp16 precision (dt_f32_to_f16's bits widened back; 65520 and up
+ * become inf), on the caller's thread, dst may be src; the same in place on rows [r0, r1),
+ * columns [c0, c1) of a matrix with leading dimension ldc. */
+bool dt__f16_autocast_ok(void);
+void dt__f32_round_f16_seq(const float *src, float *dst, int64_t n);
+void dt__f32_round_f16_rows(float *C, int64_t ldc, int64_t r0, int64_t r1, int64_t c0,
+                            int64_t c1);
 
 /* The gelu_tanh kernels of ops_activation.c, shared with the fused linear (ops_matmul.c):
  * y = gelu_tanh(v) (y may be x); with d = gelu_tanh'(v) too (d may be x), the factor the

@@ -810,9 +810,9 @@ static void test_unknown_keys(void) {
         "\"activation_checkpointing\": {\"partitioned_activations\": true}}",
         log, sizeof log);
     CHECK(st == DT_OK);
-    /* the unknown keys in one line, then fp16's own note (fp32 storage with its loss scaling) */
+    /* the unknown keys in one line, then fp16's own note (what its fp16 rounds) */
     CHECK_MSG(count(log, "warning") == 2, "want two warning lines: %s", log);
-    CHECK(strstr(log, "fp16.enabled: dtrain keeps fp32 storage") != NULL);
+    CHECK(strstr(log, "fp16.enabled: dtrain's fp16 rounds every matmul") != NULL);
     CHECK(strstr(log, "8 unknown keys ignored") != NULL);
     CHECK(strstr(log, "gradient_clippin (did you mean 'gradient_clipping'?)") != NULL);
     CHECK(strstr(log, "foo") != NULL && strstr(log, "foo (did you mean") == NULL);
@@ -951,7 +951,7 @@ static void test_check(void) {
                                        "ds.json: csv_monitor has no effect",
                                        "ds.json: zero_optimization.offload_param has no "
                                        "effect below ZeRO stage 3",
-                                       "ds.json: fp16.enabled: dtrain keeps fp32 storage"};
+                                       "ds.json: fp16.enabled: dtrain's fp16 rounds every matmul"};
     for (size_t i = 0; i < 5 && i < json_array_size(w); i++)
         CHECK_MSG(strstr(json_string_value(json_array_get(w, i)), want[i]), "%s",
                   json_string_value(json_array_get(w, i)));

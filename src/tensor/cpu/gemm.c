@@ -22,7 +22,9 @@
  * keyed by the tile's geometry (gemm_onednn.c); operand buffers and scratchpads are reused and
  * charged to DT_MEM_OTHER. Small GEMMs, GEMMs called from inside a parallel region, and CPUs
  * without bf16 instructions use sgemm on operands rounded to bf16 first (gemm_bf16_storage.c),
- * so the numerics are the same either way. dt__gemm_f32 ignores autocast (attention keeps its
+ * so the numerics are the same either way. Under fp16 autocast every op's GEMM runs that way
+ * with fp16 rounding, C's tiles rounded too (there is no fp16 GEMM kernel for these CPUs: the
+ * point is fp16's numerics, overflow included). dt__gemm_f32 ignores autocast (attention keeps its
  * per-head products in f32). The other files of the GEMM are listed in gemm_impl.h. */
 #include "gemm_impl.h"
 
@@ -199,6 +201,10 @@ void dt__gemm_ex(const dt_ctx *cctx, bool ta, bool tb, int64_t M, int64_t N, int
             for (int64_t j = 0; j < N; j++)
                 C[i * ldc + j] = beta == 0.f ? 0.f : beta * C[i * ldc + j];
         if (o && o->epilogue) o->epilogue(o->arg, 0, M, 0, N);
+        return;
+    }
+    if (ctx && ctx->autocast == DT_DTYPE_F16) {
+        dt__gemm_f16(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, o);
         return;
     }
     dt__bf16_path bf16 = ctx && ctx->autocast == DT_DTYPE_BF16 ? dt__bf16_path_now() : DT__BF16_F32;

@@ -183,6 +183,8 @@ const char *dt_bf16_path(void) {
 
 const char *dt_matmul_compute(dt_dtype compute) {
     bool blas = dt__gemm_blas_path();
+    if (compute == DT_DTYPE_F16) /* fp16 rounding around f32 tiles (gemm_bf16_storage.c) */
+        return blas ? "f16-storage-f32-openblas" : "f16-storage-f32-onednn";
     dt__bf16_path p = compute == DT_DTYPE_BF16 ? dt__bf16_path_now() : DT__BF16_F32;
     if (p == DT__BF16_F32) return blas ? "f32-openblas" : "f32-onednn";
     if (p == DT__BF16_NATIVE) return "bf16-onednn";

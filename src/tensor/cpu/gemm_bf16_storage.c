@@ -13,7 +13,11 @@
  * operand is rounded once a step and never widened back from bf16 bits.
  * Outside parallel regions the other copies live in the context's work buffers (grown once, no
  * fresh zeroed pages per GEMM); inside one, where other threads may use the same context, they
- * are allocated per call. */
+ * are allocated per call.
+ * fp16 autocast takes the same loop with fp16 rounding (cpu/f16.c): the operands rounded to fp16
+ * precision (nothing kept between GEMMs: opts->bf16 is not set under fp16), and each tile of C
+ * rounded to fp16 right after its GEMM, before the caller's epilogue (bias, activation) reads
+ * it — a GPU's fp16 GEMM output, where large values overflow to inf. */
 #include "gemm_impl.h"
 #include "base/base_impl.h"
 
@@ -26,15 +30,20 @@ typedef struct rounded_gemm {
     const uint16_t *have; /* the caller's rounding of A in bf16 bits, or NULL */
     uint16_t *keep;       /* where to keep A's rounding in bf16 bits, or NULL */
     float *a;             /* where A's rows are rounded to, K wide (NULL: given rounded) */
+    bool f16;             /* fp16 rounding (else bf16), C's tiles too */
+    float *C;
+    int64_t ldc;
 } rounded_gemm;
 
 /* Rows [r0, r1) of a stored matrix (cols wide, leading dim ld) rounded to bf16 precision into
  * dst (dense, cols wide): from `have` when the caller holds the rounded operand, else from src,
  * keeping the bf16 values in `keep` when asked. */
-static void round_rows(const float *src, int64_t ld, int64_t cols, const uint16_t *have,
-                       uint16_t *keep, float *dst, int64_t r0, int64_t r1) {
+static void round_rows(bool f16, const float *src, int64_t ld, int64_t cols,
+                       const uint16_t *have, uint16_t *keep, float *dst, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
-        if (have)
+        if (f16)
+            dt__f32_round_f16_seq(src + r * ld, dst + r * cols, cols);
+        else if (have)
             dt_bf16_to_f32(have + r * cols, dst + r * cols, cols);
         else
             dt__f32_round_bf16_seq(src + r * ld, dst + r * cols, keep ? keep + r * cols : NULL,
@@ -43,10 +52,10 @@ static void round_rows(const float *src, int64_t ld, int64_t cols, const uint16_
 }
 
 /* The same for all rows, in parallel when large. */
-static void round_all(const float *src, int64_t ld, int64_t rows, int64_t cols,
+static void round_all(bool f16, const float *src, int64_t ld, int64_t rows, int64_t cols,
                       const uint16_t *have, uint16_t *keep, float *dst) {
 #pragma omp parallel for schedule(static) if (rows * cols > 65536)
-    for (int64_t r = 0; r < rows; r++) round_rows(src, ld, cols, have, keep, dst, r, r + 1);
+    for (int64_t r = 0; r < rows; r++) round_rows(f16, src, ld, cols, have, keep, dst, r, r + 1);
 }
 
 /* The tile loop's prologue for a plain A: the caller's, the row sums from the f32 A, then the
@@ -55,12 +64,13 @@ static void rounded_prologue(void *arg, int64_t r0, int64_t r1, int64_t c0, int6
     rounded_gemm *g = arg;
     if (g->o && g->o->prologue) g->o->prologue(g->o->arg, r0, r1, c0, c1);
     if (g->o) dt__gemm_a_sums_rows(g->o, false, g->A, g->lda, g->K, r0, r1);
-    if (g->a) round_rows(g->A, g->lda, g->K, g->have, g->keep, g->a, r0, r1);
+    if (g->a) round_rows(g->f16, g->A, g->lda, g->K, g->have, g->keep, g->a, r0, r1);
 }
 
 static void rounded_epilogue(void *arg, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     rounded_gemm *g = arg;
-    g->o->epilogue(g->o->arg, r0, r1, c0, c1);
+    if (g->f16) dt__f32_round_f16_rows(g->C, g->ldc, r0, r1, c0, c1);
+    if (g->o && g->o->epilogue) g->o->epilogue(g->o->arg, r0, r1, c0, c1);
 }
 
 /* opts->a_sums of a transposed A (K x M stored) for all M rows of C, in parallel over blocks of
@@ -74,12 +84,13 @@ static void a_sums_all_ta(const dt__gemm_opts *o, const float *A, int64_t lda, i
         dt__add_col_sums(o->a_sums, A, lda, K, b * 64, (b + 1) * 64 < M ? (b + 1) * 64 : M);
 }
 
-/* C = alpha op(A) op(B) + beta C on operands rounded to bf16 precision. Out of memory for the
- * copies it computes in f32 rather than fail. */
-void dt__gemm_rounded(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                      const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                      float *C, int64_t ldc, const dt__gemm_opts *o) {
-    const dt__gemm_bf16 *io = o ? &o->bf16 : NULL;
+/* C = alpha op(A) op(B) + beta C on operands rounded to bf16 (or fp16) precision. Out of
+ * memory for the copies it computes in f32 rather than fail (under fp16 C is still rounded). */
+static void gemm_rounded(dt_ctx *ctx, bool f16, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                         float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                         float beta, float *C, int64_t ldc, const dt__gemm_opts *o) {
+    static const dt__gemm_bf16 none = {0};
+    const dt__gemm_bf16 *io = f16 ? &none : o ? &o->bf16 : NULL;
     int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
     /* the operands' f32 copies: the caller's (given rounded, or to keep), else work buffers */
     const float *a_in = io ? io->af : NULL, *b_in = io ? io->bf : NULL;
@@ -98,28 +109,42 @@ void dt__gemm_rounded(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, int64
     float *ad = a_keep ? a_keep : a, *bd = b_keep ? b_keep : b;
     if ((a_in || ad) && (b_in || bd)) {
         if (dt__gemm_blas_path()) dt__gemm_blas_charge(ctx, M, N, K);
-        rounded_gemm g = {o, A, lda, K, io ? io->a : NULL, io ? io->a_out : NULL, a_in ? NULL : ad};
+        rounded_gemm g = {o,   A,     lda, K, io ? io->a : NULL, io ? io->a_out : NULL,
+                          a_in ? NULL : ad, f16, C, ldc};
         dt__gemm_opts rest = {0};
         rest.arg = &g;
-        rest.epilogue = o && o->epilogue ? rounded_epilogue : NULL;
+        rest.epilogue = f16 || (o && o->epilogue) ? rounded_epilogue : NULL;
         if (ta) { /* the caller's prologue and sums see all of A first, then it is rounded */
             if (o && o->prologue) o->prologue(o->arg, 0, M, 0, N);
             a_sums_all_ta(o, A, lda, K, M);
-            if (!a_in) round_all(A, lda, ar, ac, g.have, g.keep, ad);
+            if (!a_in) round_all(f16, A, lda, ar, ac, g.have, g.keep, ad);
         } else {
             rest.prologue = rounded_prologue;
         }
-        if (!b_in) round_all(B, ldb, br, bc, io ? io->b : NULL, io ? io->b_out : NULL, bd);
+        if (!b_in) round_all(f16, B, ldb, br, bc, io ? io->b : NULL, io ? io->b_out : NULL, bd);
         dt__gemm_f32_tiled(ta, tb, M, N, K, alpha, a_in ? a_in : ad, ac, b_in ? b_in : bd, bc, beta,
                            C, ldc, &rest);
     } else { /* the copies to keep are still made: a later GEMM reads them */
         dt_clear_error();
-        if (a_keep) round_all(A, lda, ar, ac, NULL, NULL, a_keep);
-        if (b_keep) round_all(B, ldb, br, bc, NULL, NULL, b_keep);
+        if (a_keep) round_all(f16, A, lda, ar, ac, NULL, NULL, a_keep);
+        if (b_keep) round_all(f16, B, ldb, br, bc, NULL, NULL, b_keep);
         dt__gemm_f32_tiled(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, o);
+        if (f16) dt__f32_round_f16_rows(C, ldc, 0, M, 0, N); /* after the epilogue, here */
     }
     if (!c) {
         dt_mem_free(ctx->dev, DT_MEM_OTHER, a, asz);
         dt_mem_free(ctx->dev, DT_MEM_OTHER, b, bsz);
     }
+}
+
+void dt__gemm_rounded(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                      const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                      float *C, int64_t ldc, const dt__gemm_opts *o) {
+    gemm_rounded(ctx, false, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, o);
+}
+
+void dt__gemm_f16(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                  int64_t ldc, const dt__gemm_opts *o) {
+    gemm_rounded(ctx, true, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, o);
 }

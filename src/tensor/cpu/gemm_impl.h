@@ -10,7 +10,8 @@
  *   gemm_f32_onednn.c    f32 tiles as oneDNN matmul primitives (AVX-512, an op's GEMM), and
  *                        long-K transposed-A GEMMs on sgemm over tiles transposed into blocks
  *   gemm_bf16.c          bf16 tiles (oneDNN bf16 / AMX) and the bf16 path of the process
- *   gemm_bf16_storage.c  bf16 storage, f32 compute: operands rounded to bf16 precision, f32 tiles
+ *   gemm_bf16_storage.c  bf16 storage, f32 compute: operands rounded to bf16 precision, f32 tiles;
+ *                        the same loop with fp16 rounding for fp16 autocast (and f16.c's rounding)
  */
 #ifndef DT_GEMM_IMPL_H
 #define DT_GEMM_IMPL_H
@@ -145,5 +146,10 @@ bool dt__gemm_bf16_tiled(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, in
 void dt__gemm_rounded(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                       const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                       float *C, int64_t ldc, const dt__gemm_opts *o);
+/* The same with fp16 rounding (fp16 autocast): operands rounded to fp16 precision and each tile
+ * of C rounded to fp16 before the caller's epilogue (never fails). */
+void dt__gemm_f16(dt_ctx *ctx, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                  int64_t ldc, const dt__gemm_opts *o);
 
 #endif
