@@ -227,7 +227,7 @@ int dt__cli_lm_finetune(int argc, char **argv) {
         return DT_EXIT_FAILED;
     }
     if (run(&a, model, text, work) != DT_OK) {
-        fprintf(stderr, "%s: error: %s\n", WHO, dt_last_error());
+        fprintf(stderr, "%s: error: fine-tuning on %s: %s\n", WHO, a.text, dt_last_error());
         rc = DT_EXIT_FAILED;
     } else {
         rc = report(&a, work);
