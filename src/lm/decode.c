@@ -9,7 +9,7 @@
  * A tree with engine hooks (ZeRO-3 gathers, profilers) is not decoded here: the hooks must run
  * around their modules, so generation keeps the module forwards for it. */
 #include "model_impl.h"
-#include "tensor/cpu/gemv.h"
+#include "tensor/tensor_iface.h"
 
 #include <math.h>
 #include <stdlib.h>

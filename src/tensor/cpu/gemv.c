@@ -1,7 +1,7 @@
 /* gemv.c — y = W x + b for one vector (the M = 1 products of a decoding step), without the
  * packing and tiling a GEMM does: the step is bound by reading W once, so each row is streamed
  * once and dotted with x (held in cache) four rows at a time, two FMA chains per row. */
-#include "gemv.h"
+#include "tensor/tensor_iface.h"
 
 #include <immintrin.h>
 #include <omp.h>
