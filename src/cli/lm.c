@@ -302,7 +302,8 @@ static const struct {
      "           [--top-p P] [--seed S] [--json]   continue a prompt (greedy by default)"},
     {"finetune", dt__cli_lm_finetune,
      "finetune MODEL_DIR TEXT_FILE --steps S --out OUT_DIR [--lr LR] [--seq N] [--batch B]\n"
-     "           [--dtype f32|bf16] [--seed N] [--json]   AdamW fine-tuning, OUT_DIR in HF format"},
+     "           [--dtype f32|bf16] [--weight-decay W] [--seed N] [--json]\n"
+     "           AdamW fine-tuning, OUT_DIR written as a Hugging Face directory"},
 };
 
 void dt__cli_lm_usage(FILE *f) {

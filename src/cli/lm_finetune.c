@@ -214,6 +214,11 @@ static int report(const ft_args *a, const char *work) {
 
 int dt__cli_lm_finetune(int argc, char **argv) {
     ft_args a;
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            dt__cli_lm_usage(stdout);
+            return DT_EXIT_OK;
+        }
     int rc = parse(argc, argv, &a);
     if (rc != DT_EXIT_OK) return rc;
     char model[PATH_MAX], text[PATH_MAX], tmp[PATH_MAX], work[PATH_MAX + 32];
