@@ -121,6 +121,14 @@ for m in gpt2 llama; do
     fi
   done
 done
+# JSON lines: each line's text member is a document
+printf '{"text": "the quick brown fox jumps over the lazy dog"}\n{"text": "a stitch in time saves nine"}\n' \
+  > "$W/train.jsonl"
+"$DTRAIN" lm finetune "$g" "$W/train.jsonl" --steps 2 --seq 8 --batch 2 --out "$W/ft_jsonl" \
+  --json > "$W/ft" 2> "$W/e"
+rc=$?
+check '[ $rc -eq 0 ] && [ -s "$W/ft_jsonl/model.safetensors" ] && grep -q "\"steps\":2" "$W/ft"' \
+  "finetune on JSON lines: rc $rc: $(tail -3 "$W/e")"
 # finetune's bad input: exit 1 naming the problem
 mkdir -p "$W/full" && : > "$W/full/x"
 for bad in "$W/nowhere $W/train.txt --out $W/o1:nowhere" "$g $W/none.txt --out $W/o2:none.txt" \
