@@ -40,7 +40,7 @@ static int set_flag(ft_args *a, const char *f, const char *v) {
     for (int k = 0; k < 4; k++)
         if (!strcmp(f, int_names[k]))
             return (*ints[k] = dt__cli_lm_flag_int(WHO, f, v, lows[k])) < 0 ? DT_EXIT_USAGE
-                                                                             : DT_EXIT_OK;
+                                                                            : DT_EXIT_OK;
     if (!strcmp(f, "--lr") || !strcmp(f, "--weight-decay")) {
         double x = dt__cli_lm_flag_num(WHO, f, v, 0, 10);
         *(f[2] == 'l' ? &a->lr : &a->weight_decay) = x;
@@ -120,8 +120,10 @@ static bool check_inputs(ft_args *a, char *model_abs, char *text_abs) {
         return false;
     }
     if (!out_is_free(a->out)) {
-        fprintf(stderr, "%s: error: --out %s exists and is not an empty directory; hint: "
-                        "name a new directory\n", WHO, a->out);
+        fprintf(stderr,
+                "%s: error: --out %s exists and is not an empty directory; hint: "
+                "name a new directory\n",
+                WHO, a->out);
         return false;
     }
     return true;
@@ -130,11 +132,11 @@ static bool check_inputs(ft_args *a, char *model_abs, char *text_abs) {
 /* The experiment config the trial runs under. */
 static json_t *trial_config(const ft_args *a, const char *model, const char *text,
                             const char *work) {
-    json_t *h = json_pack("{sssssssIsIsfsfsIssss}", "model_dir", model, "train_text", text,
-                          "text_cache", work, "seq", (json_int_t)a->seq, "stride",
-                          (json_int_t)a->seq, "lr", a->lr, "weight_decay", a->weight_decay,
-                          "global_batch_size", (json_int_t)a->batch, "dtype", a->dtype,
-                          "out_dir", a->out);
+    json_t *h =
+        json_pack("{sssssssIsIsfsfsIssss}", "model_dir", model, "train_text", text, "text_cache",
+                  work, "seq", (json_int_t)a->seq, "stride", (json_int_t)a->seq, "lr", a->lr,
+                  "weight_decay", a->weight_decay, "global_batch_size", (json_int_t)a->batch,
+                  "dtype", a->dtype, "out_dir", a->out);
     return h ? json_pack("{so}", "hyperparameters", h) : NULL;
 }
 
@@ -195,10 +197,10 @@ static int report(const ft_args *a, const char *work) {
     }
     const char *bf16 = strcmp(a->dtype, "bf16") ? NULL : dt_bf16_path();
     if (a->json) {
-        json_t *o = json_pack("{sfsfsfsIsssssIsI}", "loss", last, "mean_loss", mean,
-                              "text_loss", isnan(val) ? -1.0 : val, "steps",
-                              (json_int_t)a->steps, "out", a->out, "dtype", a->dtype, "seq",
-                              (json_int_t)a->seq, "batch", (json_int_t)a->batch);
+        json_t *o =
+            json_pack("{sfsfsfsIsssssIsI}", "loss", last, "mean_loss", mean, "text_loss",
+                      isnan(val) ? -1.0 : val, "steps", (json_int_t)a->steps, "out", a->out,
+                      "dtype", a->dtype, "seq", (json_int_t)a->seq, "batch", (json_int_t)a->batch);
         if (o && bf16) json_object_set_new(o, "bf16_path", json_string(bf16));
         char *s = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
         json_decref(o);
@@ -206,8 +208,8 @@ static int report(const ft_args *a, const char *work) {
         printf("%s\n", s);
         free(s);
     } else {
-        printf("fine-tuned %lld steps: loss %.6f (mean %.6f)%s%s; wrote %s\n", a->steps, last,
-               mean, bf16 ? ", bf16 path " : "", bf16 ? bf16 : "", a->out);
+        printf("fine-tuned %lld steps: loss %.6f (mean %.6f)%s%s; wrote %s\n", a->steps, last, mean,
+               bf16 ? ", bf16 path " : "", bf16 ? bf16 : "", a->out);
     }
     return fflush(stdout) ? DT_EXIT_FAILED : DT_EXIT_OK;
 }

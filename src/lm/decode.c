@@ -59,17 +59,27 @@ static bool plain_tree(dt_module *m) {
 
 static void gpt2_layer(dec_layer *L, dt_module *blk) {
     dt_module **c = blk->children, *attn = c[1], *mlp = c[3];
-    *L = (dec_layer){.n1w = pdata(c[0], 0), .n1b = pdata(c[0], 1), .n2w = pdata(c[2], 0),
-                     .n2b = pdata(c[2], 1), .qkv = lin_of(attn->children[0]),
-                     .o = lin_of(attn->children[1]), .up = lin_of(mlp->children[0]),
+    *L = (dec_layer){.n1w = pdata(c[0], 0),
+                     .n1b = pdata(c[0], 1),
+                     .n2w = pdata(c[2], 0),
+                     .n2b = pdata(c[2], 1),
+                     .qkv = lin_of(attn->children[0]),
+                     .o = lin_of(attn->children[1]),
+                     .up = lin_of(mlp->children[0]),
                      .down = lin_of(mlp->children[1])};
 }
 
 static void llama_layer(dec_layer *L, dt_module *lay) {
     dt_module **c = lay->children, **a = c[1]->children, **m = c[3]->children;
-    *L = (dec_layer){.n1w = pdata(c[0], 0), .n2w = pdata(c[2], 0), .q = lin_of(a[0]),
-                     .k = lin_of(a[1]), .v = lin_of(a[2]), .o = lin_of(a[3]),
-                     .gate = lin_of(m[0]), .up = lin_of(m[1]), .down = lin_of(m[2])};
+    *L = (dec_layer){.n1w = pdata(c[0], 0),
+                     .n2w = pdata(c[2], 0),
+                     .q = lin_of(a[0]),
+                     .k = lin_of(a[1]),
+                     .v = lin_of(a[2]),
+                     .o = lin_of(a[3]),
+                     .gate = lin_of(m[0]),
+                     .up = lin_of(m[1]),
+                     .down = lin_of(m[2])};
 }
 
 dt__lm_decoder *dt__lm_decoder_new(dt_module *root, int64_t cap, int threads) {
@@ -89,8 +99,8 @@ dt__lm_decoder *dt__lm_decoder_new(dt_module *root, int64_t cap, int threads) {
     for (int64_t i = 0; d->layer && i < c->n_layer; i++)
         (d->gpt2 ? gpt2_layer : llama_layer)(&d->layer[i], blocks->children[i]);
     int64_t D = c->d_model, hd = c->head_dim, qkv = (c->n_head + 2 * c->n_kv_head) * hd;
-    size_t n = (size_t)(2 * D + (qkv > 3 * D ? qkv : 3 * D) + c->n_head * hd + 2 * c->d_ff +
-                        cap + c->vocab);
+    size_t n = (size_t)(2 * D + (qkv > 3 * D ? qkv : 3 * D) + c->n_head * hd + 2 * c->d_ff + cap +
+                        c->vocab);
     d->x = malloc(n * sizeof(float));
     if (!d->layer || !d->x) {
         dt__lm_decoder_free(d);

@@ -85,8 +85,7 @@ static void test_gpt2(void) {
 }
 
 static void test_llama(void) {
-    lm_each(LM_LLAMA_FIXTURES, sizeof LM_LLAMA_FIXTURES / sizeof *LM_LLAMA_FIXTURES,
-            check_fixture);
+    lm_each(LM_LLAMA_FIXTURES, sizeof LM_LLAMA_FIXTURES / sizeof *LM_LLAMA_FIXTURES, check_fixture);
 }
 
 int main(void) {

@@ -43,7 +43,8 @@ static void rows(const float *W, int64_t n0, int64_t n1, int64_t K, const float 
         const float *w = W + n * K;
         __m256 a = _mm256_setzero_ps();
         int64_t k = 0;
-        for (; k + 8 <= K; k += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(w + k), _mm256_loadu_ps(x + k), a);
+        for (; k + 8 <= K; k += 8)
+            a = _mm256_fmadd_ps(_mm256_loadu_ps(w + k), _mm256_loadu_ps(x + k), a);
         float s = hsum(a);
         for (; k < K; k++) s += w[k] * x[k];
         y[n] = s + (bias ? bias[n] : 0.f);
