@@ -42,6 +42,8 @@ DT_API int64_t dt_ctx_tape_len(const dt_ctx *ctx);
 DT_API int dt_op_count(void);
 DT_API const char *dt_op_name(int i);
 
+DT_API dt_arena *dt_ctx_arena(dt_ctx *ctx);
+
 /* ---- the one-row product of a decoding step (cpu/gemv.c) ---- */
 /* y[n] = dot(W[n, 0..K), x) + (bias ? bias[n] : 0) for n < N: W (N, K) row-major f32 read once
  * with AVX2 FMA, rows split over `threads` OpenMP threads (1: this thread, no parallel region).
