@@ -4,6 +4,10 @@
 tokens with the KV cache, each in its own process with 2 threads, with its peak RSS.
 
     /opt/lm-venv/bin/python bench/lm_step.py --build build [--iters 10] [--threads 2]
+    /opt/lm-venv/bin/python bench/lm_step.py --generate-only --baseline-build OLD_BUILD
+
+--baseline-build times generation with another build's libdtrain.so too (before / after a
+change, in the same run).
 
 Needs torch and transformers (the venv of tools/lm_fixtures/make_model_fixtures.py); compiles
 bench/lm_step.c against BUILD's libdtrain.so. The model directory (about 500 MB) is made once
@@ -131,6 +135,10 @@ def main():
     ap.add_argument("--prompt", type=int, default=8)
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--generate-only", action="store_true",
+                    help="only the generation measurements")
+    ap.add_argument("--baseline-build",
+                    help="also time generation with this build's libdtrain.so (the 'before')")
     ap.add_argument("--child", choices=["eager", "compile", "generate"])
     ap.add_argument("--model")
     args = ap.parse_args()
@@ -142,23 +150,32 @@ def main():
     make_model(model)
     exe = os.path.join(args.work, "lm_step")
     build = os.path.abspath(args.build)
-    subprocess.run(["gcc", "-O2", "-I" + os.path.join(ROOT, "include"),
-                    os.path.join(HERE, "lm_step.c"), "-L" + build, "-ldtrain",
-                    "-Wl,-rpath," + build, "-lm", "-o", exe], check=True)
+    def compile_against(lib_dir, out):
+        subprocess.run(["gcc", "-O2", "-I" + os.path.join(ROOT, "include"),
+                        os.path.join(HERE, "lm_step.c"), "-L" + lib_dir, "-ldtrain",
+                        "-Wl,-rpath," + lib_dir, "-lm", "-o", out], check=True)
+    compile_against(build, exe)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     cpu = cpu_model()
     t = str(args.threads)
     me = [sys.executable, os.path.abspath(__file__), "--model", model, "--threads", t,
           "--batch", str(args.batch), "--seq", str(args.seq), "--iters", str(args.iters),
           "--prompt", str(args.prompt), "--new-tokens", str(args.new_tokens), "--child"]
-    results = [
-        run([exe, "step", model, str(args.batch), str(args.seq), str(args.iters), t], env),
-        run(me + ["eager"], env),
-    ]
-    if not args.no_compile:
-        results.append(run(me + ["compile"], env))
-    results += [run([exe, "generate", model, str(args.prompt), str(args.new_tokens), t], env),
-                run(me + ["generate"], env)]
+    results = []
+    if not args.generate_only:
+        results += [
+            run([exe, "step", model, str(args.batch), str(args.seq), str(args.iters), t], env),
+            run(me + ["eager"], env)]
+        if not args.no_compile:
+            results.append(run(me + ["compile"], env))
+    gen = [str(args.prompt), str(args.new_tokens), t]
+    if args.baseline_build:
+        base = os.path.join(args.work, "lm_step_baseline")
+        compile_against(os.path.abspath(args.baseline_build), base)
+        r = run([base, "generate", model] + gen, env)
+        r["impl"] = "dtrain-baseline"
+        results.append(r)
+    results += [run([exe, "generate", model] + gen, env), run(me + ["generate"], env)]
     for r in results:
         r.update(cpu=cpu, threads=args.threads)
         print(json.dumps(r), flush=True)
@@ -177,6 +194,10 @@ def main():
     if dg and tg:
         summary["generate_speedup"] = round(dg["tokens_per_s"] / tg["tokens_per_s"], 2)
         summary["generate_cpu_ratio"] = round(tg["cpu_s"] / dg["cpu_s"], 2)
+    bg = by.get(("dtrain-baseline", "generate"))
+    if bg and tg:
+        summary["baseline_generate_speedup"] = round(bg["tokens_per_s"] / tg["tokens_per_s"], 2)
+    summary["load_average"] = os.getloadavg()
     print(json.dumps(summary))
 
 

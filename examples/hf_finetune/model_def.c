@@ -13,16 +13,22 @@
  *
  * Hyperparameters:
  *   model_dir     the Hugging Face directory (relative paths from this directory)
+ *   train_text, val_text   text files, tokenized with the model's tokenizer.json through
+ *                 dt_dataset_text (a name ending in .jsonl: JSON lines, each line's `text`
+ *                 member a document); val_text "" = train_text. When train_text is "":
  *   train_tokens, val_tokens   flat u16 token files of the model's tokenizer (nanoGPT's
  *                 train.bin); the files in data/ hold text encoded with the fixture's tokenizer
+ *   text_cache    where the text's token cache goes ("" = beside the text)
  *   seq, stride   window length and the step between training windows
  *   lr, weight_decay, global_batch_size
+ *   dtype         f32 (default) or bf16: matmuls under bf16 autocast (dt_trial_use_amp)
  *   out_dir       where the trained model is written when the trial ends ("" = nowhere)
- * The data are token files read with dt_dataset_tokens; a text file becomes one with
- * `dtrain lm tokenize`. Metrics: loss, validation_loss (nats per token). */
+ * This trial is also the one `dtrain lm finetune` runs in its own process.
+ * Metrics: loss, validation_loss (nats per token). */
 #include <dtrain/dtrain.h>
 #include <dtrain/engine.h>
 #include <dtrain/lm.h>
+#include <dtrain/tokenizer.h>
 #include <dtrain/trial.h>
 
 #include <stdio.h>
@@ -32,6 +38,7 @@
 typedef struct ft_trial {
     dt_trial_ctx *ctx;
     dt_lm *lm;
+    dt_tokenizer *tok; /* for text files, loaded on first use */
     dt_module *net;
     dt_optimizer *opt;
     dt_engine *engine; /* HFFinetuneDSTrial */
@@ -77,6 +84,12 @@ static void *ft_init(dt_trial_ctx *c) {
     oc.weight_decay = (float)dt_hparam_double(c, "weight_decay", 0.0);
     t->opt = dt_wrap_optimizer(c, dt_optim_new_for_module(&oc, t->net), t->net);
     if (!t->opt) goto fail;
+    const char *dtype = dt_hparam_str(c, "dtype", "f32");
+    if (strcmp(dtype, "f32") && strcmp(dtype, "bf16")) {
+        dt_error(DT_ERR_CONFIG, "hyperparameter dtype '%s': use f32 or bf16", dtype);
+        goto fail;
+    }
+    if (!strcmp(dtype, "bf16") && dt_trial_use_amp(c, DT_AMP_BF16) != DT_OK) goto fail;
     return t;
 fail:
     fprintf(stderr, "hf_finetune: %s\n", dt_last_error());
@@ -85,12 +98,33 @@ fail:
     return NULL;
 }
 
+/* The windows of a text file (plain, or JSON lines when it ends in .jsonl) through the
+ * model's tokenizer; NULL with the error set. */
+static dt_dataset *text_dataset(ft_trial *t, const char *path, bool train) {
+    char tj[1100], cache[1024];
+    if (!t->tok) {
+        snprintf(tj, sizeof tj, "%s/tokenizer.json", dt_lm_dir(t->lm));
+        if (dt_tokenizer_load(&t->tok, tj) != DT_OK) return NULL;
+    }
+    hparam_path(t, "text_cache", "", cache, sizeof cache);
+    size_t n = strlen(path);
+    dt_text_dataset_opts o = {
+        .jsonl_field = n > 6 && !strcmp(path + n - 6, ".jsonl") ? "text" : NULL,
+        .cache_dir = cache[0] ? cache : NULL,
+        .block_size = t->seq,
+        .stride = train ? t->stride : t->seq};
+    return dt_dataset_text(path, t->tok, &o);
+}
+
 static dt_loader *loader(ft_trial *t, const char *hparam, const char *dflt, bool train) {
-    char path[1024];
+    char path[1024], text[1024];
+    hparam_path(t, train ? "train_text" : "val_text", "", text, sizeof text);
+    if (!train && !text[0]) hparam_path(t, "train_text", "", text, sizeof text);
     hparam_path(t, hparam, dflt, path, sizeof path);
     int64_t vocab = dt_lm_get_config(t->lm)->vocab;
     dt_dataset *ds =
-        dt_dataset_tokens(path, DT_TOKENS_U16, t->seq, train ? t->stride : t->seq, vocab);
+        text[0] ? text_dataset(t, text, train)
+                : dt_dataset_tokens(path, DT_TOKENS_U16, t->seq, train ? t->stride : t->seq, vocab);
     if (!ds) return NULL;
     int64_t bs =
         t->engine ? dt_trial_train_micro_batch_size(t->ctx) : dt_trial_per_slot_batch_size(t->ctx);
@@ -168,6 +202,7 @@ static int ft_callbacks(void *self, dt_callback *out, const char **names, int ma
 static void ft_free(void *self) {
     ft_trial *t = self;
     dt_lm_free(t->lm); /* the module tree is the context's */
+    dt_tokenizer_free(t->tok);
     free(t);
 }
 

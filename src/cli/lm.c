@@ -3,6 +3,7 @@
  * a row of the table at the bottom (its name, its function, its usage line); the verbs only
  * parse, call the library and print. */
 #include "cli.h"
+#include "lm_cli.h"
 
 #include "dtrain/lm.h"
 #include "dtrain/tokenizer.h"
@@ -14,7 +15,6 @@
 
 #define WHO "dtrain lm"
 
-static void usage(FILE *f);
 
 /* Read a whole file: *n bytes, malloc'd (NUL-terminated); NULL after printing why. */
 static char *slurp(const char *who, const char *path, size_t *n) {
@@ -83,7 +83,7 @@ static void print_ids(FILE *f, const int32_t *ids, size_t n) {
 /* dtrain lm tokenize MODEL_DIR TEXT_FILE: the ids of the file's whole text, no BOS/EOS. */
 static int lm_tokenize(int argc, char **argv) {
     const char *who = WHO " tokenize";
-    if (argc != 2) return dt_cli_usage_error(who, "needs MODEL_DIR and TEXT_FILE", usage);
+    if (argc != 2) return dt_cli_usage_error(who, "needs MODEL_DIR and TEXT_FILE", dt__cli_lm_usage);
     dt_tokenizer *t = load_tokenizer(who, argv[0]);
     if (!t) return DT_EXIT_FAILED;
     size_t len = 0, n = 0;
@@ -102,19 +102,17 @@ static int lm_tokenize(int argc, char **argv) {
     return rc;
 }
 
-/* A flag's value after argv[*i] (advanced), or NULL after printing the usage error. */
-static const char *flag_value(const char *who, int argc, char **argv, int *i) {
+const char *dt__cli_lm_flag_value(const char *who, int argc, char **argv, int *i) {
     if (*i + 1 >= argc) {
         char err[128];
         snprintf(err, sizeof err, "%s needs a value", argv[*i]);
-        dt_cli_usage_error(who, err, usage);
+        dt_cli_usage_error(who, err, dt__cli_lm_usage);
         return NULL;
     }
     return argv[++*i];
 }
 
-/* A whole number >= lo from a flag's text, or -1 after printing why. */
-static long long flag_int(const char *who, const char *flag, const char *v, long long lo) {
+long long dt__cli_lm_flag_int(const char *who, const char *flag, const char *v, long long lo) {
     char *end;
     errno = 0;
     long long x = strtoll(v, &end, 10);
@@ -126,8 +124,7 @@ static long long flag_int(const char *who, const char *flag, const char *v, long
     return x;
 }
 
-/* A number in [lo, hi] from a flag's text, or NAN after printing why. */
-static double flag_num(const char *who, const char *flag, const char *v, double lo, double hi) {
+double dt__cli_lm_flag_num(const char *who, const char *flag, const char *v, double lo, double hi) {
     char *end;
     double x = strtod(v, &end);
     if (end == v || *end || !(x >= lo && x <= hi)) {
@@ -160,16 +157,16 @@ static int lm_eval(int argc, char **argv) {
         if (!strcmp(argv[i], "--json")) {
             json = true;
         } else if (!strcmp(argv[i], "--seq")) {
-            const char *v = flag_value(who, argc, argv, &i);
+            const char *v = dt__cli_lm_flag_value(who, argc, argv, &i);
             if (!v) return DT_EXIT_USAGE;
-            if ((seq = flag_int(who, "--seq", v, 2)) < 0) return DT_EXIT_USAGE;
+            if ((seq = dt__cli_lm_flag_int(who, "--seq", v, 2)) < 0) return DT_EXIT_USAGE;
         } else if (argv[i][0] == '-' || np == 2) {
-            return dt_cli_usage_error(who, "takes MODEL_DIR TEXT_FILE [--seq N] [--json]", usage);
+            return dt_cli_usage_error(who, "takes MODEL_DIR TEXT_FILE [--seq N] [--json]", dt__cli_lm_usage);
         } else {
             pos[np++] = argv[i];
         }
     }
-    if (np != 2) return dt_cli_usage_error(who, "needs MODEL_DIR and TEXT_FILE", usage);
+    if (np != 2) return dt_cli_usage_error(who, "needs MODEL_DIR and TEXT_FILE", dt__cli_lm_usage);
     dt_lm *m;
     dt_tokenizer *t;
     if (!open_model(who, pos[0], &m, &t)) return DT_EXIT_FAILED;
@@ -210,26 +207,26 @@ static int generate_flags(const char *who, int argc, char **argv, dt_lm_gen_opts
             *json = true;
             continue;
         }
-        if (!(v = flag_value(who, argc, argv, &i))) return DT_EXIT_USAGE;
+        if (!(v = dt__cli_lm_flag_value(who, argc, argv, &i))) return DT_EXIT_USAGE;
         double x = 0;
         if (!strcmp(f, "--prompt"))
             *prompt = v;
         else if (!strcmp(f, "--max-new-tokens"))
-            x = *k = flag_int(who, f, v, 1);
+            x = *k = dt__cli_lm_flag_int(who, f, v, 1);
         else if (!strcmp(f, "--top-k"))
-            x = o->top_k = flag_int(who, f, v, 0);
+            x = o->top_k = dt__cli_lm_flag_int(who, f, v, 0);
         else if (!strcmp(f, "--seed"))
-            x = (double)(o->seed = (uint64_t)flag_int(who, f, v, 0));
+            x = (double)(o->seed = (uint64_t)dt__cli_lm_flag_int(who, f, v, 0));
         else if (!strcmp(f, "--temperature"))
-            x = o->temperature = (float)flag_num(who, f, v, 0, 100);
+            x = o->temperature = (float)dt__cli_lm_flag_num(who, f, v, 0, 100);
         else if (!strcmp(f, "--top-p"))
-            x = o->top_p = (float)flag_num(who, f, v, 0, 1);
+            x = o->top_p = (float)dt__cli_lm_flag_num(who, f, v, 0, 1);
         else
-            return dt_cli_usage_error(who, "unknown option", usage);
+            return dt_cli_usage_error(who, "unknown option", dt__cli_lm_usage);
         if (x < 0 || isnan(x) || (int64_t)o->seed < 0) return DT_EXIT_USAGE;
     }
     if (!*prompt || *k <= 0)
-        return dt_cli_usage_error(who, "needs --prompt TEXT and --max-new-tokens K", usage);
+        return dt_cli_usage_error(who, "needs --prompt TEXT and --max-new-tokens K", dt__cli_lm_usage);
     return DT_EXIT_OK;
 }
 
@@ -266,7 +263,7 @@ static int print_generation(const char *who, dt_tokenizer *t, const int32_t *ids
  * [--top-p P] [--seed S] [--json]: greedy by default, with a KV cache, stopping at EOS. */
 static int lm_generate(int argc, char **argv) {
     const char *who = WHO " generate", *prompt = NULL;
-    if (argc < 1 || argv[0][0] == '-') return dt_cli_usage_error(who, "needs MODEL_DIR", usage);
+    if (argc < 1 || argv[0][0] == '-') return dt_cli_usage_error(who, "needs MODEL_DIR", dt__cli_lm_usage);
     dt_lm_gen_opts o = dt_lm_gen_defaults();
     long long k = 0;
     bool json = false;
@@ -303,22 +300,26 @@ static const struct {
     {"generate", lm_generate,
      "generate MODEL_DIR --prompt TEXT --max-new-tokens K [--temperature T] [--top-k K]\n"
      "           [--top-p P] [--seed S] [--json]   continue a prompt (greedy by default)"},
+    {"finetune", dt__cli_lm_finetune,
+     "finetune MODEL_DIR TEXT_FILE --steps S --out OUT_DIR [--lr LR] [--seq N] [--batch B]\n"
+     "           [--dtype f32|bf16] [--weight-decay W] [--seed N] [--json]\n"
+     "           AdamW fine-tuning, OUT_DIR written as a Hugging Face directory"},
 };
 
-static void usage(FILE *f) {
+void dt__cli_lm_usage(FILE *f) {
     fprintf(f, "usage: dtrain lm <verb> [args]   (MODEL_DIR: a Hugging Face model directory)\n");
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) fprintf(f, "  %s\n", verbs[i].help);
 }
 
 int dt_cli_lm(int argc, char **argv) {
-    if (argc < 1) return dt_cli_usage_error(WHO, "needs a verb", usage);
+    if (argc < 1) return dt_cli_usage_error(WHO, "needs a verb", dt__cli_lm_usage);
     if (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h") || !strcmp(argv[0], "help")) {
-        usage(stdout);
+        dt__cli_lm_usage(stdout);
         return DT_EXIT_OK;
     }
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
         if (!strcmp(argv[0], verbs[i].name)) return verbs[i].run(argc - 1, argv + 1);
     fprintf(stderr, "%s: error: unknown verb '%s'\n", WHO, argv[0]);
-    usage(stderr);
+    dt__cli_lm_usage(stderr);
     return DT_EXIT_USAGE;
 }

@@ -17,7 +17,7 @@ static void usage(FILE *f) {
                "  experiment create|list|describe|logs|pause|activate|cancel|kill|delete|wait\n"
                "  trial list|describe|logs|metrics|kill\n"
                "  checkpoint list|describe|export\n"
-               "  lm tokenize|eval|generate MODEL_DIR ...              Hugging Face models\n"
+               "  lm tokenize|eval|generate|finetune MODEL_DIR ...     Hugging Face models\n"
                "  config check CONFIG.yaml [MODEL_DIR]                 check a config, no master\n"
                "  version                                              print the version\n"
                "run 'dtrain <command> --help' for a command's options; exit codes: 0 done,\n"

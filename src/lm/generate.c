@@ -92,9 +92,15 @@ static dt_status cache_new(dt__lm_cache *c, dt_ctx *ctx, const dt_lm_config *cfg
     return c->k && c->v ? DT_OK : dt_error(DT_ERR_OOM, "lm: out of memory for the KV cache");
 }
 
-/* One forward of feed[0..T) through the cache: the next token into *next. */
-static dt_status step(dt_lm *m, const int32_t *feed, int64_t T, const dt_lm_gen_opts *o,
-                      dt_rng *rng, scored *buf, int32_t *next) {
+/* One forward of feed[0..T) through the cache: the next token into *next. A single token
+ * goes through the decoder when there is one. */
+static dt_status step(dt_lm *m, dt__lm_decoder *dec, dt__lm_cache *cache, const int32_t *feed,
+                      int64_t T, const dt_lm_gen_opts *o, dt_rng *rng, scored *buf,
+                      int32_t *next) {
+    if (dec && T == 1) {
+        *next = choose(dt__lm_decode(dec, cache, feed[0]), m->cfg.vocab, o, rng, buf);
+        return DT_OK;
+    }
     dt_ctx *ctx = dt_module_ctx(m->root);
     dt_tensor *ids = dt_tensor_new(ctx, DT_DTYPE_I32, 2, (int64_t[]){1, T});
     if (ids) memcpy(ids->data, feed, (size_t)T * sizeof *feed);
@@ -139,11 +145,16 @@ dt_status dt_lm_generate(dt_lm *m, const int32_t *prompt, size_t n_prompt, size_
     size_t len = n_prompt;
     if (!st) memcpy(ids, prompt, n_prompt * sizeof *ids);
     dt__lm_state_of(m->root)->cache = &cache;
+    /* the decoding steps on one thread: a step reads every weight once and one core streams
+     * most of the memory bandwidth, while a parallel region per product waits for every
+     * thread to be scheduled (measured in docs/lm.md) */
+    dt__lm_decoder *dec = st ? NULL : dt__lm_decoder_new(m->root, (int64_t)(n_prompt + n), 1);
     for (size_t i = 0; !st && i < n; i++) {
         const int32_t *feed = i == 0 ? ids : ids + len - 1;
-        st = step(m, feed, i == 0 ? (int64_t)n_prompt : 1, o, &rng, buf, &ids[len]);
+        st = step(m, dec, &cache, feed, i == 0 ? (int64_t)n_prompt : 1, o, &rng, buf, &ids[len]);
         if (!st && ids[len++] == o->eos_id) break;
     }
+    dt__lm_decoder_free(dec);
     dt__lm_state_of(m->root)->cache = NULL;
     cache_free(&cache, m->cfg.n_layer);
     dt_set_grad_enabled(ctx, grad);

@@ -135,4 +135,15 @@ dt_module *dt__lm_block_list(const dt_lm_config *cfg, int64_t n,
 dt_tensor *dt__lm_cached_attention(dt__lm_cache *c, int layer, dt_tensor *q, dt_tensor *k,
                                    dt_tensor *v);
 
+/* One generated token on plain arrays (decode.c): the built tree's weights read in place,
+ * matrix-vector products on `threads` threads, scratch for a cache of cap positions. NULL when
+ * the tree has hooks or parameters that are not f32 (the module forwards are used then) or on
+ * out of memory. */
+typedef struct dt__lm_decoder dt__lm_decoder;
+dt__lm_decoder *dt__lm_decoder_new(dt_module *root, int64_t cap, int threads);
+void dt__lm_decoder_free(dt__lm_decoder *d);
+/* The logits (V, owned by d) of token id at the cache's position len, its keys and values
+ * written into the cache; len advances. */
+const float *dt__lm_decode(dt__lm_decoder *d, dt__lm_cache *c, int32_t id);
+
 #endif

@@ -44,4 +44,11 @@ DT_API const char *dt_op_name(int i);
 
 DT_API dt_arena *dt_ctx_arena(dt_ctx *ctx);
 
+/* ---- the one-row product of a decoding step (cpu/gemv.c) ---- */
+/* y[n] = dot(W[n, 0..K), x) + (bias ? bias[n] : 0) for n < N: W (N, K) row-major f32 read once
+ * with AVX2 FMA, rows split over `threads` OpenMP threads (1: this thread, no parallel region).
+ * No allocation. */
+void dt__gemv_rows(const float *W, int64_t N, int64_t K, const float *x, const float *bias,
+                   float *y, int threads);
+
 #endif

@@ -4,7 +4,9 @@
 # fixtures were made (expected.json): the eval text's ids exactly, its loss by the windowing
 # rule to 1e-4 relative with the same count of predicted tokens; greedy generation keeps the
 # prompt's ids, stops at the length or the EOS, and repeats itself; seeded sampling repeats
-# itself; bad input exits 1 naming the problem.
+# itself; bad input exits 1 naming the problem. `lm finetune` on the GPT-2 and Llama fixtures:
+# the loss falls, the export has the family's layout (test_lm_export's checks, beside this
+# binary) and `lm eval` gives it a lower loss on the training text than the source model.
 # usage: test_lm_cli.sh DTRAIN_BINARY SOURCE_DIR
 set -u
 DTRAIN=$1
@@ -89,4 +91,53 @@ printf 'caf\xe9 \xff\xfe bytes' > "$W/latin1.txt"
 "$DTRAIN" lm eval "$g" "$W/latin1.txt" --json > "$W/o" 2> "$W/e"
 rc=$?
 check '[ $rc -eq 0 ] && grep -q "\"loss\"" "$W/o"' "text that is not UTF-8: rc $rc: $(cat "$W/e")"
+
+# finetune: a few AdamW steps on a small text, f32 and bf16
+printf '%s\n' "the quick brown fox jumps over the lazy dog." "a stitch in time saves nine." \
+  "the early bird catches the worm, and the quick fox catches the bird." > "$W/train.txt"
+lossof() { "$PY" -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])[sys.argv[2]])' "$1" "$2"; }
+CHECKER=$(dirname "$DTRAIN")/test_lm_export
+for m in gpt2 llama; do
+  for dtype in f32 bf16; do
+    out=$W/ft_${m}_$dtype
+    "$DTRAIN" lm finetune "$F/$m" "$W/train.txt" --steps 8 --lr 0.003 --seq 16 --batch 2 \
+        --dtype "$dtype" --out "$out" --json > "$W/ft" 2> "$W/e"
+    rc=$?
+    check '[ $rc -eq 0 ] && [ -s "$out/config.json" ] && [ -s "$out/model.safetensors" ] && [ -s "$out/tokenizer.json" ]' \
+      "$m $dtype: finetune failed (rc $rc): $(tail -3 "$W/e")"
+    [ $rc -eq 0 ] || continue
+    check '"$PY" -c "import json,sys; j=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); sys.exit(not (j[\"steps\"] == 8 and j[\"out\"] == sys.argv[2] and j[\"loss\"] < j[\"mean_loss\"]))" "$W/ft" "$out"' \
+      "$m $dtype: the JSON line lacks steps/out or the loss did not fall: $(tail -1 "$W/ft")"
+    "$DTRAIN" lm eval "$F/$m" "$W/train.txt" --seq 16 --json > "$W/before" 2>&1
+    "$DTRAIN" lm eval "$out" "$W/train.txt" --seq 16 --json > "$W/after" 2>&1
+    before=$(lossof "$W/before" loss); after=$(lossof "$W/after" loss)
+    check 'awk -v a="$before" -v b="$after" "BEGIN { exit !(b < a - 0.5) }"' \
+      "$m $dtype: eval loss on the training text $before -> $after did not fall"
+    if [ -x "$CHECKER" ]; then
+      if [ $m = gpt2 ]; then g2=1; else g2=; fi
+      DT_LM_CHECK_DIR=$out DT_LM_CHECK_GPT2=$g2 "$CHECKER" > "$W/chk" 2>&1
+      rc=$?
+      check '[ $rc -eq 0 ]' "$m $dtype: the export's layout: $(cat "$W/chk")"
+    fi
+  done
+done
+# JSON lines: each line's text member is a document
+printf '{"text": "the quick brown fox jumps over the lazy dog"}\n{"text": "a stitch in time saves nine"}\n' \
+  > "$W/train.jsonl"
+"$DTRAIN" lm finetune "$g" "$W/train.jsonl" --steps 2 --seq 8 --batch 2 --out "$W/ft_jsonl" \
+  --json > "$W/ft" 2> "$W/e"
+rc=$?
+check '[ $rc -eq 0 ] && [ -s "$W/ft_jsonl/model.safetensors" ] && grep -q "\"steps\":2" "$W/ft"' \
+  "finetune on JSON lines: rc $rc: $(tail -3 "$W/e")"
+# finetune's bad input: exit 1 naming the problem
+mkdir -p "$W/full" && : > "$W/full/x"
+for bad in "$W/nowhere $W/train.txt --out $W/o1:nowhere" "$g $W/none.txt --out $W/o2:none.txt" \
+    "$g $W/train.txt --seq 100000 --out $W/o3:positions" "$g $W/train.txt --out $W/full:not an empty"; do
+  args=${bad%%:*}; want=${bad##*:}
+  # shellcheck disable=SC2086
+  "$DTRAIN" lm finetune $args --steps 2 > /dev/null 2> "$W/e"
+  rc=$?
+  check '[ $rc -eq 1 ] && grep -q "$want" "$W/e"' "finetune $args: rc $rc: $(cat "$W/e")"
+done
+check '[ ! -e "$W/o1" ] && [ ! -e "$W/o3" ]' "a refused finetune wrote its out dir"
 summary

@@ -2,7 +2,10 @@
  * Hugging Face names and layouts (the `transformer.` prefix, Conv1D (in, out), no tied head,
  * f32, metadata format pt), a config.json transformers reads, and the tokenizer; its loss is
  * the fixture's transformers loss. With DT_LM_KEEP_EXPORT=DIR the export of each fixture is
- * kept under DIR/<fixture> for tools/lm_fixtures/make_model_fixtures.py --check-export. */
+ * kept under DIR/<fixture> for tools/lm_fixtures/make_model_fixtures.py --check-export.
+ * With DT_LM_CHECK_DIR=DIR (and DT_LM_CHECK_GPT2=1 for the GPT-2 layout) only that directory
+ * is checked — the files, names and layouts, and that it loads — for tests/lm/test_lm_cli.sh's
+ * `dtrain lm finetune` exports. */
 #include "lm/lm_fixture.h"
 
 #include <dtrain/tensor.h>
@@ -155,7 +158,21 @@ out:
     unlink(path);
 }
 
+/* An export made elsewhere (DT_LM_CHECK_DIR) has the family's files and loads. */
+static void test_given_dir(const char *dir) {
+    const char *gpt2 = getenv("DT_LM_CHECK_GPT2");
+    check_file(dir, gpt2 && !strcmp(gpt2, "1"));
+    dt_lm *m = NULL;
+    CHECK_MSG(dt_lm_load(&m, dir) == DT_OK, "%s: %s", dir, dt_last_error());
+    dt_lm_free(m);
+}
+
 int main(void) {
+    const char *given = getenv("DT_LM_CHECK_DIR");
+    if (given) {
+        test_given_dir(given);
+        TEST_END();
+    }
     TEST_RUN(test_checkpoint_weights);
     TEST_RUN(test_gpt2);
     TEST_RUN(test_llama);
