@@ -438,8 +438,18 @@ static dt_status asha_load(void *state, const json_t *saved) {
 
 /* ---- construction -------------------------------------------------------------------------- */
 
+const char *dt_searcher_time_metric(const dt_expconf *cfg) {
+    const char *m = cfg->searcher.time_metric;
+    if (!m || cfg->searcher.max_time <= 0) return NULL;
+    return strcmp(m, "batches") && strcmp(m, "records") && strcmp(m, "epochs") ? m : NULL;
+}
+
 dt_status dt__asha_length(const dt_expconf *cfg, dt_length *out) {
     dt_length L = cfg->searcher.max_length;
+    if (dt_searcher_time_metric(cfg)) { /* rungs in the reported metric's own units */
+        *out = (dt_length){DT_UNIT_BATCHES, cfg->searcher.max_time};
+        return DT_OK;
+    }
     *out = L;
     if (L.n <= 0)
         return dt_error(DT_ERR_CONFIG, "the adaptive_asha searcher needs searcher.max_length; "

@@ -29,7 +29,9 @@ static dt_status asha_plan(const dt_expconf *cfg, json_t *plan) {
     dt__asha_bracket_trials(sc->max_trials, sc->divisor, nb, rungs, trials);
     dt__asha_bracket_concurrency(dt__search_max_concurrent(cfg), nb, conc);
     json_t *brackets = json_array();
-    json_object_set_new(plan, "unit", json_string(dt_unit_name(L.unit)));
+    const char *tm = dt_searcher_time_metric(cfg);
+    json_object_set_new(plan, "unit", json_string(tm ? tm : dt_unit_name(L.unit)));
+    if (sc->time_metric) json_object_set_new(plan, "time_metric", json_string(sc->time_metric));
     json_object_set_new(plan, "length", json_integer(L.n));
     json_object_set_new(plan, "brackets", brackets);
     for (int k = 0; k < nb; k++) {
