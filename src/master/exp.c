@@ -271,6 +271,26 @@ static dt_status apply_ops(master *m, m_exp *e, dt_search_ops *ops) {
     return DT_OK;
 }
 
+static void end_trial(master *m, m_trial *t, m_state state, const char *reason, bool tell,
+                      bool early, dt_search_exit why);
+static void gc(master *m, m_exp *e);
+
+/* Trials the searcher closed while they waited between runs for an operation (adaptive_asha's
+ * promotion rule pauses trials and closes those it will not promote): nothing will run them
+ * again, so they end now, each its own searcher event. */
+static void end_closed_waiting(master *m, m_exp *e) {
+    bool ended = false;
+    for (int i = 0; i < e->n_trials; i++) {
+        m_trial *t = e->trials[i];
+        if (!t->closed || t->run || t->n_ops || t->run_id == 0 || t->state != M_ACTIVE) continue;
+        end_trial(m, t, M_COMPLETED, NULL, true, false, 0);
+        ended = true;
+    }
+    if (!ended) return;
+    gc(m, e);
+    m_exp_settle(m, e);
+}
+
 /* Finish a searcher event: apply its operations and store the snapshot, in the
  * transaction the caller began. On error the experiment ends in ERROR. */
 static dt_status end_event(master *m, m_exp *e, dt_status st, dt_search_ops *ops) {
@@ -282,7 +302,8 @@ static dt_status end_event(master *m, m_exp *e, dt_status st, dt_search_ops *ops
         st = dt_store_exp_set_progress(m->store, e->id, dt_searcher_progress(e->search));
     json_decref(snap);
     dt_search_ops_free(ops);
-    if (st == DT_OK) return dt_store_commit(m->store);
+    if (st == DT_OK && (st = dt_store_commit(m->store)) == DT_OK) end_closed_waiting(m, e);
+    if (st == DT_OK) return DT_OK;
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", dt_last_error());
     dt_store_rollback(m->store);
