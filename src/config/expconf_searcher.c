@@ -190,7 +190,8 @@ static dt_status searcher_length(vctx *v, const dt_conf_sec *obj, unsigned flags
     dt_searcher_conf *s = &v->cfg->searcher;
     TRY(dt__cfg_get_length(obj, "max_length", false, true, &s->max_length));
     TRY(searcher_time(v, obj));
-    bool asha = !strcmp(s->name, "adaptive_asha"), reported = s->time_metric && s->max_length.n == 0;
+    bool asha = !strcmp(s->name, "adaptive_asha"),
+         reported = s->time_metric && s->max_length.n == 0;
     /* a trial learns an epoch's length from its data loader; adaptive_asha places its rungs
      * before any trial runs, so it needs the number here */
     if (asha && s->max_length.unit == DT_UNIT_EPOCHS && v->cfg->records_per_epoch <= 0)
@@ -201,8 +202,8 @@ static dt_status searcher_length(vctx *v, const dt_conf_sec *obj, unsigned flags
                              "of the training data), or count in batches",
                              s->time_metric ? "max_time" : "max_length");
     bool optional = (flags & DT_EXPCONF_MAX_LENGTH_OPTIONAL) ||
-                    (v->cfg->entry_command && (!asha || reported)) ||
-                    !strcmp(s->name, "custom") || !strcmp(s->name, "dsat");
+                    (v->cfg->entry_command && (!asha || reported)) || !strcmp(s->name, "custom") ||
+                    !strcmp(s->name, "dsat");
     if (s->max_length.n == 0 && !optional)
         return dt_conf_missing(obj, "max_length",
                                reported ? "the most a trial trains (the searcher stops it earlier "

@@ -354,8 +354,8 @@ void m_trial_reported_time(master *m, m_trial *t, const json_t *rows) {
         if (dt_store_begin(m->store) != DT_OK) return;
         dt_search_ops ops = {0};
         end_event(m, e,
-                  dt_searcher_validation_completed(e->search, t->request_id,
-                                                   json_number_value(y), at, &ops),
+                  dt_searcher_validation_completed(e->search, t->request_id, json_number_value(y),
+                                                   at, &ops),
                   &ops);
     }
 }

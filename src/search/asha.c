@@ -1,7 +1,13 @@
 /*
- * asha.c — the adaptive_asha search method: brackets of asynchronous successive halving with
- * the stopping rule (the variant the reference platform keeps; stop_once is accepted and is
- * what every search does).
+ * asha.c — the adaptive_asha search method: brackets of asynchronous successive halving, and
+ * the stopping rule of stop_once: true (the promotion rule of stop_once: false is in
+ * asha_promote.c; a search timed by a reported metric always stops).
+ *
+ * Time metric: with searcher.time_metric naming a metric the trial reports (not batches,
+ * records or epochs, which the config turns into max_length), L = max_time in that metric's
+ * units; the master passes each validation's reported value as the length, so a result counts
+ * at every rung that value has reached, and the VALIDATE_AFTER lengths are rung values the
+ * master keeps to itself (the trial trains toward max_length until it is stopped).
  *
  * Setup (L = max_length in the unit trials train in: an epochs length becomes records with
  * records_per_epoch, and records become batches when global_batch_size is one constant — so
@@ -17,7 +23,8 @@
  * Each bracket starts min(its concurrency, its trials) trials: CREATE, VALIDATE_AFTER rung 0.
  * A validation at `length` is judged against every rung it reaches, from the trial's current
  * one: its metric (negated when larger is better) is inserted in the rung's sorted list; the
- * trial continues only if its index < max(⌊n/d⌋, 1); reaching the top rung closes it. A trial
+ * trial continues only if its index < max(⌊n/d⌋, 1); reaching the top rung closes it (stop_once:
+ * true). A trial
  * that continues gets a VALIDATE_AFTER for the next rung it has not reached; one that stops or
  * tops out gets CLOSE. A closed trial makes room for a new one in its bracket while created −
  * invalid < the bracket's trials. A trial that exits with invalid hyperparameters leaves no
@@ -35,7 +42,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
 
 /* ---- arithmetic ---------------------------------------------------------------------------- */
 

@@ -1,7 +1,9 @@
 /*
  * plan.c — a searcher's plan before it runs: how many trials, how long, and for adaptive_asha
- * each bracket's rungs (lengths in the unit trials train in) and how many trials reach each rung
- * when the stopping rule keeps the best 1/divisor: T_b at rung 0, then ⌊T_b / d^i⌋ (at least 1).
+ * each bracket's rungs (lengths in the unit trials train in, or in searcher.time_metric's units
+ * when the trial reports it; "unit" is then the metric's name) and how many trials reach each rung
+ * when each rung passes on its best 1/divisor (under either rule): T_b at rung 0, then
+ * ⌊T_b / d^i⌋ (at least 1).
  * The numbers are asha.c's own functions, so the plan is what the searcher will do.
  */
 #include "search_impl.h"

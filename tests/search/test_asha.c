@@ -426,11 +426,13 @@ static double fake_loss(const sim_trial *t, int64_t length) {
  * most 4 are open. Promotion rule: some paused trial does resume. */
 static void full_search(bool once) {
     char text[512];
-    snprintf(text, sizeof text, "entrypoint: m:T\n"
-                          "hyperparameters: {x: {type: double, minval: 0, maxval: 1}}\n"
-                          "searcher: {name: adaptive_asha, metric: loss, max_trials: 16,\n"
-                          "           max_length: {batches: 81}, divisor: 3, max_rungs: 5,\n"
-                          "           max_concurrent_trials: 4, stop_once: %s}\n", once ? "true" : "false");
+    snprintf(text, sizeof text,
+             "entrypoint: m:T\n"
+             "hyperparameters: {x: {type: double, minval: 0, maxval: 1}}\n"
+             "searcher: {name: adaptive_asha, metric: loss, max_trials: 16,\n"
+             "           max_length: {batches: 81}, divisor: 3, max_rungs: 5,\n"
+             "           max_concurrent_trials: 4, stop_once: %s}\n",
+             once ? "true" : "false");
     dt_expconf *c = cload(text);
     if (!c) return;
     /* maxRungs = min(5, ⌊log3 81⌋ + 1 = 5, ⌊log3 16⌋ + 1 = 3) = 3; standard: brackets [3, 2];
