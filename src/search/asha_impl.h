@@ -1,7 +1,7 @@
 /*
- * asha_impl.h — adaptive_asha's state, shared by its two rules: the stopping rule (asha.c,
- * stop_once: true, and every search timed by a reported metric) and the promotion rule
- * (asha_promote.c, stop_once: false). Nothing outside these two files uses it.
+ * asha_impl.h — adaptive_asha's state and what both its rules do to it (asha_state.c): the
+ * stopping rule (asha.c, stop_once: true, and every search timed by a reported metric) and the
+ * promotion rule (asha_promote.c, stop_once: false). Nothing outside these files uses it.
  */
 #ifndef DTRAIN_ASHA_IMPL_H
 #define DTRAIN_ASHA_IMPL_H
