@@ -340,13 +340,13 @@ void m_trial_reported_time(master *m, m_trial *t, const json_t *rows) {
     const char *tm = dt_searcher_time_metric(e->cfg);
     size_t i;
     const json_t *r;
+    if (!tm) return;
+    /* rows after the searcher stopped the trial (before its run noticed) are ignored by it */
     json_array_foreach(rows, i, r) {
         const json_t *mx = json_object_get(r, "metrics"), *x = json_object_get(mx, tm),
                      *y = json_object_get(mx, e->cfg->searcher.metric);
         const char *kind = json_string_value(json_object_get(r, "kind"));
-        if (!tm || t->closed || e->shutdown || m_state_terminal(t->state) ||
-            m_state_terminal(e->state))
-            return;
+        if (e->shutdown || m_state_terminal(t->state) || m_state_terminal(e->state)) return;
         if (!kind || strcmp(kind, "validation") || !json_is_number(x) || !json_is_number(y))
             continue;
         double v = json_number_value(x);
