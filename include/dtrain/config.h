@@ -79,6 +79,9 @@ typedef struct dt_searcher_conf {
     double divisor;                /* adaptive_asha: default 4 */
     int64_t max_rungs;             /* adaptive_asha: default 5 */
     bool stop_once;                /* adaptive_asha: default false */
+    char *time_metric;             /* adaptive_asha: the reported metric rungs count in (NULL =
+                                    * none: rungs count max_length) */
+    int64_t max_time;              /* with time_metric: the top rung, in its units */
     int64_t source_trial_id;       /* 0 = not given */
     char *source_checkpoint_uuid;  /* NULL = not given */
     char *method;                  /* custom: the model directory's dt_search_method_new_fn;

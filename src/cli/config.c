@@ -36,7 +36,7 @@ static void print_plan(const json_t *plan) {
         printf(", %lld trial%s", (long long)json_integer_value(json_object_get(plan, "trials")),
                json_integer_value(json_object_get(plan, "trials")) == 1 ? "" : "s");
     if (unit)
-        printf(", max_length %lld %s",
+        printf(", %s %lld %s", json_object_get(plan, "time_metric") ? "max_time" : "max_length",
                (long long)json_integer_value(json_object_get(plan, "length")), unit);
     if (brackets)
         printf(", %zu bracket%s", json_array_size(brackets),

@@ -187,6 +187,7 @@ void dt_expconf_free(dt_expconf *c) {
     free(c->searcher.mode);
     free(c->searcher.source_checkpoint_uuid);
     free(c->searcher.method);
+    free(c->searcher.time_metric);
     free(c->checkpoint_storage.type);
     free(c->checkpoint_storage.host_path);
     free(c->checkpoint_storage.storage_path);

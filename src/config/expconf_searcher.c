@@ -135,6 +135,8 @@ static const struct {
     {"max_rungs", " adaptive_asha "},
     {"bracket_rungs", " adaptive_asha "},
     {"stop_once", " adaptive_asha "},
+    {"time_metric", " adaptive_asha "},
+    {"max_time", " adaptive_asha "},
 };
 
 static dt_status check_searcher_keys(const dt_conf_sec *obj, const char *name) {
@@ -151,35 +153,68 @@ static dt_status check_searcher_keys(const dt_conf_sec *obj, const char *name) {
     return DT_OK;
 }
 
+/* searcher.max_time with time_metric (adaptive_asha): rungs counted in a metric the trial
+ * reports. Both or neither. A time metric that is one of the trial's own units (batches,
+ * records, epochs) is that length: it becomes max_length (a different max_length beside it is a
+ * contradiction). Any other metric (seconds, records_seen, ...) is read from the trial's
+ * validation metrics; max_length is then the most a trial trains before the searcher stops it
+ * (required unless a command entrypoint decides its own length). */
+static dt_status searcher_time(vctx *v, const dt_conf_sec *obj) {
+    dt_searcher_conf *s = &v->cfg->searcher;
+    TRY(dt__cfg_get_str(obj, "time_metric", false, true, NULL, &s->time_metric));
+    TRY(dt_conf_int(obj, "max_time", 1, INT64_MAX, &s->max_time));
+    if (!s->time_metric && !s->max_time) return DT_OK;
+    if (!s->time_metric)
+        return dt_conf_missing(obj, "time_metric",
+                               "the metric max_time counts in, reported by the trial in its "
+                               "validation metrics, e.g. `time_metric: batches` or `seconds`");
+    if (!s->max_time)
+        return dt_conf_missing(obj, "max_time",
+                               "the top rung in time_metric's units, e.g. `max_time: 1000`");
+    int u = 0;
+    while (UNIT_KEYS[u] && strcmp(UNIT_KEYS[u], s->time_metric)) u++;
+    if (!UNIT_KEYS[u]) return DT_OK;
+    if (s->max_length.n && (s->max_length.unit != (dt_unit)u || s->max_length.n != s->max_time))
+        return dt_conf_error(obj, "max_length",
+                             "searcher.max_length contradicts max_time: %lld %s (time_metric is "
+                             "the trial's own unit, so max_time is its length); hint: remove "
+                             "max_length",
+                             (long long)s->max_time, s->time_metric);
+    s->max_length = (dt_length){(dt_unit)u, s->max_time};
+    return DT_OK;
+}
+
 /* searcher.max_length: optional where the reference allows it (a command entrypoint decides its
- * own length; the CLI may give one); adaptive_asha plans its rungs with it. */
+ * own length; the CLI may give one); adaptive_asha plans its rungs with it (or with max_time). */
 static dt_status searcher_length(vctx *v, const dt_conf_sec *obj, unsigned flags) {
     dt_searcher_conf *s = &v->cfg->searcher;
     TRY(dt__cfg_get_length(obj, "max_length", false, true, &s->max_length));
-    if (dt_conf_get(obj, "max_time") || dt_conf_get(obj, "time_metric"))
-        return dt_conf_error(obj, dt_conf_get(obj, "max_time") ? "max_time" : "time_metric",
-                             "searcher.max_time with time_metric (lengths counted in a metric the "
-                             "trial reports) is not supported yet: dtrain's searchers count "
-                             "batches, records or epochs; hint: give `max_length: {batches: N}` "
-                             "(or epochs with records_per_epoch) instead");
-    bool asha = !strcmp(s->name, "adaptive_asha");
+    TRY(searcher_time(v, obj));
+    bool asha = !strcmp(s->name, "adaptive_asha"),
+         reported = s->time_metric && s->max_length.n == 0;
     /* a trial learns an epoch's length from its data loader; adaptive_asha places its rungs
      * before any trial runs, so it needs the number here */
     if (asha && s->max_length.unit == DT_UNIT_EPOCHS && v->cfg->records_per_epoch <= 0)
-        return dt_conf_error(obj, "max_length",
-                             "searcher.max_length is in epochs but records_per_epoch is not set, "
+        return dt_conf_error(obj, s->time_metric ? "max_time" : "max_length",
+                             "searcher.%s is in epochs but records_per_epoch is not set, "
                              "and adaptive_asha places its rungs in batches before any trial "
                              "runs; hint: add `records_per_epoch: N` (the records in one epoch "
-                             "of the training data), or give max_length in batches");
-    bool optional = (flags & DT_EXPCONF_MAX_LENGTH_OPTIONAL) || (v->cfg->entry_command && !asha) ||
-                    !strcmp(s->name, "custom") || !strcmp(s->name, "dsat");
+                             "of the training data), or count in batches",
+                             s->time_metric ? "max_time" : "max_length");
+    bool optional = (flags & DT_EXPCONF_MAX_LENGTH_OPTIONAL) ||
+                    (v->cfg->entry_command && (!asha || reported)) || !strcmp(s->name, "custom") ||
+                    !strcmp(s->name, "dsat");
     if (s->max_length.n == 0 && !optional)
         return dt_conf_missing(obj, "max_length",
-                               asha ? "adaptive_asha places its rungs along it, e.g. `max_length: "
-                                      "{batches: 1000}` (or {epochs: N}, {records: N})"
-                                    : "how long a trial trains, e.g. `max_length: {batches: "
-                                      "1000}` (or {epochs: N}, {records: N}); a command "
-                                      "entrypoint may leave it out");
+                               reported ? "the most a trial trains (the searcher stops it earlier "
+                                          "by the time metric it reports), e.g. `max_length: "
+                                          "{batches: 1000}`"
+                               : asha   ? "adaptive_asha places its rungs along it, e.g. "
+                                          "`max_length: {batches: 1000}` (or {epochs: N}, "
+                                          "{records: N}; or max_time with time_metric)"
+                                        : "how long a trial trains, e.g. `max_length: {batches: "
+                                          "1000}` (or {epochs: N}, {records: N}); a command "
+                                          "entrypoint may leave it out");
     return DT_OK;
 }
 
@@ -194,12 +229,14 @@ dt_status dt__cfg_searcher(vctx *v, const dt_conf_sec *root, unsigned flags) {
                                         "divisor",
                                         "max_rungs",
                                         "stop_once",
+                                        "time_metric",
+                                        "max_time",
                                         "source_trial_id",
                                         "source_checkpoint_uuid",
                                         "method",
                                         "dsat",
                                         NULL};
-    static const char *const accepted[] = {"bracket_rungs", "time_metric", "max_time", NULL};
+    static const char *const accepted[] = {"bracket_rungs", NULL};
     dt_searcher_conf *s = &v->cfg->searcher;
     dt_conf_sec obj;
     TRY(dt__cfg_section(v, root, "searcher", known, accepted, &obj));

@@ -189,6 +189,7 @@ static void metrics(master *m, m_trial *t, const dt_http_req *req, dt_http_resp 
     int64_t n = 0;
     dt_status st = dt_store_metrics_insert(m->store, t->id, rows, &n);
     if (st == DT_OK) note_validation(m, t, rows);
+    if (st == DT_OK) m_trial_reported_time(m, t, rows);
     m_api_status(resp, st, st == DT_OK ? json_pack("{sI}", "written", (json_int_t)n) : NULL);
 }
 

@@ -197,6 +197,16 @@ static uint64_t trial_seed(const m_exp *e, int64_t rid) {
     return (z ^ (z >> 31)) & 0x7fffffffu;
 }
 
+/* A trial of a search timed by a reported metric trains max_length at most (the searcher stops
+ * it earlier); without one (a command entrypoint) the command decides, as for a closed trial. */
+static dt_status time_trial_length(master *m, m_exp *e, m_trial *t) {
+    if (e->cfg->searcher.max_length.n > 0)
+        t->ops[t->n_ops++] = e->cfg->searcher.max_length;
+    else
+        t->closed = true;
+    return save_trial_ops(m, t);
+}
+
 /* Apply `ops` (which grows while trial creations add the searcher's answers). */
 static dt_status apply_ops(master *m, m_exp *e, dt_search_ops *ops) {
     for (int i = 0; i < ops->n; i++) {
@@ -222,6 +232,8 @@ static dt_status apply_ops(master *m, m_exp *e, dt_search_ops *ops) {
                 (st = dt_store_trial_set_state(m->store, t->id, m_state_name(t->state), NULL)) !=
                     DT_OK)
                 return st;
+            if (dt_searcher_time_metric(e->cfg) && (st = time_trial_length(m, e, t)) != DT_OK)
+                return st;
             st = dt_searcher_trial_created(e->search, t->request_id, ops);
             break;
         }
@@ -231,6 +243,7 @@ static dt_status apply_ops(master *m, m_exp *e, dt_search_ops *ops) {
                                 "the searcher gave an operation to unknown "
                                 "request %lld",
                                 (long long)op->request_id);
+            if (dt_searcher_time_metric(e->cfg)) break; /* a rung in the reported metric */
             if (t->n_ops == M_MAX_OPS)
                 return dt_error(DT_ERR_STATE, "trial %lld has %d operations queued",
                                 (long long)t->id, M_MAX_OPS);
@@ -242,6 +255,10 @@ static dt_status apply_ops(master *m, m_exp *e, dt_search_ops *ops) {
                 return dt_error(DT_ERR_STATE, "the searcher closed unknown request %lld",
                                 (long long)op->request_id);
             t->closed = true;
+            if (dt_searcher_time_metric(e->cfg) && !m_state_terminal(t->state)) {
+                t->n_ops = 0; /* stopped by its reported time: checkpoint and end */
+                if (t->run) t->preempt = true;
+            }
             st = save_trial_ops(m, t);
             break;
         case DT_SEARCH_SHUTDOWN:
@@ -255,6 +272,26 @@ static dt_status apply_ops(master *m, m_exp *e, dt_search_ops *ops) {
     return DT_OK;
 }
 
+static void end_trial(master *m, m_trial *t, m_state state, const char *reason, bool tell,
+                      bool early, dt_search_exit why);
+static void gc(master *m, m_exp *e);
+
+/* Trials the searcher closed while they waited between runs for an operation (adaptive_asha's
+ * promotion rule pauses trials and closes those it will not promote): nothing will run them
+ * again, so they end now, each its own searcher event. */
+static void end_closed_waiting(master *m, m_exp *e) {
+    bool ended = false;
+    for (int i = 0; i < e->n_trials; i++) {
+        m_trial *t = e->trials[i];
+        if (!t->closed || t->run || t->n_ops || t->run_id == 0 || t->state != M_ACTIVE) continue;
+        end_trial(m, t, M_COMPLETED, NULL, true, false, 0);
+        ended = true;
+    }
+    if (!ended) return;
+    gc(m, e);
+    m_exp_settle(m, e);
+}
+
 /* Finish a searcher event: apply its operations and store the snapshot, in the
  * transaction the caller began. On error the experiment ends in ERROR. */
 static dt_status end_event(master *m, m_exp *e, dt_status st, dt_search_ops *ops) {
@@ -266,7 +303,8 @@ static dt_status end_event(master *m, m_exp *e, dt_status st, dt_search_ops *ops
         st = dt_store_exp_set_progress(m->store, e->id, dt_searcher_progress(e->search));
     json_decref(snap);
     dt_search_ops_free(ops);
-    if (st == DT_OK) return dt_store_commit(m->store);
+    if (st == DT_OK && (st = dt_store_commit(m->store)) == DT_OK) end_closed_waiting(m, e);
+    if (st == DT_OK) return DT_OK;
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", dt_last_error());
     dt_store_rollback(m->store);
@@ -289,11 +327,38 @@ dt_status m_trial_completed_op(master *m, m_trial *t, dt_length len, double metr
     if (dt_store_begin(m->store) != DT_OK) return dt_last_status();
     memmove(t->ops, t->ops + 1, (size_t)--t->n_ops * sizeof *t->ops);
     t->completed = len;
+    bool timed = dt_searcher_time_metric(e->cfg) != NULL;
+    if (timed) t->closed = true; /* trained its whole length: the searcher hears of its exit */
     dt_status st = save_trial_ops(m, t);
     dt_search_ops ops = {0};
-    if (st == DT_OK)
+    if (st == DT_OK && !timed)
         st = dt_searcher_validation_completed(e->search, t->request_id, metric, len, &ops);
     return end_event(m, e, st, &ops);
+}
+
+void m_trial_reported_time(master *m, m_trial *t, const json_t *rows) {
+    m_exp *e = t->exp;
+    const char *tm = dt_searcher_time_metric(e->cfg);
+    size_t i;
+    const json_t *r;
+    if (!tm) return;
+    /* rows after the searcher stopped the trial (before its run noticed) are ignored by it */
+    json_array_foreach(rows, i, r) {
+        const json_t *mx = json_object_get(r, "metrics"), *x = json_object_get(mx, tm),
+                     *y = json_object_get(mx, e->cfg->searcher.metric);
+        const char *kind = json_string_value(json_object_get(r, "kind"));
+        if (e->shutdown || m_state_terminal(t->state) || m_state_terminal(e->state)) return;
+        if (!kind || strcmp(kind, "validation") || !json_is_number(x) || !json_is_number(y))
+            continue;
+        double v = json_number_value(x);
+        dt_length at = {DT_UNIT_BATCHES, v < 0 ? 0 : v > 9e18 ? INT64_MAX : (int64_t)v};
+        if (dt_store_begin(m->store) != DT_OK) return;
+        dt_search_ops ops = {0};
+        end_event(m, e,
+                  dt_searcher_validation_completed(e->search, t->request_id, json_number_value(y),
+                                                   at, &ops),
+                  &ops);
+    }
 }
 
 /* A trial ends in `state`: the state and the searcher's event about it (closed, or exited

@@ -147,6 +147,9 @@ dt_status m_exp_action(master *m, m_exp *e, m_action action);
 dt_status m_exp_delete(master *m, int64_t id);
 /* Searcher events from a trial run (the run's reports and its exit). */
 dt_status m_trial_completed_op(master *m, m_trial *t, dt_length len, double metric);
+/* Validation rows of a search timed by a reported metric (searcher.time_metric): each row with
+ * that metric and the searcher's is a searcher event at the metric's value. */
+void m_trial_reported_time(master *m, m_trial *t, const json_t *rows);
 void m_trial_run_ended(master *m, m_trial *t, int code);
 /* A user's kill of one trial: its run is killed now; it ends CANCELED. */
 void m_trial_kill(master *m, m_trial *t);

@@ -1,7 +1,13 @@
 /*
- * asha.c — the adaptive_asha search method: brackets of asynchronous successive halving with
- * the stopping rule (the variant the reference platform keeps; stop_once is accepted and is
- * what every search does).
+ * asha.c — the adaptive_asha search method: brackets of asynchronous successive halving, and
+ * the stopping rule of stop_once: true (the promotion rule of stop_once: false is in
+ * asha_promote.c; a search timed by a reported metric always stops).
+ *
+ * Time metric: with searcher.time_metric naming a metric the trial reports (not batches,
+ * records or epochs, which the config turns into max_length), L = max_time in that metric's
+ * units; the master passes each validation's reported value as the length, so a result counts
+ * at every rung that value has reached, and the VALIDATE_AFTER lengths are rung values the
+ * master keeps to itself (the trial trains toward max_length until it is stopped).
  *
  * Setup (L = max_length in the unit trials train in: an epochs length becomes records with
  * records_per_epoch, and records become batches when global_batch_size is one constant — so
@@ -17,7 +23,8 @@
  * Each bracket starts min(its concurrency, its trials) trials: CREATE, VALIDATE_AFTER rung 0.
  * A validation at `length` is judged against every rung it reaches, from the trial's current
  * one: its metric (negated when larger is better) is inserted in the rung's sorted list; the
- * trial continues only if its index < max(⌊n/d⌋, 1); reaching the top rung closes it. A trial
+ * trial continues only if its index < max(⌊n/d⌋, 1); reaching the top rung closes it (stop_once:
+ * true). A trial
  * that continues gets a VALIDATE_AFTER for the next rung it has not reached; one that stops or
  * tops out gets CLOSE. A closed trial makes room for a new one in its bracket while created −
  * invalid < the bracket's trials. A trial that exits with invalid hyperparameters leaves no
@@ -27,16 +34,14 @@
  * (closed − invalid) / T_b; averaged over brackets. SHUTDOWN once every bracket has no open
  * trial and will create no more.
  */
-#include "search_impl.h"
+#include "asha_impl.h"
 #include "base/confcheck.h"
+#include "search/searcher.h"
 
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define MAX_RUNGS 1000 /* more would only come from a divisor barely above 1 */
-#define WORST DBL_MAX
 
 /* ---- arithmetic ---------------------------------------------------------------------------- */
 
@@ -96,46 +101,9 @@ int64_t dt__asha_rung_units(int64_t max_length, double divisor, int num_rungs, i
     return u > 1 ? u : 1;
 }
 
-/* ---- state --------------------------------------------------------------------------------- */
+/* ---- state (asha_impl.h) ---- */
 
-typedef struct entry {
-    int64_t id;
-    double metric; /* smaller is better */
-} entry;
-
-typedef struct rung {
-    int64_t units;
-    int64_t n, cap;
-    entry *v; /* sorted ascending by metric */
-} rung;
-
-enum { B_CREATED, B_INVALID, B_OPEN, B_CLOSED, B_N };
 static const char *const B_KEYS[B_N] = {"created", "invalid", "open", "closed"};
-
-typedef struct bracket {
-    int num_rungs;
-    int64_t max_trials, max_concurrent;
-    int64_t c[B_N];
-    rung *rungs;
-} bracket;
-
-/* Per-trial flags. */
-enum { T_DONE = 1, T_INVALID = 2, T_CLOSED = 4 }; /* done: stopped, topped out or exited */
-
-typedef struct trial {
-    int32_t bracket, rung;
-    int32_t flags;
-} trial;
-
-typedef struct asha {
-    dt_length length;
-    double divisor;
-    bool smaller_is_better;
-    int nb;
-    bracket *b;
-    trial *t; /* request id i + 1 */
-    int64_t nt, tcap;
-} asha;
 
 static void rungs_free(bracket *b, int nb) {
     for (int i = 0; b && i < nb; i++) {
@@ -153,75 +121,6 @@ static void asha_free(void *state) {
     free(a);
 }
 
-/* Insert (id, m) into the rung, before any equal metric; returns its index or -1 (OOM). */
-static int64_t rung_insert(rung *g, int64_t id, double m) {
-    if (g->n == g->cap) {
-        int64_t cap = g->cap ? 2 * g->cap : 16;
-        entry *v = realloc(g->v, (size_t)cap * sizeof *v);
-        if (!v) return -1;
-        g->v = v;
-        g->cap = cap;
-    }
-    int64_t lo = 0, hi = g->n; /* the first index whose metric >= m */
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (g->v[mid].metric >= m)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    memmove(g->v + lo + 1, g->v + lo, (size_t)(g->n - lo) * sizeof *g->v);
-    g->v[lo] = (entry){id, m};
-    g->n++;
-    return lo;
-}
-
-static void rung_remove(rung *g, int64_t id) {
-    for (int64_t i = 0; i < g->n; i++)
-        if (g->v[i].id == id) {
-            memmove(g->v + i, g->v + i + 1, (size_t)(g->n - i - 1) * sizeof *g->v);
-            g->n--;
-            return;
-        }
-}
-
-/* The trial of request `id`, or NULL with DT_ERR_STATE. */
-static trial *trial_of(asha *a, int64_t id) {
-    if (id >= 1 && id <= a->nt) return &a->t[id - 1];
-    dt_error(DT_ERR_STATE, "adaptive_asha: request %lld is not one of its trials", (long long)id);
-    return NULL;
-}
-
-static dt_length units(const asha *a, int64_t n) {
-    return (dt_length){a->length.unit, n};
-}
-
-/* A new trial in bracket k. */
-static dt_status start(asha *a, int k, dt_search_ctx *sc, dt_search_ops *out) {
-    if (a->nt == a->tcap) {
-        int64_t cap = a->tcap ? 2 * a->tcap : 64;
-        trial *t = realloc(a->t, (size_t)cap * sizeof *t);
-        if (!t) return dt_error(DT_ERR_OOM, "out of memory adding an adaptive_asha trial");
-        a->t = t;
-        a->tcap = cap;
-    }
-    bracket *b = &a->b[k];
-    int64_t id;
-    dt_status st = dt__search_start(sc, NULL, units(a, b->rungs[0].units), out, &id);
-    if (st) return st;
-    if (id != a->nt + 1)
-        return dt_error(DT_ERR_STATE, "adaptive_asha: request %lld was made outside the method",
-                        (long long)id);
-    a->t[a->nt++] = (trial){.bracket = k};
-    b->c[B_CREATED]++;
-    b->c[B_OPEN]++;
-    return DT_OK;
-}
-
-static bool bracket_done(const bracket *b) {
-    return b->c[B_OPEN] == 0 && b->c[B_CREATED] - b->c[B_INVALID] >= b->max_trials;
-}
-
 /* ---- events -------------------------------------------------------------------------------- */
 
 static dt_status asha_initial(void *state, dt_search_ctx *sc, dt_search_ops *out) {
@@ -230,7 +129,7 @@ static dt_status asha_initial(void *state, dt_search_ctx *sc, dt_search_ops *out
     for (int k = 0; k < a->nb && !st; k++) {
         bracket *b = &a->b[k];
         int64_t n = b->max_concurrent < b->max_trials ? b->max_concurrent : b->max_trials;
-        for (int64_t i = 0; i < n && !st; i++) st = start(a, k, sc, out);
+        for (int64_t i = 0; i < n && !st; i++) st = dt__asha_start(a, k, sc, out);
     }
     return st;
 }
@@ -238,21 +137,21 @@ static dt_status asha_initial(void *state, dt_search_ctx *sc, dt_search_ops *out
 static dt_status asha_validated(void *state, dt_search_ctx *sc, int64_t id, double metric,
                                 dt_length length, dt_search_ops *out) {
     asha *a = state;
-    (void)sc;
-    trial *t = trial_of(a, id);
+    trial *t = dt__asha_trial_of(a, id);
     if (!t) return DT_ERR_STATE;
     if (t->flags & T_DONE) return DT_OK;
     double m = a->smaller_is_better ? metric : -metric;
     if (m != m || m > WORST) m = WORST;
     if (m < -WORST) m = -WORST;
+    if (!a->stop_once) return dt__asha_promote_validated(a, sc, id, m, length, out);
     bracket *b = &a->b[t->bracket];
     bool passed = false;
     for (int r = t->rung; r < b->num_rungs; r++) {
         rung *g = &b->rungs[r];
         t->rung = r;
         if (length.n < g->units)
-            return passed ? dt_search_validate_after(out, id, units(a, g->units)) : DT_OK;
-        int64_t idx = rung_insert(g, id, m);
+            return passed ? dt_search_validate_after(out, id, dt__asha_units(a, g->units)) : DT_OK;
+        int64_t idx = dt__asha_rung_insert(g, id, m);
         if (idx < 0) return dt_error(DT_ERR_OOM, "out of memory recording a rung's metric");
         int64_t keep = (int64_t)((double)g->n / a->divisor);
         if (r == b->num_rungs - 1 || idx >= (keep > 1 ? keep : 1)) {
@@ -266,34 +165,36 @@ static dt_status asha_validated(void *state, dt_search_ctx *sc, int64_t id, doub
 
 static dt_status asha_closed(void *state, dt_search_ctx *sc, int64_t id, dt_search_ops *out) {
     asha *a = state;
-    trial *t = trial_of(a, id);
+    trial *t = dt__asha_trial_of(a, id);
     if (!t) return DT_ERR_STATE;
     bracket *b = &a->b[t->bracket];
     t->flags |= T_DONE | T_CLOSED;
     b->c[B_OPEN]--;
     b->c[B_CLOSED]++;
-    if (b->c[B_CREATED] - b->c[B_INVALID] < b->max_trials) return start(a, t->bracket, sc, out);
+    /* the stopping rule refills on a close; the promotion rule when a rung promotes nobody */
+    if (a->stop_once && b->c[B_CREATED] - b->c[B_INVALID] < b->max_trials)
+        return dt__asha_start(a, t->bracket, sc, out);
     for (int k = 0; k < a->nb; k++)
-        if (!bracket_done(&a->b[k])) return DT_OK;
+        if (!dt__asha_bracket_done(&a->b[k])) return DT_OK;
     return dt_search_shutdown(out, false, false);
 }
 
 static dt_status asha_exited(void *state, dt_search_ctx *sc, int64_t id, dt_search_exit why,
                              dt_search_ops *out) {
     asha *a = state;
-    (void)sc, (void)out;
-    trial *t = trial_of(a, id);
+    trial *t = dt__asha_trial_of(a, id);
     if (!t) return DT_ERR_STATE;
     if (t->flags & T_DONE) return DT_OK;
+    if (!a->stop_once) return dt__asha_promote_exited(a, sc, id, why, out);
     t->flags |= T_DONE;
     bracket *b = &a->b[t->bracket];
     if (why == DT_SEARCH_EXIT_INVALID_HP) {
         t->flags |= T_INVALID;
         b->c[B_INVALID]++;
-        for (int r = 0; r <= t->rung; r++) rung_remove(&b->rungs[r], id);
+        for (int r = 0; r <= t->rung; r++) dt__asha_rung_remove(&b->rungs[r], id);
         return DT_OK;
     }
-    if (rung_insert(&b->rungs[t->rung], id, WORST) < 0)
+    if (dt__asha_rung_insert(&b->rungs[t->rung], id, WORST) < 0)
         return dt_error(DT_ERR_OOM, "out of memory recording a rung's metric");
     return DT_OK;
 }
@@ -415,7 +316,7 @@ static dt_status asha_load(void *state, const json_t *saved) {
         json_int_t k = json_integer_value(jk), r = json_integer_value(jr),
                    f = json_integer_value(jf);
         if (!json_is_integer(jk) || !json_is_integer(jr) || !json_is_integer(jf) || k < 0 ||
-            k >= a->nb || r < 0 || r >= a->b[k].num_rungs || f < 0 || f > 7) {
+            k >= a->nb || r < 0 || r >= a->b[k].num_rungs || f < 0 || f > T_ALL) {
             free(t);
             return bad("trial names a bracket or rung this config does not have");
         }
@@ -438,8 +339,18 @@ static dt_status asha_load(void *state, const json_t *saved) {
 
 /* ---- construction -------------------------------------------------------------------------- */
 
+const char *dt_searcher_time_metric(const dt_expconf *cfg) {
+    const char *m = cfg->searcher.time_metric;
+    if (!m || cfg->searcher.max_time <= 0) return NULL;
+    return strcmp(m, "batches") && strcmp(m, "records") && strcmp(m, "epochs") ? m : NULL;
+}
+
 dt_status dt__asha_length(const dt_expconf *cfg, dt_length *out) {
     dt_length L = cfg->searcher.max_length;
+    if (dt_searcher_time_metric(cfg)) { /* rungs in the reported metric's own units */
+        *out = (dt_length){DT_UNIT_BATCHES, cfg->searcher.max_time};
+        return DT_OK;
+    }
     *out = L;
     if (L.n <= 0)
         return dt_error(DT_ERR_CONFIG, "the adaptive_asha searcher needs searcher.max_length; "
@@ -501,6 +412,8 @@ dt_status dt__search_asha_new(const dt_expconf *cfg, dt_search_method *out) {
     *a = (asha){.length = L,
                 .divisor = sc->divisor,
                 .smaller_is_better = sc->smaller_is_better,
+                /* a trial timed by a reported metric is stopped, never paused and resumed */
+                .stop_once = sc->stop_once || dt_searcher_time_metric(cfg),
                 .nb = nb,
                 .b = a->b};
     for (int k = 0; k < nb; k++) {

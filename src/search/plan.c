@@ -1,7 +1,9 @@
 /*
  * plan.c — a searcher's plan before it runs: how many trials, how long, and for adaptive_asha
- * each bracket's rungs (lengths in the unit trials train in) and how many trials reach each rung
- * when the stopping rule keeps the best 1/divisor: T_b at rung 0, then ⌊T_b / d^i⌋ (at least 1).
+ * each bracket's rungs (lengths in the unit trials train in, or in searcher.time_metric's units
+ * when the trial reports it; "unit" is then the metric's name) and how many trials reach each rung
+ * when each rung passes on its best 1/divisor (under either rule): T_b at rung 0, then
+ * ⌊T_b / d^i⌋ (at least 1).
  * The numbers are asha.c's own functions, so the plan is what the searcher will do.
  */
 #include "search_impl.h"
@@ -29,7 +31,9 @@ static dt_status asha_plan(const dt_expconf *cfg, json_t *plan) {
     dt__asha_bracket_trials(sc->max_trials, sc->divisor, nb, rungs, trials);
     dt__asha_bracket_concurrency(dt__search_max_concurrent(cfg), nb, conc);
     json_t *brackets = json_array();
-    json_object_set_new(plan, "unit", json_string(dt_unit_name(L.unit)));
+    const char *tm = dt_searcher_time_metric(cfg);
+    json_object_set_new(plan, "unit", json_string(tm ? tm : dt_unit_name(L.unit)));
+    if (sc->time_metric) json_object_set_new(plan, "time_metric", json_string(sc->time_metric));
     json_object_set_new(plan, "length", json_integer(L.n));
     json_object_set_new(plan, "brackets", brackets);
     for (int k = 0; k < nb; k++) {

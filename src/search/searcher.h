@@ -29,6 +29,10 @@ DT_API dt_status dt_searcher_load(dt_searcher *s, const json_t *snapshot);
  * a new object {searcher, unit, length, trials, brackets: [{rungs: [lengths], trials: [per
  * rung], max_concurrent}]} (brackets for adaptive_asha only; lengths in the unit trials train
  * in). DT_ERR_CONFIG when the searcher could not be built from the config. */
+/* The metric adaptive_asha's rungs count in when the trial reports it in its validation metrics
+ * (searcher.time_metric other than batches, records or epochs, with max_time), else NULL: the
+ * master then reads it from each validation and the searcher's lengths are in its units. */
+DT_API const char *dt_searcher_time_metric(const dt_expconf *cfg);
 DT_API dt_status dt_searcher_plan(const dt_expconf *cfg, json_t **out);
 
 DT_API void dt_search_ops_free(dt_search_ops *ops);

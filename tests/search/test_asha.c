@@ -102,13 +102,14 @@ static void test_rung_units(void) {
 /* ---- the stopping rule --------------------------------------------------------------------- */
 
 /* One bracket of 3 rungs at 2, 4, 8 batches (max_length 8, divisor 2, max_trials 4 → maxRungs
- * 3, aggressive), two trials at a time. */
-#define ONE_BRACKET(sib)                                                                           \
+ * 3, aggressive), two trials at a time; the stopping rule unless ONE_BRACKET_RULE says else. */
+#define ONE_BRACKET_RULE(sib, once)                                                                \
     "entrypoint: m:T\n"                                                                            \
     "hyperparameters: {x: {type: double, minval: 0, maxval: 1}}\n"                                 \
     "searcher: {name: adaptive_asha, metric: m, smaller_is_better: " sib ",\n"                     \
     "           max_length: {batches: 8}, max_trials: 4, divisor: 2, mode: aggressive,\n"          \
-    "           max_concurrent_trials: 2}\n"
+    "           max_concurrent_trials: 2, stop_once: " once "}\n"
+#define ONE_BRACKET(sib) ONE_BRACKET_RULE(sib, "true")
 
 typedef struct drive {
     dt_searcher *s;
@@ -157,9 +158,9 @@ static const char *ev(drive *d, char what, int64_t id, dt_search_exit why) {
 }
 
 /* A searcher over ONE_BRACKET (smaller is better) whose first two trials are created. */
-static bool drive_open(drive *d, dt_expconf **c) {
+static bool drive_open_rule(drive *d, dt_expconf **c, const char *text) {
     *d = (drive){.sign = 1};
-    *c = cload(ONE_BRACKET("true"));
+    *c = cload(text);
     CHECK(*c && dt_searcher_new(*c, 1, &d->s) == DT_OK);
     if (!d->s) {
         dt_expconf_free(*c);
@@ -169,6 +170,10 @@ static bool drive_open(drive *d, dt_expconf **c) {
     ev(d, 'c', 1, 0);
     ev(d, 'c', 2, 0);
     return true;
+}
+
+static bool drive_open(drive *d, dt_expconf **c) {
+    return drive_open_rule(d, c, ONE_BRACKET("true"));
 }
 
 static void drive_close(drive *d, dt_expconf *c) {
@@ -292,18 +297,143 @@ static void test_nan_metric(void) {
     drive_close(&d, c);
 }
 
+/* ---- stop_once: false, the promotion rule -------------------------------------------------- */
+
+/* The curves of the stopping-rule test under stop_once: false. A trial that is not among its
+ * rung's best 1/d pauses (no operation); a later result in the rung promotes it (trial 1
+ * continues after trial 2's result); once the bracket has all its trials and nothing trains
+ * toward a rung, that rung's paused trials are closed. */
+static void test_promotion_rule(void) {
+    drive d;
+    dt_expconf *c;
+    if (!drive_open_rule(&d, &c, ONE_BRACKET_RULE("true", "false"))) return;
+    /* alone in rung 0: ⌊1/2⌋ = 0 may be promoted, so it pauses and a new trial starts */
+    CHECK_OPS(val(&d, 1, 2, 0.5), "N3 V3@2 ");
+    /* the second result makes ⌊2/2⌋ = 1 promotable: the best, the paused trial 1, continues */
+    CHECK_OPS(val(&d, 2, 2, 0.7), "V1@4 ");
+    ev(&d, 'c', 3, 0);
+    /* the best of three: index 0 < ⌊3/2⌋ = 1, promoted at once */
+    CHECK_OPS(val(&d, 3, 2, 0.3), "V3@4 ");
+    /* trial 1 alone in rung 1 pauses; nothing trains on, so the fourth trial starts */
+    CHECK_OPS(val(&d, 1, 4, 0.45), "N4 V4@2 ");
+    ev(&d, 'c', 4, 0);
+    /* the index 1 of rung 0 (trial 1) is promoted already; all 4 trials are created and none
+     * trains toward rung 0, so its paused trials (2 and 4) are closed */
+    CHECK_OPS(val(&d, 4, 2, 0.9), "C2 C4 ");
+    /* trial 3 leads rung 1: promoted; rung 1 then has none in training, so 1 closes */
+    CHECK_OPS(val(&d, 3, 4, 0.2), "V3@8 C1 ");
+    CHECK_OPS(ev(&d, 'd', 2, 0), "");
+    CHECK_OPS(ev(&d, 'd', 4, 0), "");
+    CHECK_OPS(ev(&d, 'd', 1, 0), "");
+    CHECK_OPS(val(&d, 3, 8, 0.1), "C3 ");
+    CHECK_OPS(ev(&d, 'd', 3, 0), "S ");
+    drive_close(&d, c);
+}
+
+/* stop_once: true on the same first results: trial 1 goes on at once, trial 2 is closed at its
+ * rung and never gets another operation, whatever the later results. */
+static void test_stop_once_never_resumes(void) {
+    drive d;
+    dt_expconf *c;
+    if (!drive_open(&d, &c)) return;
+    CHECK_OPS(val(&d, 1, 2, 0.5), "V1@4 ");
+    CHECK_OPS(val(&d, 2, 2, 0.7), "C2 ");
+    CHECK_OPS(ev(&d, 'd', 2, 0), "N3 V3@2 ");
+    ev(&d, 'c', 3, 0);
+    /* the results that promoted a paused trial above promote nobody here but the reporter */
+    CHECK_OPS(val(&d, 3, 2, 0.9), "C3 ");
+    CHECK_OPS(ev(&d, 'd', 3, 0), "N4 V4@2 ");
+    ev(&d, 'c', 4, 0);
+    CHECK_OPS(val(&d, 4, 2, 0.95), "C4 ");
+    CHECK(!strstr(ops_text(&d), "V2"));
+    drive_close(&d, c);
+}
+
+/* An early exit under the promotion rule is the worst result at its rung, and may promote a
+ * paused trial. */
+static void test_promotion_exit(void) {
+    drive d;
+    dt_expconf *c;
+    if (!drive_open_rule(&d, &c, ONE_BRACKET_RULE("true", "false"))) return;
+    CHECK_OPS(val(&d, 1, 2, 0.5), "N3 V3@2 ");
+    CHECK_OPS(ev(&d, 'x', 2, DT_SEARCH_EXIT_ERRORED), "V1@4 ");
+    CHECK_OPS(rung_text(&d, 0), "1:0.5 2:worst ");
+    drive_close(&d, c);
+}
+
+/* ---- searcher.max_time with a reported time metric ---------------------------------------- */
+
+/* Rungs in the metric's own units: max_time 900 seconds, d 4, 16 trials → [56, 225, 900] and
+ * [225, 900]; a result counts at a rung once the reported time reaches it; such a search always
+ * stops (a trial that trains by the clock is never paused and resumed). */
+static void test_time_metric_rungs(void) {
+    const char *text = "entrypoint: m:T\n"
+                       "hyperparameters: {x: {type: double, minval: 0, maxval: 1}}\n"
+                       "searcher: {name: adaptive_asha, metric: m, max_trials: 16,\n"
+                       "           time_metric: seconds, max_time: 900,\n"
+                       "           max_length: {batches: 100000}, max_concurrent_trials: 4}\n";
+    dt_expconf *c = cload(text);
+    if (!c) return;
+    CHECK(dt_searcher_time_metric(c) && !strcmp(dt_searcher_time_metric(c), "seconds"));
+    json_t *plan = NULL;
+    CHECK(dt_searcher_plan(c, &plan) == DT_OK && plan);
+    char *txt = json_dumps(json_object_get(plan, "brackets"), JSON_COMPACT);
+    CHECK_MSG(txt && strstr(txt, "\"rungs\":[56,225,900]") && strstr(txt, "\"rungs\":[225,900]"),
+              "%s", txt ? txt : "");
+    CHECK(!strcmp(json_string_value(json_object_get(plan, "unit")), "seconds"));
+    free(txt);
+    json_decref(plan);
+    drive d = {.sign = 1};
+    CHECK(dt_searcher_new(c, 1, &d.s) == DT_OK);
+    if (!d.s) {
+        dt_expconf_free(c);
+        return;
+    }
+    CHECK(dt_searcher_initial_operations(d.s, &d.ops) == DT_OK);
+    CHECK_OPS(ops_text(&d), "N1 V1@56 N2 V2@56 N3 V3@225 N4 V4@225 ");
+    for (int i = 1; i <= 4; i++) ev(&d, 'c', i, 0);
+    CHECK_OPS(val(&d, 1, 30, 0.5), "");        /* 30 s: below rung 0 */
+    CHECK_OPS(val(&d, 1, 60, 0.5), "V1@225 "); /* alone at 56 s: goes on */
+    /* worse at 70 s: stopped at once although stop_once is false */
+    CHECK_OPS(val(&d, 2, 70, 0.7), "C2 ");
+    /* one report past two rungs is judged at both */
+    CHECK_OPS(val(&d, 3, 950, 0.1), "C3 ");
+    CHECK_OPS(rung_text(&d, 0), "1:0.5 2:0.7 ");
+    drive_close(&d, c);
+}
+
+/* With a time metric that is the trial's unit, max_time is max_length. */
+static void test_time_metric_unit(void) {
+    dt_expconf *c = cload("entrypoint: m:T\n"
+                          "hyperparameters: {x: {type: double, minval: 0, maxval: 1}}\n"
+                          "searcher: {name: adaptive_asha, metric: m, max_trials: 16,\n"
+                          "           time_metric: batches, max_time: 937}\n");
+    if (!c) return;
+    CHECK(!dt_searcher_time_metric(c));
+    CHECK(c->searcher.max_length.unit == DT_UNIT_BATCHES && c->searcher.max_length.n == 937);
+    dt_expconf_free(c);
+}
+
 /* ---- a whole search ------------------------------------------------------------------------ */
 
 static double fake_loss(const sim_trial *t, int64_t length) {
     return t->x + 10.0 / (double)length; /* improves with training; x sets the trial's floor */
 }
 
-static void test_full_search(void) {
-    dt_expconf *c = cload("entrypoint: m:T\n"
-                          "hyperparameters: {x: {type: double, minval: 0, maxval: 1}}\n"
-                          "searcher: {name: adaptive_asha, metric: loss, max_trials: 16,\n"
-                          "           max_length: {batches: 81}, divisor: 3, max_rungs: 5,\n"
-                          "           max_concurrent_trials: 4}\n");
+/* The whole search under either rule. Both: 16 trials, SHUTDOWN once, progress monotone to 1,
+ * each bracket's best trial reaches the top, most stop early, at most 4 trials train at once.
+ * Stopping rule: a trial that got no operation after a result never gets one later, and at
+ * most 4 are open. Promotion rule: some paused trial does resume. */
+static void full_search(bool once) {
+    char text[512];
+    snprintf(text, sizeof text,
+             "entrypoint: m:T\n"
+             "hyperparameters: {x: {type: double, minval: 0, maxval: 1}}\n"
+             "searcher: {name: adaptive_asha, metric: loss, max_trials: 16,\n"
+             "           max_length: {batches: 81}, divisor: 3, max_rungs: 5,\n"
+             "           max_concurrent_trials: 4, stop_once: %s}\n",
+             once ? "true" : "false");
+    dt_expconf *c = cload(text);
     if (!c) return;
     /* maxRungs = min(5, ⌊log3 81⌋ + 1 = 5, ⌊log3 16⌋ + 1 = 3) = 3; standard: brackets [3, 2];
      * trials ∝ 9/3, 3/2 → ⌊10.67⌋ = 10, ⌊5.33⌋ = 5, remainder 1 → [11, 5]; concurrency [2, 2];
@@ -317,17 +447,28 @@ static void test_full_search(void) {
               "%s", m.log);
     double last = 0;
     bool monotone = true;
-    int steps = 0;
-    while (sim_step(&m)) {
+    int steps = 0, resumed = 0;
+    while (true) {
+        bool waiting[SIM_MAX + 1] = {0};
+        for (int64_t i = 1; i <= m.n; i++)
+            waiting[i] = m.t[i].created && !m.t[i].closed && !m.t[i].close_asked &&
+                         m.t[i].reached > 0 && m.t[i].target <= m.t[i].reached;
+        if (!sim_step(&m)) break;
+        for (int64_t i = 1; i <= m.n; i++) resumed += waiting[i] && m.t[i].target > m.t[i].reached;
         double p = dt_searcher_progress(m.s);
         monotone &= p >= last - 1e-12;
         last = p;
-        int open = 0;
-        for (int64_t i = 1; i <= m.n; i++) open += m.t[i].created && !m.t[i].closed;
-        CHECK(open <= 4);
+        int open = 0, training = 0;
+        for (int64_t i = 1; i <= m.n; i++) {
+            open += m.t[i].created && !m.t[i].closed;
+            training += m.t[i].created && !m.t[i].closed && !m.t[i].close_asked &&
+                        m.t[i].target > m.t[i].reached;
+        }
+        CHECK(training <= 4 && (!once || open <= 4));
         steps++;
     }
     CHECK(!m.failed && m.shutdowns == 1 && monotone && last == 1);
+    CHECK_MSG(once ? resumed == 0 : resumed > 0, "%d trials resumed", resumed);
     CHECK(m.log_len > 9 && !strcmp(m.log + m.log_len - 9, "SHUTDOWN\n"));
     CHECK_MSG(m.n == 16, "%lld trials", (long long)m.n);
     /* the best trial of each bracket trains to max_length (it leads every rung it reaches) */
@@ -357,6 +498,14 @@ static void test_full_search(void) {
     dt_expconf_free(c);
 }
 
+static void test_full_search_stopping(void) {
+    full_search(true);
+}
+
+static void test_full_search_promotion(void) {
+    full_search(false);
+}
+
 static void test_config_errors(void) {
     dt_expconf *c = cload(ONE_BRACKET("true"));
     if (!c) return;
@@ -377,7 +526,13 @@ int main(void) {
     TEST_RUN(test_stopping_larger);
     TEST_RUN(test_invalid_hp);
     TEST_RUN(test_nan_metric);
-    TEST_RUN(test_full_search);
+    TEST_RUN(test_promotion_rule);
+    TEST_RUN(test_stop_once_never_resumes);
+    TEST_RUN(test_promotion_exit);
+    TEST_RUN(test_time_metric_rungs);
+    TEST_RUN(test_time_metric_unit);
+    TEST_RUN(test_full_search_stopping);
+    TEST_RUN(test_full_search_promotion);
     TEST_RUN(test_config_errors);
     TEST_END();
 }

@@ -1,0 +1,78 @@
+/*
+ * asha_impl.h — adaptive_asha's state and what both its rules do to it (asha_state.c): the
+ * stopping rule (asha.c, stop_once: true, and every search timed by a reported metric) and the
+ * promotion rule (asha_promote.c, stop_once: false). Nothing outside these files uses it.
+ */
+#ifndef DTRAIN_ASHA_IMPL_H
+#define DTRAIN_ASHA_IMPL_H
+
+#include "search_impl.h"
+
+#include <float.h>
+
+#define MAX_RUNGS 1000 /* more would only come from a divisor barely above 1 */
+#define WORST DBL_MAX
+
+typedef struct entry {
+    int64_t id;
+    double metric; /* smaller is better */
+} entry;
+
+typedef struct rung {
+    int64_t units;
+    int64_t n, cap;
+    entry *v; /* sorted ascending by metric */
+} rung;
+
+enum { B_CREATED, B_INVALID, B_OPEN, B_CLOSED, B_N };
+
+typedef struct bracket {
+    int num_rungs;
+    int64_t max_trials, max_concurrent;
+    int64_t c[B_N];
+    rung *rungs;
+} bracket;
+
+/* Per-trial flags. done: no more operations will come (stopped, topped out or exited);
+ * exited: ended early; shut: the searcher closed it; wait: reported at its current rung and not
+ * promoted (paused; the promotion rule may continue it later). */
+enum { T_DONE = 1, T_INVALID = 2, T_CLOSED = 4, T_EXITED = 8, T_SHUT = 16, T_WAIT = 32 };
+#define T_ALL 63
+
+typedef struct trial {
+    int32_t bracket, rung;
+    int32_t flags;
+} trial;
+
+typedef struct asha {
+    dt_length length;
+    double divisor;
+    bool smaller_is_better;
+    bool stop_once; /* the stopping rule; false: the promotion rule */
+    int nb;
+    bracket *b;
+    trial *t; /* request id i + 1 */
+    int64_t nt, tcap;
+} asha;
+
+/* Insert (id, m) into the rung, before any equal metric; returns its index or -1 (OOM). */
+int64_t dt__asha_rung_insert(rung *g, int64_t id, double m);
+void dt__asha_rung_remove(rung *g, int64_t id);
+/* The trial of request `id`, or NULL with DT_ERR_STATE. */
+trial *dt__asha_trial_of(asha *a, int64_t id);
+/* A new trial in bracket k: CREATE and VALIDATE_AFTER its first rung. */
+dt_status dt__asha_start(asha *a, int k, dt_search_ctx *sc, dt_search_ops *out);
+/* No open trial and no more to create. */
+bool dt__asha_bracket_done(const bracket *b);
+
+static inline dt_length dt__asha_units(const asha *a, int64_t n) {
+    return (dt_length){a->length.unit, n};
+}
+
+/* The promotion rule's events (asha_promote.c); `m` is already smaller-is-better and finite. */
+dt_status dt__asha_promote_validated(asha *a, dt_search_ctx *sc, int64_t id, double m,
+                                     dt_length length, dt_search_ops *out);
+dt_status dt__asha_promote_exited(asha *a, dt_search_ctx *sc, int64_t id, dt_search_exit why,
+                                  dt_search_ops *out);
+
+#endif
