@@ -68,7 +68,10 @@ dt_status m_exp_create_from(master *m, const json_t *body, const dt__buf *given,
     if (st == DT_OK) st = m_snapshot_unpack(m, tar->p, tar->len, dir, sizeof dir);
     if (st == DT_OK && (st = m_exp_create_at(m, body, dir, id, warnings)) != DT_OK)
         dt__tree_remove(dir);
-    if (st == DT_OK && (st = dt_store_modeldef_put(m->store, *id, tar->p, tar->len)) != DT_OK) {
+    const char *cname = json_string_value(json_object_get(body, "config_name"));
+    if (st == DT_OK &&
+        ((st = dt_store_modeldef_put(m->store, *id, tar->p, tar->len)) != DT_OK ||
+         (cname && (st = dt_store_exp_set_config_name(m->store, *id, cname)) != DT_OK))) {
         /* created but not kept whole: stopped before anything runs from it */
         char msg[2048];
         snprintf(msg, sizeof msg, "%s", dt_last_error());

@@ -1,6 +1,7 @@
 /*
  * store_modeldef.c — the model_defs table (store_schema.c version 4): an experiment's model
- * definition as one tar, put and got by experiment id (store_modeldef.h). Each call runs in
+ * definition as one tar, put and got by experiment id (store_modeldef.h), and the name of the
+ * config file it was created from (store_schema.c version 5). Each call runs in
  * one store group (dt_store_begin), which also holds the store's lock over the raw SQL.
  */
 #include "master/store_impl.h"
@@ -76,4 +77,26 @@ dt_status dt_store_modeldef_get(dt_store *st, int64_t exp_id, void **tar, size_t
     sqlite3_finalize(s);
     DT_KEEP_ERROR(dt_store_rollback(st));
     return status;
+}
+
+dt_status dt_store_exp_set_config_name(dt_store *st, int64_t exp_id, const char *name) {
+    dt_status status = dt_store_begin(st);
+    if (status != DT_OK) return status;
+    sqlite3_stmt *s = NULL;
+    status = prepare(st, "UPDATE experiments SET config_name = ?2 WHERE id = ?1",
+                     "recording a config file's name", &s);
+    if (status == DT_OK) {
+        sqlite3_bind_int64(s, 1, exp_id);
+        sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
+        int rc = sqlite3_step(s);
+        if (rc != SQLITE_DONE)
+            status = dt__store_sqlite_error(dt__store_db(st), rc, "(the store)",
+                                            "recording a config file's name");
+    }
+    sqlite3_finalize(s);
+    if (status != DT_OK) {
+        DT_KEEP_ERROR(dt_store_rollback(st));
+        return status;
+    }
+    return dt_store_commit(st);
 }

@@ -126,4 +126,22 @@ check '[ -f "$W/dl4/small.bin" ] && [ ! -e "$W/dl4/ckpt" ]' "experiment 4's file
 rc=$?
 check '[ $rc -ne 0 ] && grep -q "nowhere" "$W/o"' "--include of a missing path: rc $rc: $(cat "$W/o")"
 
+# 7. the config's warnings name the file as it was given, on the CLI and the experiment page
+cp "$CONFIG" "$W/warn.yaml"
+echo "bogus_key: 1" >> "$W/warn.yaml"
+(cd "$W" && "$DTRAIN" experiment create warn.yaml orig --paused > "$W/o" 2>&1)
+rc=$?
+check '[ $rc -eq 0 ] && grep -q "warning: warn.yaml:16:1: unknown key" "$W/o"' \
+  "create with a warning: rc $rc: $(cat "$W/o")"
+id=$(sed -n 's/^created experiment \([0-9]*\)$/\1/p' "$W/o")
+"$PY" - "$DTRAIN_MASTER/experiments/$id" "$DTRAIN_HOME/master.token" > "$W/page" 2>&1 << 'PYEOF'
+import os, sys, urllib.request
+req = urllib.request.Request(sys.argv[1])
+if os.path.exists(sys.argv[2]):
+    req.add_header("Authorization", "Bearer " + open(sys.argv[2]).read().strip())
+print(urllib.request.urlopen(req, timeout=60).read().decode())
+PYEOF
+check 'grep -q "warn.yaml:16:1: unknown key" "$W/page"' \
+  "the experiment page does not name warn.yaml: $(grep -o "[a-z.]*:16:1[^<]*" "$W/page" | head -3)"
+
 summary
