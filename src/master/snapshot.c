@@ -78,6 +78,8 @@ dt_status m_exp_create_from(master *m, const json_t *body, const dt__buf *given,
         m_exp *e = m_exp_find(m, *id);
         if (e) DT_KEEP_ERROR(m_exp_action(m, e, M_ACT_KILL));
         st = dt_error(st, "experiment %lld was stopped: %s", (long long)*id, msg);
+        json_decref(*warnings);
+        *warnings = NULL;
     }
     /* a context copied for this request (dtrain dsat --include) is not needed any more */
     const char *given_dir = json_string_value(json_object_get(body, "model_dir"));
