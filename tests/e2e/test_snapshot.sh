@@ -11,9 +11,7 @@ DTRAIN=$1
 SRC=$2
 PY=${PYTHON:-python3}
 W=$(mktemp -d /tmp/dtrain-snap.XXXXXX)
-export DTRAIN_HOME=$W/home
-PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-export DTRAIN_MASTER=http://127.0.0.1:$PORT
+. "$SRC/tests/e2e/master_env.sh" # DTRAIN_HOME, DTRAIN_MASTER on a free port (the CLI starts it)
 cleanup() {
   "$DTRAIN" master stop > /dev/null 2>&1
   rm -rf "$W"
