@@ -25,9 +25,7 @@
 /* The largest model definition an experiment keeps (the reference platform's limit). */
 #define SNAPSHOT_LIMIT ((size_t)96 << 20)
 
-/* The model definition a create request names: its model_dir and include (absolute paths on
- * the master's machine). */
-static dt_status pack_request(const json_t *body, dt__buf *tar) {
+dt_status m_snapshot_pack(const json_t *body, dt__buf *tar) {
     const char *dir = json_string_value(json_object_get(body, "model_dir"));
     if (!dir || dir[0] != '/') return dt_error(DT_ERR_CONFIG, "model_dir must be an absolute path");
     struct stat sb;
@@ -64,7 +62,7 @@ dt_status m_exp_create_from(master *m, const json_t *body, const dt__buf *given,
     dt__buf own = {0};
     const dt__buf *tar = given ? given : &own;
     char dir[4400];
-    dt_status st = given ? DT_OK : pack_request(body, &own);
+    dt_status st = given ? DT_OK : m_snapshot_pack(body, &own);
     if (st == DT_OK) st = m_snapshot_unpack(m, tar->p, tar->len, dir, sizeof dir);
     if (st == DT_OK && (st = m_exp_create_at(m, body, dir, id, warnings)) != DT_OK)
         dt__tree_remove(dir);
@@ -83,13 +81,9 @@ dt_status m_exp_create_from(master *m, const json_t *body, const dt__buf *given,
     }
     /* a context copied for this request (dtrain dsat --include) is not needed any more */
     const char *given_dir = json_string_value(json_object_get(body, "model_dir"));
-    if (st == DT_OK && !given && own_context(m, given_dir)) dt__tree_remove(given_dir);
+    if (st == DT_OK && own_context(m, given_dir)) dt__tree_remove(given_dir);
     dt__buf_free(&own);
     return st;
-}
-
-dt_status m_exp_create(master *m, const json_t *body, int64_t *id, json_t **warnings) {
-    return m_exp_create_from(m, body, NULL, id, warnings);
 }
 
 static void model_def_of(master *m, int64_t id, const json_t *row, const dt_http_req *req,
