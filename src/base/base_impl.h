@@ -55,7 +55,7 @@ int dt__rm_tree_at(int pfd, const char *name);
 struct json_t;
 const char *dt__json_describe(const struct json_t *v, bool yaml, char *buf, size_t n);
 
-/* ---- durable.c: the pieces of the durable write path (dtrain/durable.h) ---- */
+/* ---- durable.c: the pieces of the durable write path (base/durable.h) ---- */
 /* Write all n bytes to fd (retrying short writes and EINTR). DT_ERR_IO naming `path`. */
 dt_status dt__write_full(int fd, const char *path, const void *data, size_t n);
 /* fsync fd. DT_ERR_IO naming `path`. */

@@ -1,6 +1,6 @@
 /*
  * durable.c — the one write path for files that must survive a crash whole (see
- * dtrain/durable.h): write fully, fsync, rename over the old name, fsync the directory; on any
+ * base/durable.h): write fully, fsync, rename over the old name, fsync the directory; on any
  * failure remove the temporary and leave the old file untouched.
  *
  * Also the plain pieces the checkpoint directory writer builds its own directory-level

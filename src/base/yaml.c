@@ -2,7 +2,7 @@
  * yaml.c — YAML (libyaml's event parser) into a jansson tree, keeping source positions.
  *
  * The builder keeps a stack of open mappings/sequences and adds each finished node to the top
- * one. Scalars are typed by the YAML 1.2 core schema (see dtrain/yaml.h); quoted and block
+ * one. Scalars are typed by the YAML 1.2 core schema (see base/yaml.h); quoted and block
  * scalars are strings. Positions live in two hash tables owned by the doc:
  *   - child table: (parent object, key) or (parent array, index) → value and key positions;
  *     this is the lookup validation uses, since jansson's true/false/null are singletons;

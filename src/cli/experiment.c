@@ -1,11 +1,12 @@
 /* experiment.c — `dtrain experiment create|list|describe|logs|pause|activate|cancel|kill|
- * delete|wait|list-trials`: parses the arguments, calls the master's REST API (docs/api.md)
- * and prints the answer (output.h). */
+ * delete|wait|list-trials|download-model-def`: parses the arguments, calls the master's REST
+ * API (docs/api.md) and prints the answer (output.h). */
 #define _GNU_SOURCE
 #include "args.h"
 #include "cli.h"
 
 #include "base/yaml.h"
+#include "master/snapshot.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -18,15 +19,21 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: dtrain experiment <verb> [args]\n"
-               "  create CONFIG.yaml MODEL_DIR [--config KEY=VALUE ...] [--paused] [--follow]\n"
-               "                       submit an experiment (--follow: stream its logs, then exit\n"
-               "                       0 only if it COMPLETED)\n"
+               "  create CONFIG.yaml MODEL_DIR [--include PATH ...] [--config KEY=VALUE ...]\n"
+               "         [--paused] [--follow]\n"
+               "                       submit an experiment; MODEL_DIR (less what its\n"
+               "                       .dtrainignore leaves out) and each --include PATH are\n"
+               "                       kept with it, up to 96 MiB (--follow: stream its logs,\n"
+               "                       then exit 0 only if it COMPLETED)\n"
                "  list [--json]        every experiment, newest first\n"
                "  describe ID [--json] the experiment and its trials\n"
                "  logs ID [--follow]   the logs of its trials\n"
                "  pause ID | activate ID | cancel ID | kill ID | delete ID\n"
                "  wait ID              until it ends: exit 0 COMPLETED, 1 ERROR, 2 CANCELED\n"
-               "  list-trials ID [--json]  its trials (as dtrain trial list ID)\n");
+               "  list-trials ID [--json]  its trials (as dtrain trial list ID)\n"
+               "  download-model-def ID [DIR]  the files it was created from, into DIR\n"
+               "                       (default ./experiment_ID_model_def; not an existing\n"
+               "                       non-empty one)\n");
 }
 
 /* Read a whole file (malloc'd, NUL-terminated); NULL with errno. */
@@ -100,9 +107,28 @@ static void print_summary(dt_client *c, int64_t id) {
     json_decref(ans);
 }
 
-int dt_cli_create_experiment(const char *who, const char *config_path, const char *model_dir,
-                             const json_t *overrides, bool activate, dt_client **client,
-                             int64_t *id) {
+/* The absolute paths of the --include arguments into a JSON array; NULL after printing the
+ * error for one that does not exist. */
+static json_t *include_paths(const char *who, const dt_cli_list *include) {
+    json_t *a = json_array();
+    for (int i = 0; include && i < include->n; i++) {
+        char p[PATH_MAX];
+        if (!realpath(include->v[i], p)) {
+            fprintf(stderr,
+                    "%s: error: --include '%s': %s\nhint: give a file or directory "
+                    "that exists\n",
+                    who, include->v[i], strerror(errno));
+            return json_decref(a), NULL;
+        }
+        json_array_append_new(a, json_string(p));
+    }
+    return a;
+}
+
+/* dt_cli_create_experiment with the paths to keep beside the model directory's files. */
+static int create_with(const char *who, const char *config_path, const char *model_dir,
+                       const dt_cli_list *include, const json_t *overrides, bool activate,
+                       dt_client **client, int64_t *id) {
     *client = NULL;
     size_t len;
     char *text = read_file(config_path, &len);
@@ -123,9 +149,11 @@ int dt_cli_create_experiment(const char *who, const char *config_path, const cha
         free(text);
         return DT_EXIT_FAILED;
     }
-    json_t *body =
-        json_pack("{s:s%,s:s,s:s,s:O,s:b}", "config_text", text, len, "config_name", config_path,
-                  "model_dir", dir, "overrides", overrides, "activate", activate);
+    json_t *inc = include_paths(who, include);
+    if (!inc) return free(text), DT_EXIT_FAILED;
+    json_t *body = json_pack("{s:s%,s:s,s:s,s:o,s:O,s:b}", "config_text", text, len, "config_name",
+                             config_path, "model_dir", dir, "include", inc, "overrides", overrides,
+                             "activate", activate);
     free(text);
     if (!body) {
         fprintf(stderr, "%s: error: the config '%s' is not UTF-8 text\nhint: save it as UTF-8\n",
@@ -161,15 +189,22 @@ int dt_cli_follow_experiment(dt_client *c, const char *who, int64_t id, char **s
     return rc;
 }
 
+int dt_cli_create_experiment(const char *who, const char *config_path, const char *model_dir,
+                             const json_t *overrides, bool activate, dt_client **client,
+                             int64_t *id) {
+    return create_with(who, config_path, model_dir, NULL, overrides, activate, client, id);
+}
+
 static int create(int argc, char **argv) {
     bool follow = false, paused = false;
-    dt_cli_list overrides = {0};
+    dt_cli_list overrides = {0}, include = {0};
     const char *pos[2];
     char err[1024];
     dt_cli_opt opts[] = {{.name = "--follow", .flag = &follow},
                          {.name = "--paused", .flag = &paused},
-                         {.name = "--config", .list = &overrides}};
-    int n = dt_cli_parse(argc, argv, opts, 3, pos, 2, 2, "CONFIG MODEL_DIR", err, sizeof err);
+                         {.name = "--config", .list = &overrides},
+                         {.name = "--include", .list = &include}};
+    int n = dt_cli_parse(argc, argv, opts, 4, pos, 2, 2, "CONFIG MODEL_DIR", err, sizeof err);
     if (n == DT_CLI_HELP) return usage(stdout), DT_EXIT_OK;
     if (n < 0) return dt_cli_usage_error(WHO " create", err, usage);
     for (int i = 0; i < overrides.n; i++)
@@ -180,7 +215,7 @@ static int create(int argc, char **argv) {
     for (int i = 0; i < overrides.n; i++) json_array_append_new(ov, json_string(overrides.v[i]));
     dt_client *c = NULL;
     int64_t id = 0;
-    int rc = dt_cli_create_experiment(WHO " create", pos[0], pos[1], ov, !paused, &c, &id);
+    int rc = create_with(WHO " create", pos[0], pos[1], &include, ov, !paused, &c, &id);
     json_decref(ov);
     if (rc) return dt_client_free(c), rc;
     if (follow) {
@@ -301,6 +336,35 @@ static int one_id(const char *verb, int argc, char **argv) {
     return rc;
 }
 
+/* download-model-def ID [DIR]: the experiment's kept files written into DIR. */
+static int download_model_def(int argc, char **argv) {
+    const char *pos[2] = {NULL, NULL}, *who = WHO " download-model-def";
+    char err[512], path[128], dir[PATH_MAX];
+    int n = dt_cli_parse(argc, argv, NULL, 0, pos, 1, 2, "ID [DIR]", err, sizeof err);
+    if (n == DT_CLI_HELP) return usage(stdout), DT_EXIT_OK;
+    int64_t id;
+    if (n < 0 || !dt_cli_parse_id(pos[0], "the experiment ID", &id, err, sizeof err))
+        return dt_cli_usage_error(who, err, usage);
+    if (n > 1 && pos[1])
+        snprintf(dir, sizeof dir, "%s", pos[1]);
+    else
+        snprintf(dir, sizeof dir, "experiment_%lld_model_def", (long long)id);
+    dt_client *c = dt_cli_connect(who, true);
+    if (!c) return DT_EXIT_UNREACHABLE;
+    json_t *ans = NULL;
+    snprintf(path, sizeof path, "/api/v1/experiments/%lld/model_def", (long long)id);
+    int rc = dt_cli_request(c, who, "GET", path, NULL, &ans, ID_HINT);
+    if (!rc && dt_snapshot_write(json_string_value(json_object_get(ans, "b64Tar")), dir) != DT_OK) {
+        fprintf(stderr, "%s: error: %s\n", who, dt_last_error());
+        rc = DT_EXIT_FAILED;
+    } else if (!rc) {
+        printf("wrote the model definition of experiment %lld into %s\n", (long long)id, dir);
+    }
+    json_decref(ans);
+    dt_client_free(c);
+    return rc;
+}
+
 static int list(int argc, char **argv) {
     bool json = false;
     char err[256];
@@ -333,6 +397,7 @@ int dt_cli_experiment(int argc, char **argv) {
         return usage(stdout), DT_EXIT_OK;
     if (!strcmp(v, "create")) return create(argc - 1, argv + 1);
     if (!strcmp(v, "list")) return list(argc - 1, argv + 1);
+    if (!strcmp(v, "download-model-def")) return download_model_def(argc - 1, argv + 1);
     for (size_t i = 0; i < sizeof one / sizeof *one; i++)
         if (!strcmp(v, one[i])) return one_id(v, argc - 1, argv + 1);
     char err[128];

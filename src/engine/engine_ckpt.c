@@ -11,7 +11,7 @@
  *                                           size and crc32c, the client state (rank 0, last)
  *   DIR/latest                              the tag (rank 0, after every rank finished)
  *
- * Every file goes through base's durable write path (dtrain/durable.h: a temporary name,
+ * Every file goes through base's durable write path (base/durable.h: a temporary name,
  * fsync, rename, directory fsync). The tag, "latest" and JSON helpers are shared with the
  * pipeline engine's checkpoints (pipe_ckpt.c). A load first checks everything it
  * will read (format version, layout, shapes, shard sizes and checksums) on every rank, agrees

@@ -49,6 +49,7 @@ const dt_http_route m_routes[] = {
     {"GET", "/api/v1/experiments/{}/metrics", m_api_experiment_metrics},
     {"GET", "/api/v1/experiments/{}/searcher", m_api_experiment_searcher},
     {"GET", "/api/v1/experiments/{}/dsat", m_api_experiment_dsat},
+    {"GET", "/api/v1/experiments/{}/model_def", m_api_experiment_model_def},
     {"POST", "/api/v1/experiments/{}/{}", m_api_experiment_action},
     {"GET", "/api/v1/trials/{}", m_api_get_trial},
     {"GET", "/api/v1/trials/{}/metrics", m_api_trial_metrics},

@@ -5,6 +5,8 @@
  */
 #include "api_impl.h"
 
+#include "master/det_pack.h"
+
 #include <string.h>
 
 void m_api_create_experiment(void *app, const dt_http_req *req, dt_http_resp *resp) {
@@ -15,11 +17,16 @@ void m_api_create_experiment(void *app, const dt_http_req *req, dt_http_resp *re
                       "model_dir");
         return;
     }
-    pthread_mutex_lock(&m->lock);
     int64_t id = 0;
     json_t *warnings = NULL;
-    dt_status st = m_exp_create(m, req->body, &id, &warnings);
-    pthread_mutex_unlock(&m->lock);
+    dt__buf tar = {0};
+    dt_status st = m_snapshot_pack(req->body, &tar); /* files, not the store: outside the lock */
+    if (st == DT_OK) {
+        pthread_mutex_lock(&m->lock);
+        st = m_exp_create_from(m, req->body, &tar, &id, &warnings);
+        pthread_mutex_unlock(&m->lock);
+    }
+    dt__buf_free(&tar);
     if (st != DT_OK) {
         dt_http_error(resp, st == DT_ERR_OOM || st == DT_ERR_IO ? 500 : 400, "%s", dt_last_error());
         return;

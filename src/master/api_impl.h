@@ -49,6 +49,8 @@ void m_api_experiment_searcher(void *app, const dt_http_req *req, dt_http_resp *
 
 /* api_dsat.c */
 void m_api_experiment_dsat(void *app, const dt_http_req *req, dt_http_resp *resp);
+/* snapshot.c: the experiment's kept model definition, {"b64Tar": base64 of its tar} */
+void m_api_experiment_model_def(void *app, const dt_http_req *req, dt_http_resp *resp);
 
 /* api_logs.c */
 void m_api_experiment_logs(void *app, const dt_http_req *req, dt_http_resp *resp);

@@ -116,6 +116,7 @@ SHARED(get_trial, m_api_get_trial)
 SHARED(trial_logs, m_api_trial_logs)
 SHARED(trial_checkpoints, m_api_trial_checkpoints)
 SHARED(get_checkpoint, m_api_get_checkpoint)
+SHARED(model_def, m_api_experiment_model_def)
 
 /* The reference's routes, served before dtrain's (api.c) on the same server: on a path both
  * use, m_det_or_* answers here; dtrain's own entry for it is then never reached by routing,
@@ -133,7 +134,7 @@ const dt_http_route m_det_routes[] = {
     {"POST", "/api/v1/experiments/{}/{}", m_det_or_experiment_action},
     {"GET", "/api/v1/experiments/{}/trials", m_det_or_experiment_trials},
     {"GET", "/api/v1/experiments/{}/checkpoints", m_det_or_experiment_checkpoints},
-    {"GET", "/api/v1/experiments/{}/model_def", m_det_model_def},
+    {"GET", "/api/v1/experiments/{}/model_def", m_det_or_model_def},
     {"GET", "/api/v1/trials/{}", m_det_or_get_trial},
     {"GET", "/api/v1/trials/{}/workloads", m_det_workloads},
     {"GET", "/api/v1/trials/{}/logs", m_det_or_trial_logs},

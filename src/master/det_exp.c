@@ -18,19 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A new directory $home/contexts/ctx-XXXXXX holding the tar's files (into dir). */
-static dt_status unpack_context(master *m, const dt__buf *tar, char *dir, size_t n) {
-    char failed[4400];
-    snprintf(dir, n, "%s/contexts", m->home);
-    int err = dt__mkdir_p(dir, failed, sizeof failed);
-    if (err) return dt_error(DT_ERR_IO, "cannot create %s: %s", failed, strerror(err));
-    snprintf(dir, n, "%s/contexts/ctx-XXXXXX", m->home);
-    if (!mkdtemp(dir)) return dt_error(DT_ERR_IO, "cannot create %s: %s", dir, strerror(errno));
-    dt_status st = dt__tar_unpack(tar->p, tar->len, dir);
-    if (st != DT_OK) dt__tree_remove(dir);
-    return st;
-}
-
 /* The create is one sequence (validate, unpack, create, keep the files, answer) whose
  * every failure must leave nothing behind. */
 void m_det_create_experiment(master *m, const dt_http_req *req, dt_http_resp *resp) {
@@ -42,37 +29,20 @@ void m_det_create_experiment(master *m, const dt_http_req *req, dt_http_resp *re
     }
     dt__buf tar = {0};
     dt_status st = dt__tar_from_upload(files ? files : json_array(), DT_HTTP_MAX_BODY, &tar);
-    char dir[4400];
-    if (st == DT_OK) st = unpack_context(m, &tar, dir, sizeof dir);
     if (st != DT_OK) {
         dt__buf_free(&tar);
         m_det_fail(resp, st);
         return;
     }
-    json_t *body = json_pack("{s:s,s:s,s:b}", "config_text", config, "model_dir", dir, "activate",
+    json_t *body = json_pack("{s:s,s:b}", "config_text", config, "activate",
                              !json_is_false(json_object_get(req->body, "activate")));
     int64_t id = 0;
     json_t *warnings = NULL, *row = NULL;
     pthread_mutex_lock(&m->lock);
-    st = m_exp_create(m, body, &id, &warnings);
+    st = m_exp_create_from(m, body, &tar, &id, &warnings);
     json_decref(body);
     json_decref(warnings); /* dtrain's text warnings are not the reference's enum */
-    if (st != DT_OK) {
-        pthread_mutex_unlock(&m->lock);
-        dt__tree_remove(dir);
-        dt__buf_free(&tar);
-        m_det_fail(resp, st);
-        return;
-    }
-    st = dt_store_modeldef_put(m->store, id, tar.p, tar.len);
     if (st == DT_OK) st = dt_store_exp_get(m->store, id, &row);
-    if (st != DT_OK) { /* stored but not kept whole: stop it before anything runs */
-        char msg[2048];
-        snprintf(msg, sizeof msg, "%s", dt_last_error());
-        m_exp *e = m_exp_find(m, id);
-        if (e) DT_KEEP_ERROR(m_exp_action(m, e, M_ACT_KILL));
-        st = dt_error(st, "experiment %lld was stopped: %s", (long long)id, msg);
-    }
     pthread_mutex_unlock(&m->lock);
     dt__buf_free(&tar);
     if (st != DT_OK) {

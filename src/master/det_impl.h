@@ -105,6 +105,7 @@ void m_det_or_experiment_action(void *app, const dt_http_req *req, dt_http_resp 
 void m_det_or_experiment_trials(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_det_or_experiment_checkpoints(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_det_model_def(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_det_or_model_def(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_det_or_get_trial(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_det_workloads(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_det_or_trial_logs(void *app, const dt_http_req *req, dt_http_resp *resp);

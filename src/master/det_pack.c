@@ -82,9 +82,8 @@ static void octal(char *f, size_t w, unsigned long long v) {
     for (size_t i = w - 1; i-- > 0; v >>= 3) f[i] = (char)('0' + (v & 7));
 }
 
-/* Append one header (and for a file its data padded to 512). False for a name too long. */
-static bool tar_entry(dt__buf *b, const char *name, bool dir, unsigned mode, const void *d,
-                      size_t n, long long mtime) {
+bool dt__tar_entry(dt__buf *b, const char *name, bool dir, unsigned mode, const void *d, size_t n,
+                   long long mtime) {
     char h[512] = {0};
     size_t nl = strlen(name);
     if (nl <= 100) {
@@ -117,7 +116,7 @@ static bool tar_entry(dt__buf *b, const char *name, bool dir, unsigned mode, con
     return true;
 }
 
-static void tar_end(dt__buf *b) {
+void dt__tar_end(dt__buf *b) {
     static const char zero[1024];
     dt__buf_put(b, zero, sizeof zero);
 }
@@ -169,63 +168,14 @@ dt_status dt__tar_from_upload(const json_t *files, size_t limit, dt__buf *tar) {
                             "checkpoints and build outputs out with a .detignore file",
                             limit >> 20, path);
         }
-        bool ok =
-            tar_entry(tar, path, type == '5', mode ? (unsigned)mode : 0644, data.p, data.len, 0);
+        bool ok = dt__tar_entry(tar, path, type == '5', mode ? (unsigned)mode : 0644, data.p,
+                                data.len, 0);
         dt__buf_free(&data);
         if (!ok)
             return dt_error(DT_ERR_INVALID, "modelDefinition[%zu]: path %s is too long", i, path);
     }
-    tar_end(tar);
+    dt__tar_end(tar);
     return tar->oom ? dt_error(DT_ERR_OOM, "out of memory packing the model definition") : DT_OK;
-}
-
-/* Read a whole file into b. */
-static bool slurp(const char *path, dt__buf *b) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    char chunk[65536];
-    ssize_t k;
-    while ((k = read(fd, chunk, sizeof chunk)) > 0) dt__buf_put(b, chunk, (size_t)k);
-    close(fd);
-    return k == 0 && !b->oom;
-}
-
-/* The files under root/rel (rel "" for root itself), depth-first. */
-static dt_status walk(const char *root, const char *rel, dt__buf *tar, int depth) {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s%s%s", root, *rel ? "/" : "", rel);
-    DIR *d = opendir(dir);
-    if (!d) return dt_error(DT_ERR_IO, "cannot read %s: %s", dir, strerror(errno));
-    dt_status st = DT_OK;
-    struct dirent *e;
-    while (st == DT_OK && (e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char r[1024], full[4096];
-        snprintf(r, sizeof r, "%s%s%s", rel, *rel ? "/" : "", e->d_name);
-        snprintf(full, sizeof full, "%s/%s", root, r);
-        struct stat sb;
-        if (lstat(full, &sb) != 0) continue;
-        if (S_ISDIR(sb.st_mode) && depth < 32) {
-            if (!tar_entry(tar, r, true, sb.st_mode, NULL, 0, sb.st_mtime)) continue;
-            st = walk(root, r, tar, depth + 1);
-        } else if (S_ISREG(sb.st_mode)) {
-            dt__buf data = {0};
-            if (!slurp(full, &data))
-                st = dt_error(DT_ERR_IO, "cannot read %s: %s", full, strerror(errno));
-            else
-                tar_entry(tar, r, false, sb.st_mode, data.p, data.len, sb.st_mtime);
-            dt__buf_free(&data);
-        }
-    }
-    closedir(d);
-    return st;
-}
-
-dt_status dt__tar_from_dir(const char *dir, dt__buf *tar) {
-    dt_status st = walk(dir, "", tar, 0);
-    tar_end(tar);
-    if (st == DT_OK && tar->oom) st = dt_error(DT_ERR_OOM, "out of memory packing %s", dir);
-    return st;
 }
 
 static unsigned long long from_octal(const char *f, size_t w) {

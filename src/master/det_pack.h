@@ -31,8 +31,22 @@ bool dt__base64_decode(const char *s, dt__buf *out);
  * "content" (base64),"mode"}. DT_ERR_INVALID naming the entry for a bad path (absolute, with
  * "..", empty), type or content; DT_ERR_INVALID when the files pass `limit` bytes. */
 dt_status dt__tar_from_upload(const json_t *files, size_t limit, dt__buf *tar);
-/* A tar of the regular files under `dir` (names relative to it; symlinks skipped). DT_ERR_IO. */
+/* Append one tar header (and for a file its n bytes at d, padded to 512) for `name`, mode &
+ * 0777, mtime; false for a name over ustar's 255 bytes. */
+bool dt__tar_entry(dt__buf *b, const char *name, bool dir, unsigned mode, const void *d, size_t n,
+                   long long mtime);
+/* Append the tar's end (two zero blocks). */
+void dt__tar_end(dt__buf *b);
+/* A tar of the regular files under `dir` (names relative to it; symlinks skipped) (pack_dir.c).
+ * DT_ERR_IO. */
 dt_status dt__tar_from_dir(const char *dir, dt__buf *tar);
+/* An experiment's model definition (pack_dir.c): the files under `dir` less those its
+ * .dtrainignore / .detignore leave out (ignore.h), and each includes[0..n) (a file, or a
+ * directory with its own ignore files) under its base name. DT_ERR_INVALID past `limit` bytes
+ * (naming the biggest files), for a name too long or an include clashing with a file of dir;
+ * DT_ERR_IO. */
+dt_status dt__tar_snapshot(const char *dir, const char *const *includes, int n, size_t limit,
+                           dt__buf *tar);
 /* Unpack a tar written by the two above into the existing directory `dir`. DT_ERR_IO /
  * DT_ERR_FORMAT (not such a tar). */
 dt_status dt__tar_unpack(const void *tar, size_t len, const char *dir);

@@ -697,9 +697,9 @@ char *m_exp_ckpt_root(master *m, const dt_expconf *cfg) {
     return strdup(p);
 }
 
-dt_status m_exp_create(master *m, const json_t *body, int64_t *id, json_t **warnings) {
+dt_status m_exp_create_at(master *m, const json_t *body, const char *dir, int64_t *id,
+                          json_t **warnings) {
     *warnings = NULL;
-    const char *dir = json_string_value(json_object_get(body, "model_dir"));
     struct stat sb;
     if (!dir || dir[0] != '/') return dt_error(DT_ERR_CONFIG, "model_dir must be an absolute path");
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
@@ -747,15 +747,8 @@ dt_status m_exp_create(master *m, const json_t *body, int64_t *id, json_t **warn
     const char *text = json_string_value(json_object_get(body, "config_text"));
     if ((st = dt_store_exp_insert(m->store, cfg->json, text, dir, &e->id)) != DT_OK) goto fail;
     /* build the model directory once for every trial of the experiment */
-    char out_dir[4300], so[4400];
-    snprintf(out_dir, sizeof out_dir, "%s/builds/exp-%lld", m->home, (long long)e->id);
-    char failed[4300];
-    int err = dt__mkdir_p(out_dir, failed, sizeof failed);
-    if (err) st = dt_error(DT_ERR_IO, "cannot create %s: %s", failed, strerror(err));
-    if (st != DT_OK ||
-        (st = dt_modeldir_build(dir, cfg->entry_command ? NULL : cfg->entry_module, out_dir, so,
-                                sizeof so)) != DT_OK ||
-        (st = dt_store_exp_set_build(m->store, e->id, so)) != DT_OK ||
+    char so[4400];
+    if ((st = m_exp_build(m, e->id, dir, cfg, so, sizeof so)) != DT_OK ||
         (custom && (e->so_path = strdup(so)) && (st = make_searcher(m, e)) != DT_OK)) {
         char msg[2048];
         snprintf(msg, sizeof msg, "%s", dt_last_error());
@@ -843,7 +836,7 @@ dt_status m_exp_recover(master *m) {
         const char *so = json_string_value(json_object_get(row, "so_path"));
         e->so_path = so ? strdup(so) : NULL;
         st = dt_expconf_from_json(json_object_get(row, "config"), 0, &e->cfg);
-        if (st == DT_OK) {
+        if (st == DT_OK && (st = m_snapshot_restore(m, e)) == DT_OK) {
             e->ckpt_root = m_exp_ckpt_root(m, e->cfg);
             st = make_searcher(m, e);
         }

@@ -131,11 +131,35 @@ typedef struct master {
 /* Free the kept chart answers. */
 void m_charts_free(master *m);
 
+/* ---- snapshot.c ---- */
+struct dt__buf;
+/* Create an experiment (m_exp_create_at) from its model definition: `tar` (the det door's
+ * upload, or m_snapshot_pack's), or NULL: m_snapshot_pack here. The tar is unpacked into a new $home/contexts/ctx-XXXXXX the experiment runs from,
+ * and kept in the store. Nothing is left behind on error. */
+dt_status m_exp_create_from(master *m, const json_t *body, const struct dt__buf *tar, int64_t *id,
+                            json_t **warnings);
+/* The model definition a create request names (its model_dir and include: absolute paths on
+ * the master's machine) packed into tar, up to 96 MiB (pack_dir.c). Reads files only: called
+ * outside the master's lock. */
+dt_status m_snapshot_pack(const json_t *body, struct dt__buf *tar);
+
+/* ---- exp_build.c ---- */
+/* Unpack `tar` into a new directory $home/contexts/ctx-XXXXXX (written to dir). */
+dt_status m_snapshot_unpack(master *m, const void *tar, size_t len, char *dir, size_t n);
+/* Build `dir` into $home/builds/exp-<id> (its object's path into so) and record it. */
+dt_status m_exp_build(master *m, int64_t id, const char *dir, const dt_expconf *cfg, char *so,
+                      size_t n);
+/* After a restart: unpack the kept model definition again when the experiment's directory is
+ * gone, build it again when its object is. */
+dt_status m_snapshot_restore(master *m, m_exp *e);
+
 /* ---- exp.c ---- */
-/* Create an experiment from a request body (config_text, model_dir, overrides, activate).
- * On success *id is the new experiment's; on error the store is unchanged and the error
- * message says what was wrong (the handler answers 400). */
-dt_status m_exp_create(master *m, const json_t *body, int64_t *id, json_t **warnings);
+/* Create an experiment from a request body (config_text, config_name, overrides, activate),
+ * run from the model directory `dir` (the experiment's own copy, snapshot.c). On success *id
+ * is the new experiment's; on error the store is unchanged and the error message says what
+ * was wrong (the handler answers 400). */
+dt_status m_exp_create_at(master *m, const json_t *body, const char *dir, int64_t *id,
+                          json_t **warnings);
 m_exp *m_exp_find(master *m, int64_t id);
 m_trial *m_trial_find(master *m, int64_t id, m_exp **exp);
 /* Load the live experiments from the store after a start (their searchers from the

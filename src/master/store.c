@@ -648,7 +648,8 @@ static dt_status read_ids(dt_store *st, sqlite3_stmt *s, const char *doing, int6
     " (SELECT count(*) FROM checkpoints c JOIN trials t ON c.trial_id = t.id"                      \
     "  WHERE t.experiment_id = e.id AND c.state = 'COMPLETED'),"                                   \
     " (SELECT coalesce(sum(r.value), 0) FROM checkpoints c JOIN trials t ON c.trial_id = t.id,"    \
-    "  json_each(c.resources) r WHERE t.experiment_id = e.id AND c.state = 'COMPLETED')"           \
+    "  json_each(c.resources) r WHERE t.experiment_id = e.id AND c.state = 'COMPLETED'),"          \
+    " e.config_name"                                                                               \
     " FROM experiments e"
 
 static const col_def EXP_COLS[] = {
@@ -670,6 +671,7 @@ static const col_def EXP_COLS[] = {
     {"active_trials", COL_INT},
     {"checkpoint_count", COL_INT},
     {"checkpoint_bytes", COL_INT},
+    {"config_name", COL_TEXT},
 };
 static const row_kind EXP_ROWS = ROW_KIND("experiment", EXP_COLS);
 

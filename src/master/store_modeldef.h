@@ -17,4 +17,9 @@ dt_status dt_store_modeldef_put(dt_store *st, int64_t exp_id, const void *tar, s
  * created from a directory on the master's machine). */
 dt_status dt_store_modeldef_get(dt_store *st, int64_t exp_id, void **tar, size_t *len);
 
+/* Record the name of the config file experiment exp_id was created from (as the user gave it:
+ * its messages name it; the experiment row's "config_name"). DT_ERR_INVALID for an unknown
+ * experiment, DT_ERR_IO from SQLite. */
+dt_status dt_store_exp_set_config_name(dt_store *st, int64_t exp_id, const char *name);
+
 #endif

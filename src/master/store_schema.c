@@ -15,6 +15,7 @@
  *      index of version 2).
  *   4  the model definitions of experiments (a tar of the files, store_modeldef.c) and the
  *      login tokens of users (det_auth.c).
+ *   5  experiments' config_name: the config file's name as the user gave it (store_modeldef.c).
  *
  * Times are ISO 8601 UTC text; JSON members are stored as compact JSON text.
  */
@@ -106,6 +107,9 @@ static const char *const MIGRATIONS[] = {
     " token TEXT PRIMARY KEY,"
     " username TEXT NOT NULL,"
     " time TEXT NOT NULL);",
+    /* 4 -> 5: the name of the config file an experiment was created from (its messages name
+     * it), NULL when the request gave none */
+    "ALTER TABLE experiments ADD COLUMN config_name TEXT;",
 };
 
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))

@@ -12,7 +12,7 @@
  *
  * Writing: dt_safetensors_write lays tensors out in the given order (header padded with
  * spaces to a multiple of 8 so the data buffer is aligned) and streams them through base's
- * durable-file writer (dtrain/durable.h): "<path>.tmp.<pid>" is written, fsynced, renamed over
+ * durable-file writer (base/durable.h): "<path>.tmp.<pid>" is written, fsynced, renamed over
  * `path` and the directory fsynced; on failure the temporary file is removed and whatever was
  * at `path` stays as it was.
  *

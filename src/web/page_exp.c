@@ -63,7 +63,9 @@ static void config_warnings(w_buf *b, const json_t *e) {
     const char *text = json_string_value(json_object_get(e, "config_text"));
     const char *dir = json_string_value(json_object_get(e, "model_dir"));
     dt_expconf *cfg = NULL;
-    if (!text || dt_expconf_load_string(text, "config", DT_EXPCONF_MAX_LENGTH_OPTIONAL, &cfg))
+    const char *name = json_string_value(json_object_get(e, "config_name")); /* as given */
+    if (!text ||
+        dt_expconf_load_string(text, name ? name : "config", DT_EXPCONF_MAX_LENGTH_OPTIONAL, &cfg))
         return;
     if (dir) (void)dt_expconf_check_model_dir(cfg, dir); /* its warnings; an error changes none */
     if (cfg->n_warnings) {

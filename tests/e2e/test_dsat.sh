@@ -109,13 +109,14 @@ echo included > "$W/inc/data/words.txt"
 echo included > "$W/inc/extra.txt"
 sed 's/^hyperparameters:$/&\n  read_file: data\/words.txt/' "$TOY/const.yaml" > "$W/inc.yaml"
 NBEFORE=$(n_exps)
+NCTX=$(ls "$DTRAIN_HOME/contexts" 2> /dev/null | wc -l) # each experiment runs from its own copy
 "$DTRAIN" dsat binary "$W/inc.yaml" "$TOY" --max-trials 3 --include "$W/inc/nope" > "$W/o" 2>&1
 rc=$?
 check '[ $rc -eq 1 ] && grep -q "include .*nope: No such file" "$W/o"' "a missing --include: $(cat "$W/o")"
 "$DTRAIN" dsat binary "$W/inc.yaml" "$TOY" --max-trials 3 --include "$TOY/ds_config.json" > "$W/o" 2>&1
 rc=$?
 check '[ $rc -eq 1 ] && grep -q "already has .ds_config.json" "$W/o"' "a --include clashing with the model directory: $(cat "$W/o")"
-check '[ "$(n_exps)" = "$NBEFORE" ] && [ -z "$(ls "$DTRAIN_HOME/contexts" 2> /dev/null)" ]' \
+check '[ "$(n_exps)" = "$NBEFORE" ] && [ "$(ls "$DTRAIN_HOME/contexts" 2> /dev/null | wc -l)" = "$NCTX" ]' \
   "a refused --include left an experiment or a context behind"
 "$DTRAIN" dsat binary "$W/inc.yaml" "$TOY" --max-trials 3 --max-concurrent-trials 2 \
   --include "$W/inc/data" --include "$W/inc/extra.txt" > "$W/inc.out" 2> "$W/inc.err"

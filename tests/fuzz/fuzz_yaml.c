@@ -1,5 +1,5 @@
 /*
- * fuzz_yaml.c — the YAML loader (dtrain/yaml.h) on any bytes: load, then walk the tree asking
+ * fuzz_yaml.c — the YAML loader (base/yaml.h) on any bytes: load, then walk the tree asking
  * for every node's position and number, as the config validators do.
  */
 #include "fuzz.h"

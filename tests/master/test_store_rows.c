@@ -85,7 +85,7 @@ static void test_row_shapes(void) {
                 "id:i name:s description:s state:s config:o config_text:s model_dir:s "
                 "progress:r start_time:s end_time:n searcher_metric:s smaller_is_better:b "
                 "num_trials:i best_metric:n so_path:n active_trials:i checkpoint_count:i "
-                "checkpoint_bytes:i");
+                "checkpoint_bytes:i config_name:n");
     CHECK(dt_store_trial_get(st, trial, &t) == DT_OK);
     check_shape("new trial", t,
                 "id:i experiment_id:i request_id:i state:s hparams:o seed:i restarts:i run_id:i "
