@@ -214,11 +214,12 @@ dt_status dt_gc_ckpt_holder(dt_store *st, const char *uuid, char *why, size_t ca
     const json_t *h;
     json_array_foreach(holders, i, h) {
         const char *model = json_string_value(json_object_get(h, "model"));
-        int w = model ? snprintf(why + len, cap - len, "%smodel %s version %lld", i ? ", " : "",
-                                 model, (long long)json_integer_value(json_object_get(h, "version")))
-                      : snprintf(why + len, cap - len, "%sexperiment %lld (%s)", i ? ", " : "",
-                                 (long long)json_integer_value(json_object_get(h, "experiment_id")),
-                                 json_string_value(json_object_get(h, "key")));
+        int w = model
+                    ? snprintf(why + len, cap - len, "%smodel %s version %lld", i ? ", " : "",
+                               model, (long long)json_integer_value(json_object_get(h, "version")))
+                    : snprintf(why + len, cap - len, "%sexperiment %lld (%s)", i ? ", " : "",
+                               (long long)json_integer_value(json_object_get(h, "experiment_id")),
+                               json_string_value(json_object_get(h, "key")));
         if (w < 0 || (size_t)w >= cap - len) break; /* cut: the first holders are named */
         len += (size_t)w;
     }
@@ -227,6 +228,8 @@ dt_status dt_gc_ckpt_holder(dt_store *st, const char *uuid, char *why, size_t ca
 }
 
 dt_status dt_gc_delete_ckpt(dt_store *st, const char *uuid, const char *storage_root) {
+    if (!st || !uuid || !storage_root)
+        return dt_error(DT_ERR_INVALID, "checkpoint delete: NULL argument");
     json_t *row = NULL;
     dt_status status = dt_store_ckpt_get(st, uuid, &row);
     if (status != DT_OK) {

@@ -20,8 +20,10 @@ typedef struct arg {
     const char *s;
     int64_t i;
 } arg;
-#define T(text) {(text), 0}
-#define I(n) {NULL, (n)}
+#define T(text)                                                                                    \
+    { (text), 0 }
+#define I(n)                                                                                       \
+    { NULL, (n) }
 
 /* Prepare `sql` and bind args[0..n) as ?1..?n; DT_ERR_IO naming `what` when SQLite refuses. */
 static dt_status prepare(dt_store *st, const char *sql, const char *what, const arg *args, int n,
@@ -40,14 +42,17 @@ static dt_status prepare(dt_store *st, const char *sql, const char *what, const 
 /* Column k as JSON: numbers and text as such (text parsed when `parse`), NULL as null. */
 static json_t *column(sqlite3_stmt *s, int k, bool parse) {
     switch (sqlite3_column_type(s, k)) {
-    case SQLITE_INTEGER: return json_integer(sqlite3_column_int64(s, k));
-    case SQLITE_FLOAT: return json_real(sqlite3_column_double(s, k));
+    case SQLITE_INTEGER:
+        return json_integer(sqlite3_column_int64(s, k));
+    case SQLITE_FLOAT:
+        return json_real(sqlite3_column_double(s, k));
     case SQLITE_TEXT: {
         const char *t = (const char *)sqlite3_column_text(s, k);
         json_t *v = parse ? json_loads(t, JSON_DECODE_ANY, NULL) : NULL;
         return v ? v : json_string(t);
     }
-    default: return json_null();
+    default:
+        return json_null();
     }
 }
 
@@ -84,8 +89,8 @@ static dt_status query(dt_store *st, const char *sql, const char *what, const ar
 }
 
 /* query() inside a read group. */
-static dt_status read_rows(dt_store *st, const char *sql, const char *what, const arg *args,
-                           int n, const char *parsed, json_t **out) {
+static dt_status read_rows(dt_store *st, const char *sql, const char *what, const arg *args, int n,
+                           const char *parsed, json_t **out) {
     *out = NULL;
     dt_status status = dt_store_begin(st);
     if (status != DT_OK) return status;
@@ -143,8 +148,8 @@ dt_status dt_store_model_create(dt_store *st, const char *name, const char *desc
     }
     json_t *dup = NULL;
     const arg a[] = {T(name), T(description ? description : ""), T(text)};
-    status = query(st, "SELECT id FROM models WHERE name = ?1", "looking up a model", a, 1, "",
-                   &dup);
+    status =
+        query(st, "SELECT id FROM models WHERE name = ?1", "looking up a model", a, 1, "", &dup);
     if (status == DT_OK && json_array_size(dup))
         status = dt_error(DT_ERR_STATE,
                           "a model named %s already exists; hint: pick another name, or add a "
@@ -173,8 +178,7 @@ dt_status dt_store_model_create(dt_store *st, const char *name, const char *desc
     " m.creation_time) AS last_updated FROM models m"
 
 dt_status dt_store_model_list(dt_store *st, json_t **out) {
-    return read_rows(st, MODEL_SELECT " ORDER BY m.name", "listing models", NULL, 0, "labels",
-                     out);
+    return read_rows(st, MODEL_SELECT " ORDER BY m.name", "listing models", NULL, 0, "labels", out);
 }
 
 static dt_status no_model(const char *name) {
@@ -188,8 +192,8 @@ dt_status dt_store_model_get(dt_store *st, const char *name, json_t **out) {
     *out = NULL;
     json_t *rows = NULL;
     const arg a[] = {T(name ? name : "")};
-    dt_status status = read_rows(st, MODEL_SELECT " WHERE m.name = ?1", "reading a model", a, 1,
-                                 "labels", &rows);
+    dt_status status =
+        read_rows(st, MODEL_SELECT " WHERE m.name = ?1", "reading a model", a, 1, "labels", &rows);
     if (status == DT_OK && !json_array_size(rows)) status = no_model(name ? name : "");
     if (status == DT_OK) *out = json_incref(json_array_get(rows, 0));
     json_decref(rows);
