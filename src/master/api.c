@@ -43,7 +43,7 @@ const dt_http_route m_routes[] = {
     {"POST", "/api/v1/experiments", m_api_create_experiment},
     {"GET", "/api/v1/experiments", m_api_list_experiments},
     {"GET", "/api/v1/experiments/{}", m_api_get_experiment},
-    {"DELETE", "/api/v1/experiments/{}", m_api_delete_experiment},
+    {"DELETE", "/api/v1/experiments/{}", m_api_delete_experiment_kept},
     {"GET", "/api/v1/experiments/{}/trials", m_api_experiment_trials},
     {"GET", "/api/v1/experiments/{}/checkpoints", m_api_experiment_checkpoints},
     {"GET", "/api/v1/experiments/{}/logs", m_api_experiment_logs},

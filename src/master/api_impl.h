@@ -77,5 +77,7 @@ void m_api_get_model(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_api_model_versions(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_api_register_version(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_api_delete_checkpoint(void *app, const dt_http_req *req, dt_http_resp *resp);
+/* m_api_delete_experiment, refused (409) while a checkpoint of the experiment is protected */
+void m_api_delete_experiment_kept(void *app, const dt_http_req *req, dt_http_resp *resp);
 
 #endif

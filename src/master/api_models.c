@@ -1,13 +1,15 @@
 /*
  * api_models.c — the model registry's routes (docs/models.md, docs/api.md) and the deletion
  * of a checkpoint: list and create models, one model with its versions, register a version,
- * DELETE a checkpoint. The store answers (store_models.c); gc.c decides what a delete may
+ * DELETE a checkpoint, and the guard in front of DELETE of an experiment (whose delete removes
+ * every checkpoint of it). The store answers (store_models.c); gc.c decides what a delete may
  * remove, by the same rule GC follows. Unknown names and uuids are 404, duplicates and
  * protected or deleted checkpoints 409.
  */
 #define _GNU_SOURCE
 #include "api_impl.h"
 #include "master/gc.h"
+#include "master/states.h"
 #include "master/store_models.h"
 
 #include <stdlib.h>
@@ -144,4 +146,37 @@ void m_api_delete_checkpoint(void *app, const dt_http_req *req, dt_http_resp *re
     }
     free(root);
     json_decref(row);
+}
+
+/* The read step of a guarded experiment delete: a 409 naming the first held checkpoint of
+ * experiment `id`, else nothing (the delete goes on). */
+static void refuse_if_held(master *m, int64_t id, const json_t *row, const dt_http_req *req,
+                           dt_http_resp *resp) {
+    (void)row;
+    (void)req;
+    json_t *list = NULL;
+    dt_status st = dt_store_ckpt_list(m->store, id, 0, &list);
+    size_t i;
+    const json_t *c;
+    char why[512] = "";
+    json_array_foreach(list, i, c) {
+        const char *uuid = json_string_value(json_object_get(c, "uuid"));
+        if (st != DT_OK || !m_ckpt_state_usable(json_string_value(json_object_get(c, "state"))))
+            continue;
+        if ((st = dt_gc_ckpt_holder(m->store, uuid, why, sizeof why)) == DT_OK && why[0]) {
+            dt_http_error(resp, 409,
+                          "experiment %lld cannot be deleted: its checkpoint %s is held by %s; "
+                          "hint: deleting an experiment removes its checkpoints' files, and a "
+                          "registered or warm-start checkpoint must stay (docs/models.md)",
+                          (long long)id, uuid, why);
+            break;
+        }
+    }
+    json_decref(list);
+    if (st != DT_OK) m_api_fail(resp, st);
+}
+
+void m_api_delete_experiment_kept(void *app, const dt_http_req *req, dt_http_resp *resp) {
+    m_api_read(app, req, resp, M_OWNER_EXPERIMENT, refuse_if_held);
+    if (resp->status == 200 && !resp->json) m_api_delete_experiment(app, req, resp);
 }

@@ -3,7 +3,8 @@
 # real master: a toy experiment trains while one of its checkpoints is registered as a model
 # version and a paused experiment warm-starts from another; its GC policy (latest only) would
 # delete both, and they stay; `dtrain checkpoint delete` refuses them naming the holder and
-# removes a free one (files and record); the registry's commands, errors and web pages.
+# removes a free one (files and record); deleting the experiment is refused; the registry's
+# commands, errors and web pages.
 # usage: test_models.sh DTRAIN_BINARY SOURCE_DIR
 # Prints "N passed, M failed" and exits non-zero on any failure. The master listens on a free
 # loopback port with its own DTRAIN_HOME and is killed on exit, whatever happens.
@@ -137,6 +138,13 @@ $API wait "$B" 60 > /dev/null
 out=$("$DTRAIN" checkpoint delete "$U20" 2>&1)
 check '[ $? -eq 0 ] && [ ! -e "$P20" ]' "delete after the experiment ended: $out"
 check '[ -d "$P10" ]' "the registered checkpoint's files are gone"
+
+# deleting the experiment would remove the registered checkpoint's files: refused
+out=$("$DTRAIN" experiment delete "$A" 2>&1)
+check '[ $? -eq 1 ] && echo "$out" | grep -q "held by model toy-model version 1" && [ -d "$P10" ]' \
+  "experiment delete with a registered checkpoint: $out"
+check '[ "$($API get "/api/v1/experiments/$A" "r[\"experiment\"][\"state\"]")" = COMPLETED ]' \
+  "the experiment is gone or changed after a refused delete"
 
 # the web pages
 page=$(curl -s "$DTRAIN_MASTER/models")
