@@ -275,7 +275,7 @@ dt_status dt_store_model_register(dt_store *st, const char *name, const char *uu
     return dt_store_commit(st);
 }
 
-/* long: one query whose three parts are the three kinds of holder, read in one place */
+/* One query whose three parts are the three kinds of holder (store_models.h), in one place. */
 dt_status dt_store_ckpt_holders(dt_store *st, const char *uuid, json_t **out) {
     *out = NULL;
     if (!uuid) return dt_error(DT_ERR_INVALID, "store: NULL checkpoint uuid");

@@ -156,4 +156,11 @@ check 'echo "$page" | grep -q "href=\"/trials/$TA\"" && echo "$page" | grep -q "
 code=$(curl -s -o /dev/null -w '%{http_code}' "$DTRAIN_MASTER/models/no-such")
 check '[ "$code" = 404 ]' "/models/no-such: HTTP $code"
 
+# the master stops on request, cleanly (under the sanitizers: without leaks)
+$API post /api/v1/master/shutdown > /dev/null 2>&1
+wait "$MPID"
+rc=$?
+MPID=
+check '[ "$rc" -eq 0 ]' "the master exited with $rc: $(tail -20 "$W/master.log")"
+
 summary
