@@ -97,7 +97,7 @@ static void print_describe(const json_t *ans, dt_cli_mode mode) {
                                             buf, sizeof buf));
     }
     printf("\n");
-    dt_cli_table_print(t, stdout, mode, true);
+    dt_cli_table_print(t, stdout, mode, false);
     dt_cli_table_free(t);
 }
 

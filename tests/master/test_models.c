@@ -2,7 +2,8 @@
  * protection rule of gc.c: create, register, list and describe; duplicates, unknown names and
  * uuids, checkpoints not COMPLETED; what holds a checkpoint (a model version, an active
  * experiment's source_checkpoint_uuid or source_trial_id); GC with a policy that keeps nothing
- * leaving held checkpoints on disk; delete refused for a held checkpoint, done for a free one. */
+ * leaving held checkpoints on disk; delete refused for a held checkpoint, done for a free one;
+ * a store from before the registry migrated to it. */
 #define _GNU_SOURCE
 #include "master/gc.h"
 #include "master/store_impl.h"
@@ -179,6 +180,32 @@ static void test_registry_and_protection(void) {
     dt_store_close(st);
 }
 
+/* A store at schema 4 (before the registry) with a checkpoint: migrated when opened again, its
+ * checkpoint can be registered. */
+static void test_migration_from_4(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/old.db", g_dir);
+    dt_store *st = NULL;
+    CHECK(dt__store_open_at_version(path, 4, &st) == DT_OK);
+    if (!st) return;
+    int64_t e = new_exp(st, json_object()), t = 0;
+    json_t *hp = json_object();
+    CHECK(dt_store_trial_insert(st, e, 1, hp, 1, &t) == DT_OK);
+    CHECK(dt_store_ckpt_insert(st, t, "old-ck", "/nowhere/old-ck", 5, NULL, NULL) == DT_OK);
+    CHECK(dt_store_model_create(st, "early", "", NULL, NULL) != DT_OK); /* no table yet */
+    dt_store_close(st);
+    st = NULL;
+    CHECK(dt_store_open(path, &st) == DT_OK);
+    if (st) {
+        int64_t v = 0;
+        CHECK(dt_store_model_create(st, "late", "", NULL, NULL) == DT_OK);
+        CHECK(dt_store_model_register(st, "late", "old-ck", &v) == DT_OK && v == 1);
+        CHECK(!strcmp(held(st, "old-ck"), "model late version 1"));
+        dt_store_close(st);
+    }
+    json_decref(hp);
+}
+
 int main(void) {
     if (!mkdtemp(g_dir)) {
         perror("mkdtemp");
@@ -186,6 +213,7 @@ int main(void) {
     }
     dt_log_set_level(DT_LOG_ERROR);
     TEST_RUN(test_registry_and_protection);
+    TEST_RUN(test_migration_from_4);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
