@@ -21,20 +21,53 @@ static void cell_json(w_buf *b, const json_t *v) {
     w_esc_json(b, v);
 }
 
+/* How a cell shows its member: escaped text, compact JSON, a link to the page of the id, a
+ * state badge (MISSING when absent). */
+typedef enum { C_TEXT, C_JSON, C_EXP, C_TRIAL, C_STATE } cell_kind;
+typedef struct cell {
+    const char *key;
+    cell_kind kind;
+} cell;
+
+/* The cells of `obj` that `cols` name, then the end of the row. */
+static void cells(w_buf *b, const json_t *obj, const cell *cols, int n) {
+    for (int k = 0; k < n; k++) {
+        const json_t *v = json_object_get(obj, cols[k].key);
+        long long id = json_integer_value(v);
+        w_raw(b, "<td>");
+        if (cols[k].kind == C_TEXT)
+            w_esc(b, json_string_value(v));
+        else if (cols[k].kind == C_STATE)
+            w_state(b, json_is_string(v) ? json_string_value(v) : "MISSING");
+        else if (cols[k].kind == C_JSON || !json_is_integer(v))
+            cell_json(b, v);
+        else if (cols[k].kind == C_EXP)
+            w_rawf(b, "<a href=\"/experiments/%lld\">%lld</a>", id, id);
+        else
+            w_rawf(b, "<a href=\"/trials/%lld\">%lld</a>", id, id);
+        w_raw(b, "</td>");
+    }
+    w_raw(b, "</tr>\n");
+}
+
+static const cell MODEL_COLS[] = {{"num_versions", C_JSON},
+                                  {"description", C_TEXT},
+                                  {"labels", C_JSON},
+                                  {"last_updated", C_TEXT}};
+static const cell VERSION_COLS[] = {{"version", C_JSON},           {"checkpoint_uuid", C_TEXT},
+                                    {"checkpoint_state", C_STATE}, {"experiment_id", C_EXP},
+                                    {"trial_id", C_TRIAL},         {"batches", C_JSON},
+                                    {"metrics", C_JSON},           {"creation_time", C_TEXT}};
+
+/* A model's row: its name linked to its page, then MODEL_COLS. */
 static void model_row(w_buf *b, const json_t *m) {
     const char *name = json_string_value(json_object_get(m, "name"));
     w_raw(b, "<tr><td><a href=\"/models/");
     w_esc(b, name);
     w_raw(b, "\">");
     w_esc(b, name);
-    w_rawf(b, "</a></td><td>%lld</td><td>",
-           (long long)json_integer_value(json_object_get(m, "num_versions")));
-    w_esc(b, json_string_value(json_object_get(m, "description")));
-    w_raw(b, "</td><td>");
-    cell_json(b, json_object_get(m, "labels"));
-    w_raw(b, "</td><td>");
-    w_esc(b, json_string_value(json_object_get(m, "last_updated")));
-    w_raw(b, "</td></tr>\n");
+    w_raw(b, "</a></td>");
+    cells(b, m, MODEL_COLS, (int)(sizeof MODEL_COLS / sizeof *MODEL_COLS));
 }
 
 void w_get_models(void *app, const dt_http_req *req, dt_http_resp *resp) {
@@ -54,36 +87,6 @@ void w_get_models(void *app, const dt_http_req *req, dt_http_resp *resp) {
     w_raw(&b, "</tbody></table>\n");
     json_decref(ans);
     w_page(resp, &b, "Models");
-}
-
-static void version_row(w_buf *b, const json_t *v) {
-    const json_t *exp = json_object_get(v, "experiment_id"),
-                 *trial = json_object_get(v, "trial_id");
-    const char *state = json_string_value(json_object_get(v, "checkpoint_state"));
-    w_rawf(b, "<tr><td>%lld</td><td class=\"uuid\">",
-           (long long)json_integer_value(json_object_get(v, "version")));
-    w_esc(b, json_string_value(json_object_get(v, "checkpoint_uuid")));
-    w_raw(b, "</td><td>");
-    w_state(b, state ? state : "MISSING");
-    w_raw(b, "</td><td>");
-    if (json_is_integer(exp))
-        w_rawf(b, "<a href=\"/experiments/%lld\">%lld</a>", (long long)json_integer_value(exp),
-               (long long)json_integer_value(exp));
-    else
-        w_raw(b, "–");
-    w_raw(b, "</td><td>");
-    if (json_is_integer(trial))
-        w_rawf(b, "<a href=\"/trials/%lld\">%lld</a>", (long long)json_integer_value(trial),
-               (long long)json_integer_value(trial));
-    else
-        w_raw(b, "–");
-    w_raw(b, "</td><td>");
-    cell_json(b, json_object_get(v, "batches"));
-    w_raw(b, "</td><td>");
-    cell_json(b, json_object_get(v, "metrics"));
-    w_raw(b, "</td><td>");
-    w_esc(b, json_string_value(json_object_get(v, "creation_time")));
-    w_raw(b, "</td></tr>\n");
 }
 
 void w_get_model(void *app, const dt_http_req *req, dt_http_resp *resp) {
@@ -118,7 +121,10 @@ void w_get_model(void *app, const dt_http_req *req, dt_http_resp *resp) {
           "<th>Batches</th><th>Validation metrics</th><th>Registered</th></tr></thead><tbody>\n");
     size_t i;
     json_t *v;
-    json_array_foreach(versions, i, v) version_row(&b, v);
+    json_array_foreach(versions, i, v) {
+        w_raw(&b, "<tr>");
+        cells(&b, v, VERSION_COLS, (int)(sizeof VERSION_COLS / sizeof *VERSION_COLS));
+    }
     if (!json_array_size(versions))
         w_raw(&b, "<tr><td colspan=\"8\">No versions yet: <code>dtrain model register-version "
                   "NAME CHECKPOINT_UUID</code> adds one.</td></tr>");
