@@ -1,8 +1,10 @@
-/* checkpoint.c — `dtrain checkpoint list|describe|export`: parses the arguments, calls the
+/* checkpoint.c — `dtrain checkpoint list|describe|export|delete`: parses the arguments, calls the
  * master's REST API (docs/api.md), prints the answer (output.h), and for `export` copies the
  * checkpoint directory the master names into a new directory, checking every file the
  * checkpoint lists against its recorded size. An export that fails leaves nothing behind:
- * the copy is made under a temporary sibling name and renamed into place when verified. */
+ * the copy is made under a temporary sibling name and renamed into place when verified.
+ * `delete` asks the master, which refuses a checkpoint a model version or an active
+ * experiment's warm start holds (docs/models.md). */
 #include "args.h"
 #include "cli.h"
 
@@ -22,7 +24,9 @@ static void usage(FILE *f) {
     fprintf(f, "usage: dtrain checkpoint <verb> [args]\n"
                "  list EXP [--json]        the checkpoints of experiment EXP\n"
                "  describe UUID [--json]   one checkpoint and its files\n"
-               "  export UUID DIR          copy it into DIR (new, or an empty directory)\n");
+               "  export UUID DIR          copy it into DIR (new, or an empty directory)\n"
+               "  delete UUID              remove its files and its record (refused while a\n"
+               "                           model version or an active experiment holds it)\n");
 }
 
 /* Find the checkpoint `uuid` among every experiment's: *out = the checkpoint object. */
@@ -206,12 +210,35 @@ static int export_ckpt(const json_t *ck, const char *uuid, const char *dir_arg) 
     return DT_EXIT_OK;
 }
 
+/* ---- delete ---- */
+
+static int delete_ckpt(dt_client *c, const char *who, const char *uuid) {
+    char path[256];
+    for (const char *p = uuid; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+              *p == '-' || *p == '_')) {
+            fprintf(stderr,
+                    "%s: error: '%s' is not a checkpoint uuid\nhint: dtrain checkpoint list EXP "
+                    "shows an experiment's checkpoints\n",
+                    who, uuid);
+            return DT_EXIT_FAILED;
+        }
+    snprintf(path, sizeof path, "/api/v1/checkpoints/%.200s", uuid);
+    int rc = dt_cli_request(c, who, "DELETE", path, NULL, NULL, NULL);
+    if (!rc) printf("checkpoint %s deleted\n", uuid);
+    return rc;
+}
+
 int dt_cli_checkpoint(int argc, char **argv) {
     if (argc < 1) return dt_cli_usage_error(WHO, "missing the verb", usage);
     const char *v = argv[0];
     if (!strcmp(v, "--help") || !strcmp(v, "-h") || !strcmp(v, "help"))
         return usage(stdout), DT_EXIT_OK;
-    int k = !strcmp(v, "list") ? 0 : !strcmp(v, "describe") ? 1 : !strcmp(v, "export") ? 2 : -1;
+    int k = !strcmp(v, "list")       ? 0
+            : !strcmp(v, "describe") ? 1
+            : !strcmp(v, "export")   ? 2
+            : !strcmp(v, "delete")   ? 3
+                                     : -1;
     char err[512], who[64];
     if (k < 0) {
         dt_cli_seterr(err, sizeof err, "unknown verb '%s'", v);
@@ -222,7 +249,10 @@ int dt_cli_checkpoint(int argc, char **argv) {
     const char *pos[2];
     dt_cli_opt opts[] = {{.name = "--json", .flag = &json}};
     int n = dt_cli_parse(argc - 1, argv + 1, opts, k < 2, pos, k == 2 ? 2 : 1, k == 2 ? 2 : 1,
-                         k == 0 ? "EXP" : "UUID DIR", err, sizeof err);
+                         k == 0   ? "EXP"
+                         : k == 3 ? "UUID"
+                                  : "UUID DIR",
+                         err, sizeof err);
     if (n == DT_CLI_HELP) return usage(stdout), DT_EXIT_OK;
     int64_t id = 0;
     if (n < 0 || (k == 0 && !dt_cli_parse_id(pos[0], "the experiment ID", &id, err, sizeof err)))
@@ -237,6 +267,8 @@ int dt_cli_checkpoint(int argc, char **argv) {
         snprintf(path, sizeof path, "/api/v1/experiments/%lld/checkpoints", (long long)id);
         rc = dt_cli_show(c, who, path, "dtrain experiment list shows the experiments and their ids",
                          "checkpoints", mode, dt_cli_print_checkpoints);
+    } else if (k == 3) {
+        rc = delete_ckpt(c, who, pos[0]);
     } else {
         rc = find_checkpoint(c, who, pos[0], &ans);
         if (!rc && k == 2) {

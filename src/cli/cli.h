@@ -27,6 +27,7 @@ int dt_cli_master(int argc, char **argv);
 int dt_cli_experiment(int argc, char **argv);
 int dt_cli_trial(int argc, char **argv);
 int dt_cli_checkpoint(int argc, char **argv);
+int dt_cli_model(int argc, char **argv);
 /* `dtrain lm <verb> ...`: language models from a Hugging Face model directory (lm.c). */
 int dt_cli_lm(int argc, char **argv);
 /* `dtrain config check CONFIG [MODEL_DIR]` (config.c). */

@@ -16,7 +16,8 @@ static void usage(FILE *f) {
                "  dsat asha|binary|random CONFIG.yaml MODEL_DIR [flags]  tune DeepSpeed configs\n"
                "  experiment create|list|describe|logs|pause|activate|cancel|kill|delete|wait\n"
                "  trial list|describe|logs|metrics|kill\n"
-               "  checkpoint list|describe|export\n"
+               "  checkpoint list|describe|export|delete\n"
+               "  model create|register-version|list|describe          the model registry\n"
                "  lm tokenize|eval|generate|finetune MODEL_DIR ...     Hugging Face models\n"
                "  config check CONFIG.yaml [MODEL_DIR]                 check a config, no master\n"
                "  version                                              print the version\n"
@@ -37,6 +38,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "dsat")) return dt_cli_dsat(argc - 2, argv + 2);
     if (!strcmp(argv[1], "trial")) return dt_cli_trial(argc - 2, argv + 2);
     if (!strcmp(argv[1], "checkpoint")) return dt_cli_checkpoint(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "model")) return dt_cli_model(argc - 2, argv + 2);
     if (!strcmp(argv[1], "lm")) return dt_cli_lm(argc - 2, argv + 2);
     if (!strcmp(argv[1], "config")) return dt_cli_config(argc - 2, argv + 2);
     if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {

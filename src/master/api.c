@@ -2,8 +2,9 @@
  * api.c — the REST API's route table (docs/api.md) and the handlers for the master itself.
  * The experiment handlers are in api_exp.c, the log handlers in api_logs.c, the trial and
  * checkpoint handlers in api_trial.c, the chart data and searcher snapshot in api_charts.c, a
- * dsat search's results in api_dsat.c; what the handlers share in api_request.c. Every handler
- * takes the master's lock for its whole run. The reference platform's client has routes of its
+ * dsat search's results in api_dsat.c, the model registry and checkpoint delete in
+ * api_models.c; what the handlers share in api_request.c. Every handler takes the master's
+ * lock for its whole run. The reference platform's client has routes of its
  * own on the same server (det_impl.h, docs/det-client.md), put before these by master.c.
  */
 #define _GNU_SOURCE
@@ -42,7 +43,7 @@ const dt_http_route m_routes[] = {
     {"POST", "/api/v1/experiments", m_api_create_experiment},
     {"GET", "/api/v1/experiments", m_api_list_experiments},
     {"GET", "/api/v1/experiments/{}", m_api_get_experiment},
-    {"DELETE", "/api/v1/experiments/{}", m_api_delete_experiment},
+    {"DELETE", "/api/v1/experiments/{}", m_api_delete_experiment_kept},
     {"GET", "/api/v1/experiments/{}/trials", m_api_experiment_trials},
     {"GET", "/api/v1/experiments/{}/checkpoints", m_api_experiment_checkpoints},
     {"GET", "/api/v1/experiments/{}/logs", m_api_experiment_logs},
@@ -57,6 +58,12 @@ const dt_http_route m_routes[] = {
     {"GET", "/api/v1/trials/{}/checkpoints", m_api_trial_checkpoints},
     {"POST", "/api/v1/trials/{}/kill", m_api_kill_trial},
     {"GET", "/api/v1/checkpoints/{}", m_api_get_checkpoint},
+    {"DELETE", "/api/v1/checkpoints/{}", m_api_delete_checkpoint},
+    {"GET", "/api/v1/models", m_api_list_models},
+    {"POST", "/api/v1/models", m_api_create_model},
+    {"GET", "/api/v1/models/{}", m_api_get_model},
+    {"GET", "/api/v1/models/{}/versions", m_api_model_versions},
+    {"POST", "/api/v1/models/{}/versions", m_api_register_version},
     /* from a trial run */
     {"GET", "/api/v1/trials/{}/spec", m_api_trial_spec},
     {"POST", "/api/v1/trials/{}/metrics", m_api_post_metrics},

@@ -72,4 +72,14 @@ void m_api_preempt(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_api_early_exit(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_api_stopped(void *app, const dt_http_req *req, dt_http_resp *resp);
 
+/* api_models.c */
+void m_api_list_models(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_create_model(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_get_model(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_model_versions(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_register_version(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_delete_checkpoint(void *app, const dt_http_req *req, dt_http_resp *resp);
+/* m_api_delete_experiment, refused (409) while a checkpoint of the experiment is protected */
+void m_api_delete_experiment_kept(void *app, const dt_http_req *req, dt_http_resp *resp);
+
 #endif

@@ -7,15 +7,18 @@
  * trial's by the validation metric and among the experiment's by the validation metric (best
  * first, equal metrics in list order) — and is deleted when its latest-rank is above
  * save_trial_latest and it either has no validation metric or both metric ranks are above
- * their counts.
+ * their counts. Whatever the policy says, a checkpoint that dt_gc_ckpt_holder finds held (a
+ * model version, an active experiment's warm start) stays; the user's delete asks the same.
  */
 #include "master/gc.h"
 #include "master/states.h"
+#include "master/store_models.h"
 #include "base/path.h"
 #include "dtrain/trialio.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -184,6 +187,14 @@ dt_status dt_gc_run(dt_store *st, int64_t exp_id, const dt_gc_policy *p, const c
     dt_error_saved first = {.status = DT_OK};
     for (size_t i = 0; status == DT_OK && i < n; i++) {
         if (keep[i]) continue;
+        const char *uuid = json_string_value(json_object_get(json_array_get(ckpts, i), "uuid"));
+        char why[512];
+        if (dt_gc_ckpt_holder(st, uuid, why, sizeof why) != DT_OK || why[0]) {
+            /* held, or unknown because the store failed: kept either way */
+            dt_log(DT_LOG_INFO, "checkpoint GC: keeping checkpoint %s: %s", uuid,
+                   why[0] ? why : dt_last_error());
+            continue;
+        }
         if (gc_one(st, json_array_get(ckpts, i), storage_root, root_norm) != DT_OK &&
             first.status == DT_OK)
             dt_error_save(&first); /* the others are still tried */
@@ -191,5 +202,54 @@ dt_status dt_gc_run(dt_store *st, int64_t exp_id, const dt_gc_policy *p, const c
     free(keep);
     json_decref(ckpts);
     if (status == DT_OK && first.status != DT_OK) status = dt_error_restore(&first);
+    return status;
+}
+
+dt_status dt_gc_ckpt_holder(dt_store *st, const char *uuid, char *why, size_t cap) {
+    if (cap) why[0] = 0;
+    json_t *holders = NULL;
+    dt_status status = dt_store_ckpt_holders(st, uuid, &holders);
+    if (status != DT_OK) return status;
+    size_t i, len = 0;
+    const json_t *h;
+    json_array_foreach(holders, i, h) {
+        const char *model = json_string_value(json_object_get(h, "model"));
+        int w = model
+                    ? snprintf(why + len, cap - len, "%smodel %s version %lld", i ? ", " : "",
+                               model, (long long)json_integer_value(json_object_get(h, "version")))
+                    : snprintf(why + len, cap - len, "%sexperiment %lld (%s)", i ? ", " : "",
+                               (long long)json_integer_value(json_object_get(h, "experiment_id")),
+                               json_string_value(json_object_get(h, "key")));
+        if (w < 0 || (size_t)w >= cap - len) break; /* cut: the first holders are named */
+        len += (size_t)w;
+    }
+    json_decref(holders);
+    return DT_OK;
+}
+
+dt_status dt_gc_delete_ckpt(dt_store *st, const char *uuid, const char *storage_root) {
+    if (!st || !uuid || !storage_root)
+        return dt_error(DT_ERR_INVALID, "checkpoint delete: NULL argument");
+    json_t *row = NULL;
+    dt_status status = dt_store_ckpt_get(st, uuid, &row);
+    if (status != DT_OK) {
+        if (status == DT_ERR_INVALID)
+            dt_error(DT_ERR_INVALID,
+                     "no checkpoint has the uuid '%s'; hint: dtrain checkpoint list EXP shows "
+                     "an experiment's checkpoints",
+                     uuid);
+        return status;
+    }
+    char why[512];
+    status = dt_gc_ckpt_holder(st, uuid, why, sizeof why);
+    if (status == DT_OK && why[0])
+        status = dt_error(DT_ERR_STATE,
+                          "checkpoint %s is held by %s; hint: a model version keeps its "
+                          "checkpoint for good, an experiment until it ends (or is canceled)",
+                          uuid, why);
+    const char *path = json_string_value(json_object_get(row, "path"));
+    if (status == DT_OK && path) status = dt_path_remove_tree(storage_root, path);
+    if (status == DT_OK) status = dt_store_ckpt_delete(st, uuid);
+    json_decref(row);
     return status;
 }

@@ -8,7 +8,9 @@
  * validation metric at the checkpoint's batches; equal metrics go to the checkpoint listed
  * first; a checkpoint without a validation metric is never "best"). Everything else is
  * deleted: its directory removed and its row marked DELETED. A count of 0 keeps nothing on
- * its own account; a trial with fewer checkpoints than a count keeps them all.
+ * its own account; a trial with fewer checkpoints than a count keeps them all. A checkpoint
+ * held by a model version or by an active experiment's warm start is never deleted
+ * (dt_gc_ckpt_holder, docs/models.md).
  */
 #ifndef DTRAIN_MASTER_GC_H
 #define DTRAIN_MASTER_GC_H
@@ -44,5 +46,17 @@ dt_status dt_gc_select(const json_t *ckpts, const dt_gc_policy *p, json_t **dele
  * for an unknown experiment; a store or removal error on one checkpoint does not stop the
  * others, and the first such error is returned. */
 dt_status dt_gc_run(dt_store *st, int64_t exp_id, const dt_gc_policy *p, const char *storage_root);
+
+/* The one rule of what a checkpoint is protected by, for GC and for delete: a model version
+ * that names it, or an active experiment that warm-starts from it (dt_store_ckpt_holders).
+ * why[0 .. cap) = "" when nothing holds it, else who does ("model NAME version N",
+ * "experiment N (searcher.source_checkpoint_uuid)"; several joined by ", "). */
+dt_status dt_gc_ckpt_holder(dt_store *st, const char *uuid, char *why, size_t cap);
+
+/* Delete checkpoint `uuid` at the user's request: DT_ERR_STATE naming the holder when it is
+ * protected (dt_gc_ckpt_holder); else its directory is removed (dt_path_remove_tree, strictly
+ * inside `storage_root`; already gone is fine) and its row deleted. DT_ERR_INVALID for an
+ * unknown uuid or a path outside the root (nothing changed). */
+dt_status dt_gc_delete_ckpt(dt_store *st, const char *uuid, const char *storage_root);
 
 #endif

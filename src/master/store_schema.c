@@ -16,6 +16,8 @@
  *   4  the model definitions of experiments (a tar of the files, store_modeldef.c) and the
  *      login tokens of users (det_auth.c).
  *   5  experiments' config_name: the config file's name as the user gave it (store_modeldef.c).
+ *   6  the model registry: models and their versions, each naming a checkpoint by uuid
+ *      (store_models.c).
  *
  * Times are ISO 8601 UTC text; JSON members are stored as compact JSON text.
  */
@@ -110,6 +112,21 @@ static const char *const MIGRATIONS[] = {
     /* 4 -> 5: the name of the config file an experiment was created from (its messages name
      * it), NULL when the request gave none */
     "ALTER TABLE experiments ADD COLUMN config_name TEXT;",
+    /* 5 -> 6: the model registry (a version names its checkpoint by uuid, without a foreign
+     * key: deleting an experiment leaves the version, shown as missing its checkpoint) */
+    "CREATE TABLE models ("
+    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " name TEXT NOT NULL UNIQUE,"
+    " description TEXT NOT NULL,"
+    " labels TEXT NOT NULL,"
+    " creation_time TEXT NOT NULL);"
+    "CREATE TABLE model_versions ("
+    " model_id INTEGER NOT NULL REFERENCES models(id) ON DELETE CASCADE,"
+    " version INTEGER NOT NULL,"
+    " checkpoint_uuid TEXT NOT NULL,"
+    " creation_time TEXT NOT NULL,"
+    " PRIMARY KEY (model_id, version));"
+    "CREATE INDEX model_versions_checkpoint ON model_versions(checkpoint_uuid);",
 };
 
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))

@@ -120,7 +120,8 @@ static const char LAYOUT[] =
     "<title>{{title}} · dtrain</title>"
     "<link rel=\"stylesheet\" href=\"/static/dygraph.min.css\">"
     "<link rel=\"stylesheet\" href=\"/static/app.css\"></head>\n<body>"
-    "<header><a class=\"brand\" href=\"/\">dtrain</a> <nav><a href=\"/\">Experiments</a></nav>"
+    "<header><a class=\"brand\" href=\"/\">dtrain</a> <nav><a href=\"/\">Experiments</a>"
+    " <a href=\"/models\">Models</a></nav>"
     "</header>\n<main>{{{body}}}</main>\n"
     "<script src=\"/static/dygraph.min.js\"></script><script src=\"/static/d3.min.js\"></script>"
     "<script src=\"/static/app.js\"></script></body></html>\n";

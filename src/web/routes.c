@@ -13,6 +13,8 @@ static const dt_http_route ROUTES[] = {
     {"POST", "/experiments/{}/{}", w_post_experiment_action},
     {"GET", "/trials/{}", w_get_trial},
     {"GET", "/trials/{}/logs.txt", w_get_trial_logs},
+    {"GET", "/models", w_get_models},
+    {"GET", "/models/{}", w_get_model},
     {"GET", "/static/{}", w_get_asset},
 };
 

@@ -6,6 +6,7 @@
  *   page_exp.c   /experiments/{id} and its action forms
  *   page_trial.c /trials/{id} and its log download
  *   page_dsat.c  /experiments/{id}/dsat and the best configuration's download
+ *   page_models.c /models and /models/{name}: the model registry
  *   routes.c     the route table (dt_web_routes)
  * Pages read the REST API through dt_http_call (master/http.h), never the store. Every value
  * that reaches HTML goes through w_esc; markup comes only from string literals here.
@@ -80,5 +81,7 @@ void w_get_trial(void *app, const dt_http_req *req, dt_http_resp *resp);
 void w_get_trial_logs(void *app, const dt_http_req *req, dt_http_resp *resp);
 void w_get_dsat(void *app, const dt_http_req *req, dt_http_resp *resp);
 void w_get_best_ds_config(void *app, const dt_http_req *req, dt_http_resp *resp);
+void w_get_models(void *app, const dt_http_req *req, dt_http_resp *resp);
+void w_get_model(void *app, const dt_http_req *req, dt_http_resp *resp);
 
 #endif
