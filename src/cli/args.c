@@ -2,7 +2,7 @@
  * `--config` overrides and the master's URL (args.h). */
 #include "args.h"
 
-#include "base/yaml.h"
+#include "config/expconf_doc.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -98,50 +98,12 @@ bool dt_cli_parse_id(const char *s, const char *what, int64_t *id, char *err, si
     return true;
 }
 
-static bool name_char(char c) {
-    return isalnum((unsigned char)c) || c == '_' || c == '-';
-}
-
 bool dt_cli_check_override(const char *kv, char *err, size_t errn) {
-    const char *eq = strchr(kv, '=');
-    if (!eq) {
-        snprintf(err, errn,
-                 "--config '%s' has no '='; hint: write KEY=VALUE, e.g. "
-                 "--config searcher.max_trials=4",
-                 kv);
-        return false;
-    }
-    bool seg_empty = true;
-    for (const char *p = kv; p <= eq; p++) {
-        if (p == eq || *p == '.') {
-            if (seg_empty) {
-                snprintf(err, errn,
-                         "--config '%s': the key '%.*s' has an empty name; hint: a key is a "
-                         "dot-separated path such as hyperparameters.lr",
-                         kv, (int)(eq - kv), kv);
-                return false;
-            }
-            seg_empty = true;
-        } else if (!name_char(*p)) {
-            snprintf(err, errn,
-                     "--config '%s': the key '%.*s' has the character '%c'; hint: key names "
-                     "are letters, digits, '_' and '-', joined by '.'",
-                     kv, (int)(eq - kv), kv, *p);
-            return false;
-        } else {
-            seg_empty = false;
-        }
-    }
-    dt_yaml_doc *doc = dt_yaml_load_string(eq + 1, strlen(eq + 1), "value");
-    if (!doc) {
-        snprintf(err, errn,
-                 "--config '%s': the value is not valid YAML (%s); hint: quote a string "
-                 "value in the shell, e.g. --config 'description=\"a: b\"'",
-                 kv, dt_last_error());
-        return false;
-    }
-    dt_yaml_free(doc);
-    return true;
+    json_t *scratch = json_object();
+    dt_status st = scratch ? dt_config_override(scratch, kv) : DT_ERR_OOM;
+    json_decref(scratch);
+    if (st != DT_OK) snprintf(err, errn, "--config: %s", dt_last_error());
+    return st == DT_OK;
 }
 
 bool dt_cli_parse_url(const char *url, char *host, size_t hostn, int *port, bool *loopback,

@@ -615,45 +615,6 @@ static dt_status make_searcher(master *m, m_exp *e) {
 
 /* ---- create ---- */
 
-/* Set key.path = value (a YAML scalar or flow value) in the config's root. */
-static dt_status apply_override(json_t *root, const char *kv) {
-    const char *eq = strchr(kv, '=');
-    if (!eq || eq == kv)
-        return dt_error(DT_ERR_CONFIG,
-                        "override '%s' is not KEY=VALUE; hint: write e.g. "
-                        "searcher.max_trials=4",
-                        kv);
-    dt_yaml_doc *vd = dt_yaml_load_string(eq + 1, strlen(eq + 1), "override");
-    if (!vd)
-        return dt_error(DT_ERR_CONFIG, "override '%s': the value is not YAML: %s", kv,
-                        dt_last_error());
-    json_t *val = json_incref(dt_yaml_root(vd));
-    dt_yaml_free(vd);
-    if (!val) val = json_string("");
-    char key[512];
-    snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv);
-    json_t *obj = root;
-    char *save = NULL, *part = strtok_r(key, ".", &save);
-    while (part) {
-        char *next = strtok_r(NULL, ".", &save);
-        if (!next) {
-            json_object_set_new(obj, part, val);
-            return DT_OK;
-        }
-        json_t *child = json_object_get(obj, part);
-        if (!child) json_object_set_new(obj, part, child = json_object());
-        if (!json_is_object(child)) {
-            json_decref(val);
-            return dt_error(DT_ERR_CONFIG, "override '%s': '%s' is not a mapping in the config", kv,
-                            part);
-        }
-        obj = child;
-        part = next;
-    }
-    json_decref(val);
-    return dt_error(DT_ERR_CONFIG, "override '%s' has an empty key", kv);
-}
-
 static dt_status parse_config(const json_t *body, dt_expconf **cfg) {
     const char *text = json_string_value(json_object_get(body, "config_text"));
     if (!text)
@@ -671,7 +632,7 @@ static dt_status parse_config(const json_t *body, dt_expconf **cfg) {
     const json_t *ov = json_object_get(body, "overrides"), *v;
     size_t i;
     json_array_foreach(ov, i, v) {
-        dt_status st = json_is_string(v) ? apply_override(root, json_string_value(v))
+        dt_status st = json_is_string(v) ? dt_config_override(root, json_string_value(v))
                                          : dt_error(DT_ERR_CONFIG, "overrides must be strings");
         if (st != DT_OK) {
             dt_yaml_free(doc);
