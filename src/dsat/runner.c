@@ -20,6 +20,7 @@
 #include "dsat_search.h"
 
 #include "dsat/dsat.h"
+#include "trial/trial_iface.h"
 #include "base/durable.h"
 #include "dtrain/search.h"
 #include "base/yaml.h"
@@ -32,7 +33,7 @@
 
 enum { PH_PROFILE1, PH_PROFILE2, PH_SEARCH, PH_DONE };
 enum { K_PROFILE1, K_PROFILE2, K_TRIAL };
-enum { R_RUNNING, R_OK, R_OOM, R_ERROR };
+enum { RES_RUNNING, RES_OK, RES_OOM, RES_ERROR };
 static const char *const RESULT[] = {"running", "ok", "oom", "error"};
 
 typedef struct rec { /* one trial of the search */
@@ -162,7 +163,7 @@ static rec *add_rec(runner *r) {
 
 static int running(const runner *r) {
     int n = 0;
-    for (int i = 0; i < r->n; i++) n += r->recs[i].result == R_RUNNING;
+    for (int i = 0; i < r->n; i++) n += r->recs[i].result == RES_RUNNING;
     return n;
 }
 
@@ -316,7 +317,7 @@ static dt_status on_result(runner *r, dt_search_ctx *sc, rec *t, int result, dou
     char msg[1400];
     t->result = result;
     t->metric = metric;
-    if (t->kind == K_PROFILE1 && result != R_OK) {
+    if (t->kind == K_PROFILE1 && result != RES_OK) {
         snprintf(msg, sizeof msg,
                  "the profile trial (request %lld: micro-batch 1, one step, the configured ZeRO "
                  "settings) failed; its log says why (dtrain experiment logs); hint: check that "
@@ -337,17 +338,17 @@ static dt_status on_result(runner *r, dt_search_ctx *sc, rec *t, int result, dou
     }
     if (t->kind == K_PROFILE2) {
         dt_dsat_profile q;
-        if (result == R_OK && read_profile(sc, t->rid, &q) == DT_OK &&
+        if (result == RES_OK && read_profile(sc, t->rid, &q) == DT_OK &&
             dt_dsat_profile_refine(&r->prof, &q) == DT_OK)
             say(r, "dsat: the profile at micro-batch 2 refined the activation model");
         else
             say(r, "dsat: the profile at micro-batch 2 %s; the model uses micro-batch 1 alone",
-                result == R_OOM ? "ran out of memory" : "failed");
+                result == RES_OOM ? "ran out of memory" : "failed");
         dt_status st = start_search(r);
         if (st != DT_OK) return st;
         return schedule(r, sc, out);
     }
-    dt_dsat_result res = {.oom = result == R_OOM, .error = result == R_ERROR, .metric = metric};
+    dt_dsat_result res = {.oom = result == RES_OOM, .error = result == RES_ERROR, .metric = metric};
     dt_status st = dt__dsat_report(r->method, t->cfg_id, res);
     if (st != DT_OK) return st;
     say(r,
@@ -373,13 +374,13 @@ static dt_status h_validated(void *state, dt_search_ctx *sc, int64_t rid, double
     (void)len;
     runner *r = state;
     rec *t = find(r, rid);
-    if (!t || t->result != R_RUNNING) return DT_OK;
+    if (!t || t->result != RES_RUNNING) return DT_OK;
     json_t *m = dt_search_trial_metrics(sc, rid);
     double oom = 0, peak = 0;
     dt_json_number(json_object_get(m, "oom"), &oom);
     if (dt_json_number(json_object_get(m, "peak_bytes"), &peak)) t->measured = (int64_t)peak;
     json_decref(m);
-    int result = oom > 0 ? R_OOM : t->kind != K_TRIAL || isfinite(metric) ? R_OK : R_ERROR;
+    int result = oom > 0 ? RES_OOM : t->kind != K_TRIAL || isfinite(metric) ? RES_OK : RES_ERROR;
     return on_result(r, sc, t, result, metric, out);
 }
 
@@ -388,15 +389,15 @@ static dt_status h_exited(void *state, dt_search_ctx *sc, int64_t rid, dt_search
     (void)why;
     runner *r = state;
     rec *t = find(r, rid);
-    if (!t || t->result != R_RUNNING) return DT_OK;
-    return on_result(r, sc, t, R_ERROR, NAN, out);
+    if (!t || t->result != RES_RUNNING) return DT_OK;
+    return on_result(r, sc, t, RES_ERROR, NAN, out);
 }
 
 static dt_status h_closed(void *state, dt_search_ctx *sc, int64_t rid, dt_search_ops *out) {
     runner *r = state;
     rec *t = find(r, rid);
     /* a trial that ended without its result is a failure */
-    if (t && t->result == R_RUNNING) return on_result(r, sc, t, R_ERROR, NAN, out);
+    if (t && t->result == RES_RUNNING) return on_result(r, sc, t, RES_ERROR, NAN, out);
     return DT_OK;
 }
 
@@ -478,31 +479,6 @@ static void h_free(void *state) {
 
 /* ---- construction -------------------------------------------------------------------------- */
 
-/* The user's DeepSpeed config: hyperparameters.deepspeed_config (a path relative to the model
- * directory, or the object) with overwrite_deepspeed_args merged in. */
-static json_t *user_ds_config(const json_t *hp, const char *model_dir) {
-    const json_t *src = json_object_get(hp, "deepspeed_config");
-    json_t *base = NULL;
-    if (json_is_object(src)) {
-        base = json_incref((json_t *)src);
-    } else if (json_is_string(src)) {
-        const char *s = json_string_value(src);
-        char p[4200];
-        snprintf(p, sizeof p, "%s/%s", s[0] == '/' || !model_dir ? "" : model_dir, s);
-        base = dt_ds_config_load(s[0] == '/' || !model_dir ? s : p);
-        if (!base) return NULL;
-    } else {
-        dt_error(DT_ERR_CONFIG, "dsat needs hyperparameters.deepspeed_config, the DeepSpeed "
-                                "config of the trial; hint: add `deepspeed_config: "
-                                "ds_config.json` (a file in the model directory) under "
-                                "hyperparameters");
-        return NULL;
-    }
-    json_t *ds = dt_overwrite_config(base, json_object_get(hp, "overwrite_deepspeed_args"));
-    json_decref(base);
-    return ds;
-}
-
 dt_status dt_dsat_runner_new(const dt_expconf *cfg, const char *model_dir, const char *out_dir,
                              dt_search_method *out) {
     if (!cfg || !out_dir || !out || !cfg->searcher.method)
@@ -525,7 +501,7 @@ dt_status dt_dsat_runner_new(const dt_expconf *cfg, const char *model_dir, const
     r->opts.divisor = d->divisor;
     dt_status st = dt__dsat_metric_smaller(cfg->searcher.metric, &r->opts.smaller_is_better);
     if (st == DT_OK) st = dt_expconf_hparam_values(cfg, &r->user_hp);
-    if (st == DT_OK && !(r->user_ds = user_ds_config(r->user_hp, model_dir))) st = dt_last_status();
+    if (st == DT_OK && !(r->user_ds = dt__ds_config_resolve(r->user_hp, model_dir))) st = dt_last_status();
     dt_ds_config dc;
     if (st == DT_OK &&
         (st = dt_ds_config_parse(r->user_ds, (int)cfg->slots_per_trial, &dc)) == DT_OK)

@@ -331,9 +331,9 @@ static bool is_file(const char *p) {
     return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
-json_t *dt_ds_config_from_hparams(const dt_trial_ctx *c) {
-    const json_t *src = dt_hparam_json(c, "deepspeed_config");
-    const json_t *over = dt_hparam_json(c, "overwrite_deepspeed_args");
+json_t *dt__ds_config_resolve(const json_t *hparams, const char *md) {
+    const json_t *src = dt__hparam_lookup(hparams, "deepspeed_config");
+    const json_t *over = dt__hparam_lookup(hparams, "overwrite_deepspeed_args");
     if (!src) {
         dt_error(DT_ERR_CONFIG, "hyperparameters.deepspeed_config is not set; hint: add "
                                 "`deepspeed_config: ds_config.json` (a path relative to the model "
@@ -355,7 +355,6 @@ json_t *dt_ds_config_from_hparams(const dt_trial_ctx *c) {
         if (!base) dt_error(DT_ERR_OOM, "deepspeed_config: copy");
     } else if (json_is_string(src)) {
         const char *p = json_string_value(src);
-        const char *md = dt_trial_model_dir(c);
         char path[2048];
         if (p[0] != '/' && md) {
             snprintf(path, sizeof path, "%s/%s", md, p);
@@ -380,6 +379,10 @@ json_t *dt_ds_config_from_hparams(const dt_trial_ctx *c) {
     json_t *out = dt_overwrite_config(base, json_is_object(over) ? over : NULL);
     json_decref(base);
     return out;
+}
+
+json_t *dt_ds_config_from_hparams(const dt_trial_ctx *c) {
+    return dt__ds_config_resolve(dt_hparams(c), dt_trial_model_dir(c));
 }
 
 /* ---- checks at the start of the fit loop ---- */

@@ -22,10 +22,14 @@ static const json_t *hparam_find(const json_t *obj, const char *name) {
 }
 
 /* A hyperparameter's value: a plain value, or {type: const, val: X}. */
-const json_t *dt_hparam_json(const dt_trial_ctx *c, const char *name) {
-    const json_t *h = hparam_find(dt_hparams(c), name);
+const json_t *dt__hparam_lookup(const json_t *hparams, const char *name) {
+    const json_t *h = hparam_find(hparams, name);
     if (json_is_object(h) && json_object_get(h, "val")) return json_object_get(h, "val");
     return h;
+}
+
+const json_t *dt_hparam_json(const dt_trial_ctx *c, const char *name) {
+    return dt__hparam_lookup(dt_hparams(c), name);
 }
 
 int64_t dt_hparam_int(const dt_trial_ctx *c, const char *name, int64_t dflt) {

@@ -49,4 +49,9 @@ DT_API int dt_preempt_signal(void);
 /* The wrapped engines (the reference's context.models), in wrapping order. */
 DT_API int dt_trial_engine_count(const dt_trial_ctx *c);
 
+/* A trial's DeepSpeed config from its hyperparameters: deepspeed_config (a path relative to
+ * model_dir, or the object) with overwrite_deepspeed_args merged in. The trial's engine
+ * (dt_ds_config_from_hparams) and the autotuner read the user's config through it. */
+DT_API json_t *dt__ds_config_resolve(const json_t *hparams, const char *model_dir);
+
 #endif

@@ -78,6 +78,10 @@ typedef struct dt__fit_record {
     double best;
 } dt__fit_record;
 
+/* Hyperparameter `name` (dotted for nested ones) of a hyperparameters object, a const
+ * hyperparameter's {type: const, val: X} read as X (hparams.c). */
+const json_t *dt__hparam_lookup(const json_t *hparams, const char *name);
+
 typedef struct dt_ckpt_writer dt_ckpt_writer; /* trialio.h */
 /* Weights and optimiser states as safetensors files in `dir` (param_files.c): model.safetensors
  * (model_<i>.safetensors for i > 0) and optimizer.safetensors ("opt<i>.<state>", with each
