@@ -15,6 +15,8 @@
  *      index of version 2).
  *   4  the model definitions of experiments (a tar of the files, store_modeldef.c) and the
  *      login tokens of users (det_auth.c).
+ *   5  a trial's run_start: its run's leader's start time (/proc stat field 22), recorded with
+ *      pgid so that a restarted master never signals a pid the kernel gave to another process.
  *
  * Times are ISO 8601 UTC text; JSON members are stored as compact JSON text.
  */
@@ -106,6 +108,8 @@ static const char *const MIGRATIONS[] = {
     " token TEXT PRIMARY KEY,"
     " username TEXT NOT NULL,"
     " time TEXT NOT NULL);",
+    /* 4 -> 5: with a run's process group, its leader's start time */
+    "ALTER TABLE trials ADD COLUMN run_start INTEGER NOT NULL DEFAULT 0;",
 };
 
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))

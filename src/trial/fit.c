@@ -358,6 +358,7 @@ static dt_status validate(trainer *t, dt_metrics *out) {
                 }
             }
             vb++;
+            dt_core_heartbeat(t->core); /* a long validation is no hang */
             if (t->o->test_mode) break;
         }
         /* AVG is weighted by batch length (records), so a smaller last batch counts less;
