@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# A hung trial (tests/e2e/toy's hang_at: a train step that never returns) with
+# resources.max_silence 3: the master kills it with its process group and restarts it from its
+# latest checkpoint, counted against max_restarts, with the reason in the trial's logs and as
+# its exit reason; a trial that hangs in every run ends in ERROR once no restart is left.
+# usage: test_hang.sh DTRAIN_BINARY SOURCE_DIR
+set -u
+DTRAIN=$1
+SRC=$2
+PY=${PYTHON:-python3}
+W=$(mktemp -d /tmp/dtrain-hang.XXXXXX)
+. "$SRC/tests/e2e/check.sh"
+. "$SRC/tests/e2e/master_env.sh"
+TOY=$SRC/tests/e2e/toy
+
+cleanup() {
+  [ -n "$MPID" ] && kill -9 "$MPID" 2> /dev/null
+  for g in $(cat "$W"/pgids 2> /dev/null); do [ "$g" -gt 1 ] && kill -9 -- "-$g" 2> /dev/null; done
+  rm -rf "$W"
+}
+trap cleanup EXIT
+note_pgid() { $API get "/api/v1/trials/$1" 'r["trial"].get("pgid") or ""' >> "$W/pgids" 2> /dev/null; }
+
+start_master || { bad "the master does not start"; summary; exit 1; }
+
+# write_config NAME HANG_RUNS MAX_RESTARTS: the toy, hanging at batch 12 after a checkpoint at
+# 10, in runs up to HANG_RUNS
+write_config() {
+  cat > "$W/$1.yaml" << EOF2
+name: $1
+entrypoint: model_def:ToyTrial
+hyperparameters:
+  global_batch_size: 16
+  lr: 0.01
+  hang_at: 12
+  hang_runs: $2
+searcher:
+  name: single
+  metric: validation_loss
+  max_length:
+    batches: 30
+min_validation_period:
+  batches: 10
+min_checkpoint_period:
+  batches: 10
+scheduling_unit: 5
+max_restarts: $3
+resources:
+  max_silence: 3
+reproducibility:
+  experiment_seed: 3
+EOF2
+}
+
+# 1. hangs in its first run only: killed, restarted from the checkpoint at batch 10, completes
+write_config once 1 2
+A=$($API create "$W/once.yaml" "$TOY")
+TA=$($API until "/api/v1/experiments/$A/trials" 'r["trials"]' 30 > /dev/null &&
+  $API get "/api/v1/experiments/$A/trials" 'r["trials"][0]["id"]')
+$API until "/api/v1/trials/$TA" 'r["trial"]["pgid"] > 0' 30 > /dev/null && note_pgid "$TA"
+check '[ "$($API wait "$A" 180)" = COMPLETED ]' "a trial that hung once did not complete: $(tail -20 "$W/master.log")"
+LOGS=$($API get "/api/v1/trials/$TA/logs" '"\n".join(l["line"] for l in r["logs"])')
+CK=$($API get "/api/v1/trials/$TA/checkpoints" '[c["uuid"] for c in r["checkpoints"] if c["batches"] == 10][0]')
+check 'grep -Eq "no heartbeat for [0-9]+ s \(resources.max_silence 3\); killed, restarting from checkpoint $CK" <<< "$LOGS"' \
+  "the logs do not say why the run was killed and where it restarts (checkpoint at 10: $CK): $(grep -i heartbeat <<< "$LOGS")"
+check '[ "$($API get "/api/v1/trials/$TA" "r[\"trial\"][\"restarts\"]")" -ge 1 ]' "the kill was not counted as a restart"
+check '[ "$($API get "/api/v1/trials/$TA" "r[\"trial\"][\"batches\"]")" = 30 ]' "the restarted trial did not train to the end"
+
+# 2. hangs in every run: killed twice (max_restarts 1), then the trial is ERROR with the reason
+write_config always 1000 1
+B=$($API create "$W/always.yaml" "$TOY")
+TB=$($API until "/api/v1/experiments/$B/trials" 'r["trials"]' 30 > /dev/null &&
+  $API get "/api/v1/experiments/$B/trials" 'r["trials"][0]["id"]')
+$API until "/api/v1/trials/$TB" 'r["trial"]["pgid"] > 0' 30 > /dev/null && note_pgid "$TB"
+$API wait "$B" 180 > /dev/null
+SB=$($API get "/api/v1/trials/$TB" 'r["trial"]["state"]')
+check '[ "$SB" = ERROR ]' "a trial that always hangs did not end in ERROR but $SB: $(tail -20 "$W/master.log")"
+REASON=$($API get "/api/v1/trials/$TB" 'r["trial"]["exit_reason"]')
+check 'grep -q "no heartbeat for .* killed, no restart left (max_restarts 1)" <<< "$REASON"' \
+  "its exit reason does not say it hung: $REASON"
+LOGS=$($API get "/api/v1/trials/$TB/logs" '"\n".join(l["line"] for l in r["logs"])')
+check '[ "$(grep -c "no heartbeat for" <<< "$LOGS")" -eq 2 ]' "not killed exactly twice: $(grep "heartbeat" <<< "$LOGS")"
+# every process of the hung runs is gone
+for g in $(cat "$W/pgids"); do check '! kill -0 -- "-$g" 2> /dev/null' "process group $g lives on"; done
+summary
