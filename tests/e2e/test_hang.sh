@@ -82,4 +82,31 @@ LOGS=$($API get "/api/v1/trials/$TB/logs" '"\n".join(l["line"] for l in r["logs"
 check '[ "$(grep -c "no heartbeat for" <<< "$LOGS")" -eq 2 ]' "not killed exactly twice: $(grep "heartbeat" <<< "$LOGS")"
 # every process of the hung runs is gone
 for g in $(cat "$W/pgids"); do check '! kill -0 -- "-$g" 2> /dev/null' "process group $g lives on"; done
+
+# 3. a restarted master finds the recorded pgid of a run given to an unrelated process (a
+# `sleep 100` in a group of its own): it leaves that process alone, treats the run as gone and
+# runs the trial again
+write_config reused 0 2
+sed -i 's/batches: 30/batches: 40/; s/lr: 0.01/lr: 0.01\n  batch_ms: 100/' "$W/reused.yaml"
+C=$($API create "$W/reused.yaml" "$TOY")
+TC=$($API until "/api/v1/experiments/$C/trials" 'r["trials"]' 30 > /dev/null &&
+  $API get "/api/v1/experiments/$C/trials" 'r["trials"][0]["id"]')
+$API until "/api/v1/trials/$TC" 'r["trial"]["batches"] >= 5' 60 > /dev/null
+G=$($API get "/api/v1/trials/$TC" 'r["trial"]["pgid"]')
+echo "$G" >> "$W/pgids"
+kill -9 "$MPID"
+wait "$MPID" 2> /dev/null
+MPID=
+[ "$G" -gt 1 ] && kill -9 -- "-$G" 2> /dev/null # the run is gone...
+setsid sleep 100 & # ...and its pid number, as far as the store knows, is this process's
+S=$!
+echo "$S" >> "$W/pgids"
+$PY -c 'import sqlite3, sys; d = sqlite3.connect(sys.argv[1]); d.execute("UPDATE trials SET pgid = ? WHERE id = ?", (int(sys.argv[2]), int(sys.argv[3]))); d.commit()' \
+  "$DTRAIN_HOME/store.db" "$S" "$TC"
+start_master || bad "the master does not start again"
+check '[ "$($API wait "$C" 180)" = COMPLETED ]' "the trial did not run again to its end: $(tail -20 "$W/master.log")"
+check 'kill -0 "$S" 2> /dev/null' "the unrelated process $S was killed for the run it replaced"
+check 'grep -q "process group $S is not the run that was recorded" "$W/master.log"' \
+  "the master does not say it left process $S alone: $(tail -5 "$W/master.log")"
+kill -9 "$S" 2> /dev/null
 summary
