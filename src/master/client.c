@@ -190,6 +190,22 @@ static dt_status status_of(long http) {
     return DT_ERR_INVALID;
 }
 
+/* Why a call that got no complete answer failed. */
+static dt_status transfer_error(const dt_client *c, CURLcode rc, const char *url, bool oom) {
+    if (oom) return dt_error(DT_ERR_OOM, "out of memory reading the answer of %s", url);
+    if (c->hung)
+        return dt_error(DT_ERR_COMM,
+                        "master at %s accepted the connection but did not answer within %.0f s; "
+                        "hint: it is hung or overloaded: see its log ($DTRAIN_HOME/master.log "
+                        "for one the CLI started), then restart it (dtrain master stop, or kill "
+                        "the pid in $DTRAIN_HOME/master.pid)",
+                        c->url + strlen("http://"), c->answer_s);
+    return dt_error(DT_ERR_COMM,
+                    "cannot reach the master at %s (%s); hint: start one with `dtrain master` or "
+                    "set DTRAIN_MASTER",
+                    c->url, c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc));
+}
+
 dt_status dt_client_call(dt_client *c, const char *method, const char *path, const json_t *body,
                          json_t **out, long *http_status) {
     if (out) *out = NULL;
@@ -236,18 +252,7 @@ dt_status dt_client_call(dt_client *c, const char *method, const char *path, con
     free(text);
     if (rc != CURLE_OK) {
         free(b.p);
-        if (b.oom) return dt_error(DT_ERR_OOM, "out of memory reading the answer of %s", url);
-        if (c->hung)
-            return dt_error(DT_ERR_COMM,
-                            "master at %s accepted the connection but did not answer within "
-                            "%.0f s; hint: it is hung or overloaded: see its log "
-                            "($DTRAIN_HOME/master.log for one the CLI started), then restart it "
-                            "(dtrain master stop, or kill the pid in $DTRAIN_HOME/master.pid)",
-                            c->url + strlen("http://"), c->answer_s);
-        return dt_error(DT_ERR_COMM,
-                        "cannot reach the master at %s (%s); hint: start one with `dtrain "
-                        "master` or set DTRAIN_MASTER",
-                        c->url, c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc));
+        return transfer_error(c, rc, url, b.oom);
     }
     long code = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
