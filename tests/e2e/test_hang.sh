@@ -14,12 +14,10 @@ W=$(mktemp -d /tmp/dtrain-hang.XXXXXX)
 TOY=$SRC/tests/e2e/toy
 
 cleanup() {
-  [ -n "$MPID" ] && kill -9 "$MPID" 2> /dev/null
-  for g in $(cat "$W"/pgids 2> /dev/null); do [ "$g" -gt 1 ] && kill -9 -- "-$g" 2> /dev/null; done
+  stop_master_runs
   rm -rf "$W"
 }
 trap cleanup EXIT
-note_pgid() { $API get "/api/v1/trials/$1" 'r["trial"].get("pgid") or ""' >> "$W/pgids" 2> /dev/null; }
 
 start_master || { bad "the master does not start"; summary; exit 1; }
 
