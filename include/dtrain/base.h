@@ -74,7 +74,6 @@ typedef enum dt_mem_category {
     DT_MEM_NCAT
 } dt_mem_category;
 
-DT_API const char *dt_mem_category_name(dt_mem_category c);
 
 /* A device is a memory pool with per-category accounting and an optional byte budget.
  * A device is thread-safe; every allocation is 64-byte aligned and zeroed. */
@@ -92,22 +91,13 @@ typedef struct dt_mem_stats {
  * if budget_bytes < 0 the budget is read from $DT_DEVICE_MEMORY (bytes, or with a K/M/G suffix). */
 DT_API dt_device *dt_device_new(const char *name, int64_t budget_bytes);
 DT_API void dt_device_free(dt_device *dev);
-DT_API const char *dt_device_name(const dt_device *dev);
-DT_API void dt_device_set_budget(dt_device *dev, int64_t budget_bytes);
 DT_API void dt_device_stats(const dt_device *dev, dt_mem_stats *out);
 DT_API void dt_device_reset_peak(dt_device *dev);
 
-/* Allocate `bytes` zeroed bytes charged to `cat`. On failure (malloc or budget) returns NULL
- * with DT_ERR_OOM set; nothing is charged. */
-DT_API void *dt_mem_alloc(dt_device *dev, dt_mem_category cat, size_t bytes);
-/* Free memory from dt_mem_alloc; `bytes` must be the size it was allocated with. */
-DT_API void dt_mem_free(dt_device *dev, dt_mem_category cat, void *p, size_t bytes);
 /* Charge / release bytes that were allocated elsewhere (e.g. by a library). Charging fails
  * with DT_ERR_OOM when it would exceed the budget. */
 DT_API dt_status dt_mem_charge(dt_device *dev, dt_mem_category cat, int64_t bytes);
 DT_API void dt_mem_release(dt_device *dev, dt_mem_category cat, int64_t bytes);
-/* Fault injection for tests: the n-th next allocation on `dev` fails (0 disables). */
-DT_API void dt_device_fail_after(dt_device *dev, int64_t n);
 
 /* ---- arena ---------------------------------------------------------------------------- */
 
@@ -116,14 +106,12 @@ DT_API void dt_device_fail_after(dt_device *dev, int64_t n);
  * allocates nothing. */
 typedef struct dt_arena dt_arena;
 
-/* Not zeroed (for outputs that are fully overwritten). */
 /* A position in the arena; dt_arena_rewind frees everything allocated after it (memory
  * allocated before the mark stays valid). Marks nest; rewinding past a reset is undefined. */
 typedef struct dt_arena_mark {
     void *block;
     size_t used, used_total;
 } dt_arena_mark;
-/* True when ptr points into memory the arena has handed out (since its last reset). */
 
 /* ---- RNG ------------------------------------------------------------------------------ */
 
@@ -136,10 +124,6 @@ typedef struct dt_rng {
 } dt_rng;
 
 DT_API void dt_rng_init(dt_rng *r, uint64_t seed);
-/* Four 32-bit random words for block `ctr` under key `seed`. */
-DT_API void dt_philox(uint64_t seed, uint64_t ctr, uint32_t out[4]);
-DT_API uint32_t dt_rng_u32(dt_rng *r);
-DT_API uint64_t dt_rng_u64(dt_rng *r);
 /* Uniform in [0, 1). */
 DT_API double dt_rng_uniform(dt_rng *r);
 /* Fill with U[lo, hi). Advances the counter by ceil(n/4). */
@@ -148,6 +132,16 @@ DT_API void dt_rng_fill_uniform(dt_rng *r, float *out, int64_t n, float lo, floa
 DT_API void dt_rng_fill_normal(dt_rng *r, float *out, int64_t n, float mean, float std);
 /* Uniform integer in [0, n). */
 DT_API uint64_t dt_rng_below(dt_rng *r, uint64_t n);
+
+/* ---- config sources ------------------------------------------------------------------ */
+
+/* A YAML document loaded with the source position of every node (configs name their errors'
+ * line:column from it). */
+typedef struct dt_yaml_doc dt_yaml_doc;
+/* A position in the source: 1-based line and column; line 0 = unknown. */
+typedef struct dt_yaml_pos {
+    int line, col;
+} dt_yaml_pos;
 
 /* ---- misc ----------------------------------------------------------------------------- */
 
@@ -177,10 +171,6 @@ DT_API const char *dt_cpu_isa_name(dt_cpu_isa isa);
  * whole number of bytes in [0, INT64_MAX]: NaN, inf, negative, fractional ("0.1") and too large
  * values are refused, never rounded. Returns -1 with DT_ERR_INVALID and the reason. */
 DT_API int64_t dt_parse_bytes(const char *s);
-/* Edit distance (optimal string alignment: insertions, deletions, substitutions, adjacent
- * transpositions), case-sensitive — used for "did you mean" suggestions. Strings longer than
- * 255 bytes give the longer length. */
-DT_API int dt_edit_distance(const char *a, const char *b);
 
 #ifdef __cplusplus
 }

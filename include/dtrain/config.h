@@ -7,8 +7,7 @@
  * key.path ..." messages naming the file; unknown keys are warnings with a "did you mean ...?"
  * suggestion, keys without effect here are warnings saying why, removed keys are errors naming
  * the key to write instead.
- * docs/config.md is the user-facing reference. YAML loading with source positions is base's
- * (dtrain/yaml.h).
+ * docs/config.md is the user-facing reference. YAML loading with source positions is base's.
  *
  * Lengths (dt_length, dt_unit) and the checkpoint policy (dt_ckpt_policy) are the Trainer's
  * types from dtrain/trial.h, so a parsed config feeds dt_fit_opts without conversion.
@@ -18,7 +17,6 @@
 
 #include "dtrain/base.h"
 #include "dtrain/trial.h"
-#include "dtrain/yaml.h"
 
 #include <jansson.h>
 
@@ -179,8 +177,6 @@ DT_API dt_status dt_expconf_load_file(const char *path, unsigned flags, dt_expco
 /* The same from text; `name` prefixes positions in messages. */
 DT_API dt_status dt_expconf_load_string(const char *text, const char *name, unsigned flags,
                                         dt_expconf **out);
-/* Validate an already-loaded doc; takes ownership of `doc` (freed on error too). */
-DT_API dt_status dt_expconf_from_doc(dt_yaml_doc *doc, unsigned flags, dt_expconf **out);
 /* Validate a json config (e.g. read back from the store); no positions in messages. The json is
  * deep-copied: the caller keeps its reference. */
 DT_API dt_status dt_expconf_from_json(const json_t *json, unsigned flags, dt_expconf **out);

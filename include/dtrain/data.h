@@ -83,8 +83,6 @@ typedef struct dt_field {
     int64_t shape[DT_MAX_DIMS - 1];
 } dt_field;
 
-/* Bytes of one sample of field `f`. */
-DT_API size_t dt_field_nbytes(const dt_field *f);
 
 /* A map-style dataset. Anyone may implement one by filling this struct (statically or on the
  * heap) — the built-in constructors below return heap ones.
@@ -117,7 +115,6 @@ struct dt_dataset {
  * dt_dataset_find returns the field's position or -1. dt_dataset_free(NULL) is fine. */
 DT_API int64_t dt_dataset_len(const dt_dataset *ds);
 DT_API dt_status dt_dataset_get(const dt_dataset *ds, int64_t index, void *const *out);
-DT_API int dt_dataset_find(const dt_dataset *ds, const char *name);
 DT_API void dt_dataset_free(dt_dataset *ds);
 
 /* One in-memory field for dt_dataset_from_arrays: `data` holds n samples back to back, each
@@ -140,9 +137,6 @@ DT_API dt_dataset *dt_dataset_from_arrays(int nfields, const dt_array_field *arr
  * take_base is true, in which case dt_dataset_free(subset) also frees the base (also when this
  * call fails). DT_ERR_INVALID unless 0 <= start <= end <= len(base). */
 DT_API dt_dataset *dt_dataset_subset(dt_dataset *base, int64_t start, int64_t end, bool take_base);
-/* Like dt_dataset_subset over an explicit index list (copied; each in [0, len(base))). */
-DT_API dt_dataset *dt_dataset_subset_indices(dt_dataset *base, const int64_t *indices, int64_t n,
-                                             bool take_base);
 
 /* How dt_dataset_idx lays out an image. */
 typedef enum dt_image_layout {
@@ -353,8 +347,6 @@ DT_API dt_status dt_loader_next(dt_loader *l, dt_batch **out);
  * dt_loader_start_epoch(epoch, batch). -1, 0 before any start. Either pointer may be NULL. */
 DT_API void dt_loader_position(const dt_loader *l, int64_t *epoch, int64_t *batch);
 
-DT_API const dt_dataset *dt_loader_dataset(const dt_loader *l);
-DT_API const dt_loader_opts *dt_loader_options(const dt_loader *l);
 
 /* ---- user loaders (disable_dataset_reproducibility_checks) ----------------------------------
  * A trial that opts out of the reproducibility checks returns a loader of its own: these

@@ -3,7 +3,6 @@
 #define DTRAIN_H
 
 #include "dtrain/base.h"
-#include "dtrain/durable.h"
 #include "dtrain/tensor.h"
 #include "dtrain/nn.h"
 #include "dtrain/optim.h"

@@ -170,15 +170,11 @@ DT_API int64_t dt_engine_train_batch_size(const dt_engine *e);
 DT_API int64_t dt_engine_train_micro_batch_size_per_gpu(const dt_engine *e);
 DT_API int64_t dt_engine_gradient_accumulation_steps(const dt_engine *e);
 DT_API int64_t dt_engine_global_steps(const dt_engine *e); /* optimizer steps taken or skipped */
-DT_API int64_t dt_engine_global_samples(const dt_engine *e);
-DT_API int64_t dt_engine_micro_steps(const dt_engine *e);
 DT_API int64_t dt_engine_skipped_steps(const dt_engine *e); /* fp16 overflows */
 DT_API float dt_engine_get_lr(const dt_engine *e);
 DT_API double dt_engine_loss_scale(const dt_engine *e); /* 1 unless fp16 */
-DT_API const dt_ds_config *dt_engine_config(const dt_engine *e);
 DT_API dt_module *dt_engine_module(const dt_engine *e);
 DT_API dt_comm *dt_engine_comm(const dt_engine *e);
-DT_API int dt_engine_zero_stage(const dt_engine *e);
 /* Norm of the (unscaled, reduced) gradient at the last boundary, before clipping. */
 DT_API float dt_engine_grad_norm(const dt_engine *e);
 
@@ -218,7 +214,6 @@ typedef struct dt_engine_load_opts {
     bool load_lr_scheduler_states; /* default true */
     bool load_module_only;         /* weights only: no optimizer, schedule or counters */
 } dt_engine_load_opts;
-DT_API dt_engine_load_opts dt_engine_load_defaults(void);
 
 /* Load DIR/TAG (TAG NULL = the tag named by DIR/latest). Works for any saved data-parallel
  * world size and ZeRO stage: optimizer shards are re-sliced to this engine's ranges. On error

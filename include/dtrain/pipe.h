@@ -109,14 +109,9 @@ DT_API int dt_pipe_stage_id(const dt_pipe_engine *p);
 DT_API int dt_pipe_num_stages(const dt_pipe_engine *p);
 DT_API int dt_pipe_dp_rank(const dt_pipe_engine *p);
 DT_API int dt_pipe_dp_size(const dt_pipe_engine *p);
-/* This stage's first layer and one past its last (global layer indices). */
-DT_API void dt_pipe_stage_layers(const dt_pipe_engine *p, int *first, int *end);
 /* This stage's module (its layers as children named by global index) and engine. */
 DT_API dt_module *dt_pipe_stage_module(const dt_pipe_engine *p);
 DT_API dt_engine *dt_pipe_stage_engine(const dt_pipe_engine *p);
-/* Fraction of this stage's batch time spent waiting for other stages in the last
- * dt_pipe_train_batch (receives and the final waits for sends). */
-DT_API double dt_pipe_last_wait_fraction(const dt_pipe_engine *p);
 
 #ifdef __cplusplus
 }

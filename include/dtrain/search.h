@@ -44,7 +44,6 @@ typedef struct dt_search_ops {
     dt_search_op *v;
 } dt_search_ops;
 
-DT_API void dt_search_ops_free(dt_search_ops *ops);
 
 /* Why a trial stopped before its operations were done. */
 typedef enum dt_search_exit {

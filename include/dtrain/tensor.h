@@ -74,7 +74,6 @@ struct dt_tensor {
 DT_API dt_ctx *dt_ctx_new(dt_device *dev, uint64_t seed);
 DT_API void dt_ctx_free(dt_ctx *ctx);
 DT_API dt_device *dt_ctx_device(dt_ctx *ctx);
-DT_API dt_arena *dt_ctx_arena(dt_ctx *ctx);
 DT_API dt_rng *dt_ctx_rng(dt_ctx *ctx);
 /* Free every arena tensor and clear the tape. Parameter gradients are kept. */
 DT_API void dt_ctx_reset(dt_ctx *ctx);

@@ -340,8 +340,6 @@ DT_API dt_pipe_engine *dt_trial_pipe_engine(const dt_trial_ctx *c, int i);
  * batch without such a field (e.g. a user collate's: write a data function of your own). */
 DT_API dt_status dt_batch_iter_pipe_data(void *iter, int64_t micro, dt_ctx *ctx, bool want_inputs,
                                          dt_tensor **inputs, bool want_labels, dt_tensor **labels);
-/* The wrapped engines (the reference's context.models), in wrapping order. */
-DT_API int dt_trial_engine_count(const dt_trial_ctx *c);
 DT_API dt_engine *dt_trial_engine(const dt_trial_ctx *c, int i);
 /* train_micro_batch_size_per_gpu of the first wrapped engine: the batch size the data loaders
  * of an engine-based trial use. 0 (with DT_ERR_STATE set) before an engine is wrapped. */

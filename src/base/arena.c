@@ -1,6 +1,7 @@
 /* arena.c — bump allocator for per-step activations. Blocks are charged to the device
  * when obtained; after a reset the blocks are coalesced into one of high-water size. */
 #include "dtrain/base.h"
+#include "base/base_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

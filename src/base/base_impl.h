@@ -85,4 +85,25 @@ DT_API size_t dt_arena_used(const dt_arena *a);
 DT_API size_t dt_arena_high_water(const dt_arena *a);
 DT_API size_t dt_arena_capacity(const dt_arena *a);
 
+/* Memory accounting and random streams below the public API. */
+DT_API const char *dt_mem_category_name(dt_mem_category c);
+DT_API const char *dt_device_name(const dt_device *dev);
+DT_API void dt_device_set_budget(dt_device *dev, int64_t budget_bytes);
+/* Fault injection for tests: the n-th next allocation on `dev` fails (0 disables). */
+DT_API void dt_device_fail_after(dt_device *dev, int64_t n);
+/* Four 32-bit random words for block `ctr` under key `seed`. */
+DT_API void dt_philox(uint64_t seed, uint64_t ctr, uint32_t out[4]);
+DT_API uint32_t dt_rng_u32(dt_rng *r);
+DT_API uint64_t dt_rng_u64(dt_rng *r);
+
+/* Allocate `bytes` zeroed bytes charged to `cat`. On failure (malloc or budget) returns NULL
+ * with DT_ERR_OOM set; nothing is charged. */
+DT_API void *dt_mem_alloc(dt_device *dev, dt_mem_category cat, size_t bytes);
+/* Free memory from dt_mem_alloc; `bytes` must be the size it was allocated with. */
+DT_API void dt_mem_free(dt_device *dev, dt_mem_category cat, void *p, size_t bytes);
+/* Edit distance (optimal string alignment: insertions, deletions, substitutions, adjacent
+ * transpositions), case-sensitive — used for "did you mean" suggestions. Strings longer than
+ * 255 bytes give the longer length. */
+DT_API int dt_edit_distance(const char *a, const char *b);
+
 #endif

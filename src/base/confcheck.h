@@ -28,7 +28,8 @@
 #define DTRAIN_CONFCHECK_H
 
 #include "dtrain/base.h"
-#include "dtrain/yaml.h"
+#include "base/yaml.h"
+#include "base/base_impl.h"
 
 #include <jansson.h>
 

@@ -14,7 +14,7 @@
  */
 #define _GNU_SOURCE
 #include "base/base_impl.h"
-#include "dtrain/durable.h"
+#include "base/durable.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,7 @@
 /* mem.c — devices: 64-byte aligned zeroed allocations with per-category accounting,
  * peak tracking and an optional budget that turns into DT_ERR_OOM. */
 #include "dtrain/base.h"
+#include "base/base_impl.h"
 
 #include <stdatomic.h>
 #include <stdio.h>

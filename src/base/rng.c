@@ -1,5 +1,6 @@
 /* rng.c — Philox4x32-10 counter-based generator (Salmon et al., SC'11). */
 #include "dtrain/base.h"
+#include "base/base_impl.h"
 
 #include <math.h>
 

@@ -18,7 +18,7 @@
  * the cap, having built at most the cap's worth of nodes. The total node count is capped too
  * (MAX_NODES), for large documents without aliases.
  */
-#include "dtrain/yaml.h"
+#include "base/yaml.h"
 #include "base/base_impl.h"
 
 #include <errno.h>

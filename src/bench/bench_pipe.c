@@ -6,6 +6,7 @@
 #include "bench_impl.h"
 
 #include "dtrain/pipe.h"
+#include "engine/engine_iface.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -2,6 +2,7 @@
  * and their order are a contract: bench/side_by_side.py, engine_scaling.py, pipe_scaling.py,
  * gemm_rate.py and fit_overhead.sh parse them (docs/cli.md lists them). */
 #include "bench_impl.h"
+#include "base/base_impl.h"
 
 #include <string.h>
 

@@ -2,7 +2,7 @@
  * `--config` overrides and the master's URL (args.h). */
 #include "args.h"
 
-#include "dtrain/yaml.h"
+#include "base/yaml.h"
 
 #include <ctype.h>
 #include <errno.h>

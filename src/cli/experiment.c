@@ -5,7 +5,7 @@
 #include "args.h"
 #include "cli.h"
 
-#include "dtrain/yaml.h"
+#include "base/yaml.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -11,6 +11,7 @@
  * (expconf_legacy.c). docs/config.md documents every key and default.
  */
 #include "config_impl.h"
+#include "config/expconf_doc.h"
 
 /* ---- the top level ----------------------------------------------------------------------- */
 

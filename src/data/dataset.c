@@ -1,6 +1,7 @@
 /* dataset.c — the dt_dataset vtable helpers and two generic datasets: in-memory arrays
  * (borrowed or copied) and subsets (an index range or an index list over another dataset). */
 #include "data_impl.h"
+#include "data/data_iface.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -10,6 +10,7 @@
  * publish a filled slot by setting its `done` to k. Starting another epoch, resharding or
  * freeing sets `stop` and joins the workers; a worker checks `stop` between samples. */
 #include "data_impl.h"
+#include "data/data_iface.h"
 
 #include <pthread.h>
 #include <omp.h>

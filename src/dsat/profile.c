@@ -13,6 +13,8 @@
  * bytes the example really used) is the rate. */
 #include "dsat/dsat.h"
 #include "base/base_impl.h"
+#include "engine/engine_iface.h"
+#include "tensor/tensor_iface.h"
 
 #include <stddef.h>
 #include <string.h>

@@ -20,9 +20,9 @@
 #include "dsat_search.h"
 
 #include "dsat/dsat.h"
-#include "dtrain/durable.h"
+#include "base/durable.h"
 #include "dtrain/search.h"
-#include "dtrain/yaml.h"
+#include "base/yaml.h"
 
 #include <math.h>
 #include <stdarg.h>

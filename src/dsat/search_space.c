@@ -15,6 +15,7 @@
  * drawn among the stages that have one: nothing that cannot fit is ever proposed.
  */
 #include "dsat_search_impl.h"
+#include "base/base_impl.h"
 
 #include <math.h>
 #include <stdlib.h>

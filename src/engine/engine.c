@@ -13,6 +13,8 @@
  * the engine brings its reduction, overflow agreement, norm and partitioned update.
  */
 #include "engine/engine_impl.h"
+#include "base/base_impl.h"
+#include "engine/engine_iface.h"
 
 #include <math.h>
 #include <stdlib.h>

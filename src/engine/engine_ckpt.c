@@ -21,8 +21,9 @@
  */
 #include "engine/engine_impl.h"
 #include "base/base_impl.h"
-#include "dtrain/durable.h"
+#include "base/durable.h"
 #include "base/path.h"
+#include "engine/engine_iface.h"
 
 #include <errno.h>
 #include <stdio.h>

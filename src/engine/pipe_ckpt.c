@@ -17,7 +17,7 @@
  */
 #include "engine/engine_impl.h"
 #include "engine/pipe_impl.h"
-#include "dtrain/durable.h"
+#include "base/durable.h"
 
 #include <stdio.h>
 #include <stdlib.h>

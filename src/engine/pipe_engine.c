@@ -14,6 +14,7 @@
 #include "tensor/tensor_iface.h"
 #include "dtrain/pipe.h"
 #include "base/base_impl.h"
+#include "engine/engine_iface.h"
 
 #include <math.h>
 #include <stdio.h>

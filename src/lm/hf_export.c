@@ -6,7 +6,7 @@
 #include "model_impl.h"
 
 #include "base/base_impl.h"
-#include "dtrain/durable.h"
+#include "base/durable.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
  * makes a new file rather than reusing a stale one. */
 #include "lm_tok_impl.h"
 
-#include "dtrain/durable.h"
+#include "base/durable.h"
 
 #include <errno.h>
 #include <stdio.h>

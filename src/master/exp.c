@@ -21,6 +21,7 @@
 #include "base/base_impl.h"
 #include "search/searcher.h"
 #include "trial/trial_iface.h"
+#include "config/expconf_doc.h"
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -5,6 +5,7 @@
 #define DT_NN_IFACE_H
 
 #include "dtrain/nn.h"
+#include "base/base_impl.h"
 
 /* Move a built module onto other flat buffers of the same length (dt_module_flat_params' n):
  * every parameter view and gradient view is re-pointed at the same offsets in `params` /

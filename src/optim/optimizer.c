@@ -33,6 +33,7 @@
  * depend on the thread count.
  */
 #include "dtrain/optim.h"
+#include "base/base_impl.h"
 
 #include <math.h>
 #include <stdio.h>

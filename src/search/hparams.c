@@ -15,6 +15,7 @@
  * i decodes as a mixed-radix number, the first hyperparameter varying slowest).
  */
 #include "search_impl.h"
+#include "base/base_impl.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -18,6 +18,7 @@
  * snapshot of another searcher or version.
  */
 #include "search_impl.h"
+#include "search/searcher.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -31,4 +31,6 @@ DT_API dt_status dt_searcher_load(dt_searcher *s, const json_t *snapshot);
  * in). DT_ERR_CONFIG when the searcher could not be built from the config. */
 DT_API dt_status dt_searcher_plan(const dt_expconf *cfg, json_t **out);
 
+DT_API void dt_search_ops_free(dt_search_ops *ops);
+
 #endif

@@ -16,6 +16,7 @@
  * the activation's memory.
  */
 #include "tensor_impl.h"
+#include "base/base_impl.h"
 
 #define PAR_MIN 32768
 

@@ -19,7 +19,8 @@
  * The machine is little-endian (x86-64), the format's byte order: data is copied as is.
  */
 #include "tensor_impl.h"
-#include "dtrain/durable.h"
+#include "base/durable.h"
+#include "base/base_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "base/base_impl.h"
+#include "tensor/tensor_iface.h"
 
 /* ---- dtypes ---- */
 

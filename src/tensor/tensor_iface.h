@@ -42,4 +42,6 @@ DT_API int64_t dt_ctx_tape_len(const dt_ctx *ctx);
 DT_API int dt_op_count(void);
 DT_API const char *dt_op_name(int i);
 
+DT_API dt_arena *dt_ctx_arena(dt_ctx *ctx);
+
 #endif

@@ -29,7 +29,7 @@
  */
 #define _GNU_SOURCE /* renameat2, strverscmp, fdopendir */
 #include "dtrain/trialio.h"
-#include "dtrain/durable.h"
+#include "base/durable.h"
 #include "base/path.h"
 #include "base/base_impl.h"
 #include "trial_impl.h"

@@ -4,6 +4,7 @@
 #include "trial_impl.h"
 
 #include "dtrain/engine.h"
+#include "base/base_impl.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -18,7 +18,7 @@
  */
 #include "dtrain/core.h"
 #include "trial_iface.h"
-#include "dtrain/durable.h"
+#include "base/durable.h"
 #include "dtrain/trialio.h"
 
 #include <errno.h>

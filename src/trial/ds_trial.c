@@ -35,6 +35,9 @@
 
 #include "dtrain/engine.h"
 #include "dtrain/pipe.h"
+#include "engine/engine_iface.h"
+#include "data/data_iface.h"
+#include "trial/trial_iface.h"
 
 #include <math.h>
 #include <stdio.h>

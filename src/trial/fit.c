@@ -13,16 +13,14 @@
  * (records: a batch holds per-slot batch size records on each of `size` ranks; a partial
  * batch is dropped, a length under one batch is one batch).
  *
- * What a checkpoint holds is trial_ckpt.c's; this file decides when and where one is made.
+ * What a checkpoint holds is trial_ckpt.c's; this file decides when and where one is made. What
+ * differs between a plain and an engine trial is behind fit_impl.h's dt__fit_kind.
  * The chief holds the checkpoint directory's lock for the whole run, and a process whose
  * launcher is gone does not start (launcher_watch.c).
  * Exact resume: the data order depends only on (seed, epoch), the loader restarts at the saved
  * batch, and the runtime RNG (dropout) is restored, so N batches trained in one run and in two
  * halves give the same bits. */
-#include "trial_impl.h"
-
-#include "dtrain/core.h"
-#include "dtrain/trialio.h"
+#include "fit_impl.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -30,42 +28,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define MAX_CALLBACKS 16
-
-typedef struct window {
-    int n;
-    char name[DT_METRICS_MAX][DT_METRIC_NAME_MAX];
-    double sum[DT_METRICS_MAX];
-    int64_t count[DT_METRICS_MAX];
-} window;
-
-typedef struct trainer {
-    const dt_trial_def *def;
-    const dt_fit_opts *o;
-    dt_trial_ctx *c;
-    void *self;
-    bool ds;     /* engine-based trial (def->ds_train_batch) */
-    bool report; /* this slot's metrics count (false only with a model-parallel unit) */
-    dt_loader *train, *val;
-    int n_cb;
-    dt_callback cb[MAX_CALLBACKS];
-    const char *cb_name[MAX_CALLBACKS];
-    int64_t batches_per_epoch;
-    int64_t max_batches;
-    int64_t val_every, ckpt_every, report_every; /* periods in batches (0 = none / default) */
-    int64_t last_ckpt_batch;
-    dt__fit_record rec; /* records trained, last / best validation: saved in checkpoints */
-    window win;
-    dt_metrics last_batch;
-    dt_core *core; /* where reports go (opts->core, or a local core of our own) */
-    dt_core_op op; /* the current searcher operation */
-    double t_start, t_window;
-    int64_t window_records;
-    /* the window's time getting batches from the loader and inside train_batch, and its
-     * batches: the training lines' data_ms and train_batch_ms */
-    double window_data_s, window_train_s;
-    int64_t window_batches;
-} trainer;
+typedef dt__trainer trainer;
 
 /* ---- helpers ---- */
 
@@ -79,8 +42,7 @@ typedef struct trainer {
  * global batches, at least one; epochs are the training loader's). */
 static dt_status to_batches(const trainer *t, dt_length l, const char *what, int64_t *out) {
     dt_length_scale s = {
-        .global_batch_size = t->ds ? dt_trial_global_batch_size(t->c)
-                                   : dt_trial_per_slot_batch_size(t->c) * t->c->size,
+        .global_batch_size = t->kind->global_batch_size(t),
         .batches_per_epoch = t->batches_per_epoch,
     };
     return dt_length_batches(l, &s, DT_LENGTH_MIN_ONE, what, out);
@@ -90,7 +52,7 @@ static bool period_hit(int64_t every, int64_t done) {
     return every > 0 && done % every == 0;
 }
 
-static void window_add(window *w, const dt_metrics *m) {
+static void window_add(dt__fit_window *w, const dt_metrics *m) {
     for (int i = 0; i < m->n; i++) {
         int k = 0;
         while (k < w->n && strcmp(w->name[k], m->m[i].name)) k++;
@@ -193,15 +155,6 @@ static dt_status merge_parts(trainer *t, const part_metric *mine, int n, dt_metr
     return DT_OK;
 }
 
-/* The same status on every slot: the worst one (a failing slot's message stays local). */
-static dt_status sync_status(trainer *t, dt_status st) {
-    return dt_comm_agree(t->c->comm, st, "trial");
-}
-
-static bool chief(const trainer *t) {
-    return t->c->rank == 0;
-}
-
 /* The position reports carry. */
 static dt_core_at at(const trainer *t) {
     int64_t b = t->c->batches_trained;
@@ -261,7 +214,7 @@ static void profile_batch(trainer *t, double sec, double data_sec) {
     dt_device_stats(dt_ctx_device(t->c->rt), &ms);
     dt_metrics p = dt_metrics_empty();
     dt_metrics_set(&p, "step_ms", sec * 1e3);
-    if (!t->ds) dt_metrics_set(&p, "data_ms", data_sec * 1e3);
+    if (!t->kind->loads_in_train) dt_metrics_set(&p, "data_ms", data_sec * 1e3);
     dt_metrics_set(&p, "gflops", sec > 0 ? (double)(f.forward + f.backward) / sec / 1e9 : 0);
     dt_metrics_set(&p, "activation_peak_mb", (double)ms.peak[DT_MEM_ACTIVATIONS] / 1048576.0);
     /* recorded at the batch being trained (batches_trained is advanced after this) */
@@ -273,6 +226,86 @@ static void profile_batch(trainer *t, double sec, double data_sec) {
 
 /* ---- validation ---- */
 
+/* One slot's validation metrics as they accumulate, per name with its reducer. */
+typedef struct val_acc {
+    int n;
+    part_metric p[DT_METRICS_MAX];
+} val_acc;
+
+static void val_acc_add(trainer *t, val_acc *a, const dt_metrics *m, int64_t len) {
+    for (int i = 0; i < m->n; i++) {
+        int k = 0;
+        while (k < a->n && strcmp(a->p[k].name, m->m[i].name)) k++;
+        part_metric *p = &a->p[k];
+        if (k == a->n) {
+            if (a->n == DT_METRICS_MAX) continue;
+            snprintf(p->name, DT_METRIC_NAME_MAX, "%s", m->m[i].name);
+            p->reducer = t->def->evaluation_reducer ? t->def->evaluation_reducer(t->self, p->name)
+                                                    : DT_REDUCER_AVG;
+            p->acc = p->reducer == DT_REDUCER_MAX   ? -INFINITY
+                     : p->reducer == DT_REDUCER_MIN ? INFINITY
+                                                    : 0;
+            p->weight = 0;
+            a->n++;
+        }
+        double v = m->m[i].value;
+        switch ((dt_reducer)p->reducer) {
+        case DT_REDUCER_AVG:
+            p->acc += v * (double)len;
+            p->weight += (double)len;
+            break;
+        case DT_REDUCER_SUM:
+            p->acc += v;
+            break;
+        case DT_REDUCER_MAX:
+            p->acc = fmax(p->acc, v);
+            break;
+        case DT_REDUCER_MIN:
+            p->acc = fmin(p->acc, v);
+            break;
+        }
+    }
+}
+
+/* evaluate_batch over this slot's shard, then the slots' parts combined per reducer (AVG is
+ * weighted by batch length, so a smaller last batch counts less). */
+static dt_status validate_batches(trainer *t, dt_metrics *out) {
+    val_acc a = {0};
+    dt_status st = t->kind->eval_begin(t);
+    for (int64_t vb = 0; st == DT_OK; vb++) {
+        dt_metrics m;
+        int64_t len = 0;
+        if (!t->kind->eval_batch(t, vb, &m, &len, &st)) break;
+        if (m.status != DT_OK) {
+            st = dt_error(m.status, "evaluate_batch failed at validation batch %lld: %s",
+                          (long long)vb, dt_last_error());
+            break;
+        }
+        val_acc_add(t, &a, &m, len);
+        dt_core_heartbeat(t->core); /* a long validation is no hang */
+        if (t->o->test_mode) break;
+    }
+    st = dt__fit_agree(t, st);
+    if (!t->report) a.n = 0; /* a slot the model-parallel unit keeps out of the metrics */
+    return st == DT_OK ? merge_parts(t, a.p, a.n, out) : st;
+}
+
+/* evaluate_full_dataset is not distributable: the chief evaluates the whole dataset and
+ * shares the result. */
+static dt_status validate_full(trainer *t, dt_metrics *out) {
+    dt_status st = DT_OK;
+    if (dt__fit_chief(t)) {
+        st = dt_loader_start_unsharded(t->val, 0);
+        if (st == DT_OK) {
+            *out = t->def->evaluate_full_dataset(t->self, t->val);
+            st = out->status;
+        }
+    }
+    st = dt__fit_agree(t, st);
+    if (st == DT_OK && t->c->size > 1) st = dt_comm_broadcast(t->c->comm, out, sizeof *out, 0);
+    return st;
+}
+
 static dt_status validate(trainer *t, dt_metrics *out) {
     dt_trial_ctx *c = t->c;
     dt_ctx *rt = c->rt;
@@ -283,97 +316,7 @@ static dt_status validate(trainer *t, dt_metrics *out) {
     dt_ctx_set_training(rt, false);
     /* dropout is off and no RNG is drawn here, but keep the runtime RNG untouched anyway */
     dt_rng saved = *dt_ctx_rng(rt);
-    dt_status st = DT_OK;
-    if (t->def->evaluate_full_dataset) {
-        /* not distributable: the chief evaluates the whole dataset and shares the result */
-        if (chief(t)) {
-            st = dt_loader_start_unsharded(t->val, 0);
-            if (st == DT_OK) {
-                *out = t->def->evaluate_full_dataset(t->self, t->val);
-                st = out->status;
-            }
-        }
-        st = sync_status(t, st);
-        if (st == DT_OK && c->size > 1) st = dt_comm_broadcast(c->comm, out, sizeof *out, 0);
-    } else {
-        st = t->ds ? dt__ds_eval_begin(c) : dt_loader_start_epoch(t->val, 0, 0);
-        int n = 0;
-        char name[DT_METRICS_MAX][DT_METRIC_NAME_MAX];
-        double acc[DT_METRICS_MAX], wsum[DT_METRICS_MAX];
-        dt_reducer red[DT_METRICS_MAX];
-        int64_t vb = 0;
-        while (st == DT_OK) {
-            dt_batch *b = NULL;
-            dt_metrics m;
-            int64_t len = 0;
-            if (t->ds) {
-                /* engine-based: the trial pulls from the iterator; weight = records it pulled */
-                if (!dt__ds_eval_more(c, vb, &st)) break;
-                dt_ctx_reset(rt);
-                m = dt__ds_evaluate_batch(c, t->def, t->self, vb, &len);
-            } else {
-                st = dt_loader_next(t->val, &b);
-                if (st != DT_OK || !b) break;
-                if (b->records == 0) continue; /* a shard's padding batch: nothing to evaluate */
-                dt_ctx_reset(rt);
-                m = t->def->evaluate_batch(t->self, b, vb);
-            }
-            if (m.status != DT_OK) {
-                st = dt_error(m.status, "evaluate_batch failed at validation batch %lld: %s",
-                              (long long)vb, dt_last_error());
-                break;
-            }
-            if (b)
-                len = t->def->get_batch_length ? t->def->get_batch_length(t->self, b) : b->records;
-            for (int i = 0; i < m.n; i++) {
-                int k = 0;
-                while (k < n && strcmp(name[k], m.m[i].name)) k++;
-                if (k == n) {
-                    if (n == DT_METRICS_MAX) continue;
-                    snprintf(name[k], DT_METRIC_NAME_MAX, "%s", m.m[i].name);
-                    red[k] = t->def->evaluation_reducer
-                                 ? t->def->evaluation_reducer(t->self, name[k])
-                                 : DT_REDUCER_AVG;
-                    acc[k] = red[k] == DT_REDUCER_MAX   ? -INFINITY
-                             : red[k] == DT_REDUCER_MIN ? INFINITY
-                                                        : 0;
-                    wsum[k] = 0;
-                    n++;
-                }
-                double v = m.m[i].value;
-                switch (red[k]) {
-                case DT_REDUCER_AVG:
-                    acc[k] += v * (double)len;
-                    wsum[k] += (double)len;
-                    break;
-                case DT_REDUCER_SUM:
-                    acc[k] += v;
-                    break;
-                case DT_REDUCER_MAX:
-                    acc[k] = fmax(acc[k], v);
-                    break;
-                case DT_REDUCER_MIN:
-                    acc[k] = fmin(acc[k], v);
-                    break;
-                }
-            }
-            vb++;
-            dt_core_heartbeat(t->core); /* a long validation is no hang */
-            if (t->o->test_mode) break;
-        }
-        /* AVG is weighted by batch length (records), so a smaller last batch counts less;
-         * slots' partial results are combined per reducer */
-        st = sync_status(t, st);
-        if (!t->report) n = 0; /* a slot the model-parallel unit keeps out of the metrics */
-        part_metric parts[DT_METRICS_MAX];
-        for (int k = 0; k < n; k++) {
-            memcpy(parts[k].name, name[k], DT_METRIC_NAME_MAX);
-            parts[k].reducer = red[k];
-            parts[k].acc = acc[k];
-            parts[k].weight = wsum[k];
-        }
-        if (st == DT_OK) st = merge_parts(t, parts, n, out);
-    }
+    dt_status st = t->def->evaluate_full_dataset ? validate_full(t, out) : validate_batches(t, out);
     if (st == DT_OK) st = run_reducers(t, false, out);
     dt_ctx_reset(rt);
     *dt_ctx_rng(rt) = saved;
@@ -405,90 +348,26 @@ static bool is_best(trainer *t, const dt_metrics *m) {
 
 /* ---- checkpoints ---- */
 
-/* Engine-based trials: what the chief tells every slot before the engines are saved. */
-typedef struct ds_ckpt_msg {
-    int32_t code; /* 0: write into dir; 1: this position is already saved; 2: the chief failed */
-    char dir[4092];
-} ds_ckpt_msg;
-
-/* Engine-based trials, on every slot: the chief starts the checkpoint and broadcasts its
- * temporary directory; every slot saves its engines' shards there; the slots agree on the
- * outcome. The chief gets the open writer back in *w (NULL when there is nothing to write:
- * *skip set), the other slots are done when this returns. */
-static dt_status ds_save_shards(trainer *t, const char *name, dt_ckpt_writer **w, bool *skip) {
-    dt_trial_ctx *c = t->c;
-    *w = NULL;
-    *skip = false;
-    ds_ckpt_msg msg;
-    memset(&msg, 0, sizeof msg);
-    dt_status st = DT_OK;
-    if (chief(t)) {
-        char path[2048];
-        snprintf(path, sizeof path, "%s/%s", t->o->checkpoint_dir, name);
-        struct stat sb;
-        if (stat(path, &sb) == 0) {
-            msg.code = 1;
-        } else if (!(*w = dt_ckpt_begin(t->o->checkpoint_dir, name))) {
-            msg.code = 2;
-            st = dt_last_status();
-        } else {
-            snprintf(msg.dir, sizeof msg.dir, "%s", dt_ckpt_dir(*w));
-        }
-    }
-    if (c->size > 1) {
-        char keep[1024];
-        snprintf(keep, sizeof keep, "%s", dt_last_error());
-        dt_status bst = dt_comm_broadcast(c->comm, &msg, sizeof msg, 0);
-        if (bst != DT_OK) {
-            dt_ckpt_abort(*w);
-            *w = NULL;
-            return bst;
-        }
-        if (st != DT_OK) dt_error(st, "%s", keep);
-    }
-    if (msg.code == 1) {
-        *skip = true;
-        return DT_OK;
-    }
-    if (msg.code == 2)
-        return chief(t) ? st : dt_error(DT_ERR_IO, "the chief could not start checkpoint %s", name);
-    /* every slot writes its own shards into the chief's temporary directory */
-    st = sync_status(t, dt__ds_save(c, t->def, t->self, msg.dir));
-    if (st != DT_OK || !chief(t)) {
-        dt_ckpt_abort(*w);
-        *w = NULL;
-        *skip = !chief(t) && st == DT_OK;
-    }
-    return st;
-}
-
 /* Write checkpoint "batch_<N>" of the current position into the checkpoint directory (unless
  * it is there already) and report it stored: it becomes the latest, and the best when `best`.
- * The chief's work, and every slot's for an engine-based trial (see ds_save_shards). */
+ * The chief's work, and every slot's part for a kind whose slots save shards. */
 static dt_status save_checkpoint(trainer *t, bool best) {
     dt_trial_ctx *c = t->c;
     char name[64];
     snprintf(name, sizeof name, "batch_%lld", (long long)c->batches_trained);
     char path[2048];
     snprintf(path, sizeof path, "%s/%s", t->o->checkpoint_dir, name);
-    dt_ckpt_writer *ds_w = NULL;
+    dt_ckpt_writer *w = NULL;
     bool skip = false; /* this position is already saved */
-    if (t->ds) {
-        /* engine-based: every slot takes part; the chief goes on with the shared files */
-        dt_status st = ds_save_shards(t, name, &ds_w, &skip);
-        if (st != DT_OK) return dt_error(st, "saving checkpoint %s: %s", path, dt_last_error());
-        if (skip && !chief(t)) return DT_OK;
-    } else {
-        struct stat sb;
-        skip = stat(path, &sb) == 0;
-    }
+    dt_status st = t->kind->ckpt_begin(t, name, &w, &skip);
+    if (st != DT_OK) return dt_error(st, "saving checkpoint %s: %s", path, dt_last_error());
+    if (!dt__fit_chief(t)) return DT_OK; /* a slot's shards are in the chief's directory */
     json_t *extra = NULL;
     if (!skip) {
         json_t *state = dt__trial_ckpt_state(c, &t->rec, t->n_cb, t->cb, t->cb_name);
-        if (t->ds) json_object_set_new(state, "ds_stream", dt__ds_state_json(c));
+        if (t->kind->ckpt_state) t->kind->ckpt_state(t, state);
         CB(t, on_checkpoint_save_start, state);
-        dt_ckpt_writer *w = ds_w ? ds_w : dt_ckpt_begin(t->o->checkpoint_dir, name);
-        dt_status st = w ? dt__trial_ckpt_write(w, c, t->def, t->self, state) : dt_last_status();
+        st = dt__trial_ckpt_write(w, c, t->def, t->self, state);
         json_decref(state);
         if (st != DT_OK) {
             DT_KEEP_ERROR(dt_ckpt_abort(w));
@@ -507,7 +386,7 @@ static dt_status save_checkpoint(trainer *t, bool best) {
                              .metadata = extra,
                              .steps_completed = c->batches_trained,
                              .best = best};
-    dt_status st = dt_core_checkpoint_stored(t->core, &ck);
+    st = dt_core_checkpoint_stored(t->core, &ck);
     json_decref(extra);
     if (st != DT_OK) return st;
     if (!skip) CB(t, on_checkpoint_upload_end, name);
@@ -515,11 +394,10 @@ static dt_status save_checkpoint(trainer *t, bool best) {
 }
 
 static dt_status checkpoint(trainer *t, bool best) {
-    /* the model and optimiser states are replicated across data-parallel slots: the chief
-     * writes, the others wait for the outcome (engine-based trials: every slot writes its
-     * engine shards first, see ds_save_shards) */
-    dt_status st = chief(t) || t->ds ? save_checkpoint(t, best) : DT_OK;
-    st = sync_status(t, st);
+    /* replicated states: the chief writes, the others wait for the outcome; sharded ones:
+     * every slot writes its shards first */
+    bool part = dt__fit_chief(t) || t->kind->every_slot_saves;
+    dt_status st = dt__fit_agree(t, part ? save_checkpoint(t, best) : DT_OK);
     if (st != DT_OK) return st;
     t->last_ckpt_batch = t->c->batches_trained; /* on every slot: they decide alike */
     return DT_OK;
@@ -561,120 +439,116 @@ static dt_status complete_op(trainer *t) {
     return st == DT_OK ? take_op(t, "the searcher operation's length") : st;
 }
 
+/* Train batch c->batches_trained (in epoch e) into *m: the batch from the kind, the trial's
+ * step, the profile of a profiled batch, and the window's records and times. */
+static dt_status train_one(trainer *t, int64_t e, dt_metrics *m) {
+    dt_trial_ctx *c = t->c;
+    dt_batch *b = NULL;
+    double d0 = dt_now_sec();
+    dt_status st = t->kind->next_batch(t, e, c->batches_trained % t->batches_per_epoch, &b);
+    double data_sec = dt_now_sec() - d0;
+    if (st != DT_OK) return st;
+    dt_ctx_reset(c->rt);
+    c->in_fit = true;
+    /* (a shard's padding batch, with no records, is not profiled) */
+    bool prof = c->profile && c->batches_trained >= c->profile_begin &&
+                c->batches_trained <= c->profile_end && !(b && b->records == 0);
+    if (prof) {
+        dt_ctx_flops_reset(c->rt);
+        dt_device_reset_peak(dt_ctx_device(c->rt));
+    }
+    int64_t recs = 0;
+    double tb0 = dt_now_sec();
+    *m = t->kind->train(t, b, e, &recs);
+    double tb1 = dt_now_sec();
+    t->window_train_s += tb1 - tb0;
+    if (prof && m->status == DT_OK) profile_batch(t, tb1 - tb0, data_sec);
+    if (m->status != DT_OK)
+        return dt_error(m->status, "train_batch failed at batch %lld (epoch %lld): %s",
+                        (long long)c->batches_trained, (long long)e, dt_last_error());
+    double loss;
+    if (!t->report) *m = dt_metrics_empty(); /* kept out of the metrics by the unit */
+    if (dt_metrics_get(m, "loss", &loss) && !isfinite(loss))
+        return dt_error(DT_ERR_INVALID,
+                        "train_batch returned loss = %g at batch %lld (epoch "
+                        "%lld); hint: lower the learning rate, enable gradient "
+                        "clipping or check the data",
+                        loss, (long long)c->batches_trained, (long long)e);
+    t->rec.records_trained += recs;
+    t->window_records += recs;
+    t->window_data_s += data_sec;
+    t->window_batches++;
+    return DT_OK;
+}
+
+/* Should every slot stop here? 1: checkpoint and stop; 2: the platform disowned this run:
+ * stop and write nothing (an error). The slots agree on the answer. */
+static dt_status stop_check(trainer *t, int64_t *stop) {
+    dt_trial_ctx *c = t->c;
+    *stop = dt_core_should_preempt(t->core) || c->stop_requested;
+    if (*stop && t->core->lost) *stop = 2;
+    dt_status st = c->size > 1 ? dt_comm_allreduce(c->comm, stop, 1, DT_COMM_DTYPE_I64,
+                                                   DT_REDUCE_OP_MAX)
+                               : DT_OK;
+    if (st == DT_OK && *stop == 2)
+        return dt_error(DT_ERR_STATE,
+                        "stopped at batch %lld without a checkpoint: this trial run was "
+                        "replaced or lost its master",
+                        (long long)c->batches_trained);
+    return st;
+}
+
+/* After a batch: schedules, epoch end, progress, the periodic reports, validations and
+ * checkpoints, then whether to stop (*stop, stop_check's answer). */
+static dt_status after_batch(trainer *t, int64_t e, const dt_metrics *m, int64_t *stop) {
+    dt_trial_ctx *c = t->c;
+    dt_status st = DT_OK;
+    t->last_batch = *m;
+    window_add(&t->win, m);
+    dt__trial_step_scheds(c, DT_LR_STEP_EVERY_BATCH);
+    c->batches_trained++;
+    if (c->batches_trained % t->batches_per_epoch == 0) {
+        CB(t, on_training_epoch_end, e);
+        dt__trial_step_scheds(c, DT_LR_STEP_EVERY_EPOCH);
+    }
+    report_progress(t);
+    bool last = c->batches_trained >= t->max_batches || t->o->test_mode;
+    int64_t report_every = t->report_every > 0 ? t->report_every : 100;
+    if (period_hit(report_every, c->batches_trained) || last)
+        if ((st = report_training(t)) != DT_OK) return st;
+    if (t->o->on_batch_end && (st = t->o->on_batch_end(t->o->batch_user, c)) != DT_OK) return st;
+    if (period_hit(t->val_every, c->batches_trained) && !last)
+        if ((st = validate_and_policy(t)) != DT_OK) return st;
+    if (period_hit(t->ckpt_every, c->batches_trained) && !last)
+        if ((st = checkpoint(t, false)) != DT_OK) return st;
+    return stop_check(t, stop);
+}
+
+/* Each searcher operation: train to its length, validate, report the searcher metric; then
+ * a final checkpoint. */
 static dt_status train_loop(trainer *t) {
     dt_trial_ctx *c = t->c;
-    int64_t val_every = t->val_every, ckpt_every = t->ckpt_every, report_every = t->report_every;
-    if (report_every <= 0) report_every = 100;
     dt_status st = DT_OK;
     if (t->o->step_zero_validation && c->batches_trained == 0 &&
         (st = validate(t, &t->rec.last_val)) != DT_OK)
         return st;
     CB(t, on_training_start);
-    int64_t epoch = -1;
-    bool stopped = false;
-    /* each searcher operation: train to its length, validate, report the searcher metric */
-    for (;;) {
-        while (c->batches_trained < t->max_batches) {
+    int64_t epoch = -1, stop = 0;
+    while (!stop) {
+        while (c->batches_trained < t->max_batches && !stop) {
             int64_t e = c->batches_trained / t->batches_per_epoch;
             int64_t in_epoch = c->batches_trained % t->batches_per_epoch;
             if (e != epoch) {
                 epoch = e;
-                /* (an engine-based trial's iterator reads the loader as one stream) */
-                st = t->ds ? DT_OK : dt_loader_start_epoch(t->train, e, in_epoch);
-                if (st != DT_OK) return st;
+                if ((st = t->kind->start_epoch(t, e, in_epoch)) != DT_OK) return st;
                 if (in_epoch == 0) CB(t, on_training_epoch_start, e);
             }
-            dt_batch *b = NULL;
-            double d0 = dt_now_sec();
-            st = t->ds ? DT_OK : dt_loader_next(t->train, &b);
-            double data_sec = dt_now_sec() - d0;
-            if (st != DT_OK) return st;
-            if (!b && !t->ds)
-                return dt_error(DT_ERR_STATE,
-                                "the training loader ended epoch %lld after %lld batches "
-                                "but reported %lld per epoch",
-                                (long long)e, (long long)in_epoch, (long long)t->batches_per_epoch);
-            dt_ctx_reset(c->rt);
-            c->in_fit = true;
-            dt_metrics m = dt_metrics_empty();
-            if (b && b->records == 0) {
-                /* a shard's padding batch: no data here, but the slot still takes part in the
-                 * optimiser steps' gradient averaging (contributing zero gradients) */
-                for (int i = 0; i < c->n_optims && m.status == DT_OK; i++)
-                    m.status = dt_step_optimizer(c, c->optims[i].opt, NULL);
-            } else {
-                bool prof = c->profile && c->batches_trained >= c->profile_begin &&
-                            c->batches_trained <= c->profile_end;
-                double p0 = 0;
-                if (prof) {
-                    dt_ctx_flops_reset(c->rt);
-                    dt_device_reset_peak(dt_ctx_device(c->rt));
-                    p0 = dt_now_sec();
-                }
-                double tb0 = dt_now_sec();
-                m = t->ds ? dt__ds_train_batch(c, t->def, t->self, e, c->batches_trained)
-                          : t->def->train_batch(t->self, b, e, c->batches_trained);
-                double tb1 = dt_now_sec();
-                t->window_train_s += tb1 - tb0;
-                if (prof && m.status == DT_OK) profile_batch(t, tb1 - p0, data_sec);
-            }
-            if (m.status != DT_OK)
-                return dt_error(m.status, "train_batch failed at batch %lld (epoch %lld): %s",
-                                (long long)c->batches_trained, (long long)e, dt_last_error());
-            double loss;
-            if (!t->report) m = dt_metrics_empty(); /* kept out of the metrics by the unit */
-            if (dt_metrics_get(&m, "loss", &loss) && !isfinite(loss))
-                return dt_error(DT_ERR_INVALID,
-                                "train_batch returned loss = %g at batch %lld (epoch "
-                                "%lld); hint: lower the learning rate, enable gradient "
-                                "clipping or check the data",
-                                loss, (long long)c->batches_trained, (long long)e);
-            /* engine-based: a batch is the first engine's train_batch_size records */
-            int64_t recs = t->ds ? dt__ds_records_per_batch(c)
-                                 : (t->def->get_batch_length ? t->def->get_batch_length(t->self, b)
-                                                             : b->records) *
-                                       c->size;
-            t->rec.records_trained += recs;
-            t->window_records += recs;
-            t->window_data_s += data_sec; /* (an engine-based trial loads inside train_batch) */
-            t->window_batches++;
-            t->last_batch = m;
-            window_add(&t->win, &m);
-            dt__trial_step_scheds(c, DT_LR_STEP_EVERY_BATCH);
-            c->batches_trained++;
-            bool epoch_end = c->batches_trained % t->batches_per_epoch == 0;
-            if (epoch_end) {
-                CB(t, on_training_epoch_end, e);
-                dt__trial_step_scheds(c, DT_LR_STEP_EVERY_EPOCH);
-            }
-            report_progress(t);
-            bool last = c->batches_trained >= t->max_batches || t->o->test_mode;
-            if (period_hit(report_every, c->batches_trained) || last)
-                if ((st = report_training(t)) != DT_OK) return st;
-            if (t->o->on_batch_end && (st = t->o->on_batch_end(t->o->batch_user, c)) != DT_OK)
+            dt_metrics m;
+            if ((st = train_one(t, e, &m)) != DT_OK || (st = after_batch(t, e, &m, &stop)) != DT_OK)
                 return st;
-            if (period_hit(val_every, c->batches_trained) && !last)
-                if ((st = validate_and_policy(t)) != DT_OK) return st;
-            if (period_hit(ckpt_every, c->batches_trained) && !last)
-                if ((st = checkpoint(t, false)) != DT_OK) return st;
-            /* 1: checkpoint and stop; 2: the platform disowned this run: stop, write nothing */
-            int64_t stop = dt_core_should_preempt(t->core) || c->stop_requested;
-            if (stop && t->core->lost) stop = 2;
-            if (c->size > 1 && (st = dt_comm_allreduce(c->comm, &stop, 1, DT_COMM_DTYPE_I64,
-                                                       DT_REDUCE_OP_MAX)) != DT_OK)
-                return st;
-            if (stop == 2)
-                return dt_error(DT_ERR_STATE,
-                                "stopped at batch %lld without a checkpoint: this trial run was "
-                                "replaced or lost its master",
-                                (long long)c->batches_trained);
-            if (stop) {
-                stopped = true;
-                break;
-            }
             if (t->o->test_mode) break;
         }
-        if (stopped) break;
+        if (stop) break;
         /* the end of the operation: a validation (and the checkpoint the policy asks for) */
         if (t->rec.last_val_batch != c->batches_trained)
             if ((st = validate_and_policy(t)) != DT_OK) return st;
@@ -683,31 +557,103 @@ static dt_status train_loop(trainer *t) {
     }
     /* the end of training: a final checkpoint */
     if (t->last_ckpt_batch != c->batches_trained) st = checkpoint(t, false);
-    if (st == DT_OK && stopped) dt_core_report_stopped(t->core, c->batches_trained);
+    if (st == DT_OK && stop) dt_core_report_stopped(t->core, c->batches_trained);
+    return st;
+}
+
+/* The core reports go to: the caller's, or dtrain train's local one (files in the
+ * checkpoint directory, stderr, SIGINT / SIGTERM). */
+static dt_status open_core(trainer *t) {
+    const dt_fit_opts *o = t->o;
+    t->core = o->core;
+    if (!t->core) {
+        dt_core_local_opts lo = {.chief = dt__fit_chief(t),
+                                 .max_length = o->max_length,
+                                 .checkpoint_dir = o->checkpoint_dir,
+                                 .metrics_out = o->metrics_out,
+                                 .progress = o->progress,
+                                 .quiet = o->quiet,
+                                 .save_trial_best = o->save_trial_best,
+                                 .save_trial_latest = o->save_trial_latest};
+        if (!(t->core = dt_core_local_new(&lo))) return dt_last_status();
+    }
+    snprintf(t->c->tb_path, sizeof t->c->tb_path, "%s", t->core->tb_path);
+    t->core->comm = t->c->comm; /* a core asking a server on the chief broadcasts over it */
+    return DT_OK;
+}
+
+/* The trial's init, callbacks and data (through its kind), then the lengths in batches. */
+static dt_status open_trial(trainer *t) {
+    const dt_trial_def *def = t->def;
+    const dt_fit_opts *o = t->o;
+    dt_trial_ctx *c = t->c;
+    /* the experiment config's profiling section; a trial that sets its own profiler in init
+     * overrides it */
+    dt_status st = DT_OK;
+    if (o->profile &&
+        (st = dt_trial_set_profiler(c, true, o->profile_begin, o->profile_end)) != DT_OK)
+        return st;
+    t->self = def->init(c);
+    if (!t->self)
+        return dt_error(dt_last_status() ? dt_last_status() : DT_ERR_STATE,
+                        "trial %s init failed: %s", def->name ? def->name : "", dt_last_error());
+    if (def->build_callbacks) {
+        t->n_cb = def->build_callbacks(t->self, t->cb, t->cb_name, DT_FIT_MAX_CALLBACKS);
+        if (t->n_cb < 0 || t->n_cb > DT_FIT_MAX_CALLBACKS) t->n_cb = 0;
+    }
+    if ((st = t->kind->open(t)) != DT_OK) return st;
+    if (t->batches_per_epoch <= 0)
+        return dt_error(DT_ERR_CONFIG,
+                        "the training loader has no batches (%lld); hint: check the "
+                        "dataset and batch size",
+                        (long long)t->batches_per_epoch);
+    c->batches_per_epoch = t->batches_per_epoch;
+    if ((st = take_op(t, "max_length")) != DT_OK) return st;
+    if (t->op.length.n <= 0) return no_length();
+    if ((st = to_batches(t, o->validation_period, "validation_period", &t->val_every)) != DT_OK ||
+        (st = to_batches(t, o->checkpoint_period, "checkpoint_period", &t->ckpt_every)) != DT_OK)
+        return st;
+    return to_batches(t, o->reporting_period, "reporting_period", &t->report_every);
+}
+
+/* Continue from the checkpoint the options name: the trial's state, then the loop's record
+ * (callbacks see the raw state before it is applied). */
+static dt_status resume(trainer *t) {
+    const char *from = t->o->latest_checkpoint;
+    json_t *state = NULL;
+    dt_status st = dt__trial_resume(t->c, t->def, t->self, from, &state);
+    if (st != DT_OK) return dt_error(st, "cannot resume from %s: %s", from, dt_last_error());
+    CB(t, on_checkpoint_load_start, state);
+    st = dt__trial_ckpt_restore_fit(state, &t->rec, t->n_cb, t->cb, t->cb_name);
+    t->last_ckpt_batch = t->c->batches_trained;
+    json_decref(state);
+    return st;
+}
+
+static dt_status run(trainer *t) {
+    const dt_fit_opts *o = t->o;
+    dt_trial_ctx *c = t->c;
+    if (o->model_dir) dt__ds_set_model_dir(c, o->model_dir);
+    dt_status st = open_core(t);
+    if (st == DT_OK) st = open_trial(t);
+    if (st == DT_OK && o->latest_checkpoint) st = resume(t);
+    if (st != DT_OK) return st;
+    if (o->test_mode) t->max_batches = c->batches_trained + 1;
+    st = dt_core_start(t->core, c->batches_trained);
+    c->tb = t->core->tb; /* lent to the trial (dt_trial_tensorboard_writer) */
+    if ((st = dt__fit_agree(t, st)) != DT_OK) return st;
+    CB(t, on_trial_startup, c->batches_trained, o->latest_checkpoint);
+    t->t_start = t->t_window = dt_now_sec();
+    st = train_loop(t);
+    CB(t, on_trial_shutdown);
     return st;
 }
 
 dt_status dt_trainer_fit(const dt_trial_def *def, const json_t *config, uint64_t seed,
                          const dt_fit_opts *opts) {
-    bool ds = def && def->ds_train_batch; /* an engine-based trial */
-    if (ds &&
-        (!def->init || !def->build_training_data_loader || !def->build_validation_data_loader))
-        return dt_error(DT_ERR_INVALID,
-                        "trial %s is incomplete: init, ds_train_batch, "
-                        "ds_evaluate_batch, build_training_data_loader and "
-                        "build_validation_data_loader are required",
-                        def->name ? def->name : "(unnamed)");
-    if (ds && dt__ds_check_def(def) != DT_OK) return dt_last_status();
-    if (!ds && (!def || !def->init || !def->train_batch || !def->build_training_data_loader ||
-                !def->build_validation_data_loader ||
-                (!def->evaluate_batch && !def->evaluate_full_dataset)))
-        return dt_error(DT_ERR_INVALID,
-                        "trial %s is incomplete: init, train_batch, "
-                        "build_training_data_loader, build_validation_data_loader "
-                        "and evaluate_batch (or evaluate_full_dataset) are required "
-                        "(or ds_train_batch and ds_evaluate_batch for an "
-                        "engine-based trial)",
-                        def && def->name ? def->name : "(unnamed)");
+    if (!def) return dt_error(DT_ERR_INVALID, "dt_trainer_fit: no trial definition");
+    const dt__fit_kind *kind = def->ds_train_batch ? &dt__fit_engine : &dt__fit_plain;
+    if (kind->check(def) != DT_OK) return dt_last_status();
     if (!opts->core && opts->max_length.n <= 0) return no_length();
     if (!opts->checkpoint_dir) return dt_error(DT_ERR_CONFIG, "a checkpoint directory is required");
     if (dt_ckpt_watch_launcher() != DT_OK) return dt_last_status(); /* before any work */
@@ -715,125 +661,18 @@ dt_status dt_trainer_fit(const dt_trial_def *def, const json_t *config, uint64_t
     memset(&t, 0, sizeof t);
     t.def = def;
     t.o = opts;
-    t.ds = ds;
+    t.kind = kind;
     t.report = true;
     t.rec.last_val_batch = -1;
     t.last_ckpt_batch = -1;
     t.rec.last_val = dt_metrics_empty();
-    dt_status st = DT_OK;
     int lock_fd = -1; /* the chief's lock on the checkpoint directory */
     t.c = dt_trial_ctx_new(config, seed);
     if (!t.c) return dt_last_status();
     dt_trial_ctx *c = t.c;
     /* one run writes to a checkpoint directory: a second one stops here, naming the first */
-    st = chief(&t) ? dt__ckpt_dir_lock(opts->checkpoint_dir, &lock_fd) : DT_OK;
-    if ((st = sync_status(&t, st)) != DT_OK) goto out;
-    if (opts->model_dir) dt__ds_set_model_dir(c, opts->model_dir);
-    t.core = opts->core;
-    if (!t.core) {
-        /* dtrain train's: files in the checkpoint directory, stderr, SIGINT / SIGTERM */
-        dt_core_local_opts lo = {.chief = chief(&t),
-                                 .max_length = opts->max_length,
-                                 .checkpoint_dir = opts->checkpoint_dir,
-                                 .metrics_out = opts->metrics_out,
-                                 .progress = opts->progress,
-                                 .quiet = opts->quiet,
-                                 .save_trial_best = opts->save_trial_best,
-                                 .save_trial_latest = opts->save_trial_latest};
-        if (!(t.core = dt_core_local_new(&lo))) {
-            st = dt_last_status();
-            goto out;
-        }
-    }
-    snprintf(c->tb_path, sizeof c->tb_path, "%s", t.core->tb_path);
-    t.core->comm = c->comm; /* a core asking a server on the chief broadcasts over it */
-
-    /* the experiment config's profiling section; a trial that sets its own profiler in init
-     * overrides it */
-    if (opts->profile &&
-        (st = dt_trial_set_profiler(c, true, opts->profile_begin, opts->profile_end)) != DT_OK)
-        goto out;
-    t.self = def->init(c);
-    if (!t.self) {
-        st = dt_error(dt_last_status() ? dt_last_status() : DT_ERR_STATE,
-                      "trial %s init failed: %s", def->name ? def->name : "", dt_last_error());
-        goto out;
-    }
-    if (ds && (st = dt__ds_after_init(c, def)) != DT_OK) goto out;
-    t.report = !ds || dt__ds_reports_metrics(c);
-    if (def->build_callbacks) {
-        t.n_cb = def->build_callbacks(t.self, t.cb, t.cb_name, MAX_CALLBACKS);
-        if (t.n_cb < 0 || t.n_cb > MAX_CALLBACKS) t.n_cb = 0;
-    }
-    bool build = !ds || dt__ds_builds_loaders(c);
-    t.train = build ? def->build_training_data_loader(t.self) : NULL;
-    t.val = t.train ? def->build_validation_data_loader(t.self) : NULL;
-    if (build && (!t.train || !t.val)) {
-        st = dt_error(dt_last_status() ? dt_last_status() : DT_ERR_STATE,
-                      "building the %s data loader failed: %s", t.train ? "validation" : "training",
-                      dt_last_error());
-        goto out;
-    }
-    int shard_rank = c->rank, shard_world = c->size;
-    if (ds) dt__ds_shard(c, &shard_rank, &shard_world); /* the model-parallel unit's view */
-    if (!c->repro_disabled && shard_world > 1 && t.train) {
-        dt_loader_set_shard(t.train, shard_rank, shard_world);
-        dt_loader_set_shard(t.val, shard_rank, shard_world);
-    }
-    if (ds) {
-        /* batches per epoch = the loader's micro-batches / gradient_accumulation_steps */
-        if ((st = dt__ds_attach_loaders(c, t.train, t.val, &t.batches_per_epoch)) != DT_OK)
-            goto out;
-    } else {
-        t.batches_per_epoch = dt_loader_num_batches(t.train);
-    }
-    if (t.batches_per_epoch <= 0) {
-        st = dt_error(DT_ERR_CONFIG,
-                      "the training loader has no batches (%lld); hint: check the "
-                      "dataset and batch size",
-                      (long long)t.batches_per_epoch);
-        goto out;
-    }
-    c->batches_per_epoch = t.batches_per_epoch;
-    if ((st = take_op(&t, "max_length")) != DT_OK) goto out;
-    if (t.op.length.n <= 0) {
-        st = no_length();
-        goto out;
-    }
-    if ((st = to_batches(&t, opts->validation_period, "validation_period", &t.val_every)) !=
-            DT_OK ||
-        (st = to_batches(&t, opts->checkpoint_period, "checkpoint_period", &t.ckpt_every)) !=
-            DT_OK ||
-        (st = to_batches(&t, opts->reporting_period, "reporting_period", &t.report_every)) != DT_OK)
-        goto out;
-    if (opts->test_mode) t.max_batches = c->batches_trained + 1;
-
-    /* resume */
-    if (opts->latest_checkpoint) {
-        json_t *state = NULL;
-        /* callbacks see the raw state before it is applied */
-        st = dt__trial_resume(c, def, t.self, opts->latest_checkpoint, &state);
-        if (st != DT_OK) {
-            st =
-                dt_error(st, "cannot resume from %s: %s", opts->latest_checkpoint, dt_last_error());
-            goto out;
-        }
-        CB(&t, on_checkpoint_load_start, state);
-        st = dt__trial_ckpt_restore_fit(state, &t.rec, t.n_cb, t.cb, t.cb_name);
-        t.last_ckpt_batch = c->batches_trained;
-        json_decref(state);
-        if (st != DT_OK) goto out;
-        if (opts->test_mode) t.max_batches = c->batches_trained + 1;
-    }
-    st = dt_core_start(t.core, c->batches_trained);
-    c->tb = t.core->tb; /* lent to the trial (dt_trial_tensorboard_writer) */
-    st = sync_status(&t, st);
-    if (st != DT_OK) goto out;
-    CB(&t, on_trial_startup, c->batches_trained, opts->latest_checkpoint);
-    t.t_start = t.t_window = dt_now_sec();
-    st = train_loop(&t);
-    CB(&t, on_trial_shutdown);
-out:
+    dt_status st = dt__fit_chief(&t) ? dt__ckpt_dir_lock(opts->checkpoint_dir, &lock_fd) : DT_OK;
+    if ((st = dt__fit_agree(&t, st)) == DT_OK) st = run(&t);
     c->tb = NULL;
     if (t.core != opts->core) dt_core_free(t.core);
     /* the caller's core outlives the context: it must not broadcast over its freed comm (a

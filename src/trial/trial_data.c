@@ -5,6 +5,7 @@
 
 #include "dtrain/data.h"
 #include "dtrain/engine.h"
+#include "trial/trial_iface.h"
 
 const char *dt_trial_data_str(const dt_trial_ctx *c, const char *key, const char *dflt) {
     const json_t *v = json_object_get(dt_trial_data_config(c), key);

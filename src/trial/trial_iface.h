@@ -46,4 +46,7 @@ DT_API void dt_preempt_signals_catch(dt_preempt_signals *saved);
 DT_API void dt_preempt_signals_restore(const dt_preempt_signals *saved);
 DT_API int dt_preempt_signal(void);
 
+/* The wrapped engines (the reference's context.models), in wrapping order. */
+DT_API int dt_trial_engine_count(const dt_trial_ctx *c);
+
 #endif

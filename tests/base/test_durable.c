@@ -3,7 +3,7 @@
  * temporary behind — for the module itself and for the writers built on it (safetensors, the
  * checkpoint directory writer). */
 #include "base/base_impl.h"
-#include "dtrain/durable.h"
+#include "base/durable.h"
 #include "dtrain/tensor.h"
 #include "dtrain/trialio.h"
 #include "test.h"

@@ -5,7 +5,7 @@
  * document exactly at the cap still load; aliases cannot nest past the depth limit).
  * Typing, positions and the accepted anchor forms are tested in tests/config/test_expconf.c.
  */
-#include "dtrain/yaml.h"
+#include "base/yaml.h"
 #include "test.h"
 
 #include <stdio.h>

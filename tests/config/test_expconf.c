@@ -5,6 +5,8 @@
 #include "dtrain/config.h"
 #include "dtrain/trial.h"
 #include "test.h"
+#include "base/yaml.h"
+#include "base/base_impl.h"
 
 #include <math.h>
 #include <stdio.h>

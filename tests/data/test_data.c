@@ -3,6 +3,7 @@
  * their error messages. Loader behaviour is in test_loader.c. */
 #include "dtrain/data.h"
 #include "test.h"
+#include "data/data_iface.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -3,6 +3,7 @@
  * offload files, checkpoint errors that leave the engine unchanged, configuration errors. */
 #include "dtrain/engine.h"
 #include "test.h"
+#include "engine/engine_iface.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -4,7 +4,7 @@
  */
 #include "fuzz.h"
 
-#include "dtrain/yaml.h"
+#include "base/yaml.h"
 
 static void walk(const dt_yaml_doc *doc, const json_t *node, int depth) {
     char where[128];

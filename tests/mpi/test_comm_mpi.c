@@ -8,6 +8,7 @@
 #include "dtrain/dist.h"
 #include "dist/comm_impl.h"
 #include "mpi_test.h"
+#include "base/base_impl.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,6 +6,7 @@
 #include "dtrain/nn.h"
 #include "test.h"
 #include "tensor/tensor_iface.h"
+#include "base/base_impl.h"
 
 #include <string.h>
 

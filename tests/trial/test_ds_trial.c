@@ -15,6 +15,8 @@
 #include "dtrain/trialio.h"
 #include "trial/trial_impl.h"
 #include "test.h"
+#include "engine/engine_iface.h"
+#include "trial/trial_iface.h"
 
 #include <string.h>
 #include <sys/stat.h>

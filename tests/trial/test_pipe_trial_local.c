@@ -15,6 +15,7 @@
 #include "dtrain/trial.h"
 #include "dtrain/trialio.h"
 #include "test.h"
+#include "trial/trial_iface.h"
 
 #include <string.h>
 #include <sys/stat.h>

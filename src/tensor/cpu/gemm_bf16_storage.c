@@ -15,6 +15,7 @@
  * fresh zeroed pages per GEMM); inside one, where other threads may use the same context, they
  * are allocated per call. */
 #include "gemm_impl.h"
+#include "base/base_impl.h"
 
 #include <omp.h>
 

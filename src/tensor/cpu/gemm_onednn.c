@@ -8,6 +8,7 @@
  * per-thread blocks, packed B), all charged to DT_MEM_OTHER and freed with the context
  * (dt__gemm_cache_free). The tile loops themselves are in gemm_f32_onednn.c and gemm_bf16.c. */
 #include "gemm_impl.h"
+#include "base/base_impl.h"
 
 #include <omp.h>
 #include <stdlib.h>

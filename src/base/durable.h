@@ -1,5 +1,6 @@
 /*
- * dtrain/durable.h — durable files: written whole or not at all, and still there after a crash.
+ * base/durable.h — durable files: written whole or not at all, and still there after a crash.
+ * An internal interface of the base layer to the layers above (not public API).
  *
  * A file replaced through these functions is written under a temporary name next to it
  * ("<path>.tmp.<pid>"), fsynced, renamed over `path` and its directory fsynced. At every
@@ -7,8 +8,8 @@
  * is removed and the old file is untouched. Every writer of checkpoints and pointer files
  * (safetensors, engine and trial checkpoints, "latest") goes through here.
  */
-#ifndef DTRAIN_DURABLE_H
-#define DTRAIN_DURABLE_H
+#ifndef DT_BASE_DURABLE_H
+#define DT_BASE_DURABLE_H
 
 #include "dtrain/base.h"
 

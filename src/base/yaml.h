@@ -1,5 +1,6 @@
 /*
- * dtrain/yaml.h — YAML loading with source positions, and small JSON helpers (base layer).
+ * base/yaml.h — YAML loading with source positions, and small JSON helpers: an internal
+ * interface of the base layer to the config readers above it (not public API).
  *
  * dt_yaml_doc: a YAML file (or string) loaded into a jansson tree (mappings → objects,
  * sequences → arrays, scalars typed by the YAML 1.2 core schema), plus the line:column of every
@@ -7,8 +8,8 @@
  * (parent, key) or (array, index) — jansson's true/false/null are shared singletons, so a node
  * pointer alone cannot name them. Validating a loaded tree is base/confcheck.h's job.
  */
-#ifndef DTRAIN_YAML_H
-#define DTRAIN_YAML_H
+#ifndef DT_BASE_YAML_H
+#define DT_BASE_YAML_H
 
 #include "dtrain/base.h"
 
@@ -41,12 +42,6 @@ extern "C" {
  * few hundred times over; a "billion laughs" document is refused at the alias that passes it). */
 #define DT_YAML_MAX_ALIAS_NODES 65536
 
-typedef struct dt_yaml_doc dt_yaml_doc;
-
-/* A position in the source: 1-based line and column; line 0 = unknown. */
-typedef struct dt_yaml_pos {
-    int line, col;
-} dt_yaml_pos;
 
 /* Load `path`. On error returns NULL: DT_ERR_IO if the file can't be read, DT_ERR_CONFIG with
  * "path:line:col: what the parser said" for malformed YAML. An empty file gives a null root. */
