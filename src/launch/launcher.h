@@ -11,7 +11,8 @@
  * PR_SET_PDEATHSIG so it dies with the thread that launched it, and its stdout and stderr
  * read line by line by a reader thread and handed to on_log (mpirun's --tag-output prefixes
  * give the rank). A run is over only when every process of its group is gone. Its handle is
- * the process group id.
+ * the process group id, named for ever with its leader's start time (handle_start); a group is
+ * signalled only while its unreaped leader holds the id, or once that start time matched.
  *
  * Slurm launcher (dt_launcher_slurm_new, src/launch/launcher_slurm.c): each run is one
  * `sbatch` job (ntasks = slots, cpus-per-task, partition, account, time and extra sbatch
