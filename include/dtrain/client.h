@@ -5,7 +5,9 @@
  * The client (libcurl) reaches it at $DTRAIN_MASTER, default http://127.0.0.1:8080. A call
  * sends an optional JSON body and returns the JSON answer. Errors:
  *   DT_ERR_COMM  the master cannot be reached (the message names the address and says how
- *                to start one or point DTRAIN_MASTER at it);
+ *                to start one or point DTRAIN_MASTER at it), or, with an answer timeout set,
+ *                it accepted the connection but sent no byte of an answer in time
+ *                (dt_client_hung tells which);
  *   the master's own error message for a 4xx/5xx answer, as DT_ERR_INVALID (400, 404),
  *   DT_ERR_STATE (409), DT_ERR_IO (5xx); the HTTP status is in *http_status.
  * A client is used by one thread at a time.
@@ -34,6 +36,13 @@ DT_API void dt_client_free(dt_client *c);
 DT_API const char *dt_client_url(const dt_client *c);
 /* Per-call timeout in seconds (default 30; 0 = none, for long polls). */
 DT_API void dt_client_set_timeout(dt_client *c, double seconds);
+/* The first byte of an answer must come within `seconds` of the request being sent, else the
+ * call fails with DT_ERR_COMM and dt_client_hung is true (default 0 = no such limit: set it
+ * for ordinary requests, clear it for long polls and requests whose handler works before it
+ * answers). */
+DT_API void dt_client_set_answer_timeout(dt_client *c, double seconds);
+/* Did the last call fail because the master accepted the connection and did not answer? */
+DT_API bool dt_client_hung(const dt_client *c);
 
 /* `method` "GET" / "POST" / "DELETE" on `path` ("/api/v1/..." with any query string);
  * `body` may be NULL; *out (may be NULL) gets the answer (a new reference, NULL when

@@ -107,6 +107,10 @@ typedef struct dt_slurm_conf {
     int64_t cpus_per_slot;  /* default 1 */
 } dt_slurm_conf;
 
+/* resources.max_silence when not given: ten minutes without a heartbeat (a validation or a
+ * checkpoint longer than that still sends them) */
+#define DT_MAX_SILENCE_DEFAULT_S 600.0
+
 typedef struct dt_expconf {
     json_t *json;     /* the whole config (owned); the struct's json_t pointers borrow from it */
     dt_yaml_doc *doc; /* source positions (owned); NULL when parsed from json */
@@ -151,6 +155,8 @@ typedef struct dt_expconf {
     int64_t slots_per_trial; /* resources; default 1 */
     int64_t max_slots;       /* resources: slots the experiment's trials may use at once; 0 =
                               * no cap */
+    double max_silence;      /* resources: seconds a run may go without a heartbeat before the
+                              * master kills it (a restart); 0 = never; default 600 */
     char *launcher;          /* resources.launcher: "local" or "slurm"; NULL: the master's */
     dt_slurm_conf slurm;     /* the slurm section (used by the slurm launcher) */
     int64_t max_restarts;    /* default 5 */

@@ -99,6 +99,9 @@ typedef struct dt_core_ops {
     /* The trial stopped before its operations were done (preempted or asked to), with its
      * checkpoint stored at steps_completed. */
     void (*report_stopped)(dt_core *core, int64_t steps_completed);
+    /* The run is alive (the platform kills a run silent for longer than resources.max_silence).
+     * Called at most every core->heartbeat_s by dt_core_heartbeat. */
+    void (*heartbeat)(dt_core *core);
     /* Close and free the implementation's state and `core` itself. */
     void (*free)(dt_core *core);
 } dt_core_ops;
@@ -117,6 +120,9 @@ struct dt_core {
                               * gone): it must write nothing more. should_preempt answers true and
                               * checkpoint_stored refuses; the fit loop then stops without a
                               * checkpoint and fails (DT_ERR_STATE), so the process exits non-zero */
+    double heartbeat_s;      /* dt_core_heartbeat sends at most this often (set by the
+                              * implementation; 0: never) */
+    double heartbeat_next;   /* when the next one may go (monotonic s) */
     struct dt_core_api *api; /* the Core API's state (dt_core_init), freed with the core */
     void (*api_free)(struct dt_core_api *api); /* how: set by whoever attached api */
 };
@@ -132,6 +138,9 @@ DT_API bool dt_core_should_preempt(dt_core *core);
 DT_API dt_status dt_core_searcher_op(dt_core *core, dt_core_op *op);
 DT_API dt_status dt_core_searcher_complete(dt_core *core, const dt_core_op *op, double metric);
 DT_API void dt_core_report_stopped(dt_core *core, int64_t steps_completed);
+/* Tell the platform the run is alive, between steps and during long work (cheap: a clock read
+ * unless core->heartbeat_s has passed since the last one; every report counts as one too). */
+DT_API void dt_core_heartbeat(dt_core *core);
 /* Free core (NULL is fine). */
 DT_API void dt_core_free(dt_core *core);
 

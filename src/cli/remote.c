@@ -1,6 +1,11 @@
 /* remote.c — how the dtrain command reaches the master: the client for $DTRAIN_MASTER, the
  * embedded default (a master started in the background when none answers on loopback), API
- * calls with their errors printed one way, and the polling verbs share (logs, wait). */
+ * calls with their errors printed one way, and the polling verbs share (logs, wait).
+ *
+ * A master that accepts the connection but sends nothing back is hung: an ordinary request
+ * gives up after ANSWER_S with exit 3 and says so, rather than waiting for the client's whole
+ * timeout. Requests whose handler works before it answers are listed in SLOW_ROUTES. (Log
+ * following polls with ordinary requests, so it is covered by the same rule.) */
 #define _GNU_SOURCE
 #include "args.h"
 #include "cli.h"
@@ -16,6 +21,24 @@
 #include <unistd.h>
 
 #define START_WAIT_S 15.0
+/* A master answers an ordinary request's first byte within this: its handlers run one at a
+ * time and each is a few store reads or writes. Longer means it is hung. */
+#define ANSWER_S 5.0
+
+/* Requests that may take longer than ANSWER_S before the first byte, and why. They keep only
+ * the client's whole-call timeout. */
+static const struct {
+    const char *method, *path;
+} SLOW_ROUTES[] = {
+    {"POST", "/api/v1/experiments"}, /* builds the model directory before it answers */
+};
+
+static bool slow_route(const char *method, const char *path) {
+    for (size_t i = 0; i < sizeof SLOW_ROUTES / sizeof SLOW_ROUTES[0]; i++)
+        if (!strcmp(method, SLOW_ROUTES[i].method) && !strcmp(path, SLOW_ROUTES[i].path))
+            return true;
+    return false;
+}
 
 static void sleep_s(double s) {
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
@@ -159,7 +182,13 @@ dt_client *dt_cli_connect(const char *who, bool start) {
         fprintf(stderr, "%s: error: %s\n", who, dt_last_error());
         return NULL;
     }
+    dt_client_set_answer_timeout(c, ANSWER_S);
     if (dt_client_ping(c)) return c;
+    if (dt_client_hung(c)) { /* something holds the address: starting another master is no cure */
+        fprintf(stderr, "%s: error: %s\n", who, dt_last_error());
+        dt_client_free(c);
+        return NULL;
+    }
     if (start && loopback && autostart(who, c, url, host, port)) return c;
     if (!start || !loopback)
         fprintf(stderr, "%s: error: no master answers at %s\nhint: %s\n", who, url,
@@ -175,7 +204,10 @@ int dt_cli_request(dt_client *c, const char *who, const char *method, const char
                    const json_t *body, json_t **out, const char *hint) {
     long http = 0;
     json_t *ans = NULL;
+    bool slow = slow_route(method, path);
+    if (slow) dt_client_set_answer_timeout(c, 0);
     dt_status st = dt_client_call(c, method, path, body, &ans, &http);
+    if (slow) dt_client_set_answer_timeout(c, ANSWER_S);
     if (st == DT_OK) {
         if (out)
             *out = ans ? ans : json_object();
@@ -186,7 +218,7 @@ int dt_cli_request(dt_client *c, const char *who, const char *method, const char
     json_decref(ans);
     if (out) *out = NULL;
     const char *msg = dt_last_error();
-    fprintf(stderr, "%s: error: %s\n", who, msg);
+    fprintf(stderr, "%s: error: %s\n", who, msg); /* (a hung master: the client's message) */
     if (!strstr(msg, "hint:") && hint && st != DT_ERR_COMM) fprintf(stderr, "hint: %s\n", hint);
     return st == DT_ERR_COMM ? DT_EXIT_UNREACHABLE : DT_EXIT_FAILED;
 }

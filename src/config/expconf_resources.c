@@ -205,15 +205,18 @@ dt_status dt__cfg_slurm(vctx *v, const dt_conf_sec *top) {
 }
 
 /* resources: slots_per_trial (0 = a trial with no accelerator: one process here), max_slots,
- * launcher; the scheduling keys of a cluster are warnings (expconf_warn.c). */
+ * launcher, max_silence (seconds without a heartbeat before the master kills a run; 0 = never);
+ * the scheduling keys of a cluster are warnings (expconf_warn.c). */
 dt_status dt__cfg_resources(vctx *v, const dt_conf_sec *top) {
     dt_expconf *c = v->cfg;
     dt_conf_sec obj;
-    static const char *const res_known[] = {"slots_per_trial", "max_slots", "launcher", NULL};
+    static const char *const res_known[] = {"slots_per_trial", "max_slots", "launcher",
+                                                "max_silence", NULL};
     static const char *const res_accepted[] = {
         "weight",  "native_parallel", "shm_size",       "resource_pool",    "priority",
         "devices", "agent_label",     "is_single_node", "resource_manager", NULL};
     c->slots_per_trial = 1;
+    c->max_silence = DT_MAX_SILENCE_DEFAULT_S;
     TRY(dt__cfg_section(v, top, "resources", res_known, res_accepted, &obj));
     TRY(dt_conf_int(&obj, "slots_per_trial", 0, INT64_MAX, &c->slots_per_trial));
     if (c->slots_per_trial == 0) {
@@ -231,6 +234,16 @@ dt_status dt__cfg_resources(vctx *v, const dt_conf_sec *top) {
                              "%s is %lld, less than slots_per_trial (%lld): no trial could run; "
                              "hint: raise max_slots or lower slots_per_trial",
                              full, (long long)c->max_slots, (long long)c->slots_per_trial);
+    }
+    TRY(dt_conf_real(&obj, "max_silence", 0, false, &c->max_silence));
+    if (c->max_silence > 0 && c->max_silence < 1) {
+        char full[256];
+        dt_conf_path(&obj, "max_silence", full, sizeof full);
+        return dt_conf_error(&obj, "max_silence",
+                             "%s is %g s: a run could not start and send its first heartbeat "
+                             "in that time; hint: give at least 1 (seconds), or 0 to never kill "
+                             "a silent run",
+                             full, c->max_silence);
     }
 
     static const char *const LAUNCHERS[] = {"local", "slurm", NULL};

@@ -11,7 +11,8 @@
  * PR_SET_PDEATHSIG so it dies with the thread that launched it, and its stdout and stderr
  * read line by line by a reader thread and handed to on_log (mpirun's --tag-output prefixes
  * give the rank). A run is over only when every process of its group is gone. Its handle is
- * the process group id.
+ * the process group id, named for ever with its leader's start time (handle_start); a group is
+ * signalled only while its unreaped leader holds the id, or once that start time matched.
  *
  * Slurm launcher (dt_launcher_slurm_new, src/launch/launcher_slurm.c): each run is one
  * `sbatch` job (ntasks = slots, cpus-per-task, partition, account, time and extra sbatch
@@ -71,10 +72,16 @@ typedef struct dt_launcher_ops {
     /* What identifies the run outside this process (local: its process group id, Slurm: its
      * job id): the master records it so that a master started after a crash can reclaim it. */
     int64_t (*handle)(dt_launcher *l, dt_launch_run *r);
-    /* Stop whatever is left of a run an earlier process started (its `handle`) and wait, up
-     * to timeout_s, until it is gone. DT_OK when gone (or never there); DT_ERR_STATE naming
-     * it when it survives the timeout; DT_ERR_INVALID for a handle that cannot be one. */
-    dt_status (*reclaim)(dt_launcher *l, int64_t handle, double timeout_s);
+    /* The start time that, with the handle, names the run for ever (local: the group leader's
+     * dt_launch_proc_start; 0 when the launcher's handles are never reused, as Slurm's job
+     * ids). Recorded with the handle. */
+    uint64_t (*handle_start)(dt_launcher *l, dt_launch_run *r);
+    /* Stop whatever is left of a run an earlier process started (its `handle` and
+     * `handle_start`) and wait, up to timeout_s, until it is gone. A handle that names
+     * another process now (a reused pid: its start time differs) is left alone: the run is
+     * gone. DT_OK when gone (or never there); DT_ERR_STATE naming it when it survives the
+     * timeout; DT_ERR_INVALID for a handle that cannot be one. */
+    dt_status (*reclaim)(dt_launcher *l, int64_t handle, uint64_t handle_start, double timeout_s);
     /* Wait until the run's output is read to its end, then free it (the run has exited or
      * was killed). */
     void (*release)(dt_launcher *l, dt_launch_run *r);
@@ -106,10 +113,17 @@ typedef struct dt_slurm_opts {
  * made, DT_ERR_OOM. */
 DT_API dt_launcher *dt_launcher_slurm_new(const dt_slurm_opts *o);
 
-/* SIGKILL process group `pgid` left by an earlier master (not our child) and wait, up to
- * `timeout_s`, until no process of it is left. DT_OK when none is left (or none was there);
- * DT_ERR_STATE naming the group when some survive the timeout. */
-DT_API dt_status dt_launch_kill_group_wait(pid_t pgid, double timeout_s);
+/* The start time of process `pid` (field 22 of /proc/<pid>/stat, clock ticks after boot);
+ * 0 when there is no such process. */
+DT_API uint64_t dt_launch_proc_start(pid_t pid);
+
+/* SIGKILL process group `pgid` left by an earlier master (not our child), whose leader started
+ * at `start` (dt_launch_proc_start when the run began), and wait, up to `timeout_s`, until no
+ * process of it is left. A group that is not that run any more (the pid reused: another start
+ * time; or `start` 0, unknown) is not signalled and counts as gone. DT_OK when none is left
+ * (or none was there, or it is not the run's); DT_ERR_STATE naming the group when some survive
+ * the timeout. */
+DT_API dt_status dt_launch_kill_group_wait(pid_t pgid, uint64_t start, double timeout_s);
 
 #ifdef __cplusplus
 }

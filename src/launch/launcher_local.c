@@ -17,8 +17,13 @@
  * untagged lines at rank -1).
  *
  * Stopping a run: kill_wait SIGKILLs its group and the groups of its descendants
- * (proctree.c: mpirun's ranks have groups of their own), reaps the main process, waits until
- * none of those groups has a live process and the pipes reached EOF. */
+ * (proctree.c: mpirun's ranks have groups of their own), waits until none of those groups has
+ * a live process and the pipes reached EOF, and only then reaps the main process. Until that
+ * reap the main process is our zombie, which holds its pid and its group's id: no other
+ * process can be given them, so a signal to the group reaches the run and nothing else.
+ * exited() therefore looks at the main process with WNOWAIT; once it is reaped for real, the
+ * run is never signalled again. A run an earlier process started is reclaimed only after its
+ * leader's start time matches the recorded one (dt__proctree_is_run). */
 #define _GNU_SOURCE
 #include "launch/launcher.h"
 #include "loglines_impl.h"
@@ -49,8 +54,10 @@ typedef struct stream {
 
 struct dt_launch_run {
     pid_t pid; /* the main process; also the group id */
+    uint64_t start; /* its start time (dt__proc_start) */
     dt__line_sink sink;
-    bool reaped;
+    bool exited; /* the main process has exited (a zombie until reaped) */
+    bool reaped; /* ... and is reaped: its pid may be another process's now */
     int code;
     int open; /* streams not at EOF yet */
     stream out[2];
@@ -354,6 +361,7 @@ static dt_status local_start(dt_launcher *l, const dt_launch_spec *spec, dt_laun
         return start_error(spec, fail[0], fail[1]);
     }
     r->pid = pid;
+    r->start = dt__proc_start(pid); /* our unreaped child: it is the run, exec'd or not */
     r->open = 2;
     r->out[0].fd = fds[0];
     r->out[1].fd = fds[2];
@@ -368,19 +376,29 @@ static dt_status local_start(dt_launcher *l, const dt_launch_spec *spec, dt_laun
 
 /* ---- watching and stopping ---- */
 
-/* Reap the main process if it has exited (lock held). */
+/* Has the main process exited? It is left unreaped (a zombie holding the pid and the group
+ * id) until reap_now; lock held. */
 static bool reap(dt_launch_run *r) {
-    if (r->reaped) return true;
-    int status;
-    pid_t w = waitpid(r->pid, &status, WNOHANG);
-    if (w == r->pid) {
-        r->reaped = true;
-        r->code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+    if (r->exited) return true;
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    int w = waitid(P_PID, (id_t)r->pid, &si, WEXITED | WNOHANG | WNOWAIT);
+    if (w == 0 && si.si_pid == r->pid) {
+        r->exited = true;
+        r->code = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
     } else if (w < 0 && errno == ECHILD) {
-        r->reaped = true; /* reaped elsewhere: the code is unknown */
+        r->exited = r->reaped = true; /* reaped elsewhere: the code is unknown */
         r->code = 255;
     }
-    return r->reaped;
+    return r->exited;
+}
+
+/* Reap the exited main process for real (lock held): from now on its pid is not ours. */
+static void reap_now(dt_launch_run *r) {
+    if (r->reaped || !r->exited) return;
+    while (waitpid(r->pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    r->reaped = true;
 }
 
 static bool local_exited(dt_launcher *l, dt_launch_run *r, int *code) {
@@ -395,31 +413,39 @@ static bool local_exited(dt_launcher *l, dt_launch_run *r, int *code) {
 /* DT_ERR_INVALID for a signal number that is none; a run that is gone has nothing left to
  * signal (DT_OK). */
 static dt_status local_signal(dt_launcher *l, dt_launch_run *r, int sig) {
-    (void)l;
+    local *lo = LOCAL(l);
     if (sig <= 0 || sig >= NSIG) return dt_error(DT_ERR_INVALID, "no signal %d", sig);
-    dt__proctree_signal(r->pid, sig);
+    pthread_mutex_lock(&lo->mu);
+    if (!r->reaped) dt__proctree_signal(r->pid, sig); /* (the zombie holds the group id) */
+    pthread_mutex_unlock(&lo->mu);
     return DT_OK;
 }
 
-/* Wait until the main process is reaped, no process of `t` is alive and both pipes reached
- * EOF. */
+/* Wait until the main process has exited, no process of `t` is alive and both pipes reached
+ * EOF; then reap the main process. */
 static void wait_over(local *lo, dt_launch_run *r, const dt__proctree *t) {
     for (;;) {
         pthread_mutex_lock(&lo->mu);
-        bool reaped = reap(r);
+        bool exited = reap(r);
         pthread_mutex_unlock(&lo->mu);
-        if (reaped && (!t || dt__proctree_gone(t))) break;
+        if (exited && (!t || dt__proctree_gone(t))) break;
         sleep_ms(2);
     }
     pthread_mutex_lock(&lo->mu);
     while (r->open > 0) pthread_cond_wait(&lo->cv, &lo->mu);
+    reap_now(r);
     pthread_mutex_unlock(&lo->mu);
 }
 
 static void local_kill_wait(dt_launcher *l, dt_launch_run *r) {
+    local *lo = LOCAL(l);
+    pthread_mutex_lock(&lo->mu);
+    bool ours = !r->reaped; /* reaped: killed and waited for already; its pid is not ours */
+    pthread_mutex_unlock(&lo->mu);
+    if (!ours) return;
     dt__proctree t;
     dt__proctree_kill(r->pid, &t);
-    wait_over(LOCAL(l), r, &t);
+    wait_over(lo, r, &t);
 }
 
 static int64_t local_handle(dt_launcher *l, dt_launch_run *r) {
@@ -427,22 +453,26 @@ static int64_t local_handle(dt_launcher *l, dt_launch_run *r) {
     return r->pid;
 }
 
-static dt_status local_reclaim(dt_launcher *l, int64_t handle, double timeout_s) {
+static uint64_t local_handle_start(dt_launcher *l, dt_launch_run *r) {
+    (void)l;
+    return r->start;
+}
+
+static dt_status local_reclaim(dt_launcher *l, int64_t handle, uint64_t start, double timeout_s) {
     (void)l;
     if (handle <= 1 || handle > INT32_MAX)
         return dt_error(DT_ERR_INVALID, "will not kill process group %lld", (long long)handle);
-    return dt_launch_kill_group_wait((pid_t)handle, timeout_s);
+    return dt_launch_kill_group_wait((pid_t)handle, start, timeout_s);
 }
 
 static void local_release(dt_launcher *l, dt_launch_run *r) {
     if (!r) return;
     local *lo = LOCAL(l);
     /* a run that has not exited is killed; processes its main process left behind (holding
-     * the pipes) belong to a finished run and are killed too */
-    if (!local_exited(l, r, NULL) || kill(-r->pid, 0) == 0)
-        local_kill_wait(l, r);
-    else
-        wait_over(lo, r, NULL);
+     * the pipes) belong to a finished run and are killed too, while the unreaped main process
+     * keeps the group's id ours (kill_wait does nothing once it is reaped) */
+    local_kill_wait(l, r);
+    wait_over(lo, r, NULL);
     pthread_mutex_lock(&lo->mu);
     for (dt_launch_run **p = &lo->runs; *p; p = &(*p)->next)
         if (*p == r) {
@@ -477,6 +507,7 @@ static const dt_launcher_ops local_ops = {
     .signal = local_signal,
     .kill_wait = local_kill_wait,
     .handle = local_handle,
+    .handle_start = local_handle_start,
     .reclaim = local_reclaim,
     .release = local_release,
     .free = local_free,
@@ -509,9 +540,21 @@ oom:
     return NULL;
 }
 
-dt_status dt_launch_kill_group_wait(pid_t pgid, double timeout_s) {
+uint64_t dt_launch_proc_start(pid_t pid) {
+    return dt__proc_start(pid);
+}
+
+dt_status dt_launch_kill_group_wait(pid_t pgid, uint64_t start, double timeout_s) {
     if (pgid <= 1 || pgid == getpgrp())
         return dt_error(DT_ERR_INVALID, "will not kill process group %d", (int)pgid);
+    if (!dt__proctree_is_run(pgid, start)) {
+        if (kill(-pgid, 0) == 0 || dt__proc_start(pgid))
+            dt_log(DT_LOG_WARN,
+                   "process group %d is not the run that was recorded (its leader's start time "
+                   "is not %llu): a reused pid, left alone; the run is gone",
+                   (int)pgid, (unsigned long long)start);
+        return DT_OK;
+    }
     dt__proctree t;
     dt__proctree_kill(pgid, &t);
     for (double waited = 0; !dt__proctree_gone(&t); waited += 0.005) {

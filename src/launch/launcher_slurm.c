@@ -476,8 +476,15 @@ static int64_t slurm_handle(dt_launcher *l, dt_launch_run *r) {
     return r->job;
 }
 
-static dt_status slurm_reclaim(dt_launcher *l, int64_t handle, double timeout_s) {
-    (void)l;
+/* Job ids are not given again soon: the id alone names the job. */
+static uint64_t slurm_handle_start(dt_launcher *l, dt_launch_run *r) {
+    (void)l, (void)r;
+    return 0;
+}
+
+static dt_status slurm_reclaim(dt_launcher *l, int64_t handle, uint64_t handle_start,
+                               double timeout_s) {
+    (void)l, (void)handle_start;
     if (handle <= 0) return dt_error(DT_ERR_INVALID, "%lld is no Slurm job id", (long long)handle);
     cancel_job(handle);
     for (double until = now_s() + timeout_s;;) {
@@ -543,6 +550,7 @@ static const dt_launcher_ops slurm_ops = {
     .signal = slurm_signal,
     .kill_wait = slurm_kill_wait,
     .handle = slurm_handle,
+    .handle_start = slurm_handle_start,
     .reclaim = slurm_reclaim,
     .release = slurm_release,
     .free = slurm_free,

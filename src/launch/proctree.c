@@ -1,10 +1,15 @@
 /* proctree.c — finding, stopping and waiting for every process of a run (proctree_impl.h).
  *
- * The process table is read from /proc/<pid>/stat (pid, state, parent, group). A run's
+ * The process table is read from /proc/<pid>/stat (pid, state, parent, group, start time). A run's
  * processes are the members of its groups and, transitively, their children; a child that
  * made a group of its own (setpgid, as mpirun does for each rank) brings that group in. The
  * walk stops each group it finds before looking further, so no process forks a child the
- * walk has not seen; a stopped process still dies of SIGKILL. */
+ * walk has not seen; a stopped process still dies of SIGKILL.
+ *
+ * A pid outlives its process only as a number: once reaped, the kernel may give it to another
+ * process. So a group is signalled only while something holds its number for the run (the
+ * unreaped leader, the launcher's own child) or after dt__proctree_is_run has matched the
+ * leader's start time with the one recorded when the run began. */
 #define _GNU_SOURCE
 #include "proctree_impl.h"
 
@@ -19,6 +24,7 @@
 typedef struct proc {
     pid_t pid, ppid, pgid;
     char state;
+    uint64_t start; /* field 22: clock ticks after boot */
 } proc;
 
 /* One entry of /proc/<pid>/stat; false when the process is gone or the line is odd. */
@@ -33,8 +39,14 @@ static bool read_stat(pid_t pid, proc *p) {
     char *rp = strrchr(buf, ')'); /* the command name may hold anything, ')' included */
     int ppid = 0, pgid = 0;
     char state = 0;
-    if (!rp || sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgid) != 3) return false;
-    *p = (proc){.pid = pid, .ppid = ppid, .pgid = pgid, .state = state};
+    unsigned long long start = 0;
+    /* fields 3..5, then 6..21 skipped, then 22 (starttime) */
+    if (!rp || sscanf(rp + 1,
+                      " %c %d %d %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s"
+                      " %llu",
+                      &state, &ppid, &pgid, &start) != 4)
+        return false;
+    *p = (proc){.pid = pid, .ppid = ppid, .pgid = pgid, .state = state, .start = start};
     return true;
 }
 
@@ -151,4 +163,25 @@ bool dt__proctree_gone(const dt__proctree *t) {
     }
     free(ps);
     return gone;
+}
+
+uint64_t dt__proc_start(pid_t pid) {
+    proc p;
+    return pid > 0 && read_stat(pid, &p) ? p.start : 0;
+}
+
+bool dt__proctree_is_run(pid_t pgid, uint64_t start) {
+    if (start == 0 || !may_signal(pgid)) return false;
+    proc leader;
+    if (read_stat(pgid, &leader)) return leader.start == start && leader.pgid == pgid;
+    int n = 0, members = 0;
+    proc *ps = snapshot(&n);
+    bool older = ps == NULL; /* no process table: nothing can be checked */
+    for (int i = 0; i < n; i++)
+        if (ps[i].pgid == pgid) {
+            members++;
+            older = older || ps[i].start < start;
+        }
+    free(ps);
+    return members > 0 && !older;
 }

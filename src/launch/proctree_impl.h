@@ -11,6 +11,7 @@
 #include "dtrain/base.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define DT__PROCTREE_MAX_GROUPS 256
@@ -32,5 +33,18 @@ int dt__proctree_signal(pid_t pgid, int sig);
 
 /* True when no group of *t has a live process (zombies do not count: they run no code). */
 bool dt__proctree_gone(const dt__proctree *t);
+
+/* The start time of process `pid` (field 22 of /proc/<pid>/stat: clock ticks since boot), or
+ * 0 when there is no such process. With the pid it names one process for ever: a pid the
+ * kernel gave again has a later start time. */
+uint64_t dt__proc_start(pid_t pid);
+
+/* Is group `pgid` still the one whose leader started at `start` (dt__proc_start of the leader
+ * when the run began)? True when the leader is there with that start time, or the leader is
+ * gone and every process left in the group started no earlier than it (a number held by the
+ * group's members is not given again). False when the pid is another process now, when a
+ * member is older than the run, when nothing of it is left, or when `start` is 0 (unknown):
+ * such a group is not the run's, and is never signalled. */
+bool dt__proctree_is_run(pid_t pgid, uint64_t start);
 
 #endif

@@ -74,5 +74,6 @@ const dt_http_route m_routes[] = {
     {"GET", "/api/v1/trials/{}/preempt", m_api_preempt},
     {"POST", "/api/v1/trials/{}/early_exit", m_api_early_exit},
     {"POST", "/api/v1/trials/{}/stopped", m_api_stopped},
+    {"POST", "/api/v1/trials/{}/heartbeat", m_api_heartbeat},
 };
 const int m_n_routes = (int)(sizeof m_routes / sizeof *m_routes);

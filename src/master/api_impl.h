@@ -71,6 +71,7 @@ void m_api_post_checkpoint(void *app, const dt_http_req *req, dt_http_resp *resp
 void m_api_preempt(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_api_early_exit(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_api_stopped(void *app, const dt_http_req *req, dt_http_resp *resp);
+void m_api_heartbeat(void *app, const dt_http_req *req, dt_http_resp *resp);
 
 /* api_models.c */
 void m_api_list_models(void *app, const dt_http_req *req, dt_http_resp *resp);

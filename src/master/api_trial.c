@@ -1,7 +1,7 @@
 /*
  * api_trial.c — the trial and checkpoint routes of docs/api.md: what users read (a trial,
  * its metrics and checkpoints; a kill) and what a trial run reports (its spec, metrics,
- * progress, searcher operations, checkpoints, preemption, an early exit).
+ * progress, searcher operations, checkpoints, preemption, an early exit, heartbeats).
  *
  * Reports carry the run id the master gave the run; a report from a run that is no longer
  * the trial's current one is answered 409, which makes that process stop without writing
@@ -295,12 +295,20 @@ static void stopped(master *m, m_trial *t, const dt_http_req *req, dt_http_resp 
     resp->json = json_object();
 }
 
-/* Every report of a run: the live trial checked against the run id, under the lock. */
+/* A heartbeat: the run is alive (every report is one too, see with_run). */
+static void heartbeat(master *m, m_trial *t, const dt_http_req *req, dt_http_resp *resp) {
+    (void)m, (void)t, (void)req;
+    resp->json = json_object();
+}
+
+/* Every report of a run: the live trial checked against the run id, under the lock; the run
+ * was heard from (sched.c kills runs silent for longer than resources.max_silence). */
 static void with_run(void *app, const dt_http_req *req, dt_http_resp *resp,
                      void (*fn)(master *, m_trial *, const dt_http_req *, dt_http_resp *)) {
     master *m = app;
     pthread_mutex_lock(&m->lock);
     m_trial *t = run_trial(m, req, resp);
+    if (t) t->last_heard = dt_now_sec();
     if (t) fn(m, t, req, resp);
     pthread_mutex_unlock(&m->lock);
 }
@@ -318,3 +326,4 @@ RUN_ROUTE(m_api_post_checkpoint, checkpoint)
 RUN_ROUTE(m_api_preempt, preempt)
 RUN_ROUTE(m_api_early_exit, early_exit)
 RUN_ROUTE(m_api_stopped, stopped)
+RUN_ROUTE(m_api_heartbeat, heartbeat)

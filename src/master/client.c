@@ -5,6 +5,12 @@
  * X-Dtrain-Csrf header and the master's token when one is known (master.h), and parses
  * the answer. Errors: DT_ERR_COMM when the master is not reached (curl's reason and how to
  * start one), else the master's own {"error"} message mapped by HTTP status (master.h).
+ *
+ * A hung master (a deadlock, a handler that never returns) still accepts connections — the
+ * kernel does that — but never answers. With an answer timeout set, a progress callback
+ * watches the time from the request's last byte sent to the answer's first byte (its status
+ * line) and aborts the call when it passes, so the caller says "hung" in seconds rather than
+ * after the whole call's timeout.
  */
 #include "master/master.h"
 
@@ -14,14 +20,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A call waits this long for the answer unless dt_client_set_timeout says otherwise. */
+/* A call waits this long for the answer unless dt_client_set_timeout says otherwise: a master
+ * busy with a large transaction, or an answer that is long to send, is not an error. */
 #define DEFAULT_TIMEOUT_S 30
+/* Connecting takes longer than this only when the host or its network is down. */
+#define CONNECT_TIMEOUT_S 5
+/* dt_client_ping: a master answers its status route at once; anything slower is no master
+ * (its own connect and answer limits, so that asking costs the CLI little). */
+#define PING_CONNECT_S 2
+#define PING_TIMEOUT_S 2
 
 struct dt_client {
     CURL *curl;
     char url[512];
     char auth[128]; /* "Authorization: Bearer TOKEN", or empty */
     double timeout_s;
+    double connect_s;
+    double answer_s; /* dt_client_set_answer_timeout; 0: none */
+    bool hung;       /* the last call: connected, no answer within answer_s */
     char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -87,6 +103,7 @@ dt_client *dt_client_new(const char *url) {
     size_t n = strlen(c->url);
     if (c->url[n - 1] == '/') c->url[n - 1] = 0;
     c->timeout_s = DEFAULT_TIMEOUT_S;
+    c->connect_s = CONNECT_TIMEOUT_S;
     find_token(c->auth, sizeof c->auth);
     return c;
 }
@@ -103,6 +120,46 @@ const char *dt_client_url(const dt_client *c) {
 
 void dt_client_set_timeout(dt_client *c, double seconds) {
     c->timeout_s = seconds;
+}
+
+void dt_client_set_answer_timeout(dt_client *c, double seconds) {
+    c->answer_s = seconds > 0 ? seconds : 0;
+}
+
+bool dt_client_hung(const dt_client *c) {
+    return c->hung;
+}
+
+/* The wait for the answer's first byte of one call. */
+typedef struct answer_watch {
+    dt_client *c;
+    CURL *h;
+    bool answered; /* a header line came */
+    double sent;   /* when the request was out (0: not yet) */
+} answer_watch;
+
+static size_t on_header(char *data, size_t size, size_t nmemb, void *arg) {
+    ((answer_watch *)arg)->answered = true;
+    (void)data;
+    return size * nmemb;
+}
+
+/* libcurl calls this about once a second, and on every transfer step: abort (non-zero) once
+ * the request has been sent and answer_s have passed with no byte of an answer. */
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow) {
+    (void)dltotal, (void)dlnow;
+    answer_watch *w = arg;
+    if (w->answered || w->c->answer_s <= 0) return 0;
+    curl_off_t pre = 0; /* microseconds to the transfer's start: non-zero once connected */
+    if (w->sent == 0 && ulnow >= ultotal &&
+        curl_easy_getinfo(w->h, CURLINFO_PRETRANSFER_TIME_T, &pre) == CURLE_OK && pre > 0)
+        w->sent = dt_now_sec();
+    if (w->sent > 0 && dt_now_sec() - w->sent > w->c->answer_s) {
+        w->c->hung = true;
+        return 1;
+    }
+    return 0;
 }
 
 typedef struct buf {
@@ -133,6 +190,22 @@ static dt_status status_of(long http) {
     return DT_ERR_INVALID;
 }
 
+/* Why a call that got no complete answer failed. */
+static dt_status transfer_error(const dt_client *c, CURLcode rc, const char *url, bool oom) {
+    if (oom) return dt_error(DT_ERR_OOM, "out of memory reading the answer of %s", url);
+    if (c->hung)
+        return dt_error(DT_ERR_COMM,
+                        "master at %s accepted the connection but did not answer within %.0f s; "
+                        "hint: it is hung or overloaded: see its log ($DTRAIN_HOME/master.log "
+                        "for one the CLI started), then restart it (dtrain master stop, or kill "
+                        "the pid in $DTRAIN_HOME/master.pid)",
+                        c->url + strlen("http://"), c->answer_s);
+    return dt_error(DT_ERR_COMM,
+                    "cannot reach the master at %s (%s); hint: start one with `dtrain master` or "
+                    "set DTRAIN_MASTER",
+                    c->url, c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc));
+}
+
 dt_status dt_client_call(dt_client *c, const char *method, const char *path, const json_t *body,
                          json_t **out, long *http_status) {
     if (out) *out = NULL;
@@ -149,7 +222,9 @@ dt_status dt_client_call(dt_client *c, const char *method, const char *path, con
     hdr = curl_slist_append(hdr, "X-Dtrain-Csrf: 1"); /* a state change from a client of ours */
     if (c->auth[0]) hdr = curl_slist_append(hdr, c->auth);
     buf b = {0};
+    answer_watch w = {.c = c, .h = h};
     c->errbuf[0] = 0;
+    c->hung = false;
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
@@ -159,7 +234,14 @@ dt_status dt_client_call(dt_client *c, const char *method, const char *path, con
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(c->connect_s * 1e3));
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &w);
+    if (c->answer_s > 0) {
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, &w);
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    }
     if (c->timeout_s > 0) curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(c->timeout_s * 1e3));
     if (text) {
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, text);
@@ -170,11 +252,7 @@ dt_status dt_client_call(dt_client *c, const char *method, const char *path, con
     free(text);
     if (rc != CURLE_OK) {
         free(b.p);
-        if (b.oom) return dt_error(DT_ERR_OOM, "out of memory reading the answer of %s", url);
-        return dt_error(DT_ERR_COMM,
-                        "cannot reach the master at %s (%s); hint: start one with `dtrain "
-                        "master` or set DTRAIN_MASTER",
-                        c->url, c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc));
+        return transfer_error(c, rc, url, b.oom);
     }
     long code = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
@@ -208,11 +286,14 @@ dt_status dt_client_call(dt_client *c, const char *method, const char *path, con
 }
 
 bool dt_client_ping(dt_client *c) {
-    double t = c->timeout_s;
-    c->timeout_s = 2;
+    double t = c->timeout_s, cs = c->connect_s;
+    /* with an answer timeout, that decides "hung" (the call's own limit comes after it) */
+    c->timeout_s = c->answer_s > 0 ? PING_CONNECT_S + c->answer_s + 1 : PING_TIMEOUT_S;
+    c->connect_s = PING_CONNECT_S;
     long code = 0;
     dt_status st = dt_client_call(c, "GET", "/api/v1/master", NULL, NULL, &code);
     c->timeout_s = t;
-    if (st != DT_OK) dt_clear_error();
+    c->connect_s = cs;
+    if (st != DT_OK && !c->hung) dt_clear_error(); /* (hung: the caller says so) */
     return st == DT_OK && code == 200;
 }

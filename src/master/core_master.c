@@ -11,6 +11,9 @@
  *                next one); rows that could not be delivered are kept and sent with the
  *                next report (up to MAX_PENDING rows).
  *   progress     at most once a second.
+ *   heartbeat    POST .../heartbeat at most every $DTRAIN_HEARTBEAT_S (the master sets it to a
+ *                quarter of resources.max_silence; HEARTBEAT_DEFAULT_S without it), from
+ *                dt_core_heartbeat; every other report counts as one on the master too.
  *   preemption   GET .../preempt at most every PREEMPT_POLL_S (the answer is cached between);
  *                SIGTERM / SIGINT (Slurm's scancel and time limit send SIGTERM first) too: the
  *                loop finishes the batch, checkpoints and stops.
@@ -22,6 +25,7 @@
  */
 #include "dtrain/core.h"
 #include "master/master.h"
+#include "master/trial_env.h"
 #include "dtrain/trialio.h"
 #include "trial/trial_iface.h"
 
@@ -35,6 +39,7 @@
 #define PREEMPT_POLL_S 0.5
 #define PROGRESS_EVERY_S 1.0
 #define MAX_PENDING 100000
+#define HEARTBEAT_DEFAULT_S 30.0
 /* The master unreachable this long makes a run lost (its slots go to a replacement). */
 #define LOST_AFTER_S 10.0
 /* No call waits less than this: a master busy with a large transaction is not lost. */
@@ -191,6 +196,22 @@ static void m_progress(dt_core *core, const dt_core_progress *p) {
     json_decref(body);
 }
 
+static void m_heartbeat(dt_core *core) {
+    mcore *m = M(core);
+    if (!core->chief || core->lost) return;
+    json_t *body = json_object();
+    if (body && try_call(m, "/heartbeat", body) != DT_OK) dt_clear_error(); /* the next will do */
+    json_decref(body);
+}
+
+/* How often heartbeats go: $DTRAIN_HEARTBEAT_S, or the default when unset or not a number. */
+static double heartbeat_every(void) {
+    const char *v = getenv(DT__HEARTBEAT_ENV);
+    char *end = NULL;
+    double s = v ? strtod(v, &end) : 0;
+    return v && end != v && !*end && s > 0 && s < 1e6 ? s : HEARTBEAT_DEFAULT_S;
+}
+
 /* ---- checkpoints ---- */
 
 /* {file: bytes} of the checkpoint at `path` (its metadata's list), or an empty object. */
@@ -336,6 +357,7 @@ static const dt_core_ops MASTER_OPS = {
     .searcher_op = m_searcher_op,
     .searcher_complete = m_searcher_complete,
     .report_stopped = m_stopped,
+    .heartbeat = m_heartbeat,
     .free = m_free,
 };
 
@@ -359,6 +381,7 @@ dt_core *dt_core_master_new(const dt_core_master_opts *o) {
     m->core.ops = &MASTER_OPS;
     m->core.impl = m;
     m->core.chief = o->chief;
+    m->core.heartbeat_s = heartbeat_every();
     if (o->checkpoint_dir)
         snprintf(m->core.tb_path, sizeof m->core.tb_path, "%s/tensorboard", o->checkpoint_dir);
     /* a single call waits no longer than the core may stay without its master */

@@ -98,6 +98,7 @@ static void trial_free(m_trial *t) {
     if (!t) return;
     json_decref(t->hparams);
     free(t->cpus);
+    free(t->silence_reason);
     free(t);
 }
 
@@ -418,7 +419,8 @@ void m_trial_run_ended(master *m, m_trial *t, int code) {
         dt_log(DT_LOG_WARN, "trial %lld exited with %d: restart %lld of %lld", (long long)t->id,
                code, (long long)t->restarts, (long long)e->cfg->max_restarts);
     } else {
-        end_trial(m, t, M_ERROR, "errored", true, true, DT_SEARCH_EXIT_ERRORED);
+        end_trial(m, t, M_ERROR, t->silence_reason ? t->silence_reason : "errored", true, true,
+                  DT_SEARCH_EXIT_ERRORED);
     }
     if (m_state_terminal(t->state)) gc(m, e);
     m_exp_settle(m, e);
@@ -765,7 +767,8 @@ static dt_status recover_trials(master *m, m_exp *e) {
          * trial runs again (from its latest checkpoint; not counted as a restart) */
         int64_t handle = json_integer_value(json_object_get(r, "pgid")); /* the run's handle */
         if (handle > 0 && !m_state_terminal(t->state)) {
-            if (e->launcher->ops->reclaim(e->launcher, handle, RECLAIM_WAIT_S) != DT_OK)
+            uint64_t start = (uint64_t)json_integer_value(json_object_get(r, "run_start"));
+            if (e->launcher->ops->reclaim(e->launcher, handle, start, RECLAIM_WAIT_S) != DT_OK)
                 dt_log(DT_LOG_ERROR, "trial %lld: %s", (long long)t->id, dt_last_error());
             dt_store_trial_set_run(m->store, t->id, t->run_id, 0);
         }

@@ -53,6 +53,8 @@ typedef struct m_trial {
     double last_progress_write; /* when batches last went to the store */
     double started;             /* when the current run started (monotonic s) */
     bool first_batch_seen;      /* the current run has reported progress */
+    double last_heard;          /* the current run's last report or heartbeat (monotonic s) */
+    char *silence_reason;       /* why its last run was killed for silence (NULL: it was not) */
 } m_trial;
 
 struct m_exp {

@@ -12,11 +12,18 @@
  * Each experiment runs its trials through its launcher: the master's local one (on the slot
  * pool) or a Slurm launcher of its own, whose jobs Slurm places — they take no local slots,
  * and reach the master at cluster_url.
+ *
+ * A run that hangs (a deadlock, a collective that never completes) holds its slots for ever:
+ * every report of a run, and the heartbeats the fit loop sends between them (api_trial.c), set
+ * its last_heard; a run silent for longer than its experiment's resources.max_silence is killed
+ * like any run that failed — the trial restarts from its latest checkpoint while max_restarts
+ * allows — with the reason in its logs and as its exit reason.
  */
 #define _GNU_SOURCE
 #include "master_impl.h"
 
 #include "launch/launch.h"
+#include "trial_env.h"
 
 #include <limits.h>
 #include <signal.h>
@@ -127,6 +134,15 @@ static char **worker_argv(const m_trial *t, const char *hostfile) {
     return argv;
 }
 
+/* How often a run sends heartbeats: four per max_silence (so one late heartbeat, or a slow
+ * answer, is not silence), between HEARTBEAT_MIN_S and HEARTBEAT_MAX_S. */
+#define HEARTBEAT_MIN_S 0.25
+#define HEARTBEAT_MAX_S 30.0
+static double heartbeat_s(const dt_expconf *cfg) {
+    double s = cfg->max_silence > 0 ? cfg->max_silence / 4 : HEARTBEAT_MAX_S;
+    return s < HEARTBEAT_MIN_S ? HEARTBEAT_MIN_S : s > HEARTBEAT_MAX_S ? HEARTBEAT_MAX_S : s;
+}
+
 static dt_status launch(master *m, m_trial *t) {
     int slots = slots_of(t), cps = cores_per_slot(m);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -152,14 +168,15 @@ static dt_status launch(master *m, m_trial *t) {
         return dt_error(DT_ERR_IO, "cannot build the trial's command line");
     }
     t->run_id++;
-    char e_master[300], e_trial[64], e_run[64], e_omp[64], e_token[128];
+    char e_master[300], e_trial[64], e_run[64], e_omp[64], e_token[128], e_beat[64];
     snprintf(e_master, sizeof e_master, "DTRAIN_MASTER=%s",
              on_slots(m, t) ? m->url : m->cluster_url);
     snprintf(e_trial, sizeof e_trial, "DTRAIN_TRIAL_ID=%lld", (long long)t->id);
     snprintf(e_run, sizeof e_run, "DTRAIN_TRIAL_RUN=%lld", (long long)t->run_id);
     snprintf(e_omp, sizeof e_omp, "OMP_NUM_THREADS=%d", cps);
     snprintf(e_token, sizeof e_token, "DTRAIN_TOKEN=%s", m->token);
-    char *env[] = {e_master, e_trial, e_run, e_omp, e_token, NULL};
+    snprintf(e_beat, sizeof e_beat, DT__HEARTBEAT_ENV "=%g", heartbeat_s(t->exp->cfg));
+    char *env[] = {e_master, e_trial, e_run, e_omp, e_token, e_beat, NULL};
     dt_launch_spec spec = {.trial_id = t->id,
                            .argv = argv,
                            .env = env,
@@ -178,8 +195,12 @@ static dt_status launch(master *m, m_trial *t) {
     }
     t->started = dt_now_sec();
     t->first_batch_seen = false;
+    free(t->silence_reason); /* (about the run before) */
+    t->silence_reason = NULL;
+    t->last_heard = t->started; /* silence counts from the launch */
     int64_t handle = lau(t)->ops->handle(lau(t), t->run);
-    if (dt_store_trial_set_run(m->store, t->id, t->run_id, handle) != DT_OK)
+    uint64_t start = lau(t)->ops->handle_start(lau(t), t->run);
+    if (dt_store_trial_set_run_handle(m->store, t->id, t->run_id, handle, start) != DT_OK)
         dt_log(DT_LOG_ERROR, "trial %lld: %s", (long long)t->id, dt_last_error());
     dt_log(DT_LOG_INFO, "trial %lld (experiment %lld) run %lld started on %d slot(s)",
            (long long)t->id, (long long)t->exp->id, (long long)t->run_id, slots);
@@ -240,6 +261,47 @@ void m_sched_kill(master *m, m_trial *t) {
     run_over(m, t, 128 + SIGKILL);
 }
 
+/* "checkpoint UUID" of the trial's latest completed checkpoint, or "its start" without one. */
+static void restart_point(master *m, const m_trial *t, char *out, size_t n) {
+    json_t *row = NULL;
+    const char *uuid = NULL;
+    if (dt_store_trial_get(m->store, t->id, &row) == DT_OK)
+        uuid = json_string_value(json_object_get(row, "latest_checkpoint"));
+    if (uuid)
+        snprintf(out, n, "checkpoint %s", uuid);
+    else
+        snprintf(out, n, "its start (no checkpoint yet)");
+    json_decref(row);
+}
+
+/* Kill t's run when it has been silent for longer than its experiment's max_silence: a hang.
+ * The run ends as a failed one (m_trial_run_ended restarts it or ends the trial). */
+static void check_silence(master *m, m_trial *t) {
+    double limit = t->exp->cfg->max_silence, silent = dt_now_sec() - t->last_heard;
+    if (!t->run || limit <= 0 || silent <= limit || t->killing) return;
+    char point[128], line[400];
+    restart_point(m, t, point, sizeof point);
+    if (t->restarts < t->exp->cfg->max_restarts)
+        snprintf(line, sizeof line,
+                 "no heartbeat for %.0f s (resources.max_silence %g); killed, restarting from %s",
+                 silent, limit, point);
+    else
+        snprintf(line, sizeof line,
+                 "no heartbeat for %.0f s (resources.max_silence %g); killed, no restart left "
+                 "(max_restarts %lld)",
+                 silent, limit, (long long)t->exp->cfg->max_restarts);
+    char logged[440];
+    snprintf(logged, sizeof logged, "dtrain master: run %lld: %s", (long long)t->run_id, line);
+    dt_log(DT_LOG_WARN, "trial %lld: %s", (long long)t->id, logged);
+    m_sched_on_log(m, t->id, 0, logged);
+    free(t->silence_reason);
+    t->silence_reason = strdup(line);
+    if (dt_store_trial_set_state(m->store, t->id, m_state_name(t->state), line) != DT_OK)
+        dt_log(DT_LOG_ERROR, "trial %lld: %s", (long long)t->id, dt_last_error());
+    lau(t)->ops->kill_wait(lau(t), t->run);
+    run_over(m, t, 128 + SIGKILL);
+}
+
 /* Slots the experiment's runs hold now. */
 static int64_t exp_slots_used(const m_exp *e) {
     int64_t n = 0;
@@ -263,6 +325,7 @@ void m_sched_tick(master *m) {
         for (int j = 0; j < e->n_trials; j++) {
             m_trial *t = e->trials[j];
             int code;
+            if (t->run && !lau(t)->ops->exited(lau(t), t->run, &code)) check_silence(m, t);
             if (!t->run || !lau(t)->ops->exited(lau(t), t->run, &code)) continue;
             /* the main process is gone; whatever else of the run is left goes too */
             lau(t)->ops->kill_wait(lau(t), t->run);

@@ -811,7 +811,7 @@ dt_status dt_store_searcher_load(dt_store *st, int64_t exp_id, json_t **out) {
     "  ORDER BY c.batches DESC, c.rowid DESC LIMIT 1),"                                            \
     " t.ops, t.exit_reason,"                                                                       \
     " (SELECT m.searcher_value FROM metrics m WHERE m.trial_id = t.id AND m.kind = 'validation'"   \
-    "  ORDER BY m.batches DESC LIMIT 1) FROM trials t"
+    "  ORDER BY m.batches DESC LIMIT 1), t.run_start FROM trials t"
 
 static const col_def TRIAL_COLS[] = {
     {"id", COL_INT},        {"experiment_id", COL_INT},    {"request_id", COL_INT},
@@ -820,6 +820,7 @@ static const col_def TRIAL_COLS[] = {
     {"batches", COL_INT},   {"total_batches", COL_INT},    {"start_time", COL_TEXT},
     {"end_time", COL_TEXT}, {"best_validation", COL_REAL}, {"latest_checkpoint", COL_TEXT},
     {"ops", COL_JSON},      {"exit_reason", COL_TEXT},     {"latest_validation", COL_REAL},
+    {"run_start", COL_INT},
 };
 static const row_kind TRIAL_ROWS = ROW_KIND("trial", TRIAL_COLS);
 
@@ -862,6 +863,16 @@ dt_status dt_store_trial_set_state(dt_store *st, int64_t id, const char *state,
 dt_status dt_store_trial_set_run(dt_store *st, int64_t id, int64_t run_id, int64_t pgid) {
     return WRITE_ROW(st, "UPDATE trials SET run_id = ?2, pgid = ?3 WHERE id = ?1", NULL, "trial",
                      ID_KEY(id), V_INT(id), V_INT(run_id), V_INT(pgid));
+}
+
+dt_status dt_store_trial_set_run_handle(dt_store *st, int64_t id, int64_t run_id, int64_t pgid,
+                                        uint64_t start) {
+    if (start > (uint64_t)INT64_MAX)
+        return dt_error(DT_ERR_INVALID, "store: start time %llu is out of range",
+                        (unsigned long long)start);
+    return WRITE_ROW(st, "UPDATE trials SET run_id = ?2, pgid = ?3, run_start = ?4 WHERE id = ?1",
+                     NULL, "trial", ID_KEY(id), V_INT(id), V_INT(run_id), V_INT(pgid),
+                     V_INT((int64_t)start));
 }
 
 dt_status dt_store_trial_add_restart(dt_store *st, int64_t id, int64_t *restarts) {

@@ -84,6 +84,10 @@ dt_status dt_store_trial_set_state(dt_store *st, int64_t id, const char *state,
                                    const char *exit_reason /* NULL: unchanged */);
 /* A new run of the trial starts: run_id, and its launcher handle to clean up after a crash. */
 dt_status dt_store_trial_set_run(dt_store *st, int64_t id, int64_t run_id, int64_t pgid);
+/* As dt_store_trial_set_run, with the start time that names the run's process with its pgid
+ * (the launcher's handle_start; 0: none needed). DT_ERR_INVALID beyond 2^63. */
+dt_status dt_store_trial_set_run_handle(dt_store *st, int64_t id, int64_t run_id, int64_t pgid,
+                                        uint64_t start);
 dt_status dt_store_trial_add_restart(dt_store *st, int64_t id, int64_t *restarts);
 dt_status dt_store_trial_set_progress(dt_store *st, int64_t id, int64_t batches,
                                       int64_t total_batches);

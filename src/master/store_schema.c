@@ -18,6 +18,8 @@
  *   5  experiments' config_name: the config file's name as the user gave it (store_modeldef.c).
  *   6  the model registry: models and their versions, each naming a checkpoint by uuid
  *      (store_models.c).
+ *   7  a trial's run_start: its run's leader's start time (/proc stat field 22), recorded with
+ *      pgid so that a restarted master never signals a pid the kernel gave to another process.
  *
  * Times are ISO 8601 UTC text; JSON members are stored as compact JSON text.
  */
@@ -127,6 +129,8 @@ static const char *const MIGRATIONS[] = {
     " creation_time TEXT NOT NULL,"
     " PRIMARY KEY (model_id, version));"
     "CREATE INDEX model_versions_checkpoint ON model_versions(checkpoint_uuid);",
+    /* 6 -> 7: with a run's process group, its leader's start time */
+    "ALTER TABLE trials ADD COLUMN run_start INTEGER NOT NULL DEFAULT 0;",
 };
 
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))

@@ -87,6 +87,7 @@ const char *dt_core_latest_checkpoint(const dt_core *core) {
 }
 
 bool dt_core_should_preempt_all(dt_core *core) {
+    dt_core_heartbeat(core); /* asked between steps: the loop is alive */
     int64_t stop = dt_core_should_preempt(core);
     if (core && core->comm && dt_comm_size(core->comm) > 1 &&
         dt_comm_allreduce(core->comm, &stop, 1, DT_COMM_DTYPE_I64, DT_REDUCE_OP_MAX) != DT_OK)

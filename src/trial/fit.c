@@ -282,6 +282,7 @@ static dt_status validate_batches(trainer *t, dt_metrics *out) {
             break;
         }
         val_acc_add(t, &a, &m, len);
+        dt_core_heartbeat(t->core); /* a long validation is no hang */
         if (t->o->test_mode) break;
     }
     st = dt__fit_agree(t, st);

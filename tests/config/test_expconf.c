@@ -326,6 +326,7 @@ static void test_minimal_and_defaults(void) {
     CHECK(!c->has_experiment_seed);
     CHECK(c->n_env == 0);
     CHECK(c->slots_per_trial == 1 && c->max_restarts == 5 && c->max_slots == 0);
+    CHECK(c->max_silence == 600);
     CHECK(json_is_object(c->data) && json_object_size(c->data) == 0);
     CHECK(c->n_warnings == 0);
     CHECK(c->doc != NULL && c->json == dt_yaml_root(c->doc));
@@ -374,7 +375,7 @@ static void test_full_config(void) {
                     "    - EMPTY=\n"
                     "    - EQ=a=b\n"
                     "  image: ignored/image:tag\n"
-                    "resources: {slots_per_trial: 2, resource_pool: default}\n"
+                    "resources: {slots_per_trial: 2, resource_pool: default, max_silence: 90}\n"
                     "data: {url: /data/fashion, shuffle: true}\n"
                     "max_restarts: 0\n"
                     "bind_mounts:\n"
@@ -416,7 +417,7 @@ static void test_full_config(void) {
         CHECK(!strcmp(c->env_keys[1], "EMPTY") && !strcmp(c->env_values[1], ""));
         CHECK(!strcmp(c->env_keys[2], "EQ") && !strcmp(c->env_values[2], "a=b"));
     }
-    CHECK(c->slots_per_trial == 2 && c->max_restarts == 0);
+    CHECK(c->slots_per_trial == 2 && c->max_restarts == 0 && c->max_silence == 90);
     CHECK(!strcmp(json_string_value(json_object_get(c->data, "url")), "/data/fashion"));
     CHECK(json_array_size(json_object_get(c->json, "labels")) == 2);
     CHECK(json_is_array(json_object_get(c->json, "bind_mounts")));
@@ -483,6 +484,12 @@ static void test_type_errors(void) {
     CHECK_HAS(e, "resources.slots_per_trial must be a non-negative integer, got -1");
     e = cerr(BASE "resources: {slots_per_trial: 4, max_slots: 2}\n", 0);
     CHECK_HAS(e, "resources.max_slots is 2, less than slots_per_trial (4)");
+    e = cerr(BASE "resources: {max_silence: -1}\n", 0);
+    CHECK_HAS(e, "resources.max_silence must be");
+    e = cerr(BASE "resources: {max_silence: 0.5}\n", 0);
+    CHECK_HAS(e, "resources.max_silence is 0.5 s: a run could not start");
+    e = cerr(BASE "resources: {max_silence: ten}\n", 0);
+    CHECK_HAS(e, "resources.max_silence must be");
     e = cerr(BASE "name: 12\n", 0);
     CHECK_HAS(e, "config.yaml:5:7: name must be a string, got 12 (quote it");
     e = cerr(BASE "data: [1, 2]\n", 0);

@@ -17,17 +17,12 @@ TOY=$SRC/tests/e2e/toy
 FASHION=$SRC/examples/fashion_mnist
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-# every trial process group the master started (from the store), then the master
+# every trial process group the master started (note_pgid), then the master
 cleanup() {
-  [ -n "$MPID" ] && kill -9 "$MPID" 2> /dev/null
-  # only a real group: `kill -- -0` would be this script's own group, and ctest's with it
-  for g in $(cat "$W"/pgids 2> /dev/null); do [ "$g" -gt 1 ] && kill -9 -- "-$g" 2> /dev/null; done
+  stop_master_runs
   rm -rf "$W"
 }
 trap cleanup EXIT
-
-# remember a trial's process group so the cleanup can kill it whatever happens
-note_pgid() { $API get "/api/v1/trials/$1" 'r["trial"].get("pgid") or ""' >> "$W/pgids" 2> /dev/null; }
 
 start_master || { bad "the master does not start"; summary; exit 1; }
 

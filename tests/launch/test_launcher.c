@@ -318,11 +318,46 @@ static void test_kill_group_wait(void) {
     waitpid(helper, NULL, 0);
     sleep_ms(50);
     CHECK(g > 1 && kill(-g, 0) == 0);
-    CHECK(dt_launch_kill_group_wait(g, 10) == DT_OK);
+    uint64_t start = dt_launch_proc_start(g);
+    CHECK(start > 0);
+    CHECK(dt_launch_kill_group_wait(g, start, 10) == DT_OK);
     CHECK(g > 1 && !group_live(g));
-    CHECK(dt_launch_kill_group_wait(g, 1) == DT_OK); /* none there: fine */
-    CHECK(dt_launch_kill_group_wait(1, 1) == DT_ERR_INVALID);
-    CHECK(dt_launch_kill_group_wait(getpgrp(), 1) == DT_ERR_INVALID);
+    CHECK(dt_launch_kill_group_wait(g, start, 1) == DT_OK); /* none there: fine */
+    CHECK(dt_launch_kill_group_wait(1, start, 1) == DT_ERR_INVALID);
+    CHECK(dt_launch_kill_group_wait(getpgrp(), start, 1) == DT_ERR_INVALID);
+}
+
+/* A recorded pid the kernel has given to another process: an unrelated `sleep 100` whose start
+ * time is not the recorded one is never signalled, and the run counts as gone. */
+static void test_reused_pid_left_alone(void) {
+    pid_t p = fork();
+    if (p == 0) {
+        setpgid(0, 0);
+        execl("/bin/sleep", "sleep", "100", (char *)NULL);
+        _exit(127);
+    }
+    CHECK(p > 1);
+    setpgid(p, p);
+    sleep_ms(50);
+    uint64_t start = dt_launch_proc_start(p);
+    CHECK(start > 0);
+    CHECK(dt_launch_proc_start(p) == start); /* the same process, the same time */
+    /* a run recorded as started a tick earlier or later, or at an unknown time */
+    CHECK(dt_launch_kill_group_wait(p, start - 1, 1) == DT_OK);
+    CHECK(dt_launch_kill_group_wait(p, start + 1, 1) == DT_OK);
+    CHECK(dt_launch_kill_group_wait(p, 0, 1) == DT_OK);
+    sleep_ms(50);
+    CHECK_MSG(group_live(p) && waitpid(p, NULL, WNOHANG) == 0,
+              "an unrelated process (pid %d) was killed for a recorded run", (int)p);
+    /* the launcher's reclaim checks the same way */
+    dt_launcher *l = dt_launcher_local_new();
+    CHECK(l && l->ops->reclaim(l, p, start + 7, 1) == DT_OK);
+    CHECK(group_live(p) && waitpid(p, NULL, WNOHANG) == 0);
+    /* with its own start time it is the run, and goes */
+    CHECK(l && l->ops->reclaim(l, p, start, 10) == DT_OK);
+    CHECK(!group_live(p));
+    waitpid(p, NULL, 0);
+    if (l) l->ops->free(l);
 }
 
 /* Through a real mpirun: tagged ranks, and kill_wait reaches the ranks in their own groups. */
@@ -374,5 +409,6 @@ int main(void) {
     clear_lines();
     TEST_RUN(test_pdeathsig); /* forks: no launcher thread of ours alive */
     TEST_RUN(test_kill_group_wait);
+    TEST_RUN(test_reused_pid_left_alone);
     TEST_END();
 }

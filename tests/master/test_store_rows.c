@@ -90,7 +90,7 @@ static void test_row_shapes(void) {
     check_shape("new trial", t,
                 "id:i experiment_id:i request_id:i state:s hparams:o seed:i restarts:i run_id:i "
                 "pgid:i batches:i total_batches:i start_time:s end_time:n best_validation:n "
-                "latest_checkpoint:s ops:n exit_reason:n latest_validation:n");
+                "latest_checkpoint:s ops:n exit_reason:n latest_validation:n run_start:i");
     CHECK(dt_store_ckpt_get(st, "u-1", &c) == DT_OK);
     check_shape("checkpoint", c,
                 "uuid:s trial_id:i experiment_id:i batches:i state:s path:s metadata:o "

@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -209,9 +212,30 @@ static void test_client_without_master(void) {
     dt_client *cl = dt_client_new("http://127.0.0.1:1");
     CHECK(cl && strcmp(dt_client_url(cl), "http://127.0.0.1:1") == 0);
     dt_client_set_timeout(cl, 2);
+    dt_client_set_answer_timeout(cl, 1);
     CHECK(!dt_client_ping(cl));
+    CHECK(!dt_client_hung(cl)); /* refused: unreachable, not hung */
     dt_client_free(cl);
     CHECK(dt_client_new("ftp://x") == NULL && dt_last_status() == DT_ERR_CONFIG);
+}
+
+/* A listening socket nobody answers on (the kernel accepts the connection): hung, said as
+ * such, once the answer timeout has passed. */
+static void test_client_hung_master(void) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t n = sizeof a;
+    CHECK(s >= 0 && bind(s, (struct sockaddr *)&a, sizeof a) == 0 && listen(s, 4) == 0 &&
+          getsockname(s, (struct sockaddr *)&a, &n) == 0);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", ntohs(a.sin_port));
+    dt_client *cl = dt_client_new(url);
+    dt_client_set_answer_timeout(cl, 1);
+    CHECK(cl && dt_client_call(cl, "GET", "/api/v1/master", NULL, NULL, NULL) == DT_ERR_COMM);
+    CHECK(cl && dt_client_hung(cl));
+    CHECK(strstr(dt_last_error(), "accepted the connection but did not answer within 1 s"));
+    dt_client_free(cl);
+    close(s);
 }
 
 int main(void) {
@@ -228,6 +252,7 @@ int main(void) {
     test_idx(dir);
     test_self_comm();
     test_client_without_master();
+    test_client_hung_master();
     dt_ctx_free(ctx);
     dt_device_free(dev);
     char cmd[600];

@@ -1,7 +1,9 @@
 /* A small trial for the end-to-end tests of `dtrain train`: an MLP with dropout on a fixed
  * synthetic dataset (no files needed). Hyperparameters: global_batch_size, lr, sigterm_at
  * (raise SIGTERM inside that batch, to test a stop by signal), batch_ms (sleep that long in
- * every batch, so a test can act while a trial runs). Its save hook writes
+ * every batch, so a test can act while a trial runs), hang_at (never return from that batch:
+ * a hung run, for the master's silence check; only in runs up to hang_runs when given). Its
+ * save hook writes
  * probe.json with the first values of every parameter, which tests/e2e/st_read.py compares
  * with what the safetensors package loads from model.safetensors. */
 #include <dtrain/dtrain.h>
@@ -71,6 +73,10 @@ static dt_metrics toy_train(void *s, dt_batch *b, int64_t e, int64_t i) {
     if (i == dt_hparam_int(t->c, "sigterm_at", -1)) raise(SIGTERM);
     int64_t ms = dt_hparam_int(t->c, "batch_ms", 0);
     if (ms > 0) usleep((useconds_t)(ms * 1000));
+    const char *run = getenv("DTRAIN_TRIAL_RUN");
+    if (i == dt_hparam_int(t->c, "hang_at", -1) &&
+        (run ? atoll(run) : 1) <= dt_hparam_int(t->c, "hang_runs", INT32_MAX))
+        for (;;) pause();
     dt_tensor *loss = dt_cross_entropy(dt_module_forward(t->net, dt_batch_get(b, "x")),
                                        dt_batch_get(b, "y"), -100);
     if (dt_trial_backward(t->c, loss) || dt_step_optimizer(t->c, t->opt, NULL))
