@@ -70,8 +70,8 @@ bool dt__series_text(dt__series *s, int64_t points, dt__text *out);
  * when it is missing, null or not a number, -1 when this scanner cannot tell (malformed text, or
  * a member name written with escapes): read the row another way then. */
 int dt__row_number(const char *json, size_t len, const char *key, const char *sub, double *out);
-/* Write v as jansson writes a real (17 significant digits, ".0" on integral values, no "+" or
- * leading zeros in the exponent) into buf; returns its length. v must be finite. */
+/* Write v as the API writes a real (dt_json_real_text: the shortest digits that read back,
+ * ".0" on integral values) into buf; returns its length. v must be finite. */
 int dt__real_text(double v, char buf[32]);
 
 #endif

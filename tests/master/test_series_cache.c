@@ -5,10 +5,14 @@
  * rows arrive for one trial, on upserts and after a rollback; numbers picked out of a row's text
  * as SQLite's json_extract reads them, or a plain "cannot tell". */
 #include "master/series_cache.h"
+#include "dtrain/yaml.h"
 #include "master/store_impl.h"
 #include "test.h"
 
 #include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <jansson.h>
 #include <stdint.h>
 #include <string.h>
@@ -17,20 +21,36 @@
 static char g_dir[] = "/tmp/dtrain_series_XXXXXX";
 
 /* jansson's text for v as a real. */
-static void jansson_real(double v, char *buf, size_t n) {
-    json_t *j = json_real(v);
-    char *s = j ? json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
-    snprintf(buf, n, "%s", s ? s : "?");
-    free(s);
-    json_decref(j);
+/* The shortest %.pg of a non-integral v that strtod reads back, p = 1..17 tried in order. */
+static void shortest(double v, char *buf, size_t n) {
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, n, "%.*g", p, v);
+        if (strtod(buf, NULL) == v) return;
+    }
 }
 
 static void check_real(double v) {
-    char want[64], got[32];
-    jansson_real(v, want, sizeof want);
+    char got[32], fmt[32], want[40];
     int n = dt__real_text(v, got);
-    CHECK_MSG(n == (int)strlen(got) && !strcmp(got, want), "%a: got %s, want %s", v, got, want);
+    CHECK_MSG(n == (int)strlen(got), "%a: length %d of %s", v, n, got);
     CHECK_MSG(strtod(got, NULL) == v, "%s does not read back as %a", got, v);
+    /* jansson, the API's parser, reads it back as the same real */
+    json_t *j = json_loads(got, JSON_DECODE_ANY, NULL);
+    CHECK_MSG(json_is_real(j) && json_real_value(j) == v, "%s: jansson reads another value", got);
+    json_decref(j);
+    /* the same text as the API's one encoder, and the shortest digits */
+    j = json_real(v);
+    char *api = dt_json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+    CHECK_MSG(api && !strcmp(api, got), "%a: series %s, API %s", v, got, api ? api : "");
+    free(api);
+    json_decref(j);
+    dt_fmt_double(v, fmt);
+    if (v == trunc(v) && fabs(v) < 1e16) {
+        snprintf(want, sizeof want, "%.0f", v);
+    } else {
+        shortest(v, want, sizeof want);
+    }
+    CHECK_MSG(!strcmp(fmt, want), "%a: %s, the shortest is %s", v, fmt, want);
 }
 
 static void test_real_text(void) {
@@ -60,7 +80,7 @@ static void test_real_text(void) {
     }
 }
 
-/* The series object for `points` as jansson encodes it, built point by point. */
+/* The series object for `points` as the API encodes it, built point by point. */
 static char *jansson_series(const dt__series *s, int64_t points) {
     json_t *data = json_array();
     size_t buckets = s->n <= (size_t)points ? s->n : (size_t)(points / 2);
@@ -78,7 +98,7 @@ static char *jansson_series(const dt__series *s, int64_t points) {
     }
     json_t *o = json_pack("{sIsIso}", "trial_id", (json_int_t)s->trial_id, "total",
                           (json_int_t)s->n, "data", data);
-    char *txt = json_dumps(o, JSON_COMPACT);
+    char *txt = dt_json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return txt;
 }

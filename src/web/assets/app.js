@@ -226,22 +226,26 @@
         document.getElementById("exp-progress").value = e.progress;
         document.getElementById("exp-progress-text").textContent = Math.round(100 * e.progress) + "%";
         document.getElementById("exp-best").textContent =
-          typeof e.best_metric === "number" ? e.best_metric.toPrecision(6) : "–";
-        return Promise.all([loadCurves ? loadCurves() : null, loadHp(), refreshParts(["trials"])]);
+          typeof e.best_metric === "number" ? String(e.best_metric) : "–"; /* shortest digits */
+        return Promise.all([loadCurves ? loadCurves() : null, loadHp(),
+          refreshParts(["trials", "exp-actions"])]);
       });
     }
-    document.querySelectorAll(".actions form").forEach(function (f) {
-      f.addEventListener("submit", function (ev) {
-        ev.preventDefault();
-        var act = f.getAttribute("action").split("/").pop();
-        fetch("/api/v1/experiments/" + exp + "/" + act, { method: "POST", credentials: "same-origin",
-          headers: { "Content-Type": "application/json", "X-Dtrain-Csrf": "1" } })
-          .then(function (r) { return r.json().then(function (j) {
-            if (!r.ok) throw new Error(j.error || "HTTP " + r.status);
-            setState(sum, j.experiment.state);
-            schedule();
-          }); }).catch(report);
-      });
+    /* the action forms (one per action the state allows) are replaced when the state changes:
+     * listen on the document */
+    document.addEventListener("submit", function (ev) {
+      var f = ev.target;
+      if (!f.parentNode || f.parentNode.id !== "exp-actions") return;
+      ev.preventDefault();
+      var act = f.getAttribute("action").split("/").pop();
+      fetch("/api/v1/experiments/" + exp + "/" + act, { method: "POST", credentials: "same-origin",
+        headers: { "Content-Type": "application/json", "X-Dtrain-Csrf": "1" } })
+        .then(function (r) { return r.json().then(function (j) {
+          if (!r.ok) throw new Error(j.error || "HTTP " + r.status);
+          setState(sum, j.experiment.state);
+          schedule();
+          return refreshParts(["exp-actions"]);
+        }); }).catch(report);
     });
     var timer = null;
     function schedule() {
