@@ -15,6 +15,9 @@
  *      index of version 2).
  *   4  the model definitions of experiments (a tar of the files, store_modeldef.c) and the
  *      login tokens of users (det_auth.c).
+ *   5  chart series packed per (trial, kind, metric name): chunks of (batches, value) doubles
+ *      kept by the metric writes, and per (trial, kind) the last batch packed
+ *      (series_packed.c).
  *
  * Times are ISO 8601 UTC text; JSON members are stored as compact JSON text.
  */
@@ -106,6 +109,20 @@ static const char *const MIGRATIONS[] = {
     " token TEXT PRIMARY KEY,"
     " username TEXT NOT NULL,"
     " time TEXT NOT NULL);",
+    /* 4 -> 5: chart series packed by the metric writes (series_packed.c) */
+    "CREATE TABLE metric_series ("
+    " trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,"
+    " kind TEXT NOT NULL,"
+    " name TEXT NOT NULL,"
+    " chunk INTEGER NOT NULL,"
+    " last_batches INTEGER NOT NULL,"
+    " points BLOB NOT NULL,"
+    " PRIMARY KEY (trial_id, kind, name, chunk)) WITHOUT ROWID;"
+    "CREATE TABLE metric_series_ok ("
+    " trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,"
+    " kind TEXT NOT NULL,"
+    " last_batches INTEGER NOT NULL,"
+    " PRIMARY KEY (trial_id, kind)) WITHOUT ROWID;",
 };
 
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
