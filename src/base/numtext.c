@@ -15,28 +15,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The significant digits of a %g text: from the first non-zero digit to the last one. */
-static int sig_digits(const char *s) {
-    int first = -1, last = -1, k = 0;
-    for (; *s && *s != 'e'; s++) {
-        if (*s < '0' || *s > '9') continue;
-        if (*s != '0') {
-            if (first < 0) first = k;
-            last = k;
-        }
-        k++;
-    }
-    return first < 0 ? 1 : last - first + 1;
-}
-
 int dt_fmt_double(double v, char buf[32]) {
     if (isnan(v)) return snprintf(buf, 32, "nan");
     if (isinf(v)) return snprintf(buf, 32, v > 0 ? "inf" : "-inf");
     if (v == trunc(v) && fabs(v) < 1e16) return snprintf(buf, 32, "%.0f", v);
     /* The first precision p of 1..17 whose %.pg reads back. If some p <= 15 does, %.15g reads
      * back too and shows the same digits (a double's half-ulp, 1.1e-16 of it, is below half a
-     * unit of a 15th digit, 5e-16): its significant digits are the shortest p. So %.15g, then
-     * %.16g, then %.17g, which always reads back. Subnormals have fewer bits: try each p. */
+     * unit of a 15th digit, 5e-16; %g drops the trailing zeros, and a value with a fraction is
+     * written without an exponent at p as at 15). So %.15g, then %.16g, then %.17g, which always
+     * reads back. Subnormals have fewer bits: try each p. */
     if (fabs(v) < DBL_MIN) {
         int n = 0;
         for (int p = 1; p <= 17; p++)
@@ -44,10 +31,7 @@ int dt_fmt_double(double v, char buf[32]) {
         return n;
     }
     int n = snprintf(buf, 32, "%.15g", v);
-    if (strtod(buf, NULL) == v) {
-        int p = sig_digits(buf);
-        return p < 15 ? snprintf(buf, 32, "%.*g", p, v) : n;
-    }
+    if (strtod(buf, NULL) == v) return n;
     n = snprintf(buf, 32, "%.16g", v);
     return strtod(buf, NULL) == v ? n : snprintf(buf, 32, "%.17g", v);
 }
@@ -137,7 +121,7 @@ static int by_key(const void *a, const void *b) {
 
 static void value(jt *t, const json_t *v, int depth);
 
-/* long: one writer for both containers keeps their separators and indentation together */
+/* An object or an array: one writer keeps their separators and indentation together. */
 static void container(jt *t, const json_t *v, int depth) {
     bool obj = json_is_object(v);
     size_t n = obj ? json_object_size(v) : json_array_size(v);
