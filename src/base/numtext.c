@@ -15,6 +15,52 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The digits d[0..p) (no trailing zeros past the first) with decimal exponent x, written as %.Pg
+ * writes them: fixed when -4 <= x < P, else d.ddde+XX. */
+static int g_text(bool neg, const char *d, int p, int x, int P, char buf[32]) {
+    while (p > 1 && d[p - 1] == '0') p--;
+    char *o = buf;
+    if (neg) *o++ = '-';
+    if (x < -4 || x >= P) {
+        *o++ = d[0];
+        if (p > 1) *o++ = '.', memcpy(o, d + 1, (size_t)p - 1), o += p - 1;
+        o += snprintf(o, 8, "e%c%02d", x < 0 ? '-' : '+', x < 0 ? -x : x);
+    } else if (x < 0) {
+        *o++ = '0', *o++ = '.';
+        for (int i = -1; i > x; i--) *o++ = '0';
+        memcpy(o, d, (size_t)p), o += p;
+    } else {
+        for (int i = 0; i <= x; i++) *o++ = i < p ? d[i] : '0';
+        if (p > x + 1) *o++ = '.', memcpy(o, d + x + 1, (size_t)(p - x - 1)), o += p - x - 1;
+    }
+    *o = '\0';
+    return (int)(o - buf);
+}
+
+/* The 17 significant digits of v rounded to p digits (d, exponent *x); false when rounding the
+ * 17 again could differ from rounding v (a tie in the digits dropped): ask printf then. */
+static bool round_to(const char *d17, int x17, int p, char *d, int *x) {
+    if (d17[p] == '5') {
+        bool rest_zero = true;
+        for (int i = p + 1; i < 17; i++) rest_zero &= d17[i] == '0';
+        if (rest_zero) return false;
+    }
+    memcpy(d, d17, (size_t)p);
+    *x = x17;
+    if (d17[p] >= '5') {
+        int i = p - 1;
+        while (i >= 0 && d[i] == '9') d[i--] = '0';
+        if (i >= 0) {
+            d[i]++;
+        } else { /* 99.9 -> 100: one more digit before the point */
+            memmove(d + 1, d, (size_t)p - 1);
+            d[0] = '1';
+            ++*x;
+        }
+    }
+    return true;
+}
+
 int dt_fmt_double(double v, char buf[32]) {
     if (isnan(v)) return snprintf(buf, 32, "nan");
     if (isinf(v)) return snprintf(buf, 32, v > 0 ? "inf" : "-inf");
@@ -22,18 +68,31 @@ int dt_fmt_double(double v, char buf[32]) {
     /* The first precision p of 1..17 whose %.pg reads back. If some p <= 15 does, %.15g reads
      * back too and shows the same digits (a double's half-ulp, 1.1e-16 of it, is below half a
      * unit of a 15th digit, 5e-16; %g drops the trailing zeros, and a value with a fraction is
-     * written without an exponent at p as at 15). So %.15g, then %.16g, then %.17g, which always
-     * reads back. Subnormals have fewer bits: try each p. */
+     * written without an exponent at p as at 15). So 15, then 16, then 17, which always reads
+     * back: the 17 digits printed once, rounded to 15 and 16 here. Subnormals have fewer bits:
+     * try each p. */
     if (fabs(v) < DBL_MIN) {
         int n = 0;
         for (int p = 1; p <= 17; p++)
             if (n = snprintf(buf, 32, "%.*g", p, v), strtod(buf, NULL) == v) break;
         return n;
     }
-    int n = snprintf(buf, 32, "%.15g", v);
-    if (strtod(buf, NULL) == v) return n;
-    n = snprintf(buf, 32, "%.16g", v);
-    return strtod(buf, NULL) == v ? n : snprintf(buf, 32, "%.17g", v);
+    char e[40], d17[18], d[18];
+    snprintf(e, sizeof e, "%.16e", v); /* [-]d.dddddddddddddddde[+-]XX */
+    bool neg = e[0] == '-';
+    const char *m = e + neg;
+    d17[0] = m[0];
+    memcpy(d17 + 1, m + 2, 16);
+    int x17 = atoi(m + 19);
+    for (int p = 15; p <= 16; p++) {
+        int x, n;
+        if (round_to(d17, x17, p, d, &x))
+            n = g_text(neg, d, p, x, p, buf);
+        else
+            n = snprintf(buf, 32, p == 15 ? "%.15g" : "%.16g", v);
+        if (strtod(buf, NULL) == v) return n;
+    }
+    return g_text(neg, d17, 17, x17, 17, buf);
 }
 
 int dt_json_real_text(double v, char buf[32]) {
