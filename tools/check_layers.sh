@@ -31,6 +31,7 @@ declare -A HEADER=(
 INTERFACES=" base/base_impl.h tensor/tensor_iface.h nn/nn_iface.h master/http.h "
 INTERFACES+="base/confcheck.h base/path.h launch/launch.h launch/launcher.h dsat/dsat.h "
 INTERFACES+="bench/bench.h master/master.h web/web.h trial/trial_iface.h search/searcher.h "
+INTERFACES+="base/numtext.h "
 # Headers the build generates (CMakeLists.txt), with the one file allowed to include each.
 declare -A GENERATED=([dt_build_paths.h]=src/launch/modeldir.c)
 

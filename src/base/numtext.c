@@ -7,10 +7,11 @@
  * by dt_fmt_double (with ".0" when integral, so it stays a real), so the API, the pages and the
  * CLI's JSON show the numbers that were reported.
  */
-#include "dtrain/yaml.h"
+#include "base/numtext.h"
 
 #include <float.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

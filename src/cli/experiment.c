@@ -3,6 +3,7 @@
  * and prints the answer (output.h). */
 #define _GNU_SOURCE
 #include "args.h"
+#include "base/numtext.h"
 #include "cli.h"
 
 #include "dtrain/yaml.h"

@@ -3,7 +3,7 @@
 #define _GNU_SOURCE /* timegm */
 #include "output.h"
 
-#include "dtrain/yaml.h"
+#include "base/numtext.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -17,7 +17,7 @@
  */
 #include "http.h"
 
-#include "dtrain/yaml.h"
+#include "base/numtext.h"
 
 #include <errno.h>
 #include <microhttpd.h>

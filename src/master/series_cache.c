@@ -6,7 +6,7 @@
  */
 #include "master/series_cache.h"
 
-#include "dtrain/yaml.h"
+#include "base/numtext.h"
 
 #include <inttypes.h>
 #include <math.h>

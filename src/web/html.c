@@ -6,7 +6,7 @@
 #define _GNU_SOURCE
 #include "web_impl.h"
 
-#include "dtrain/yaml.h"
+#include "base/numtext.h"
 
 #include <errno.h>
 #include <math.h>

@@ -11,7 +11,7 @@
  */
 #include "web_impl.h"
 
-#include "dtrain/yaml.h"
+#include "base/numtext.h"
 
 #include <math.h>
 #include <stdio.h>

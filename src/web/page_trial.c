@@ -6,7 +6,7 @@
  */
 #include "web_impl.h"
 
-#include "dtrain/yaml.h"
+#include "base/numtext.h"
 
 #include <stdio.h>
 #include <stdlib.h>

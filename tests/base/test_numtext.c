@@ -1,7 +1,7 @@
 /* Tests for src/base/numtext.c: the digits a person reads (the shortest that read back, as
  * Python's repr(float) writes them, values taken from Python 3) and the JSON text every answer
  * is written with (read back by jansson: the same tree). */
-#include "dtrain/yaml.h"
+#include "base/numtext.h"
 #include "test.h"
 
 #include <float.h>

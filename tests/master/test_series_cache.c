@@ -5,7 +5,7 @@
  * rows arrive for one trial, on upserts and after a rollback; numbers picked out of a row's text
  * as SQLite's json_extract reads them, or a plain "cannot tell". */
 #include "master/series_cache.h"
-#include "dtrain/yaml.h"
+#include "base/numtext.h"
 #include "master/store_impl.h"
 #include "test.h"
 
