@@ -30,22 +30,8 @@ static int step_done(sqlite3_stmt *s) {
     return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
 }
 
-/* The last batch packed for (trial, kind) into *last; SQLITE_DONE when the kind is not packed. */
-static int packed_last(sqlite3 *db, int64_t trial, const char *kind, int64_t *last) {
-    sqlite3_stmt *s;
-    int rc = sqlite3_prepare_v2(db,
-                                "SELECT last_batches FROM metric_series_ok"
-                                " WHERE trial_id = ?1 AND kind = ?2",
-                                -1, &s, NULL);
-    if (rc != SQLITE_OK) return rc;
-    sqlite3_bind_int64(s, 1, trial);
-    sqlite3_bind_text(s, 2, kind, -1, SQLITE_STATIC);
-    rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW) *last = sqlite3_column_int64(s, 0), rc = SQLITE_OK;
-    sqlite3_finalize(s);
-    return rc;
-}
-
+/* sql with ?1 = trial, ?2 = kind, run; with n, its first row's first column into *n (0 and
+ * SQLITE_DONE when there is no row). */
 static int exec_tk(sqlite3 *db, const char *sql, int64_t trial, const char *kind, int64_t *n) {
     sqlite3_stmt *s;
     int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
@@ -59,6 +45,14 @@ static int exec_tk(sqlite3 *db, const char *sql, int64_t trial, const char *kind
         return rc == SQLITE_ROW ? SQLITE_OK : rc;
     }
     return step_done(s);
+}
+
+/* The last batch packed for (trial, kind) into *last; SQLITE_DONE when the kind is not packed. */
+static int packed_last(sqlite3 *db, int64_t trial, const char *kind, int64_t *last) {
+    return exec_tk(db,
+                   "SELECT last_batches FROM metric_series_ok"
+                   " WHERE trial_id = ?1 AND kind = ?2",
+                   trial, kind, last);
 }
 
 /* Append pts to the chunks of (trial, kind, name): the last chunk filled up, then new ones. */
