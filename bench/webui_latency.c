@@ -2,10 +2,10 @@
  * webui_latency.c — the web UI's data at scale: API latency for what the experiment page asks
  * for, with 100 trials x 10 000 metric points, and the pages' weight.
  *
- * bench_webui_latency [TRIALS] [POINTS] [REPEATS] [RESTARTS]: fills a store in a temporary DTRAIN_HOME
- * with one finished experiment of TRIALS trials (default 100), each with POINTS training rows
- * (default 10 000, every batch) and POINTS/10 validation rows, starts the master on a free
- * loopback port in this process, then times REPEATS (default 30) rounds of the requests the
+ * bench_webui_latency [TRIALS] [POINTS] [REPEATS] [RESTARTS]: fills a store in a temporary
+ * DTRAIN_HOME with one finished experiment of TRIALS trials (default 100), each with POINTS
+ * training rows (default 10 000, every batch) and POINTS/10 validation rows, starts the master on a
+ * free loopback port in this process, then times REPEATS (default 30) rounds of the requests the
  * experiment page makes (the page itself, the experiment, its trials, its searcher, the
  * learning curves of training and of validation at 500 points) and prints one JSON line:
  *   {"bench":"webui_latency","trials":T,"points":P,"requests":{"<path>":{"p50_ms","p95_ms",
@@ -133,8 +133,8 @@ static void first_after_start(dt_master_opts *o, const char *home, int restarts)
         for (int k = 0; k < 2; k++) {
             char path[160];
             snprintf(path, sizeof path,
-                     "/api/v1/experiments/1/metrics?kind=%s&name=%s&x=batches&points=500",
-                     kinds[k], k ? "validation_loss" : "loss");
+                     "/api/v1/experiments/1/metrics?kind=%s&name=%s&x=batches&points=500", kinds[k],
+                     k ? "validation_loss" : "loss");
             json_t *ans = NULL;
             double s = now(), u = cpu();
             if (dt_client_call(c, "GET", path, NULL, &ans, NULL) != DT_OK)

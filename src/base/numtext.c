@@ -228,7 +228,8 @@ static void value(jt *t, const json_t *v, int depth) {
         string(t, json_string_value(v), json_string_length(v));
         break;
     case JSON_INTEGER:
-        put(t, num, (size_t)snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(v)));
+        put(t, num,
+            (size_t)snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(v)));
         break;
     case JSON_REAL:
         put(t, num, (size_t)dt_json_real_text(json_real_value(v), num));

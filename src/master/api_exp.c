@@ -42,8 +42,8 @@ void m_api_list_experiments(void *app, const dt_http_req *req, dt_http_resp *res
 void m_api_exp_actions(json_t *row) {
     const char *state = json_string_value(json_object_get(row, "state"));
     m_state s;
-    json_object_set_new(row, "actions", state && m_state_parse(state, &s) ? m_actions_json(s)
-                                                                          : json_array());
+    json_object_set_new(row, "actions",
+                        state && m_state_parse(state, &s) ? m_actions_json(s) : json_array());
 }
 
 static void describe(master *m, int64_t id, const json_t *row, const dt_http_req *req,

@@ -234,7 +234,8 @@ static enum MHD_Result send_resp(struct MHD_Connection *conn, dt_http_resp *resp
         if (resp->content_type) type = resp->content_type;
         resp->raw = NULL;
     } else {
-        body = resp->json ? dt_json_dumps(resp->json, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("{}");
+        body =
+            resp->json ? dt_json_dumps(resp->json, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("{}");
         len = body ? strlen(body) : 0;
     }
     json_decref(resp->json);

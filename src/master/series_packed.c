@@ -173,8 +173,8 @@ int dt__packed_append(sqlite3 *db, int64_t trial_id, const json_t *rows) {
     static const char *const kinds[] = {"training", "validation", "profiler"};
     /* a store opened at an older schema (tests build those) has no packed series */
     sqlite3_stmt *s;
-    int rc = sqlite3_prepare_v2(
-        db, "SELECT 1 FROM sqlite_master WHERE name = 'metric_series_ok'", -1, &s, NULL);
+    int rc = sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE name = 'metric_series_ok'",
+                                -1, &s, NULL);
     if (rc != SQLITE_OK) return rc;
     rc = sqlite3_step(s);
     sqlite3_finalize(s);

@@ -52,14 +52,15 @@ static void test_shortest(void) {
 }
 
 static void test_json(void) {
-    const char *in = "{\"lr\":0.003,\"acc\":0.8651,\"n\":3,\"big\":1e22,\"tiny\":1e-05,"
-                     "\"one\":1.0,\"s\":\"a\\\"b\\\\c\\n\\u0001\xc3\xa9\",\"l\":[true,false,null,[],{}]}";
+    const char *in =
+        "{\"lr\":0.003,\"acc\":0.8651,\"n\":3,\"big\":1e22,\"tiny\":1e-05,"
+        "\"one\":1.0,\"s\":\"a\\\"b\\\\c\\n\\u0001\xc3\xa9\",\"l\":[true,false,null,[],{}]}";
     json_t *j = json_loads(in, 0, NULL);
     CHECK(j != NULL);
     char *c = dt_json_dumps(j, JSON_COMPACT);
     CHECK_MSG(c && !strcmp(c, "{\"lr\":0.003,\"acc\":0.8651,\"n\":3,\"big\":1e22,\"tiny\":1e-5,"
-                               "\"one\":1.0,\"s\":\"a\\\"b\\\\c\\n\\u0001\xc3\xa9\","
-                               "\"l\":[true,false,null,[],{}]}"),
+                              "\"one\":1.0,\"s\":\"a\\\"b\\\\c\\n\\u0001\xc3\xa9\","
+                              "\"l\":[true,false,null,[],{}]}"),
               "compact: %s", c ? c : "");
     json_t *back = json_loads(c, 0, NULL);
     CHECK(back && json_equal(back, j)); /* jansson reads the same tree */

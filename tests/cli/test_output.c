@@ -101,7 +101,7 @@ static void test_numbers(void) {
     CHECK(!strcmp(dt_cli_fmt_number(1e-7, DT_CLI_PLAIN, b, sizeof b), "1e-07"));
     CHECK(!strcmp(dt_cli_fmt_number(512.0, DT_CLI_TABLE, b, sizeof b), "512"));
     CHECK(!strcmp(dt_cli_fmt_number(0.35718393325805664, DT_CLI_TABLE, b, sizeof b),
-                 "0.35718393325805664"));
+                  "0.35718393325805664"));
     CHECK(!strcmp(dt_cli_fmt_number(0.003, DT_CLI_TABLE, b, sizeof b), "0.003"));
     double v = 0.35718393325805664;
     CHECK(strtod(dt_cli_fmt_number(v, DT_CLI_PLAIN, b, sizeof b), NULL) == v);

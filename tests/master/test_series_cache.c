@@ -265,8 +265,8 @@ static void check_packed_as_rows(const char *path, int64_t exp, int packed, cons
     dt_store *a = NULL, *b = NULL;
     CHECK(dt_store_open(path, &a) == DT_OK && dt_store_open(path, &b) == DT_OK);
     if (!a || !b) return;
-    CHECK_MSG(count_of(a, "SELECT count(*) FROM metric_series_ok") == packed, "%s: %d packed",
-              when, count_of(a, "SELECT count(*) FROM metric_series_ok"));
+    CHECK_MSG(count_of(a, "SELECT count(*) FROM metric_series_ok") == packed, "%s: %d packed", when,
+              count_of(a, "SELECT count(*) FROM metric_series_ok"));
     CHECK(sqlite3_exec(dt__store_db(b), "BEGIN; DELETE FROM metric_series_ok", NULL, NULL, NULL) ==
           SQLITE_OK);
     static const int64_t counts[] = {4, 50, 100000};
@@ -277,8 +277,8 @@ static void check_packed_as_rows(const char *path, int64_t exp, int packed, cons
                                           &nx) == DT_OK);
         CHECK(dt_store_metric_series_text(b, exp, 0, "training", "loss", "batches", counts[k], &y,
                                           &ny) == DT_OK);
-        CHECK_MSG(x && y && nx == ny && !memcmp(x, y, nx), "%s: points %lld:\n%.300s\n%.300s",
-                  when, (long long)counts[k], x ? x : "", y ? y : "");
+        CHECK_MSG(x && y && nx == ny && !memcmp(x, y, nx), "%s: points %lld:\n%.300s\n%.300s", when,
+                  (long long)counts[k], x ? x : "", y ? y : "");
         free(x);
         free(y);
     }

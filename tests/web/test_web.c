@@ -442,15 +442,15 @@ static void test_typed_paths(void) {
         CHECK_MSG(status_of(g_ans) == 200 && strstr(g_ans, "text/html") && strstr(g_ans, "<h1>"),
                   "%s: %.200s", pages[i], g_ans);
     }
-    static const char *const lists[][2] = {{"/experiments", "Location: /\r\n"},
-                                           {"/experiments/", "Location: /\r\n"},
-                                           {"/trials", "Location: /\r\n"},
-                                           {"/experiments?state=COMPLETED&name=a%20b",
-                                            "Location: /?state=COMPLETED&name=a%20b\r\n"}};
+    static const char *const lists[][2] = {
+        {"/experiments", "Location: /\r\n"},
+        {"/experiments/", "Location: /\r\n"},
+        {"/trials", "Location: /\r\n"},
+        {"/experiments?state=COMPLETED&name=a%20b", "Location: /?state=COMPLETED&name=a%20b\r\n"}};
     for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
         http("GET", lists[i][0], NULL, NULL, g_ans, sizeof g_ans);
-        CHECK_MSG(status_of(g_ans) == 302 && strstr(g_ans, lists[i][1]), "%s: %.300s",
-                  lists[i][0], g_ans);
+        CHECK_MSG(status_of(g_ans) == 302 && strstr(g_ans, lists[i][1]), "%s: %.300s", lists[i][0],
+                  g_ans);
     }
     http("GET", "/api/v1/experiments/", NULL, NULL, g_ans, sizeof g_ans);
     CHECK_MSG(status_of(g_ans) == 200 && strstr(g_ans, "application/json"), "%.200s", g_ans);
@@ -475,7 +475,8 @@ static void test_csrf(void) {
     http("GET", "/experiments/1", NULL, NULL, g_ans, sizeof g_ans);
     char tok[80] = "", body[128];
     /* the page-level token: a form of its own, there whatever actions the state allows */
-    const char *v = strstr(g_ans, "<form id=\"csrf\" hidden><input type=\"hidden\" name=\"csrf\" value=\"");
+    const char *v =
+        strstr(g_ans, "<form id=\"csrf\" hidden><input type=\"hidden\" name=\"csrf\" value=\"");
     if (v) sscanf(strstr(v, "value=\"") + 7, "%64[0-9a-f]", tok);
     CHECK(strlen(tok) == 64);
     /* a finished experiment offers no action: the state table allows none */
