@@ -33,6 +33,7 @@ INTERFACES+="base/confcheck.h base/path.h launch/launch.h launch/launcher.h dsat
 INTERFACES+="bench/bench.h master/master.h web/web.h trial/trial_iface.h search/searcher.h "
 INTERFACES+="base/durable.h base/yaml.h config/expconf_doc.h engine/engine_iface.h data/data_iface.h "
 INTERFACES+="master/snapshot.h "
+INTERFACES+="base/numtext.h "
 # Headers the build generates (CMakeLists.txt), with the one file allowed to include each.
 declare -A GENERATED=([dt_build_paths.h]=src/launch/modeldir.c)
 

@@ -3,6 +3,7 @@
  * API (docs/api.md) and prints the answer (output.h). */
 #define _GNU_SOURCE
 #include "args.h"
+#include "base/numtext.h"
 #include "cli.h"
 
 #include "base/yaml.h"
@@ -82,17 +83,19 @@ static void print_summary(dt_client *c, int64_t id) {
     }
     if (best) {
         int64_t tid = json_integer_value(json_object_get(best, "id"));
-        printf("best trial %lld: %s %.6g after %lld batches\n", (long long)tid,
-               metric ? metric : "metric", bv,
+        char bvs[32];
+        dt_fmt_double(bv, bvs);
+        printf("best trial %lld: %s %s after %lld batches\n", (long long)tid,
+               metric ? metric : "metric", bvs,
                (long long)json_integer_value(json_object_get(best, "batches")));
-        char *hp = json_dumps(json_object_get(best, "hparams"), JSON_COMPACT | JSON_SORT_KEYS);
+        char *hp = dt_json_dumps(json_object_get(best, "hparams"), JSON_COMPACT | JSON_SORT_KEYS);
         if (hp) printf("  hyperparameters: %s\n", hp);
         free(hp);
         snprintf(path, sizeof path, "/api/v1/trials/%lld/metrics?kind=validation", (long long)tid);
         if (dt_client_call(c, "GET", path, NULL, &rows, NULL) == DT_OK) {
             json_t *ms = json_object_get(rows, "metrics");
             json_t *last = json_array_get(ms, json_array_size(ms) - 1);
-            char *mj = last ? json_dumps(json_object_get(last, "metrics"), JSON_COMPACT) : NULL;
+            char *mj = last ? dt_json_dumps(json_object_get(last, "metrics"), JSON_COMPACT) : NULL;
             if (mj)
                 printf("  last validation (batch %lld): %s\n",
                        (long long)json_integer_value(json_object_get(last, "batches")), mj);

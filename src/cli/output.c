@@ -3,6 +3,8 @@
 #define _GNU_SOURCE /* timegm */
 #include "output.h"
 
+#include "base/numtext.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -108,13 +110,10 @@ void dt_cli_fields_times(dt_cli_table *t, const json_t *obj) {
 const char *dt_cli_fmt_number(double v, dt_cli_mode mode, char *buf, size_t n) {
     if (isnan(v)) return snprintf(buf, n, "nan"), buf;
     if (isinf(v)) return snprintf(buf, n, v > 0 ? "inf" : "-inf"), buf;
-    if (v == floor(v) && fabs(v) < 1e15) return snprintf(buf, n, "%.0f", v), buf;
-    if (mode == DT_CLI_TABLE) return snprintf(buf, n, "%.6g", v), buf;
-    /* the shortest form that reads back to the same double */
-    for (int p = 1; p <= 17; p++) {
-        snprintf(buf, n, "%.*g", p, v);
-        if (strtod(buf, NULL) == v) break;
-    }
+    (void)mode; /* a table and JSON show the same digits: the shortest that read back as v */
+    char s[32];
+    dt_fmt_double(v, s);
+    snprintf(buf, n, "%s", s);
     return buf;
 }
 
@@ -135,7 +134,7 @@ char *dt_cli_json_text(const json_t *v, dt_cli_mode mode) {
     case JSON_REAL:
         return xstrdup(dt_cli_fmt_number(json_real_value(v), mode, num, sizeof num));
     default:
-        return oom_check(json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY));
+        return oom_check(dt_json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY));
     }
 }
 
@@ -250,8 +249,9 @@ void dt_cli_table_print(const dt_cli_table *t, FILE *f, dt_cli_mode mode, bool h
 }
 
 void dt_cli_print_json(FILE *f, const json_t *v) {
-    json_dumpf(v, f, JSON_INDENT(2) | JSON_ENCODE_ANY);
-    fputc('\n', f);
+    char *s = dt_json_dumps(v, JSON_INDENT(2) | JSON_ENCODE_ANY);
+    fprintf(f, "%s\n", (char *)oom_check(s));
+    free(s);
 }
 
 /* ---- metrics ---- */

@@ -45,6 +45,14 @@ void m_api_list_experiments(void *app, const dt_http_req *req, dt_http_resp *res
     m_api_list(req, resp, st, "experiments", list);
 }
 
+/* row.actions: what its state allows (the state machine's table), for the pages' buttons. */
+void m_api_exp_actions(json_t *row) {
+    const char *state = json_string_value(json_object_get(row, "state"));
+    m_state s;
+    json_object_set_new(row, "actions",
+                        state && m_state_parse(state, &s) ? m_actions_json(s) : json_array());
+}
+
 static void describe(master *m, int64_t id, const json_t *row, const dt_http_req *req,
                      dt_http_resp *resp) {
     (void)req;
@@ -60,6 +68,7 @@ static void describe(master *m, int64_t id, const json_t *row, const dt_http_req
     free(dir);
     dt_expconf_free(cfg);
     dt_clear_error();
+    m_api_exp_actions((json_t *)row);
     m_api_status(resp, st,
                  st == DT_OK ? json_pack("{sOso}", "experiment", row, "trials", trials) : NULL);
 }
@@ -117,6 +126,7 @@ static void act(master *m, int64_t id, const json_t *row, const dt_http_req *req
                                   (long long)id, name);
     json_t *now = NULL;
     if (st == DT_OK) st = dt_store_exp_get(m->store, id, &now);
+    if (st == DT_OK) m_api_exp_actions(now);
     m_api_status(resp, st, st == DT_OK ? json_pack("{so}", "experiment", now) : NULL);
 }
 

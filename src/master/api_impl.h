@@ -38,6 +38,8 @@ void m_api_get_master(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_api_create_experiment(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_api_list_experiments(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_api_get_experiment(void *app, const dt_http_req *req, dt_http_resp *resp);
+/* Set row.actions to the actions the experiment row's state allows (states.c's table). */
+void m_api_exp_actions(json_t *row);
 void m_api_delete_experiment(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_api_experiment_trials(void *app, const dt_http_req *req, dt_http_resp *resp);
 void m_api_experiment_checkpoints(void *app, const dt_http_req *req, dt_http_resp *resp);

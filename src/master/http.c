@@ -17,6 +17,8 @@
  */
 #include "http.h"
 
+#include "base/numtext.h"
+
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -232,7 +234,8 @@ static enum MHD_Result send_resp(struct MHD_Connection *conn, dt_http_resp *resp
         if (resp->content_type) type = resp->content_type;
         resp->raw = NULL;
     } else {
-        body = resp->json ? json_dumps(resp->json, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("{}");
+        body =
+            resp->json ? dt_json_dumps(resp->json, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("{}");
         len = body ? strlen(body) : 0;
     }
     json_decref(resp->json);

@@ -6,6 +6,8 @@
  */
 #include "master/series_cache.h"
 
+#include "base/numtext.h"
+
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -149,21 +151,7 @@ int dt__real_text(double v, char buf[32]) {
      * records) without snprintf */
     if (v > -1e16 && v < 1e16 && v == (double)(int64_t)v && !(v == 0 && signbit(v)))
         return snprintf(buf, 32, "%" PRId64 ".0", (int64_t)v);
-    int n = snprintf(buf, 32, "%.17g", v);
-    char *e = strchr(buf, 'e');
-    if (!e && !strchr(buf, '.')) {
-        memcpy(buf + n, ".0", 3);
-        return n + 2;
-    }
-    if (e) { /* e+05 -> e5, e-05 -> e-5 */
-        char *from = e + 1, *to = e + 1;
-        if (*from == '-') from++, to++;
-        if (*from == '+') from++;
-        while (*from == '0' && from[1]) from++;
-        memmove(to, from, strlen(from) + 1);
-        n = (int)strlen(buf);
-    }
-    return n;
+    return dt_json_real_text(v, buf);
 }
 
 /* ---- reading a number out of a stored row ---- */

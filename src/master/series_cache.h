@@ -13,6 +13,8 @@
 #ifndef DTRAIN_MASTER_SERIES_CACHE_H
 #define DTRAIN_MASTER_SERIES_CACHE_H
 
+#include <jansson.h>
+#include <sqlite3.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -70,8 +72,18 @@ bool dt__series_text(dt__series *s, int64_t points, dt__text *out);
  * when it is missing, null or not a number, -1 when this scanner cannot tell (malformed text, or
  * a member name written with escapes): read the row another way then. */
 int dt__row_number(const char *json, size_t len, const char *key, const char *sub, double *out);
-/* Write v as jansson writes a real (17 significant digits, ".0" on integral values, no "+" or
- * leading zeros in the exponent) into buf; returns its length. v must be finite. */
+/* Write v as the API writes a real (dt_json_real_text: the shortest digits that read back,
+ * ".0" on integral values) into buf; returns its length. v must be finite. */
 int dt__real_text(double v, char buf[32]);
+
+/* ---- series_packed.c: the series packed in the store (schema 5) ---- */
+
+/* After the metric rows of one write were stored (in its transaction): append their points to
+ * the trial's packed series of each kind, or drop a kind's packed series when a row comes at or
+ * before its last batch. An SQLite result code. */
+int dt__packed_append(sqlite3 *db, int64_t trial_id, const json_t *rows);
+/* Extend e (x = batches) from the packed series of its trial and kind: *packed false (e
+ * unchanged) when they are not packed, so the rows must be read. An SQLite result code. */
+int dt__packed_read(sqlite3 *db, dt__series *e, bool *packed);
 
 #endif

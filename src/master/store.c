@@ -984,6 +984,10 @@ dt_status dt_store_metrics_insert(dt_store *st, int64_t trial_id, const json_t *
                            json_is_number(v) ? V_REAL(json_number_value(v)) : V_NULL, V_JSON(row)));
     }
     free(metric);
+    if (status == DT_OK) { /* the charts' packed series, in the same transaction */
+        int rc = dt__packed_append(st->db, trial_id, rows);
+        if (rc != SQLITE_OK) status = sql_error(st, rc, "packing the chart series");
+    }
     if (status == DT_OK && n_written) *n_written = (int64_t)json_array_size(rows);
     status = write_end(st, status);
     if (status != DT_OK && n_written) *n_written = 0;
@@ -1138,7 +1142,12 @@ dt_status dt_store_metric_series_text(dt_store *st, int64_t exp_id, int64_t tria
     for (int i = 0; status == DT_OK && i < n_trials; i++) {
         dt__series *e = dt__series_cache_get(st->series, trials[i], kind, name, x);
         if (!e) status = dt_error(DT_ERR_OOM, "store %s: out of memory reading a series", st->path);
-        if (status == DT_OK) status = series_extend(st, e, path, xpath);
+        bool packed = false; /* x = batches: from the packed series when the kind is packed */
+        if (status == DT_OK && !strcmp(x, "batches")) {
+            int rc = dt__packed_read(st->db, e, &packed);
+            if (rc != SQLITE_OK) status = sql_error(st, rc, "reading a packed series");
+        }
+        if (status == DT_OK && !packed) status = series_extend(st, e, path, xpath);
         if (status != DT_OK || e->rows == 0) continue;
         if ((!first && !dt__text_add(&t, ",", 1)) || !dt__series_text(e, points, &t))
             status = dt_error(DT_ERR_OOM, "store %s: out of memory reading a series", st->path);

@@ -20,6 +20,9 @@
  *      (store_models.c).
  *   7  a trial's run_start: its run's leader's start time (/proc stat field 22), recorded with
  *      pgid so that a restarted master never signals a pid the kernel gave to another process.
+ *   8  chart series packed per (trial, kind, metric name): chunks of (batches, value) doubles
+ *      kept by the metric writes, and per (trial, kind) the last batch packed
+ *      (series_packed.c).
  *
  * Times are ISO 8601 UTC text; JSON members are stored as compact JSON text.
  */
@@ -131,6 +134,20 @@ static const char *const MIGRATIONS[] = {
     "CREATE INDEX model_versions_checkpoint ON model_versions(checkpoint_uuid);",
     /* 6 -> 7: with a run's process group, its leader's start time */
     "ALTER TABLE trials ADD COLUMN run_start INTEGER NOT NULL DEFAULT 0;",
+    /* 7 -> 8: chart series packed by the metric writes (series_packed.c) */
+    "CREATE TABLE metric_series ("
+    " trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,"
+    " kind TEXT NOT NULL,"
+    " name TEXT NOT NULL,"
+    " chunk INTEGER NOT NULL,"
+    " last_batches INTEGER NOT NULL,"
+    " points BLOB NOT NULL,"
+    " PRIMARY KEY (trial_id, kind, name, chunk)) WITHOUT ROWID;"
+    "CREATE TABLE metric_series_ok ("
+    " trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,"
+    " kind TEXT NOT NULL,"
+    " last_batches INTEGER NOT NULL,"
+    " PRIMARY KEY (trial_id, kind)) WITHOUT ROWID;",
 };
 
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))

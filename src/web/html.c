@@ -6,6 +6,8 @@
 #define _GNU_SOURCE
 #include "web_impl.h"
 
+#include "base/numtext.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -79,7 +81,7 @@ void w_escf(w_buf *b, const char *fmt, ...) {
 }
 
 void w_esc_json(w_buf *b, const json_t *v) {
-    char *s = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    char *s = v ? dt_json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
     if (v && !s) b->oom = true;
     w_esc(b, s ? s : "null");
     free(s);
@@ -175,9 +177,11 @@ bool w_id(const dt_http_req *req, int i, long long *id, dt_http_resp *resp) {
 }
 
 void w_num(w_buf *b, const json_t *v) {
-    if (json_is_number(v) && isfinite(json_number_value(v)))
-        w_escf(b, "%.6g", json_number_value(v));
-    else
+    char s[32];
+    if (json_is_number(v) && isfinite(json_number_value(v))) {
+        dt_fmt_double(json_number_value(v), s);
+        w_esc(b, s);
+    } else
         w_raw(b, "–");
 }
 

@@ -11,6 +11,8 @@
  */
 #include "web_impl.h"
 
+#include "base/numtext.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,7 +181,7 @@ static void best_config(w_buf *b, long long id, const json_t *best) {
            "download>download best_ds_config.json</a> <button type=\"button\" id=\"best-copy\">"
            "copy</button> <span id=\"best-copied\" class=\"hint\"></span></p>",
            id);
-    char *s = json_dumps(json_object_get(best, "ds_config"), JSON_INDENT(2) | JSON_SORT_KEYS);
+    char *s = dt_json_dumps(json_object_get(best, "ds_config"), JSON_INDENT(2) | JSON_SORT_KEYS);
     if (!s) b->oom = true;
     w_raw(b, "<pre id=\"best-config\" class=\"config\">");
     w_esc(b, s);
@@ -280,7 +282,7 @@ void w_get_best_ds_config(void *app, const dt_http_req *req, dt_http_resp *resp)
     json_t *d = dsat_api(req, id, resp);
     if (!d) return;
     const json_t *config = json_object_get(json_object_get(d, "best"), "ds_config");
-    char *s = config ? json_dumps(config, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
+    char *s = config ? dt_json_dumps(config, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
     json_decref(d);
     if (!config) {
         dt_http_error(resp, 404,

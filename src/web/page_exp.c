@@ -9,6 +9,7 @@
 #include "web_impl.h"
 
 #include "dtrain/config.h"
+#include "base/numtext.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -17,18 +18,26 @@
 
 #define TRIALS_PER_PAGE 50
 
-static void actions(w_buf *b, long long id, const dt_http_req *req) {
-    static const char *const acts[] = {"pause", "activate", "kill"};
-    w_raw(b, "<div class=\"actions\">");
-    for (int i = 0; i < 3; i++) {
+/* The forms of the actions the experiment's state allows (the API's `actions`, from the master's
+ * state table): none on an ended experiment. The page's form token stands in a form of its own,
+ * always present, for scripts and tests to read. */
+static void actions(w_buf *b, long long id, const json_t *allowed, const dt_http_req *req) {
+    w_raw(b, "<form id=\"csrf\" hidden>");
+    w_csrf_field(b, req);
+    w_raw(b, "</form><div class=\"actions\" id=\"exp-actions\">");
+    size_t i;
+    json_t *a;
+    json_array_foreach(allowed, i, a) {
+        const char *act = json_string_value(a);
+        if (!act) continue;
         w_rawf(b, "<form method=\"post\" action=\"/experiments/%lld/", id);
-        w_esc(b, acts[i]);
+        w_esc(b, act);
         w_raw(b, "\">");
         w_csrf_field(b, req);
         w_raw(b, "<button class=\"act-");
-        w_esc(b, acts[i]);
+        w_esc(b, act);
         w_raw(b, "\">");
-        w_esc(b, acts[i]);
+        w_esc(b, act);
         w_raw(b, "</button></form>");
     }
     w_raw(b, "</div>\n");
@@ -93,7 +102,7 @@ static void hparams(w_buf *b, const json_t *hp) {
         first = false;
         w_esc(b, k);
         w_raw(b, "=");
-        char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        char *s = dt_json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
         w_esc(b, json_is_string(v) ? json_string_value(v) : s);
         free(s);
     }
@@ -218,14 +227,17 @@ void w_get_experiment(void *app, const dt_http_req *req, dt_http_resp *resp) {
     w_buf badge = {0}, acts = {0}, b = {0};
     const char *state = json_string_value(json_object_get(e, "state"));
     w_state(&badge, state);
-    actions(&acts, id, req);
+    actions(&acts, id, json_object_get(e, "actions"), req);
     char sid[32], prog[32], pct[32], best[64], ntr[64];
     double p = json_number_value(json_object_get(e, "progress"));
     const json_t *bm = json_object_get(e, "best_metric");
     snprintf(sid, sizeof sid, "%lld", id);
     snprintf(prog, sizeof prog, "%.4f", p);
     snprintf(pct, sizeof pct, "%.0f%%", 100 * p);
-    snprintf(best, sizeof best, json_is_number(bm) ? "%.6g" : "–", json_number_value(bm));
+    if (json_is_number(bm))
+        dt_fmt_double(json_number_value(bm), best);
+    else
+        snprintf(best, sizeof best, "–");
     snprintf(ntr, sizeof ntr, "%lld active / %lld",
              (long long)json_integer_value(json_object_get(e, "active_trials")),
              (long long)json_integer_value(json_object_get(e, "num_trials")));

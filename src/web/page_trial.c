@@ -6,6 +6,8 @@
  */
 #include "web_impl.h"
 
+#include "base/numtext.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +23,7 @@ static void kv_table(w_buf *b, const json_t *obj) {
         w_raw(b, "<tr><th>");
         w_esc(b, k);
         w_raw(b, "</th><td>");
-        char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        char *s = dt_json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
         w_esc(b, json_is_string(v) ? json_string_value(v) : s);
         free(s);
         w_raw(b, "</td></tr>");
@@ -109,7 +111,10 @@ void w_get_trial(void *app, const dt_http_req *req, dt_http_resp *resp) {
     snprintf(batches, sizeof batches, "%lld / %lld",
              (long long)json_integer_value(json_object_get(t, "batches")),
              (long long)json_integer_value(json_object_get(t, "total_batches")));
-    snprintf(best, sizeof best, json_is_number(bv) ? "%.6g" : "–", json_number_value(bv));
+    if (json_is_number(bv))
+        dt_fmt_double(json_number_value(bv), best);
+    else
+        snprintf(best, sizeof best, "–");
     snprintf(restarts, sizeof restarts, "%lld",
              (long long)json_integer_value(json_object_get(t, "restarts")));
     const char *exit = json_string_value(json_object_get(t, "exit_reason"));

@@ -1,12 +1,52 @@
 /*
  * routes.c — the web UI's route table (dt_web_routes), served by the master after its REST
  * API's routes: the pages, their no-JS action forms, the downloads (a trial's logs, a dsat
- * search's best configuration) and the embedded files.
+ * search's best configuration) and the embedded files. Every path a person may type is a page
+ * or leads to one: `/experiments` and `/trials` (the lists live at `/`) redirect there, and a
+ * trailing slash matches the same route (the router splits on `/`).
  */
 #include "web_impl.h"
 
+#include <stdio.h>
+#include <string.h>
+
+/* Append s percent-encoded (all but unreserved characters) to out (n bytes); false if full. */
+static bool encode(char *out, size_t n, const char *s) {
+    size_t len = strlen(out);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                     c == '-' || c == '_' || c == '.' || c == '~';
+        int w = plain ? snprintf(out + len, n - len, "%c", c)
+                      : snprintf(out + len, n - len, "%%%02X", c);
+        if (w < 0 || (size_t)w >= n - len) return false;
+        len += (size_t)w;
+    }
+    return true;
+}
+
+/* GET /experiments, /trials: the experiments list, keeping the query (filter and sort). */
+static void w_get_to_list(void *app, const dt_http_req *req, dt_http_resp *resp) {
+    (void)app;
+    char *loc = resp->location;
+    size_t n = sizeof resp->location;
+    snprintf(loc, n, "/");
+    for (int i = 0; i < req->n_args; i++) {
+        size_t len = strlen(loc);
+        snprintf(loc + len, n - len, i ? "&" : "?");
+        if (!encode(loc, n, req->args[i][0]) || strlen(loc) + 2 > n) break;
+        strcat(loc, "=");
+        if (!encode(loc, n, req->args[i][1] ? req->args[i][1] : "")) break;
+    }
+    if (strlen(loc) + 1 >= n) snprintf(loc, n, "/"); /* too long to keep: the plain list */
+    resp->status = 302;
+    resp->json = json_object();
+}
+
 static const dt_http_route ROUTES[] = {
     {"GET", "/", w_get_list},
+    {"GET", "/experiments", w_get_to_list},
+    {"GET", "/trials", w_get_to_list},
     {"GET", "/experiments/{}", w_get_experiment},
     {"GET", "/experiments/{}/dsat", w_get_dsat},
     {"GET", "/experiments/{}/best_ds_config.json", w_get_best_ds_config},

@@ -5,10 +5,14 @@
  * rows arrive for one trial, on upserts and after a rollback; numbers picked out of a row's text
  * as SQLite's json_extract reads them, or a plain "cannot tell". */
 #include "master/series_cache.h"
+#include "base/numtext.h"
 #include "master/store_impl.h"
 #include "test.h"
 
 #include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <jansson.h>
 #include <stdint.h>
 #include <string.h>
@@ -17,20 +21,36 @@
 static char g_dir[] = "/tmp/dtrain_series_XXXXXX";
 
 /* jansson's text for v as a real. */
-static void jansson_real(double v, char *buf, size_t n) {
-    json_t *j = json_real(v);
-    char *s = j ? json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
-    snprintf(buf, n, "%s", s ? s : "?");
-    free(s);
-    json_decref(j);
+/* The shortest %.pg of a non-integral v that strtod reads back, p = 1..17 tried in order. */
+static void shortest(double v, char *buf, size_t n) {
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, n, "%.*g", p, v);
+        if (strtod(buf, NULL) == v) return;
+    }
 }
 
 static void check_real(double v) {
-    char want[64], got[32];
-    jansson_real(v, want, sizeof want);
+    char got[32], fmt[32], want[40];
     int n = dt__real_text(v, got);
-    CHECK_MSG(n == (int)strlen(got) && !strcmp(got, want), "%a: got %s, want %s", v, got, want);
+    CHECK_MSG(n == (int)strlen(got), "%a: length %d of %s", v, n, got);
     CHECK_MSG(strtod(got, NULL) == v, "%s does not read back as %a", got, v);
+    /* jansson, the API's parser, reads it back as the same real */
+    json_t *j = json_loads(got, JSON_DECODE_ANY, NULL);
+    CHECK_MSG(json_is_real(j) && json_real_value(j) == v, "%s: jansson reads another value", got);
+    json_decref(j);
+    /* the same text as the API's one encoder, and the shortest digits */
+    j = json_real(v);
+    char *api = dt_json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+    CHECK_MSG(api && !strcmp(api, got), "%a: series %s, API %s", v, got, api ? api : "");
+    free(api);
+    json_decref(j);
+    dt_fmt_double(v, fmt);
+    if (v == trunc(v) && fabs(v) < 1e16) {
+        snprintf(want, sizeof want, "%.0f", v);
+    } else {
+        shortest(v, want, sizeof want);
+    }
+    CHECK_MSG(!strcmp(fmt, want), "%a: %s, the shortest is %s", v, fmt, want);
 }
 
 static void test_real_text(void) {
@@ -60,7 +80,7 @@ static void test_real_text(void) {
     }
 }
 
-/* The series object for `points` as jansson encodes it, built point by point. */
+/* The series object for `points` as the API encodes it, built point by point. */
 static char *jansson_series(const dt__series *s, int64_t points) {
     json_t *data = json_array();
     size_t buckets = s->n <= (size_t)points ? s->n : (size_t)(points / 2);
@@ -78,7 +98,7 @@ static char *jansson_series(const dt__series *s, int64_t points) {
     }
     json_t *o = json_pack("{sIsIso}", "trial_id", (json_int_t)s->trial_id, "total",
                           (json_int_t)s->n, "data", data);
-    char *txt = json_dumps(o, JSON_COMPACT);
+    char *txt = dt_json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return txt;
 }
@@ -199,6 +219,16 @@ static void put(dt_store *st, int64_t t, int64_t lo, int64_t hi, double base) {
     json_decref(rows);
 }
 
+static int count_of(dt_store *st, const char *sql) {
+    sqlite3_stmt *s = NULL;
+    int n = -1;
+    if (sqlite3_prepare_v2(dt__store_db(st), sql, -1, &s, NULL) == SQLITE_OK &&
+        sqlite3_step(s) == SQLITE_ROW)
+        n = sqlite3_column_int(s, 0);
+    sqlite3_finalize(s);
+    return n;
+}
+
 /* The chart text of st equals a fresh handle's for every x and a few point counts; st is left
  * holding the first count's encodings, so the next check starts from kept ones. */
 static void check_same_as_fresh(dt_store *st, const char *path, int64_t exp, const char *when) {
@@ -228,6 +258,35 @@ static void check_same_as_fresh(dt_store *st, const char *path, int64_t exp, con
     dt_store_close(fresh);
 }
 
+/* The packed series (series_packed.c) give the answer the rows give: a fresh handle reads the
+ * chart from them, another one from the rows (their packing hidden inside a transaction rolled
+ * back), for every point and a few counts. `packed`: the (trial, kind)s expected packed. */
+static void check_packed_as_rows(const char *path, int64_t exp, int packed, const char *when) {
+    dt_store *a = NULL, *b = NULL;
+    CHECK(dt_store_open(path, &a) == DT_OK && dt_store_open(path, &b) == DT_OK);
+    if (!a || !b) return;
+    CHECK_MSG(count_of(a, "SELECT count(*) FROM metric_series_ok") == packed, "%s: %d packed", when,
+              count_of(a, "SELECT count(*) FROM metric_series_ok"));
+    CHECK(sqlite3_exec(dt__store_db(b), "BEGIN; DELETE FROM metric_series_ok", NULL, NULL, NULL) ==
+          SQLITE_OK);
+    static const int64_t counts[] = {4, 50, 100000};
+    for (int k = 0; k < 3; k++) {
+        char *x = NULL, *y = NULL;
+        size_t nx = 0, ny = 0;
+        CHECK(dt_store_metric_series_text(a, exp, 0, "training", "loss", "batches", counts[k], &x,
+                                          &nx) == DT_OK);
+        CHECK(dt_store_metric_series_text(b, exp, 0, "training", "loss", "batches", counts[k], &y,
+                                          &ny) == DT_OK);
+        CHECK_MSG(x && y && nx == ny && !memcmp(x, y, nx), "%s: points %lld:\n%.300s\n%.300s", when,
+                  (long long)counts[k], x ? x : "", y ? y : "");
+        free(x);
+        free(y);
+    }
+    CHECK(sqlite3_exec(dt__store_db(b), "ROLLBACK", NULL, NULL, NULL) == SQLITE_OK);
+    dt_store_close(a);
+    dt_store_close(b);
+}
+
 static void test_store_text(void) {
     char path[512];
     snprintf(path, sizeof path, "%s/store.db", g_dir);
@@ -243,14 +302,23 @@ static void test_store_text(void) {
         CHECK(dt_store_trial_insert(st, exp, i + 1, hp, (uint64_t)i, &t[i]) == DT_OK);
     for (int i = 0; i < 3; i++) put(st, t[i], 1, 200, i);
     check_same_as_fresh(st, path, exp, "first read");
-    /* rows arrive for one trial only: the others' kept encodings stay, its own is renewed */
-    put(st, t[1], 201, 260, 1);
+    check_packed_as_rows(path, exp, 3, "first read");
+    /* rows arrive for one trial only: the others' kept encodings stay, its own is renewed; the
+     * packed series fill a chunk and go on in new ones */
+    put(st, t[1], 201, 2500, 1);
     check_same_as_fresh(st, path, exp, "rows for one trial");
+    check_packed_as_rows(path, exp, 3, "rows for one trial");
+    CHECK(count_of(st, "SELECT count(*) FROM metric_series WHERE trial_id = 2") == 3);
     put(st, t[2], 261, 261, 2);
     check_same_as_fresh(st, path, exp, "one row after a gap");
-    /* an upsert of a row already read replaces its point */
+    check_packed_as_rows(path, exp, 3, "one row after a gap");
+    /* an upsert of a row already read replaces its point; its trial's series are read from the
+     * rows from then on */
     put(st, t[0], 100, 100, 9);
     check_same_as_fresh(st, path, exp, "upsert");
+    check_packed_as_rows(path, exp, 2, "upsert");
+    put(st, t[0], 201, 210, 0);
+    check_packed_as_rows(path, exp, 2, "rows after an upsert");
     /* rows read inside a rolled-back group are forgotten */
     CHECK(dt_store_begin(st) == DT_OK);
     put(st, t[0], 201, 400, 0);
@@ -280,9 +348,10 @@ static void test_store_text(void) {
     dt_store_close(fresh);
     /* the JSON form reads the text */
     json_t *j = NULL;
-    CHECK(dt_store_metric_series(st, exp, t[1], "training", "loss", "batches", 1000, &j) == DT_OK);
+    CHECK(dt_store_metric_series(st, exp, t[1], "training", "loss", "batches", 100000, &j) ==
+          DT_OK);
     CHECK(json_array_size(j) == 1 &&
-          json_array_size(json_object_get(json_array_get(j, 0), "data")) == 260);
+          json_array_size(json_object_get(json_array_get(j, 0), "data")) == 2500);
     json_decref(j);
     dt_store_close(st);
     json_decref(hp);

@@ -1,4 +1,4 @@
-"""browser.py URL OUT_DIR FINISHED_EXP RUNNING_EXP DSAT_EXP — the web UI in headless Chromium.
+"""browser.py URL OUT_DIR FINISHED_EXP RUNNING_EXP DSAT_EXP ONE_EXP — the web UI in headless Chromium.
 
 Against a master holding a finished small experiment (FINISHED_EXP), a running one
 (RUNNING_EXP) and a finished dsat search (DSAT_EXP): every page loads without console errors;
@@ -6,7 +6,11 @@ the experiments table lists them; the learning-curve chart has one series per tr
 the point count stored (read back from the REST API), none empty; the hyperparameter views draw;
 the dsat page (linked from its experiment) charts every stage searched with each stage's trials,
 lists every trial, and its best-config download is the best config; pausing from the page
-changes the state shown without a reload; a page whose chart library is missing fails.
+changes the state shown without a reload and offers the actions of the new state, a finished
+experiment offers none; typed paths (/experiments, trailing slashes) reach pages; a page whose
+chart library is missing fails. ONE_EXP's trials validated once each at the same batch: its
+charts are checked in screenshots (decoded here, no imaging library): a marker of each trial's
+colour inside the plot area, the axis lines, and tick labels drawn under and beside it.
 Screenshots go to OUT_DIR. Prints "N passed, M failed" and exits 1 on any failure.
 """
 import json
@@ -14,13 +18,14 @@ import os
 import sys
 import time
 import urllib.request
+import zlib
 
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
-URL, OUT, FIN, RUN, DSAT = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
+URL, OUT, FIN, RUN, DSAT, ONE = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:7])
 passed = failed = 0
 
 
@@ -37,6 +42,115 @@ def check(ok, what):
 def api(path):
     with urllib.request.urlopen(URL + path, timeout=30) as f:
         return json.loads(f.read())
+
+
+def png_pixels(data):
+    """An 8-bit RGB or RGBA PNG as (width, height, rows of (r, g, b) tuples)."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, w = 8, b"", 0
+    while pos < len(data):
+        n = int.from_bytes(data[pos:pos + 4], "big")
+        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + n]
+        if kind == b"IHDR":
+            w, h, depth, ctype = *(int.from_bytes(body[i:i + 4], "big") for i in (0, 4)), body[8], body[9]
+            assert depth == 8 and ctype in (2, 6) and body[12] == 0, "not an 8-bit RGB(A) PNG"
+            bpp = 3 if ctype == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+        pos += n + 12
+    raw, rows, prev, stride = zlib.decompress(idat), [], bytearray(w * bpp), w * bpp
+    for y in range(h):
+        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            if f == 1:
+                line[i] = (line[i] + a) & 255
+            elif f == 2:
+                line[i] = (line[i] + b) & 255
+            elif f == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append([tuple(line[x * bpp:x * bpp + 3]) for x in range(w)])
+        prev = line
+    return w, h, rows
+
+
+def count(rows, x0, y0, x1, y1, want):
+    """Pixels p of the box [x0, x1) x [y0, y1) with want(p)."""
+    n = 0
+    for y in range(max(0, int(y0)), min(len(rows), int(y1))):
+        for x in range(max(0, int(x0)), min(len(rows[y]), int(x1))):
+            n += bool(want(rows[y][x]))
+    return n
+
+
+def dark(p):
+    return sum(p) < 3 * 160
+
+
+def drawn_chart(d, graph_js, shot, n_series):
+    """What the dygraph `graph_js` drew, from a screenshot: each series' colour as a marker in
+    the plot area, the x and y axis lines, tick labels under and left of the area."""
+    info = d.execute_script(graph_js + """; g.graphDiv.scrollIntoView();
+        var r = g.canvas_.getBoundingClientRect(), a = g.getArea();
+        return {x: r.left + a.x, y: r.top + a.y, w: a.w, h: a.h, colors: g.getColors(),
+                dpr: window.devicePixelRatio,
+                xticks: g.graphDiv.querySelectorAll('.dygraph-axis-label-x').length,
+                yticks: g.graphDiv.querySelectorAll('.dygraph-axis-label-y').length};""")
+    time.sleep(0.3)
+    png = d.get_screenshot_as_png()
+    with open(os.path.join(OUT, shot), "wb") as f:
+        f.write(png)
+    _, _, rows = png_pixels(png)
+    k = info["dpr"]
+    x, y, w, h = (v * k for v in (info["x"], info["y"], info["w"], info["h"]))
+    check(info["xticks"] >= 2 and info["yticks"] >= 2, f"{shot}: ticks {info}")
+    for c in info["colors"][:n_series]:
+        rgb = tuple(int(v) for v in c[c.index("(") + 1:c.index(")")].split(","))
+        near = count(rows, x, y, x + w, y + h,
+                     lambda p: all(abs(p[i] - rgb[i]) <= 24 for i in range(3)))
+        check(near >= 12, f"{shot}: {near} pixels of a {c} marker in the plot area {info}")
+    # the axis lines: dark pixels along the left and the bottom edge of the area
+    left = count(rows, x - 2, y, x + 2, y + h, dark)
+    bottom = count(rows, x, y + h - 2, x + w, y + h + 2, dark)
+    check(left >= h * 0.8 and bottom >= w * 0.8, f"{shot}: axis lines {left}/{h}, {bottom}/{w}")
+    # tick labels: text under the area (x) and left of it (y)
+    under = count(rows, x, y + h + 3, x + w, y + h + 22 * k, dark)
+    beside = count(rows, x - 60 * k, y, x - 3, y + h, dark)
+    check(under >= 30 and beside >= 30, f"{shot}: tick label pixels under {under}, beside {beside}")
+
+
+def one_point(d):
+    """ONE_EXP: every trial validated once, at the same batch."""
+    trials = api(f"/api/v1/experiments/{ONE}/trials")["trials"]
+    load(d, f"/experiments/{ONE}", "one_x.png")
+    c = wait(d, "return !!(window.dtrain.charts.curves && window.dtrain.charts.curves.graph)")
+    if not check(c, "one point each: no learning-curve chart"):
+        return
+    xs = {p[0] for t in trials for p in api(
+        f"/api/v1/experiments/{ONE}/metrics?kind=validation&trial={t['id']}")["series"][0]["data"]}
+    check(len(xs) == 1, f"the one-point search validated at several batches: {xs}")
+    rng = d.execute_script("return window.dtrain.charts.curves.graph.xAxisRange()")
+    check(rng[0] < min(xs) < rng[1], f"the x axis {rng} does not hold the one x value {xs}")
+    drawn_chart(d, "var g = window.dtrain.charts.curves.graph", "one_x_chart.png", len(trials))
+    load(d, f"/trials/{trials[0]['id']}", "one_point_trial.png")
+    ok = wait(d, "return !!(window.dtrain.charts.trial && window.dtrain.charts.trial.validation_loss)")
+    if check(ok, "the one-point trial has no validation_loss chart"):
+        drawn_chart(d, "var g = window.dtrain.charts.trial.validation_loss",
+                    "one_point_trial_chart.png", 2)
+
+
+def typed_paths(d):
+    """Paths a person types reach pages."""
+    for path, want in (("/experiments", "/"), ("/experiments/", "/"), (f"/experiments/{FIN}/",
+                       f"/experiments/{FIN}/"), ("/trials", "/")):
+        d.get(URL + path)
+        got = d.execute_script("return location.pathname")
+        check(got == want and d.find_elements(By.TAG_NAME, "h1"), f"{path} led to {got}")
 
 
 def dsat_page(d):
@@ -134,10 +248,12 @@ def main():
         d.get(URL + "/?state=COMPLETED")
         ids = [int(r.get_attribute("data-id"))
                for r in d.find_elements(By.CSS_SELECTOR, "#experiments tbody tr[data-id]")]
-        check(sorted(ids) == sorted([FIN, DSAT]), f"?state=COMPLETED lists {ids}")
+        check(sorted(ids) == sorted([FIN, DSAT, ONE]), f"?state=COMPLETED lists {ids}")
 
         # the experiment page: one series per trial, each with its stored point count
         load(d, f"/experiments/{FIN}", "experiment.png")
+        acts = d.find_elements(By.CSS_SELECTOR, "#exp-actions button")
+        check(not acts, f"a finished experiment offers {[a.text for a in acts]}")
         c = wait(d, "return !!(window.dtrain.charts.curves && window.dtrain.charts.curves.graph)")
         trials = api(f"/api/v1/experiments/{FIN}/trials")["trials"]
         if check(c, "no learning-curve chart"):
@@ -168,6 +284,8 @@ def main():
               not api(f"/api/v1/trials/{tid}/logs")["logs"], "the logs are not rank-prefixed")
 
         dsat_page(d)
+        one_point(d)
+        typed_paths(d)
 
         # pause from the page: the state shown changes without a reload
         load(d, f"/experiments/{RUN}", "running.png")
@@ -179,6 +297,10 @@ def main():
         check(d.execute_script("return window.__same_page === 1"), "pausing reloaded the page")
         check(api(f"/api/v1/experiments/{RUN}")["experiment"]["state"] == "PAUSED",
               "the master did not pause the experiment")
+        acts = wait(d, "var b = document.querySelectorAll('#exp-actions button');"
+                       " return b.length && [].map.call(b, function (x) { return x.textContent; })")
+        check(acts and "pause" not in acts and "activate" in acts,
+              f"a paused experiment offers {acts}")
         d.save_screenshot(os.path.join(OUT, "paused.png"))
         check(not errors(d), "console errors after pausing")
 

@@ -3,7 +3,8 @@
 # master of its own (tests/e2e/master_env.sh) holding a finished small random search on the toy
 # trial, a finished dsat search on tests/e2e/dsat_toy (a 4 MB device budget, so that large
 # micro-batches run out of memory) and a slow one to pause; screenshots into OUT. Needs PYTHON with selenium, chromium and
-# chromedriver (make test-deps); fails with a hint without them.
+# chromedriver (make test-deps); fails with a hint without them. A fourth experiment whose
+# trials validate once each, at the same batch, checks what the charts draw, in screenshots.
 set -u
 DTRAIN=$1 SRC=$2 OUT=$3
 PY=${PYTHON:-python3}
@@ -65,9 +66,13 @@ EOF2
   --max-concurrent-trials 2 --zero-stages 1 2 --random-seed 2 > "$W/dsat.out" 2>&1 ||
   { echo "FAIL: the dsat search failed: $(tail -5 "$W/dsat.out")" >&2; exit 1; }
 DSAT=$(sed -n 's/^created experiment \([0-9]*\)$/\1/p' "$W/dsat.out" | head -1)
+# every trial validates once, at the same batch: one x value, one point per series
+sed -e 's/name: small search/name: one point each/' -e 's/batches: 60/batches: 10/' "$W/fin.yaml" > "$W/one.yaml"
+ONE=$($API create "$W/one.yaml" "$SRC/tests/e2e/toy") || exit 1
+[ "$($API wait "$ONE" 180)" = COMPLETED ] || { echo "FAIL: the one-point search did not complete" >&2; exit 1; }
 RUN=$($API create "$W/run.yaml" "$SRC/tests/e2e/toy") || exit 1
 $API until "/api/v1/experiments/$RUN/trials" 'any(t["batches"] > 0 for t in r["trials"])' 60 > /dev/null
-"$PY" "$SRC/tests/web/browser.py" "$DTRAIN_MASTER" "$OUT" "$FIN" "$RUN" "$DSAT"
+"$PY" "$SRC/tests/web/browser.py" "$DTRAIN_MASTER" "$OUT" "$FIN" "$RUN" "$DSAT" "$ONE"
 rc=$?
 $API post "/api/v1/experiments/$RUN/kill" > /dev/null 2>&1
 exit $rc

@@ -434,6 +434,28 @@ static void test_ids(void) {
     CHECK(status_of(g_ans) == 400 && json_error(g_ans));
 }
 
+/* Paths a person types: a page, or a redirect to one; the JSON API stays under /api/v1. */
+static void test_typed_paths(void) {
+    static const char *const pages[] = {"/experiments/1/", "/trials/1/", "/experiments/1//"};
+    for (size_t i = 0; i < sizeof pages / sizeof *pages; i++) {
+        http("GET", pages[i], NULL, NULL, g_ans, sizeof g_ans);
+        CHECK_MSG(status_of(g_ans) == 200 && strstr(g_ans, "text/html") && strstr(g_ans, "<h1>"),
+                  "%s: %.200s", pages[i], g_ans);
+    }
+    static const char *const lists[][2] = {
+        {"/experiments", "Location: /\r\n"},
+        {"/experiments/", "Location: /\r\n"},
+        {"/trials", "Location: /\r\n"},
+        {"/experiments?state=COMPLETED&name=a%20b", "Location: /?state=COMPLETED&name=a%20b\r\n"}};
+    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
+        http("GET", lists[i][0], NULL, NULL, g_ans, sizeof g_ans);
+        CHECK_MSG(status_of(g_ans) == 302 && strstr(g_ans, lists[i][1]), "%s: %.300s", lists[i][0],
+                  g_ans);
+    }
+    http("GET", "/api/v1/experiments/", NULL, NULL, g_ans, sizeof g_ans);
+    CHECK_MSG(status_of(g_ans) == 200 && strstr(g_ans, "application/json"), "%.200s", g_ans);
+}
+
 static void test_csrf(void) {
     /* a form post from another site: no JSON type, no header, no form token */
     http("POST", "/api/v1/experiments/1/pause", "Content-Type: text/plain\r\n", "x", g_ans,
@@ -452,9 +474,13 @@ static void test_csrf(void) {
     /* the page's own form token passes the guard (a finished experiment cannot pause: 409) */
     http("GET", "/experiments/1", NULL, NULL, g_ans, sizeof g_ans);
     char tok[80] = "", body[128];
-    const char *v = strstr(g_ans, "name=\"csrf\" value=\"");
-    if (v) sscanf(v + 19, "%64[0-9a-f]", tok);
+    /* the page-level token: a form of its own, there whatever actions the state allows */
+    const char *v =
+        strstr(g_ans, "<form id=\"csrf\" hidden><input type=\"hidden\" name=\"csrf\" value=\"");
+    if (v) sscanf(strstr(v, "value=\"") + 7, "%64[0-9a-f]", tok);
     CHECK(strlen(tok) == 64);
+    /* a finished experiment offers no action: the state table allows none */
+    CHECK_MSG(!strstr(g_ans, "class=\"act-"), "%.300s", strstr(g_ans, "class=\"act-"));
     snprintf(body, sizeof body, "csrf=%s", tok);
     http("POST", "/experiments/1/pause", "Content-Type: application/x-www-form-urlencoded\r\n",
          body, g_ans, sizeof g_ans);
@@ -565,6 +591,7 @@ int main(void) {
         TEST_RUN(test_dsat_api);
         TEST_RUN(test_dsat_page);
         TEST_RUN(test_ids);
+        TEST_RUN(test_typed_paths);
         TEST_RUN(test_csrf);
         TEST_RUN(test_bad_requests);
         stop();

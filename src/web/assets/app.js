@@ -45,6 +45,27 @@
     });
   }
 
+  /* Options that keep a chart readable whatever its data: when every point has the same x (one
+   * validation per trial, at the same batch) the x axis would have no width, so it gets a window
+   * around that x; a series of a single point has no line to show it, so it is drawn as a
+   * marker. labels: the dygraph labels (x first), series[k] the k-th series' points. */
+  function readable(rows, labels, series) {
+    var opts = { series: {}, dateWindow: null };
+    if (rows.length && rows[0][0] === rows[rows.length - 1][0]) {
+      var x = rows[0][0], d = Math.max(1, Math.abs(x) * 0.1);
+      opts.dateWindow = [x - d, x + d];
+    }
+    series.forEach(function (s, k) {
+      if (s.data.length === 1) opts.series[labels[k + 1]] = { drawPoints: true, pointSize: 4 };
+    });
+    return opts;
+  }
+
+  function merge(a, b) {
+    Object.keys(b).forEach(function (k) { a[k] = b[k]; });
+    return a;
+  }
+
   /* ---- the experiment page: learning curves ---- */
   function curves() {
     var el = document.getElementById("curves");
@@ -80,9 +101,9 @@
         }
         var labels = [ans.x].concat(series.map(function (s) { return "trial " + s.trial_id; }));
         var rows = toRows(series), g = state.charts.curves.graph;
-        var opts = { labels: labels, logscale: logc.checked, connectSeparatedPoints: true,
+        var opts = merge({ labels: labels, logscale: logc.checked, connectSeparatedPoints: true,
           xlabel: ans.x, ylabel: ans.name, legend: "follow", labelsSeparateLines: true,
-          highlightSeriesOpts: { strokeWidth: 2 } };
+          highlightSeriesOpts: { strokeWidth: 2 } }, readable(rows, labels, series));
         if (state.curvesGraph) {
           opts.file = rows;
           state.curvesGraph.updateOptions(opts);
@@ -226,22 +247,26 @@
         document.getElementById("exp-progress").value = e.progress;
         document.getElementById("exp-progress-text").textContent = Math.round(100 * e.progress) + "%";
         document.getElementById("exp-best").textContent =
-          typeof e.best_metric === "number" ? e.best_metric.toPrecision(6) : "–";
-        return Promise.all([loadCurves ? loadCurves() : null, loadHp(), refreshParts(["trials"])]);
+          typeof e.best_metric === "number" ? String(e.best_metric) : "–"; /* shortest digits */
+        return Promise.all([loadCurves ? loadCurves() : null, loadHp(),
+          refreshParts(["trials", "exp-actions"])]);
       });
     }
-    document.querySelectorAll(".actions form").forEach(function (f) {
-      f.addEventListener("submit", function (ev) {
-        ev.preventDefault();
-        var act = f.getAttribute("action").split("/").pop();
-        fetch("/api/v1/experiments/" + exp + "/" + act, { method: "POST", credentials: "same-origin",
-          headers: { "Content-Type": "application/json", "X-Dtrain-Csrf": "1" } })
-          .then(function (r) { return r.json().then(function (j) {
-            if (!r.ok) throw new Error(j.error || "HTTP " + r.status);
-            setState(sum, j.experiment.state);
-            schedule();
-          }); }).catch(report);
-      });
+    /* the action forms (one per action the state allows) are replaced when the state changes:
+     * listen on the document */
+    document.addEventListener("submit", function (ev) {
+      var f = ev.target;
+      if (!f.parentNode || f.parentNode.id !== "exp-actions") return;
+      ev.preventDefault();
+      var act = f.getAttribute("action").split("/").pop();
+      fetch("/api/v1/experiments/" + exp + "/" + act, { method: "POST", credentials: "same-origin",
+        headers: { "Content-Type": "application/json", "X-Dtrain-Csrf": "1" } })
+        .then(function (r) { return r.json().then(function (j) {
+          if (!r.ok) throw new Error(j.error || "HTTP " + r.status);
+          setState(sum, j.experiment.state);
+          schedule();
+          return refreshParts(["exp-actions"]);
+        }); }).catch(report);
     });
     var timer = null;
     function schedule() {
@@ -289,10 +314,12 @@
               el.className = "trial-chart";
               box.appendChild(el);
             }
-            var opts = { labels: labels, connectSeparatedPoints: true, legend: "follow", drawPoints: true };
+            var rows = toRows(series);
+            var opts = merge({ labels: labels, connectSeparatedPoints: true, legend: "follow",
+              drawPoints: true, xlabel: "batches", ylabel: n }, readable(rows, labels, series));
             var c = state.charts.trial[n];
-            if (c) c.updateOptions(Object.assign({ file: toRows(series) }, opts));
-            else { el.textContent = ""; state.charts.trial[n] = new Dygraph(el, toRows(series), opts); }
+            if (c) c.updateOptions(merge({ file: rows }, opts));
+            else { el.textContent = ""; state.charts.trial[n] = new Dygraph(el, rows, opts); }
           });
         }));
       });
