@@ -76,7 +76,7 @@ int dt__row_number(const char *json, size_t len, const char *key, const char *su
  * ".0" on integral values) into buf; returns its length. v must be finite. */
 int dt__real_text(double v, char buf[32]);
 
-/* ---- series_packed.c: the series packed in the store (schema 5) ---- */
+/* ---- series_packed.c: the series packed in the store (schema 8) ---- */
 
 /* After the metric rows of one write were stored (in its transaction): append their points to
  * the trial's packed series of each kind, or drop a kind's packed series when a row comes at or

@@ -1,5 +1,5 @@
 /*
- * store_models.h — the model registry in the store (schema 5): models, named by the user, and
+ * store_models.h — the model registry in the store (schema 6): models, named by the user, and
  * their numbered versions, each naming a COMPLETED checkpoint by uuid; what holds a checkpoint
  * (a version, or an active experiment that warm-starts from it); and a checkpoint's row
  * removed. docs/models.md is the user's page.
