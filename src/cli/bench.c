@@ -12,6 +12,7 @@
  * mpirun for several slots, runs the benchmark (bench/bench.h, src/bench/bench*.c) and
  * prints its result as a JSON line (--json) or text. Exit codes: 0, 1 a failed run, 2 a
  * usage error. */
+#include "args.h"
 #include "cli.h"
 
 #include "bench/bench.h"
@@ -67,170 +68,105 @@ static int64_t int_arg(const char *opt, const char *v) {
     return x;
 }
 
+/* The options whose value is a word from a short list, or a shape: 0, or -1 after the error. */
+static int word_args(dt_bench_opts *a, const char *dtype, const char *backend, const char *shape,
+                     const char *trans, const char *offload, const char *zero) {
+    long long m, n, k;
+    int used = 0;
+    dt_dtype t = dtype ? dt_dtype_from_name(dtype) : DT_DTYPE_F32;
+    const char *bad = NULL, *what = NULL, *got = NULL;
+    if (t != DT_DTYPE_F32 && t != DT_DTYPE_BF16)
+        bad = "--dtype", what = "fp32 or bf16", got = dtype;
+    else if (backend && strcmp(backend, "dtrain") && strcmp(backend, "openblas"))
+        bad = "--backend", got = backend,
+        what = "dtrain (dt_matmul, the GEMM every op uses) or openblas (cblas_sgemm)";
+    else if (shape && (sscanf(shape, "%lldx%lldx%lld%n", &m, &n, &k, &used) != 3 || shape[used] ||
+                       m <= 0 || n <= 0 || k <= 0))
+        bad = "--shape", what = "MxNxK (positive sizes, e.g. 1024x768x256)", got = shape;
+    else if (trans && (strlen(trans) != 2 || !strchr("NT", trans[0]) || !strchr("NT", trans[1])))
+        bad = "--trans", what = "NN, NT, TN or TT (A and B: N as stored, T transposed)",
+        got = trans;
+    else if (offload && strcmp(offload, "none") && strcmp(offload, "cpu") &&
+             strcmp(offload, "nvme"))
+        bad = "--offload", what = "none, cpu or nvme", got = offload;
+    else if (zero && (strlen(zero) != 1 || zero[0] < '0' || zero[0] > '3'))
+        bad = "--zero-stage", what = "0, 1, 2 or 3", got = zero;
+    if (bad) {
+        fprintf(stderr, "dtrain bench: %s takes %s, got '%s'\n", bad, what, got);
+        return -1;
+    }
+    if (dtype) a->dtype = t;
+    if (backend) a->openblas = !strcmp(backend, "openblas");
+    if (shape) a->m = m, a->n = n, a->k = k;
+    if (trans) a->ta = trans[0] == 'T', a->tb = trans[1] == 'T';
+    if (offload) a->offload = offload;
+    if (zero) a->zero_stage = zero[0] - '0';
+    return 0;
+}
+
+/* 0 parsed, 1 after --help, -1 after a usage error (printed). */
 static int parse(int argc, char **argv, bench_args *args) {
     dt_bench_opts *a = &args->o;
-    for (int i = 0; i < argc; i++) {
-        const char *o = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int64_t *iv = NULL;
-        int *sv = NULL;
-        if (!strcmp(o, "--json")) {
-            args->json = true;
-            continue;
-        }
-        if (!strcmp(o, "--profile")) {
-            a->profile = true;
-            continue;
-        }
-        if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
-            bench_usage(stdout);
-            return 1;
-        }
-        if (!strcmp(o, "--model")) {
-            if (!v) {
-                fprintf(stderr, "dtrain bench: --model needs mlp, cnn or gpt\n");
-                return -1;
-            }
-            a->model = v;
-            i++;
-            continue;
-        }
-        if (!strcmp(o, "--dtype")) {
-            dt_dtype t = v ? dt_dtype_from_name(v) : DT_DTYPE_COUNT;
-            if (t != DT_DTYPE_F32 && t != DT_DTYPE_BF16) {
-                fprintf(stderr, "dtrain bench: --dtype takes fp32 or bf16, got '%s'\n", v ? v : "");
-                return -1;
-            }
-            a->dtype = t;
-            i++;
-            continue;
-        }
-        if (!strcmp(o, "--backend")) {
-            if (!v || (strcmp(v, "dtrain") && strcmp(v, "openblas"))) {
-                fprintf(stderr,
-                        "dtrain bench: --backend takes dtrain (dt_matmul, the GEMM every "
-                        "op uses) or openblas (cblas_sgemm), got '%s'\n",
-                        v ? v : "");
-                return -1;
-            }
-            a->openblas = !strcmp(v, "openblas");
-            i++;
-            continue;
-        }
-        if (!strcmp(o, "--shape")) {
-            long long m, n, k;
-            int used = 0;
-            if (!v || sscanf(v, "%lldx%lldx%lld%n", &m, &n, &k, &used) != 3 || v[used] || m <= 0 ||
-                n <= 0 || k <= 0) {
-                fprintf(stderr,
-                        "dtrain bench: --shape takes MxNxK (positive sizes, e.g. "
-                        "1024x768x256), got '%s'\n",
-                        v ? v : "");
-                return -1;
-            }
-            a->m = m;
-            a->n = n;
-            a->k = k;
-            i++;
-            continue;
-        }
-        if (!strcmp(o, "--trans")) {
-            if (!v || strlen(v) != 2 || (v[0] != 'N' && v[0] != 'T') ||
-                (v[1] != 'N' && v[1] != 'T')) {
-                fprintf(stderr,
-                        "dtrain bench: --trans takes NN, NT, TN or TT (A and B: N as "
-                        "stored, T transposed), got '%s'\n",
-                        v ? v : "");
-                return -1;
-            }
-            a->ta = v[0] == 'T';
-            a->tb = v[1] == 'T';
-            i++;
-            continue;
-        }
-        if (!strcmp(o, "--ds-config")) {
-            if (!v) {
-                fprintf(stderr, "dtrain bench: --ds-config needs a file or JSON text\n");
-                return -1;
-            }
-            a->ds_config = v;
-            i++;
-            continue;
-        }
-        if (!strcmp(o, "--offload") || !strcmp(o, "--nvme-path")) {
-            if (!v) {
-                fprintf(stderr, "dtrain bench: %s needs a value\n", o);
-                return -1;
-            }
-            if (!strcmp(o, "--offload")) {
-                if (strcmp(v, "none") && strcmp(v, "cpu") && strcmp(v, "nvme")) {
-                    fprintf(stderr, "dtrain bench: --offload takes none, cpu or nvme, got '%s'\n",
-                            v);
-                    return -1;
-                }
-                a->offload = v;
-            } else {
-                a->nvme_path = v;
-            }
-            i++;
-            continue;
-        }
-        if (!strcmp(o, "--zero-stage")) {
-            if (!v || strlen(v) != 1 || v[0] < '0' || v[0] > '3') {
-                fprintf(stderr, "dtrain bench: --zero-stage takes 0, 1, 2 or 3, got '%s'\n",
-                        v ? v : "");
-                return -1;
-            }
-            a->zero_stage = v[0] - '0';
-            i++;
-            continue;
-        }
-        if (!strcmp(o, "--batch"))
-            iv = &a->batch;
-        else if (!strcmp(o, "--layers"))
-            iv = &a->layers;
-        else if (!strcmp(o, "--hidden"))
-            iv = &a->hidden;
-        else if (!strcmp(o, "--d-model"))
-            iv = &a->d_model;
-        else if (!strcmp(o, "--heads"))
-            iv = &a->heads;
-        else if (!strcmp(o, "--seq"))
-            iv = &a->seq;
-        else if (!strcmp(o, "--vocab"))
-            iv = &a->vocab;
-        else if (!strcmp(o, "--size"))
-            iv = &a->size;
-        else if (!strcmp(o, "--steps"))
-            sv = &a->steps;
-        else if (!strcmp(o, "--warmup"))
-            sv = &a->warmup;
-        else if (!strcmp(o, "--threads"))
-            sv = &a->threads;
-        else if (!strcmp(o, "--reps"))
-            sv = &a->reps;
-        else if (!strcmp(o, "--slots"))
-            sv = &a->slots;
-        else if (!strcmp(o, "--gas"))
-            sv = &a->gas;
-        else if (!strcmp(o, "--pipeline-stages"))
-            sv = &a->pipe_stages;
-        else if (!strcmp(o, "--micro-batches"))
-            sv = &a->micro_batches;
-        else {
-            fprintf(stderr, "dtrain bench: unknown option '%s'\n", o);
-            bench_usage(stderr);
-            return -1;
-        }
-        int64_t x = !strcmp(o, "--warmup") && v && !strcmp(v, "0") ? 0 : int_arg(o, v);
-        if (x < 0) return -1;
-        if (iv)
-            *iv = x;
-        else
-            *sv = (int)x;
-        i++;
+    struct {
+        const char *name;
+        int64_t *i64; /* or */
+        int *i32;
+        const char *v;
+    } num[] = {
+        {.name = "--batch", .i64 = &a->batch},
+        {.name = "--layers", .i64 = &a->layers},
+        {.name = "--hidden", .i64 = &a->hidden},
+        {.name = "--d-model", .i64 = &a->d_model},
+        {.name = "--heads", .i64 = &a->heads},
+        {.name = "--seq", .i64 = &a->seq},
+        {.name = "--vocab", .i64 = &a->vocab},
+        {.name = "--size", .i64 = &a->size},
+        {.name = "--steps", .i32 = &a->steps},
+        {.name = "--warmup", .i32 = &a->warmup},
+        {.name = "--threads", .i32 = &a->threads},
+        {.name = "--reps", .i32 = &a->reps},
+        {.name = "--slots", .i32 = &a->slots},
+        {.name = "--gas", .i32 = &a->gas},
+        {.name = "--pipeline-stages", .i32 = &a->pipe_stages},
+        {.name = "--micro-batches", .i32 = &a->micro_batches},
+    };
+    enum { NUM = sizeof num / sizeof num[0] };
+    const char *dtype = NULL, *backend = NULL, *shape = NULL, *trans = NULL, *offload = NULL;
+    const char *zero = NULL, *model = NULL, *ds_config = NULL, *nvme_path = NULL;
+    dt_cli_opt opts[NUM + 11] = {
+        {.name = "--json", .flag = &args->json},  {.name = "--profile", .flag = &a->profile},
+        {.name = "--model", .value = &model},     {.name = "--dtype", .value = &dtype},
+        {.name = "--backend", .value = &backend}, {.name = "--shape", .value = &shape},
+        {.name = "--trans", .value = &trans},     {.name = "--ds-config", .value = &ds_config},
+        {.name = "--offload", .value = &offload}, {.name = "--nvme-path", .value = &nvme_path},
+        {.name = "--zero-stage", .value = &zero},
+    };
+    for (int k = 0; k < NUM; k++)
+        opts[11 + k] = (dt_cli_opt){.name = num[k].name, .value = &num[k].v};
+    char err[512];
+    int np = dt_cli_parse(argc, argv, opts, NUM + 11, NULL, 0, 0, "", err, sizeof err);
+    if (np == DT_CLI_HELP) return bench_usage(stdout), 1;
+    if (np == DT_CLI_BAD) {
+        fprintf(stderr, "dtrain bench: %s\n", err);
+        bench_usage(stderr);
+        return -1;
     }
-    return 0;
+    if (model) a->model = model;
+    if (ds_config) a->ds_config = ds_config;
+    if (nvme_path) a->nvme_path = nvme_path;
+    for (int k = 0; k < NUM; k++) {
+        if (!num[k].v) continue;
+        /* --warmup 0 is the one count that may be zero */
+        int64_t x = !strcmp(num[k].name, "--warmup") && !strcmp(num[k].v, "0")
+                        ? 0
+                        : int_arg(num[k].name, num[k].v);
+        if (x < 0) return -1;
+        if (num[k].i64)
+            *num[k].i64 = x;
+        else
+            *num[k].i32 = (int)x;
+    }
+    return word_args(a, dtype, backend, shape, trans, offload, zero);
 }
 
 int dt_cli_bench(int argc, char **argv) {

@@ -4,6 +4,7 @@
  * (dt_trial_launch_local: build the model directory, run the fit loop), or, for several
  * slots, re-runs this command under mpirun (dt_launch_mpirun). Exit codes: 0 trained (or
  * stopped and checkpointed), 1 an error, 2 a usage error. */
+#include "args.h"
 #include "cli.h"
 
 #include "launch/launch.h"
@@ -38,89 +39,105 @@ static void fail(const char *what) {
     fprintf(stderr, "dtrain train: error: %s%s\n", what, dt_last_error());
 }
 
-int dt_cli_train(int argc, char **argv) {
-    const char *cfg_path = NULL, *model_dir = NULL, *max_len = NULL, *ckpt_dir = NULL;
-    const char *resume = NULL, *metrics_out = NULL, *seed_s = NULL, *slots_s = NULL;
-    const char *hostfile = NULL;
-    bool test_mode = false, quiet = false;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        const char **slot = NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            train_usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--test-mode")) {
-            test_mode = true;
-        } else if (!strcmp(a, "--quiet")) {
-            quiet = true;
-        } else if (!strcmp(a, "--max-length"))
-            slot = &max_len;
-        else if (!strcmp(a, "--checkpoint-dir"))
-            slot = &ckpt_dir;
-        else if (!strcmp(a, "--resume"))
-            slot = &resume;
-        else if (!strcmp(a, "--metrics-out"))
-            slot = &metrics_out;
-        else if (!strcmp(a, "--seed"))
-            slot = &seed_s;
-        else if (!strcmp(a, "--slots"))
-            slot = &slots_s;
-        else if (!strcmp(a, "--hostfile"))
-            slot = &hostfile;
-        else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "dtrain train: unknown option '%s'\n", a);
-            train_usage(stderr);
-            return 2;
-        } else if (!cfg_path)
-            cfg_path = a;
-        else if (!model_dir)
-            model_dir = a;
-        else {
-            fprintf(stderr, "dtrain train: unexpected argument '%s'\n", a);
-            train_usage(stderr);
-            return 2;
-        }
-        if (slot) {
-            if (!v) {
-                fprintf(stderr, "dtrain train: %s needs a value\n", a);
-                return 2;
-            }
-            *slot = v;
-            i++;
-        }
-    }
-    if (!cfg_path || !model_dir) {
-        train_usage(stderr);
-        return 2;
-    }
+typedef struct train_args {
+    const char *pos[2]; /* CONFIG.yaml MODEL_DIR */
+    const char *max_len, *ckpt_dir, *resume, *metrics_out, *seed, *slots, *hostfile;
+    bool test_mode, quiet;
+} train_args;
+
+/* 0 parsed, else the exit code (0 after --help, 2 for a usage error). */
+static int parse(int argc, char **argv, train_args *a, bool *help) {
+    const dt_cli_opt opts[] = {
+        {.name = "--max-length", .value = &a->max_len},
+        {.name = "--checkpoint-dir", .value = &a->ckpt_dir},
+        {.name = "--resume", .value = &a->resume},
+        {.name = "--metrics-out", .value = &a->metrics_out},
+        {.name = "--seed", .value = &a->seed},
+        {.name = "--slots", .value = &a->slots},
+        {.name = "--hostfile", .value = &a->hostfile},
+        {.name = "--test-mode", .flag = &a->test_mode},
+        {.name = "--quiet", .flag = &a->quiet},
+    };
+    char err[512];
+    int np = dt_cli_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), a->pos, 2, 2,
+                          "CONFIG.yaml MODEL_DIR", err, sizeof err);
+    *help = np == DT_CLI_HELP;
+    if (np == DT_CLI_HELP) train_usage(stdout);
+    if (np != DT_CLI_BAD) return 0;
+    fprintf(stderr, "dtrain train: %s\n", err);
+    train_usage(stderr);
+    return 2;
+}
+
+/* The config, checked against the model directory as `config check` does; its warnings on
+ * stderr (once: not on the ranks mpirun started). */
+static dt_expconf *load(const train_args *a) {
     dt_expconf *cfg = NULL;
-    if (dt_expconf_load_file(cfg_path, max_len ? DT_EXPCONF_MAX_LENGTH_OPTIONAL : 0, &cfg) !=
-        DT_OK) {
-        fail("");
-        return 1;
-    }
-    if (dt_expconf_check_model_dir(cfg, model_dir) != DT_OK) { /* as config check does */
+    unsigned flags = a->max_len ? DT_EXPCONF_MAX_LENGTH_OPTIONAL : 0;
+    if (dt_expconf_load_file(a->pos[0], flags, &cfg) != DT_OK ||
+        dt_expconf_check_model_dir(cfg, a->pos[1]) != DT_OK) {
         fail("");
         dt_expconf_free(cfg);
-        return 1;
+        return NULL;
     }
     for (int i = 0; i < cfg->n_warnings && !getenv("OMPI_COMM_WORLD_RANK"); i++)
         fprintf(stderr, "warning: %s\n", cfg->warnings[i]);
+    return cfg;
+}
+
+/* Train in this process: the options that reach the runner, then the fit loop. */
+static int train_here(const train_args *a, dt_expconf *cfg) {
+    dt_launch_opts o = {.checkpoint_dir = a->ckpt_dir,
+                        .resume = a->resume,
+                        .test_mode = a->test_mode,
+                        .metrics_out = a->metrics_out,
+                        .progress = !a->quiet && isatty(STDERR_FILENO),
+                        .quiet = a->quiet};
+    dt_length l;
+    if (a->max_len &&
+        (dt_length_parse(a->max_len, &l) != DT_OK || dt_expconf_set_max_length(cfg, l) != DT_OK)) {
+        fail("--max-length: ");
+        return 1;
+    }
+    if (a->seed) {
+        char *end;
+        o.seed = strtoull(a->seed, &end, 10);
+        o.has_seed = true;
+        if (*end || !*a->seed || a->seed[0] == '-') {
+            fprintf(stderr, "dtrain train: --seed needs a non-negative integer, got '%s'\n",
+                    a->seed);
+            return 2;
+        }
+    }
+    if (dt_trial_launch_local(cfg, a->pos[1], &o) != DT_OK) {
+        fail("");
+        return 1;
+    }
+    return 0;
+}
+
+int dt_cli_train(int argc, char **argv) {
+    train_args a = {0};
+    bool help = false;
+    int rc = parse(argc, argv, &a, &help);
+    if (rc || help) return rc;
+    dt_expconf *cfg = load(&a);
+    if (!cfg) return 1;
     /* several slots, or any over a hostfile: re-run this command under mpirun, once per slot
      * (the ranks get neither option) */
     int64_t slots = cfg->slots_per_trial;
-    if (slots_s) {
+    if (a.slots) {
         char *end;
-        slots = strtoll(slots_s, &end, 10);
+        slots = strtoll(a.slots, &end, 10);
         if (*end || slots < 1) {
-            fprintf(stderr, "dtrain train: --slots needs a positive integer, got '%s'\n", slots_s);
+            fprintf(stderr, "dtrain train: --slots needs a positive integer, got '%s'\n", a.slots);
             dt_expconf_free(cfg);
             return 2;
         }
     }
-    if (hostfile && !getenv("OMPI_COMM_WORLD_SIZE")) {
+    if (a.hostfile && !getenv("OMPI_COMM_WORLD_SIZE")) {
         dt_expconf_free(cfg);
-        dt_launch_mpirun_hosts((int)slots, hostfile, "train", argc, argv);
+        dt_launch_mpirun_hosts((int)slots, a.hostfile, "train", argc, argv);
         fail("--hostfile: ");
         return 1;
     }
@@ -128,37 +145,7 @@ int dt_cli_train(int argc, char **argv) {
         dt_expconf_free(cfg);
         return dt_cli_mpirun(argc, argv, (int)slots, "train");
     }
-    int rc = 1;
-    dt_launch_opts o = {.checkpoint_dir = ckpt_dir,
-                        .resume = resume,
-                        .test_mode = test_mode,
-                        .metrics_out = metrics_out,
-                        .progress = !quiet && isatty(STDERR_FILENO),
-                        .quiet = quiet};
-    if (max_len) {
-        dt_length l;
-        if (dt_length_parse(max_len, &l) != DT_OK || dt_expconf_set_max_length(cfg, l) != DT_OK) {
-            fail("--max-length: ");
-            goto out;
-        }
-    }
-    if (seed_s) {
-        char *end;
-        unsigned long long s = strtoull(seed_s, &end, 10);
-        if (*end || !*seed_s) {
-            fprintf(stderr, "dtrain train: --seed needs a non-negative integer, got '%s'\n",
-                    seed_s);
-            goto out;
-        }
-        o.has_seed = true;
-        o.seed = s;
-    }
-    if (dt_trial_launch_local(cfg, model_dir, &o) != DT_OK) {
-        fail("");
-        goto out;
-    }
-    rc = 0;
-out:
+    rc = train_here(&a, cfg);
     dt_expconf_free(cfg);
     return rc;
 }
