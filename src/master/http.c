@@ -34,6 +34,14 @@
 #include <unistd.h>
 
 #define MAX_SEGMENTS 16
+/* A streamed answer (logs -f, event streams) is handed to the socket in blocks this large. */
+#define STREAM_BLOCK (64 * 1024)
+/* An idle connection is closed after this long: longer than any client's poll interval, short
+ * enough that abandoned keep-alive sockets do not pile up. */
+#define IDLE_CONNECTION_S 120u
+/* Connections served at once (a thread each): far above a team's clients and browser tabs,
+ * a bound on what a runaway client can take. */
+#define MAX_CONNECTIONS 1000u
 
 struct dt_http_server {
     struct MHD_Daemon *mhd;
@@ -270,7 +278,7 @@ static enum MHD_Result send_stream(struct MHD_Connection *conn, dt_http_resp *re
         return MHD_NO;
     }
     *keep = *resp;
-    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024,
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK,
                                                                stream_read, keep, stream_done);
     if (!r) {
         stream_done(keep);
@@ -584,8 +592,8 @@ dt_status dt_http_start_opts(const dt_http_opts *o, const dt_http_route *routes,
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_AUTO, 0, NULL,
         NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, NULL, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
-        MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_TIMEOUT, IDLE_CONNECTION_S, MHD_OPTION_CONNECTION_LIMIT,
+        MAX_CONNECTIONS, MHD_OPTION_END);
     if (!s->mhd) {
         close(fd);
         server_free(s);

@@ -30,6 +30,7 @@
 
 #define TICK_MS 10 /* between scheduler passes; a child's exit wakes the scheduler at once */
 #define STOP_GRACE_S 20.0
+#define TOKEN_HEX 64 /* the master token: 32 random bytes as hex, one line in master.token */
 
 static volatile sig_atomic_t g_signal;
 static int g_wake[2] = {-1, -1}; /* SIGCHLD writes here: a run ended, schedule now */
@@ -120,28 +121,29 @@ dt_status dt_master_token(const char *home, char *buf, size_t n) {
     char h[4096], p[4200];
     if (!home) home = dt_master_home(h, sizeof h);
     snprintf(p, sizeof p, "%s/master.token", home);
-    if (n < 65) return dt_error(DT_ERR_INVALID, "the token needs a 65-byte buffer");
+    if (n < TOKEN_HEX + 1)
+        return dt_error(DT_ERR_INVALID, "the token needs a %d-byte buffer", TOKEN_HEX + 1);
     for (int attempt = 0; attempt < 2; attempt++) {
         int fd = open(p, O_RDONLY | O_CLOEXEC);
         if (fd >= 0) {
-            ssize_t r = read(fd, buf, 64);
+            ssize_t r = read(fd, buf, TOKEN_HEX);
             close(fd);
             buf[r > 0 ? r : 0] = 0;
-            if (r == 64 && strspn(buf, "0123456789abcdef") == 64) return DT_OK;
+            if (r == TOKEN_HEX && strspn(buf, "0123456789abcdef") == TOKEN_HEX) return DT_OK;
             return dt_error(DT_ERR_IO,
-                            "%s is not a token (64 hex digits); hint: delete it and "
+                            "%s is not a token (%d hex digits); hint: delete it and "
                             "restart the master to make a new one",
-                            p);
+                            p, TOKEN_HEX);
         }
         if (errno != ENOENT)
             return dt_error(DT_ERR_IO, "cannot read %s: %s; hint: check DTRAIN_HOME", p,
                             strerror(errno));
-        char tok[65];
+        char tok[TOKEN_HEX + 1];
         dt_status st = m_random_hex(tok);
         if (st != DT_OK) return st;
         fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd < 0 && errno == EEXIST) continue; /* made meanwhile: read it */
-        if (fd < 0 || write(fd, tok, 64) != 64 || fsync(fd) != 0) {
+        if (fd < 0 || write(fd, tok, TOKEN_HEX) != TOKEN_HEX || fsync(fd) != 0) {
             int e = errno;
             if (fd >= 0) close(fd), unlink(p);
             return dt_error(DT_ERR_IO, "cannot write %s: %s; hint: check DTRAIN_HOME", p,
