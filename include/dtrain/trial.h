@@ -230,9 +230,9 @@ DT_API dt_status dt_step_optimizer(dt_trial_ctx *c, dt_optimizer *o, const dt_st
 typedef enum dt_amp {
     DT_AMP_NONE = 0,
     DT_AMP_BF16, /* matmuls in bf16 (autocast), no loss scaling */
-    DT_AMP_FP16, /* DeepSpeed's dynamic loss scaling (scale the loss, skip steps whose gradients
-                  * overflow, unscale); compute stays f32 on the CPU. One scaler update per
-                  * dt_step_optimizer call. */
+    DT_AMP_FP16, /* matmuls round to fp16 (autocast; refused without F16C) with DeepSpeed's
+                  * dynamic loss scaling (scale the loss, skip steps whose gradients overflow,
+                  * unscale). One scaler update per dt_step_optimizer call. */
 } dt_amp;
 /* The reference's use_amp: set before training starts. */
 DT_API dt_status dt_trial_use_amp(dt_trial_ctx *c, dt_amp mode);

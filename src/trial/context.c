@@ -249,7 +249,10 @@ dt_status dt_trial_use_amp(dt_trial_ctx *c, dt_amp mode) {
         if (!c->scaler) return dt_last_status();
     }
     c->amp = mode;
-    return dt_ctx_set_autocast(c->rt, mode == DT_AMP_BF16 ? DT_DTYPE_BF16 : DT_DTYPE_F32);
+    /* fp16: matmuls round to fp16 as on a GPU (refused on a CPU without F16C) */
+    return dt_ctx_set_autocast(c->rt, mode == DT_AMP_BF16   ? DT_DTYPE_BF16
+                                      : mode == DT_AMP_FP16 ? DT_DTYPE_F16
+                                                            : DT_DTYPE_F32);
 }
 
 /* ---- backward / step ---- */
