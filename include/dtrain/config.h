@@ -19,6 +19,7 @@
 #include "dtrain/trial.h"
 
 #include <jansson.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -69,7 +70,7 @@ typedef struct dt_dsat_searcher_conf {
 } dt_dsat_searcher_conf;
 
 typedef struct dt_searcher_conf {
-    char *name;                    /* single | grid | random | adaptive_asha | custom | dsat */
+    char *name; /* single | grid | random | adaptive_asha | async_halving | custom | dsat */
     char *metric;                  /* required */
     bool smaller_is_better;        /* default true */
     dt_length max_length;          /* n = 0 when not given (only allowed with the flag below) */
@@ -78,7 +79,8 @@ typedef struct dt_searcher_conf {
     char *mode;                    /* adaptive_asha: aggressive | standard | conservative */
     double divisor;                /* adaptive_asha: default 4 */
     int64_t max_rungs;             /* adaptive_asha: default 5 */
-    bool stop_once;                /* adaptive_asha: default false */
+    int64_t num_rungs;             /* async_halving: its one bracket's rungs (required) */
+    bool stop_once;                /* adaptive_asha, async_halving: default false */
     char *time_metric;             /* adaptive_asha: the reported metric rungs count in (NULL =
                                     * none: rungs count max_length) */
     int64_t max_time;              /* with time_metric: the top rung, in its units */
@@ -88,6 +90,11 @@ typedef struct dt_searcher_conf {
                                     * dsat: binary | random | asha */
     dt_dsat_searcher_conf dsat;    /* dsat only */
 } dt_searcher_conf;
+
+/* adaptive_asha, or async_halving (one bracket of num_rungs rungs): the rung searchers. */
+static inline bool dt_searcher_is_asha(const dt_searcher_conf *s) {
+    return s->name && (!strcmp(s->name, "adaptive_asha") || !strcmp(s->name, "async_halving"));
+}
 
 typedef struct dt_ckpt_storage_conf {
     char *type;                   /* "shared_fs" (the only type in dtrain) */

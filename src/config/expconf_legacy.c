@@ -40,8 +40,6 @@ static const struct {
      "`name: adaptive_asha` with max_trials (mode: standard)"},
     {"sync_halving", "was removed by the reference",
      "`name: adaptive_asha` with `mode: aggressive` (one bracket of successive halving)"},
-    {"async_halving", "is not available in dtrain",
-     "`name: adaptive_asha` with `mode: aggressive` and `max_rungs` set to your num_rungs"},
     {"pbt", "(population-based training) is not available in dtrain",
      "use `name: adaptive_asha` or `random`"},
 };
@@ -54,7 +52,6 @@ static const struct {
     {"budget", "adaptive_asha budgets with max_trials and max_length"},
     {"target_trial_steps", "write max_length: {batches: N} (steps × batches_per_step)"},
     {"train_stride", "adaptive_asha places its rungs from max_length and divisor"},
-    {"num_rungs", "adaptive_asha takes max_rungs"},
     {"metrics", "write `metric: NAME` and `smaller_is_better: true|false` for the one metric "
                 "that judges trials"},
 };

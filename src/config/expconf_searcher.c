@@ -56,7 +56,7 @@ dt_status dt__cfg_get_length(const dt_conf_sec *s, const char *key, bool allow_z
 
 /* ---- sections -------------------------------------------------------------------------------- */
 
-static const char *const SEARCHERS[] = {"single", "grid", "random", "adaptive_asha",
+static const char *const SEARCHERS[] = {"single", "grid", "random", "adaptive_asha", "async_halving",
                                         "custom", "dsat", NULL};
 static const char *const DSAT_METHODS[] = {"binary", "random", "asha", NULL};
 static const char *const ASHA_MODES[] = {"aggressive", "standard", "conservative", NULL};
@@ -128,15 +128,16 @@ static dt_status parse_dsat(vctx *v, const dt_conf_sec *searcher, dt_dsat_search
 static const struct {
     const char *key, *searchers;
 } ONLY_FOR[] = {
-    {"max_trials", " random adaptive_asha "},
-    {"max_concurrent_trials", " random grid adaptive_asha "},
+    {"max_trials", " random adaptive_asha async_halving "},
+    {"max_concurrent_trials", " random grid adaptive_asha async_halving "},
     {"mode", " adaptive_asha "},
-    {"divisor", " adaptive_asha "},
+    {"divisor", " adaptive_asha async_halving "},
     {"max_rungs", " adaptive_asha "},
     {"bracket_rungs", " adaptive_asha "},
-    {"stop_once", " adaptive_asha "},
-    {"time_metric", " adaptive_asha "},
-    {"max_time", " adaptive_asha "},
+    {"num_rungs", " async_halving "},
+    {"stop_once", " adaptive_asha async_halving "},
+    {"time_metric", " adaptive_asha async_halving "},
+    {"max_time", " adaptive_asha async_halving "},
 };
 
 static dt_status check_searcher_keys(const dt_conf_sec *obj, const char *name) {
@@ -190,7 +191,7 @@ static dt_status searcher_length(vctx *v, const dt_conf_sec *obj, unsigned flags
     dt_searcher_conf *s = &v->cfg->searcher;
     TRY(dt__cfg_get_length(obj, "max_length", false, true, &s->max_length));
     TRY(searcher_time(v, obj));
-    bool asha = !strcmp(s->name, "adaptive_asha"),
+    bool asha = dt_searcher_is_asha(s),
          reported = s->time_metric && s->max_length.n == 0;
     /* a trial learns an epoch's length from its data loader; adaptive_asha places its rungs
      * before any trial runs, so it needs the number here */
@@ -218,28 +219,43 @@ static dt_status searcher_length(vctx *v, const dt_conf_sec *obj, unsigned flags
     return DT_OK;
 }
 
+/* searcher.stop_once: accepted; false is warned about, since adaptive_asha, like the
+ * reference's current searcher, stops a trial at a rung and never resumes it either way. */
+static dt_status stop_once(vctx *v, const dt_conf_sec *obj, dt_searcher_conf *s) {
+    dt_status st = dt_conf_bool(obj, "stop_once", &s->stop_once);
+    if (st == DT_OK && json_is_false(dt_conf_get(obj, "stop_once")))
+        st = dt__cfg_warn(v, dt_conf_pos(obj, "stop_once"),
+                          "searcher.stop_once: false has no effect: adaptive_asha stops a trial "
+                          "that falls behind at a rung and never resumes it, as the reference's "
+                          "current searcher does whatever stop_once says");
+    return st;
+}
+
+/* The searcher section's keys (each searcher accepts its own subset: check_searcher_keys). */
+static const char *const SEARCHER_KEYS[] = {"name",
+                                            "metric",
+                                            "smaller_is_better",
+                                            "max_length",
+                                            "max_trials",
+                                            "max_concurrent_trials",
+                                            "mode",
+                                            "divisor",
+                                            "max_rungs",
+                                            "num_rungs",
+                                            "stop_once",
+                                            "time_metric",
+                                            "max_time",
+                                            "source_trial_id",
+                                            "source_checkpoint_uuid",
+                                            "method",
+                                            "dsat",
+                                            NULL};
+
 dt_status dt__cfg_searcher(vctx *v, const dt_conf_sec *root, unsigned flags) {
-    static const char *const known[] = {"name",
-                                        "metric",
-                                        "smaller_is_better",
-                                        "max_length",
-                                        "max_trials",
-                                        "max_concurrent_trials",
-                                        "mode",
-                                        "divisor",
-                                        "max_rungs",
-                                        "stop_once",
-                                        "time_metric",
-                                        "max_time",
-                                        "source_trial_id",
-                                        "source_checkpoint_uuid",
-                                        "method",
-                                        "dsat",
-                                        NULL};
     static const char *const accepted[] = {"bracket_rungs", NULL};
     dt_searcher_conf *s = &v->cfg->searcher;
     dt_conf_sec obj;
-    TRY(dt__cfg_section(v, root, "searcher", known, accepted, &obj));
+    TRY(dt__cfg_section(v, root, "searcher", SEARCHER_KEYS, accepted, &obj));
     if (!obj.obj)
         return dt_conf_missing(root, "searcher",
                                "searcher: {name: single, metric: validation_loss, max_length: "
@@ -256,7 +272,7 @@ dt_status dt__cfg_searcher(vctx *v, const dt_conf_sec *root, unsigned flags) {
     TRY(check_searcher_keys(&obj, s->name));
     TRY(searcher_length(v, &obj, flags));
     TRY(dt_conf_int(&obj, "max_trials", 1, INT64_MAX, &s->max_trials));
-    if (s->max_trials == 0 && (!strcmp(s->name, "random") || !strcmp(s->name, "adaptive_asha"))) {
+    if (s->max_trials == 0 && (!strcmp(s->name, "random") || dt_searcher_is_asha(s))) {
         char hint[80];
         snprintf(hint, sizeof hint, "the %s searcher needs the number of trials to run", s->name);
         return dt_conf_missing(&obj, "max_trials", hint);
@@ -268,7 +284,12 @@ dt_status dt__cfg_searcher(vctx *v, const dt_conf_sec *root, unsigned flags) {
     TRY(dt_conf_real(&obj, "divisor", 1, true, &s->divisor));
     s->max_rungs = 5;
     TRY(dt_conf_int(&obj, "max_rungs", 1, INT64_MAX, &s->max_rungs));
-    TRY(dt_conf_bool(&obj, "stop_once", &s->stop_once));
+    TRY(dt_conf_int(&obj, "num_rungs", 1, 1000, &s->num_rungs));
+    if (!s->num_rungs && !strcmp(s->name, "async_halving"))
+        return dt_conf_missing(&obj, "num_rungs",
+                               "async_halving runs one bracket of num_rungs rungs, e.g. "
+                               "`num_rungs: 3`");
+    TRY(stop_once(v, &obj, s));
     TRY(dt_conf_int(&obj, "source_trial_id", 1, INT64_MAX, &s->source_trial_id));
     TRY(dt__cfg_get_str(&obj, "source_checkpoint_uuid", false, true, NULL,
                         &s->source_checkpoint_uuid));

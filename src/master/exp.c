@@ -277,9 +277,9 @@ static void end_trial(master *m, m_trial *t, m_state state, const char *reason, 
                       bool early, dt_search_exit why);
 static void gc(master *m, m_exp *e);
 
-/* Trials the searcher closed while they waited between runs for an operation (adaptive_asha's
- * promotion rule pauses trials and closes those it will not promote): nothing will run them
- * again, so they end now, each its own searcher event. */
+/* Trials the searcher closed while they waited between runs for an operation (a custom
+ * searcher may leave a trial without one, then close it): nothing will run them again, so
+ * they end now, each its own searcher event. */
 static void end_closed_waiting(master *m, m_exp *e) {
     bool ended = false;
     for (int i = 0; i < e->n_trials; i++) {

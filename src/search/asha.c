@@ -1,7 +1,7 @@
 /*
- * asha.c — the adaptive_asha search method: brackets of asynchronous successive halving, and
- * the stopping rule of stop_once: true (the promotion rule of stop_once: false is in
- * asha_promote.c; a search timed by a reported metric always stops).
+ * asha.c — the adaptive_asha search method: brackets of asynchronous successive halving with
+ * the stopping rule, the one the reference keeps whatever stop_once says: a trial stopped at a
+ * rung never runs again (older releases paused and later promoted it when stop_once was false).
  *
  * Time metric: with searcher.time_metric naming a metric the trial reports (not batches,
  * records or epochs, which the config turns into max_length), L = max_time in that metric's
@@ -23,8 +23,7 @@
  * Each bracket starts min(its concurrency, its trials) trials: CREATE, VALIDATE_AFTER rung 0.
  * A validation at `length` is judged against every rung it reaches, from the trial's current
  * one: its metric (negated when larger is better) is inserted in the rung's sorted list; the
- * trial continues only if its index < max(⌊n/d⌋, 1); reaching the top rung closes it (stop_once:
- * true). A trial
+ * trial continues only if its index < max(⌊n/d⌋, 1); reaching the top rung closes it. A trial
  * that continues gets a VALIDATE_AFTER for the next rung it has not reached; one that stops or
  * tops out gets CLOSE. A closed trial makes room for a new one in its bracket while created −
  * invalid < the bracket's trials. A trial that exits with invalid hyperparameters leaves no
@@ -77,6 +76,24 @@ int dt__asha_brackets(const char *mode, int max_rungs, int *rungs) {
     int n = 0;
     for (int r = max_rungs; r >= lo; r--) rungs[n++] = r; /* descending */
     return n;
+}
+
+int dt__asha_layout(const dt_expconf *cfg, int64_t L, int cap, int *rungs, int64_t *trials,
+                    int64_t *conc) {
+    const dt_searcher_conf *sc = &cfg->searcher;
+    int nb = 1;
+    if (sc->num_rungs > 0) {
+        rungs[0] = (int)(sc->num_rungs < cap ? sc->num_rungs : cap);
+    } else {
+        int max_rungs = dt__asha_max_rungs(sc->max_rungs > 0 ? sc->max_rungs : 5, sc->divisor, L,
+                                           sc->max_trials);
+        nb = dt__asha_brackets(sc->mode ? sc->mode : "standard", max_rungs < cap ? max_rungs : cap,
+                               rungs);
+    }
+    if (nb == 0) return 0;
+    dt__asha_bracket_trials(sc->max_trials, sc->divisor, nb, rungs, trials);
+    dt__asha_bracket_concurrency(dt__search_max_concurrent(cfg), nb, conc);
+    return nb;
 }
 
 void dt__asha_bracket_trials(int64_t max_trials, double divisor, int n, const int *rungs,
@@ -137,13 +154,13 @@ static dt_status asha_initial(void *state, dt_search_ctx *sc, dt_search_ops *out
 static dt_status asha_validated(void *state, dt_search_ctx *sc, int64_t id, double metric,
                                 dt_length length, dt_search_ops *out) {
     asha *a = state;
+    (void)sc;
     trial *t = dt__asha_trial_of(a, id);
     if (!t) return DT_ERR_STATE;
     if (t->flags & T_DONE) return DT_OK;
     double m = a->smaller_is_better ? metric : -metric;
     if (m != m || m > WORST) m = WORST;
     if (m < -WORST) m = -WORST;
-    if (!a->stop_once) return dt__asha_promote_validated(a, sc, id, m, length, out);
     bracket *b = &a->b[t->bracket];
     bool passed = false;
     for (int r = t->rung; r < b->num_rungs; r++) {
@@ -171,8 +188,8 @@ static dt_status asha_closed(void *state, dt_search_ctx *sc, int64_t id, dt_sear
     t->flags |= T_DONE | T_CLOSED;
     b->c[B_OPEN]--;
     b->c[B_CLOSED]++;
-    /* the stopping rule refills on a close; the promotion rule when a rung promotes nobody */
-    if (a->stop_once && b->c[B_CREATED] - b->c[B_INVALID] < b->max_trials)
+    /* a close makes room for a new trial in the bracket */
+    if (b->c[B_CREATED] - b->c[B_INVALID] < b->max_trials)
         return dt__asha_start(a, t->bracket, sc, out);
     for (int k = 0; k < a->nb; k++)
         if (!dt__asha_bracket_done(&a->b[k])) return DT_OK;
@@ -182,10 +199,10 @@ static dt_status asha_closed(void *state, dt_search_ctx *sc, int64_t id, dt_sear
 static dt_status asha_exited(void *state, dt_search_ctx *sc, int64_t id, dt_search_exit why,
                              dt_search_ops *out) {
     asha *a = state;
+    (void)sc, (void)out;
     trial *t = dt__asha_trial_of(a, id);
     if (!t) return DT_ERR_STATE;
     if (t->flags & T_DONE) return DT_OK;
-    if (!a->stop_once) return dt__asha_promote_exited(a, sc, id, why, out);
     t->flags |= T_DONE;
     bracket *b = &a->b[t->bracket];
     if (why == DT_SEARCH_EXIT_INVALID_HP) {
@@ -387,23 +404,19 @@ dt_status dt__search_asha_new(const dt_expconf *cfg, dt_search_method *out) {
     dt_status lst = dt__asha_length(cfg, &L);
     if (lst) return lst;
     if (sc->max_trials <= 0)
-        return dt_error(DT_ERR_CONFIG, "the adaptive_asha searcher needs searcher.max_trials (the "
-                                       "number of trials to run)");
+        return dt_error(DT_ERR_CONFIG, "the %s searcher needs searcher.max_trials (the number of "
+                                       "trials to run)", sc->name);
     if (!(sc->divisor > 1))
         return dt_error(DT_ERR_CONFIG, "searcher.divisor must be greater than 1, got %g",
                         sc->divisor);
     int rungs[MAX_RUNGS];
-    int max_rungs =
-        dt__asha_max_rungs(sc->max_rungs > 0 ? sc->max_rungs : 5, sc->divisor, L.n, sc->max_trials);
-    int nb = dt__asha_brackets(sc->mode ? sc->mode : "standard", max_rungs, rungs);
+    int64_t trials[MAX_RUNGS], conc[MAX_RUNGS];
+    int nb = dt__asha_layout(cfg, L.n, MAX_RUNGS, rungs, trials, conc);
     if (nb == 0)
         return dt_error(DT_ERR_CONFIG,
                         "searcher.mode must be one of aggressive, standard, "
                         "conservative; got '%s'",
                         sc->mode);
-    int64_t trials[MAX_RUNGS], conc[MAX_RUNGS];
-    dt__asha_bracket_trials(sc->max_trials, sc->divisor, nb, rungs, trials);
-    dt__asha_bracket_concurrency(dt__search_max_concurrent(cfg), nb, conc);
     asha *a = calloc(1, sizeof *a);
     if (!a || !(a->b = calloc((size_t)nb, sizeof *a->b))) {
         free(a);
@@ -412,8 +425,6 @@ dt_status dt__search_asha_new(const dt_expconf *cfg, dt_search_method *out) {
     *a = (asha){.length = L,
                 .divisor = sc->divisor,
                 .smaller_is_better = sc->smaller_is_better,
-                /* a trial timed by a reported metric is stopped, never paused and resumed */
-                .stop_once = sc->stop_once || dt_searcher_time_metric(cfg),
                 .nb = nb,
                 .b = a->b};
     for (int k = 0; k < nb; k++) {

@@ -1,7 +1,6 @@
 /*
- * asha_impl.h — adaptive_asha's state and what both its rules do to it (asha_state.c): the
- * stopping rule (asha.c, stop_once: true, and every search timed by a reported metric) and the
- * promotion rule (asha_promote.c, stop_once: false). Nothing outside these files uses it.
+ * asha_impl.h — adaptive_asha's state (asha.c) and the helpers that keep it (asha_state.c).
+ * Nothing outside these files uses it.
  */
 #ifndef DTRAIN_ASHA_IMPL_H
 #define DTRAIN_ASHA_IMPL_H
@@ -34,10 +33,9 @@ typedef struct bracket {
 } bracket;
 
 /* Per-trial flags. done: no more operations will come (stopped, topped out or exited);
- * exited: ended early; shut: the searcher closed it; wait: reported at its current rung and not
- * promoted (paused; the promotion rule may continue it later). */
-enum { T_DONE = 1, T_INVALID = 2, T_CLOSED = 4, T_EXITED = 8, T_SHUT = 16, T_WAIT = 32 };
-#define T_ALL 63
+ * exited: ended early. */
+enum { T_DONE = 1, T_INVALID = 2, T_CLOSED = 4, T_EXITED = 8 };
+#define T_ALL 15
 
 typedef struct trial {
     int32_t bracket, rung;
@@ -48,7 +46,6 @@ typedef struct asha {
     dt_length length;
     double divisor;
     bool smaller_is_better;
-    bool stop_once; /* the stopping rule; false: the promotion rule */
     int nb;
     bracket *b;
     trial *t; /* request id i + 1 */
@@ -68,11 +65,5 @@ bool dt__asha_bracket_done(const bracket *b);
 static inline dt_length dt__asha_units(const asha *a, int64_t n) {
     return (dt_length){a->length.unit, n};
 }
-
-/* The promotion rule's events (asha_promote.c); `m` is already smaller-is-better and finite. */
-dt_status dt__asha_promote_validated(asha *a, dt_search_ctx *sc, int64_t id, double m,
-                                     dt_length length, dt_search_ops *out);
-dt_status dt__asha_promote_exited(asha *a, dt_search_ctx *sc, int64_t id, dt_search_exit why,
-                                  dt_search_ops *out);
 
 #endif

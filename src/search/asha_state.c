@@ -1,6 +1,6 @@
 /*
- * asha_state.c — what adaptive_asha's two rules (asha.c, asha_promote.c) both do to its state
- * (asha_impl.h): a rung's sorted results, a trial by request id, a new trial in a bracket.
+ * asha_state.c — the helpers that keep adaptive_asha's state (asha_impl.h): a rung's sorted
+ * results, a trial by request id, a new trial in a bracket.
  */
 #include "asha_impl.h"
 

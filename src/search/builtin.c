@@ -13,7 +13,8 @@ dt_status dt_searcher_new(const dt_expconf *cfg, uint64_t seed, dt_searcher **ou
     } builtin[] = {{"single", dt__search_single_new},
                    {"random", dt__search_random_new},
                    {"grid", dt__search_grid_new},
-                   {"adaptive_asha", dt__search_asha_new}};
+                   {"adaptive_asha", dt__search_asha_new},
+                   {"async_halving", dt__search_asha_new}};
     const char *name = cfg && cfg->searcher.name ? cfg->searcher.name : "single";
     for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++) {
         if (strcmp(name, builtin[i].name)) continue;
@@ -28,8 +29,9 @@ dt_status dt_searcher_new(const dt_expconf *cfg, uint64_t seed, dt_searcher **ou
         return dt_error(DT_ERR_CONFIG,
                         "searcher 'custom' runs a search method given in C; hint: build it with "
                         "dt_searcher_new_custom, or use single, random, grid or adaptive_asha");
-    return dt_error(DT_ERR_CONFIG,
-                    "unknown searcher '%s'; hint: use single, random, grid, adaptive_asha or "
-                    "custom",
-                    name);
+    return dt_error(
+        DT_ERR_CONFIG,
+        "unknown searcher '%s'; hint: use single, random, grid, adaptive_asha, async_halving or "
+        "custom",
+        name);
 }

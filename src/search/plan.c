@@ -21,15 +21,10 @@ static dt_status asha_plan(const dt_expconf *cfg, json_t *plan) {
     dt_status st = dt__asha_length(cfg, &L);
     if (st) return st;
     if (sc->max_trials <= 0 || !(sc->divisor > 1))
-        return dt_error(DT_ERR_CONFIG, "adaptive_asha needs max_trials and a divisor above 1");
+        return dt_error(DT_ERR_CONFIG, "%s needs max_trials and a divisor above 1", sc->name);
     int rungs[PLAN_MAX_RUNGS];
-    int max_rungs =
-        dt__asha_max_rungs(sc->max_rungs > 0 ? sc->max_rungs : 5, sc->divisor, L.n, sc->max_trials);
-    if (max_rungs > PLAN_MAX_RUNGS) max_rungs = PLAN_MAX_RUNGS;
-    int nb = dt__asha_brackets(sc->mode ? sc->mode : "standard", max_rungs, rungs);
     int64_t trials[PLAN_MAX_RUNGS], conc[PLAN_MAX_RUNGS];
-    dt__asha_bracket_trials(sc->max_trials, sc->divisor, nb, rungs, trials);
-    dt__asha_bracket_concurrency(dt__search_max_concurrent(cfg), nb, conc);
+    int nb = dt__asha_layout(cfg, L.n, PLAN_MAX_RUNGS, rungs, trials, conc);
     json_t *brackets = json_array();
     const char *tm = dt_searcher_time_metric(cfg);
     json_object_set_new(plan, "unit", json_string(tm ? tm : dt_unit_name(L.unit)));
@@ -57,7 +52,7 @@ dt_status dt_searcher_plan(const dt_expconf *cfg, json_t **out) {
     json_t *plan = json_pack("{s:s}", "searcher", sc->name ? sc->name : "single");
     if (!plan) return dt_error(DT_ERR_OOM, "out of memory");
     dt_status st = DT_OK;
-    if (sc->name && !strcmp(sc->name, "adaptive_asha")) {
+    if (dt_searcher_is_asha(sc)) {
         json_object_set_new(plan, "trials", json_integer(sc->max_trials));
         st = asha_plan(cfg, plan);
     } else {

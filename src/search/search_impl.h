@@ -62,6 +62,11 @@ void dt__asha_bracket_trials(int64_t max_trials, double divisor, int n, const in
                              int64_t *trials);
 /* Concurrency per bracket: max(conc, n) split evenly, the remainder to the first ones. */
 void dt__asha_bracket_concurrency(int64_t max_concurrent, int n, int64_t *conc);
+/* The searcher's brackets for a length of L units: async_halving's one bracket of num_rungs
+ * rungs, or adaptive_asha's by max_rungs and mode (capped at cap brackets); their rung counts
+ * in rungs[], trials and concurrency per bracket. Returns how many, 0 for an unknown mode. */
+int dt__asha_layout(const dt_expconf *cfg, int64_t L, int cap, int *rungs, int64_t *trials,
+                    int64_t *conc);
 /* Rung i of an r-rung bracket: max(⌊L / d^(r−i−1)⌋, 1). */
 int64_t dt__asha_rung_units(int64_t max_length, double divisor, int num_rungs, int i);
 /* searcher.max_length in the unit trials train in (epochs → records → batches when the batch

@@ -585,8 +585,8 @@ static void test_enums(void) {
     if (c) CHECK(!strcmp(c->searcher.method, "my_search"));
     dt_expconf_free(c);
     e = cerr("entrypoint: m:T\nsearcher: {name: singel, metric: l, max_length: {batches: 1}}\n", 0);
-    CHECK_HAS(e, "searcher.name must be one of single, grid, random, adaptive_asha, custom, "
-                 "dsat; got \"singel\" (did you mean 'single'?)");
+    CHECK_HAS(e, "searcher.name must be one of single, grid, random, adaptive_asha, "
+                 "async_halving, custom, dsat; got \"singel\" (did you mean 'single'?)");
     /* dsat: the method is one of three, searcher.dsat typed with the reference's defaults */
     c = cload(
         "entrypoint: m:T\nsearcher: {name: dsat, method: asha, metric: throughput, max_length: "

@@ -297,50 +297,19 @@ static void test_nan_metric(void) {
     drive_close(&d, c);
 }
 
-/* ---- stop_once: false, the promotion rule -------------------------------------------------- */
+/* ---- stop_once ----------------------------------------------------------------------------- */
 
-/* The curves of the stopping-rule test under stop_once: false. A trial that is not among its
- * rung's best 1/d pauses (no operation); a later result in the rung promotes it (trial 1
- * continues after trial 2's result); once the bracket has all its trials and nothing trains
- * toward a rung, that rung's paused trials are closed. */
-static void test_promotion_rule(void) {
+/* A trial stopped at its rung never gets another operation, whatever the later results, with
+ * stop_once true or false (the reference's current searcher keeps only the stopping rule). */
+static void stop_once_never_resumes(const char *text) {
     drive d;
     dt_expconf *c;
-    if (!drive_open_rule(&d, &c, ONE_BRACKET_RULE("true", "false"))) return;
-    /* alone in rung 0: ⌊1/2⌋ = 0 may be promoted, so it pauses and a new trial starts */
-    CHECK_OPS(val(&d, 1, 2, 0.5), "N3 V3@2 ");
-    /* the second result makes ⌊2/2⌋ = 1 promotable: the best, the paused trial 1, continues */
-    CHECK_OPS(val(&d, 2, 2, 0.7), "V1@4 ");
-    ev(&d, 'c', 3, 0);
-    /* the best of three: index 0 < ⌊3/2⌋ = 1, promoted at once */
-    CHECK_OPS(val(&d, 3, 2, 0.3), "V3@4 ");
-    /* trial 1 alone in rung 1 pauses; nothing trains on, so the fourth trial starts */
-    CHECK_OPS(val(&d, 1, 4, 0.45), "N4 V4@2 ");
-    ev(&d, 'c', 4, 0);
-    /* the index 1 of rung 0 (trial 1) is promoted already; all 4 trials are created and none
-     * trains toward rung 0, so its paused trials (2 and 4) are closed */
-    CHECK_OPS(val(&d, 4, 2, 0.9), "C2 C4 ");
-    /* trial 3 leads rung 1: promoted; rung 1 then has none in training, so 1 closes */
-    CHECK_OPS(val(&d, 3, 4, 0.2), "V3@8 C1 ");
-    CHECK_OPS(ev(&d, 'd', 2, 0), "");
-    CHECK_OPS(ev(&d, 'd', 4, 0), "");
-    CHECK_OPS(ev(&d, 'd', 1, 0), "");
-    CHECK_OPS(val(&d, 3, 8, 0.1), "C3 ");
-    CHECK_OPS(ev(&d, 'd', 3, 0), "S ");
-    drive_close(&d, c);
-}
-
-/* stop_once: true on the same first results: trial 1 goes on at once, trial 2 is closed at its
- * rung and never gets another operation, whatever the later results. */
-static void test_stop_once_never_resumes(void) {
-    drive d;
-    dt_expconf *c;
-    if (!drive_open(&d, &c)) return;
+    if (!drive_open_rule(&d, &c, text)) return;
     CHECK_OPS(val(&d, 1, 2, 0.5), "V1@4 ");
     CHECK_OPS(val(&d, 2, 2, 0.7), "C2 ");
     CHECK_OPS(ev(&d, 'd', 2, 0), "N3 V3@2 ");
     ev(&d, 'c', 3, 0);
-    /* the results that promoted a paused trial above promote nobody here but the reporter */
+    /* results that would have promoted trial 2 under a promotion rule promote nobody */
     CHECK_OPS(val(&d, 3, 2, 0.9), "C3 ");
     CHECK_OPS(ev(&d, 'd', 3, 0), "N4 V4@2 ");
     ev(&d, 'c', 4, 0);
@@ -349,16 +318,33 @@ static void test_stop_once_never_resumes(void) {
     drive_close(&d, c);
 }
 
-/* An early exit under the promotion rule is the worst result at its rung, and may promote a
- * paused trial. */
-static void test_promotion_exit(void) {
-    drive d;
-    dt_expconf *c;
-    if (!drive_open_rule(&d, &c, ONE_BRACKET_RULE("true", "false"))) return;
-    CHECK_OPS(val(&d, 1, 2, 0.5), "N3 V3@2 ");
-    CHECK_OPS(ev(&d, 'x', 2, DT_SEARCH_EXIT_ERRORED), "V1@4 ");
-    CHECK_OPS(rung_text(&d, 0), "1:0.5 2:worst ");
-    drive_close(&d, c);
+static void test_stop_once_never_resumes(void) {
+    stop_once_never_resumes(ONE_BRACKET_RULE("true", "true"));
+    stop_once_never_resumes(ONE_BRACKET_RULE("true", "false"));
+}
+
+/* async_halving: the one bracket of num_rungs rungs that aggressive adaptive_asha builds above
+ * (not capped by max_rungs), so it runs the same operations; its plan shows that bracket. */
+#define ASYNC_HALVING(rungs)                                                                       \
+    "entrypoint: m:T\n"                                                                            \
+    "hyperparameters: {x: {type: double, minval: 0, maxval: 1}}\n"                                 \
+    "searcher: {name: async_halving, metric: m, num_rungs: " rungs ", max_length: {batches: 8},\n" \
+    "           max_trials: 4, divisor: 2, max_concurrent_trials: 2}\n"
+
+static void test_async_halving(void) {
+    stop_once_never_resumes(ASYNC_HALVING("3"));
+    dt_expconf *c = cload(ASYNC_HALVING("5"));
+    if (!c) return;
+    json_t *plan = NULL;
+    CHECK(dt_searcher_plan(c, &plan) == DT_OK);
+    const json_t *bs = json_object_get(plan, "brackets");
+    const json_t *rs = json_object_get(json_array_get(bs, 0), "rungs");
+    /* five rungs at 8 / 2^(4-i), at least 1 batch: 1, 1, 2, 4, 8 */
+    CHECK(json_array_size(bs) == 1 && json_array_size(rs) == 5);
+    CHECK(json_integer_value(json_array_get(rs, 0)) == 1 &&
+          json_integer_value(json_array_get(rs, 4)) == 8);
+    json_decref(plan);
+    dt_expconf_free(c);
 }
 
 /* ---- searcher.max_time with a reported time metric ---------------------------------------- */
@@ -423,7 +409,7 @@ static double fake_loss(const sim_trial *t, int64_t length) {
 /* The whole search under either rule. Both: 16 trials, SHUTDOWN once, progress monotone to 1,
  * each bracket's best trial reaches the top, most stop early, at most 4 trials train at once.
  * Stopping rule: a trial that got no operation after a result never gets one later, and at
- * most 4 are open. Promotion rule: some paused trial does resume. */
+ * most 4 are open, with stop_once true or false. */
 static void full_search(bool once) {
     char text[512];
     snprintf(text, sizeof text,
@@ -464,11 +450,11 @@ static void full_search(bool once) {
             training += m.t[i].created && !m.t[i].closed && !m.t[i].close_asked &&
                         m.t[i].target > m.t[i].reached;
         }
-        CHECK(training <= 4 && (!once || open <= 4));
+        CHECK(training <= 4 && open <= 4);
         steps++;
     }
     CHECK(!m.failed && m.shutdowns == 1 && monotone && last == 1);
-    CHECK_MSG(once ? resumed == 0 : resumed > 0, "%d trials resumed", resumed);
+    CHECK_MSG(resumed == 0, "%d trials resumed", resumed);
     CHECK(m.log_len > 9 && !strcmp(m.log + m.log_len - 9, "SHUTDOWN\n"));
     CHECK_MSG(m.n == 16, "%lld trials", (long long)m.n);
     /* the best trial of each bracket trains to max_length (it leads every rung it reaches) */
@@ -502,7 +488,7 @@ static void test_full_search_stopping(void) {
     full_search(true);
 }
 
-static void test_full_search_promotion(void) {
+static void test_full_search_stop_once_false(void) {
     full_search(false);
 }
 
@@ -526,13 +512,12 @@ int main(void) {
     TEST_RUN(test_stopping_larger);
     TEST_RUN(test_invalid_hp);
     TEST_RUN(test_nan_metric);
-    TEST_RUN(test_promotion_rule);
     TEST_RUN(test_stop_once_never_resumes);
-    TEST_RUN(test_promotion_exit);
+    TEST_RUN(test_async_halving);
     TEST_RUN(test_time_metric_rungs);
     TEST_RUN(test_time_metric_unit);
     TEST_RUN(test_full_search_stopping);
-    TEST_RUN(test_full_search_promotion);
+    TEST_RUN(test_full_search_stop_once_false);
     TEST_RUN(test_config_errors);
     TEST_END();
 }
