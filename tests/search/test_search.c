@@ -317,7 +317,7 @@ static void test_names_and_events(void) {
     c->searcher.name = strdup("hyperband");
     CHECK(dt_searcher_new(c, 1, &s) == DT_ERR_CONFIG && !s);
     CHECK_HAS(dt_last_error(), "unknown searcher 'hyperband'; hint: use single, random, grid, "
-                               "adaptive_asha or custom");
+                               "adaptive_asha, async_halving or custom");
     free(c->searcher.name);
     c->searcher.name = strdup("custom");
     CHECK(dt_searcher_new(c, 1, &s) == DT_ERR_CONFIG && !s);
