@@ -36,7 +36,12 @@ static void series_of(master *m, int64_t id, const json_t *row, const dt_http_re
     json_t *names = NULL;
     char *series = NULL, *head = NULL;
     size_t series_len = 0;
-    dt_status st = dt_store_metric_names(m->store, id, trial, kind, &names);
+    dt_status st = points < 2 || points > 100000
+                       ? dt_error(DT_ERR_INVALID,
+                                  "max_points must be 2..100000, not %lld; hint: the points a "
+                                  "chart can show per trial, e.g. its width in pixels",
+                                  (long long)points)
+                       : dt_store_metric_names(m->store, id, trial, kind, &names);
     if (st == DT_OK && !name) {
         /* the searcher metric when it is among them, else the first */
         const char *sm = json_string_value(json_object_get(row, "searcher_metric"));

@@ -508,6 +508,8 @@ static void test_ids(void) {
     CHECK(status_of(g_ans) == 400 && json_error(g_ans));
     http("GET", "/api/v1/experiments/1/metrics?points=1", NULL, NULL, g_ans, sizeof g_ans);
     CHECK(status_of(g_ans) == 400 && json_error(g_ans));
+    http("GET", "/api/v1/experiments/1/metrics?max_points=100001", NULL, NULL, g_ans, sizeof g_ans);
+    CHECK_MSG(status_of(g_ans) == 400 && strstr(g_ans, "max_points must be"), "%.300s", g_ans);
 }
 
 /* Paths a person types: a page, or a redirect to one; the JSON API stays under /api/v1. */
