@@ -2,12 +2,13 @@
  * webui_latency.c — the web UI's data at scale: API latency for what the experiment page asks
  * for, with 100 trials x 10 000 metric points, and the pages' weight.
  *
- * bench_webui_latency [TRIALS] [POINTS] [REPEATS] [RESTARTS]: fills a store in a temporary
+ * bench_webui_latency [TRIALS] [POINTS] [REPEATS] [RESTARTS] [CHART]: fills a store in a temporary
  * DTRAIN_HOME with one finished experiment of TRIALS trials (default 100), each with POINTS
  * training rows (default 10 000, every batch) and POINTS/10 validation rows, starts the master on a
  * free loopback port in this process, then times REPEATS (default 30) rounds of the requests the
  * experiment page makes (the page itself, the experiment, its trials, its searcher, the
- * learning curves of training and of validation at 500 points) and prints one JSON line:
+ * learning curves of training and of validation at CHART points a trial, default 500; the page
+ * asks for its plot width) and prints one JSON line:
  *   {"bench":"webui_latency","trials":T,"points":P,"requests":{"<path>":{"p50_ms","p95_ms",
  *    "first_ms","bytes"},...},"page_p95_ms":X,"reencoded":{"p50_ms","p95_ms"},
  *    "page_weight_bytes":{"html","assets"}}
@@ -121,7 +122,7 @@ static int start(dt_master_opts *o, pthread_t *th, const char *home, char *url, 
 }
 
 /* RESTARTS starts of the master on the filled store, the first curve requests after each. */
-static void first_after_start(dt_master_opts *o, const char *home, int restarts) {
+static void first_after_start(dt_master_opts *o, const char *home, int restarts, int chart) {
     static const char *const kinds[] = {"training", "validation"};
     double *lat[4];
     for (int k = 0; k < 4; k++) lat[k] = calloc((size_t)restarts, sizeof(double));
@@ -133,8 +134,8 @@ static void first_after_start(dt_master_opts *o, const char *home, int restarts)
         for (int k = 0; k < 2; k++) {
             char path[160];
             snprintf(path, sizeof path,
-                     "/api/v1/experiments/1/metrics?kind=%s&name=%s&x=batches&points=500", kinds[k],
-                     k ? "validation_loss" : "loss");
+                     "/api/v1/experiments/1/metrics?kind=%s&name=%s&x=batches&points=%d", kinds[k],
+                     k ? "validation_loss" : "loss", chart);
             json_t *ans = NULL;
             double s = now(), u = cpu();
             if (dt_client_call(c, "GET", path, NULL, &ans, NULL) != DT_OK)
@@ -160,7 +161,8 @@ static void first_after_start(dt_master_opts *o, const char *home, int restarts)
 /* long: the bench's steps in order (fill, serve, time the rounds, weigh, restart), one report */
 int main(int argc, char **argv) {
     int trials = argc > 1 ? atoi(argv[1]) : 100, points = argc > 2 ? atoi(argv[2]) : 10000,
-        reps = argc > 3 ? atoi(argv[3]) : 30, restarts = argc > 4 ? atoi(argv[4]) : 10;
+        reps = argc > 3 ? atoi(argv[3]) : 30, restarts = argc > 4 ? atoi(argv[4]) : 10,
+        chart = argc > 5 ? atoi(argv[5]) : 500;
     if (restarts < 1) restarts = 1;
     char home[] = "/tmp/dtrain_webbench_XXXXXX";
     if (!mkdtemp(home)) return 1;
@@ -177,14 +179,20 @@ int main(int argc, char **argv) {
     if (start(&o, &th, home, url, sizeof url)) return 1;
     setenv("DTRAIN_HOME", home, 1);
     dt_client *c = dt_client_new(url);
-    static const char *const paths[] = {
-        "/experiments/1",
-        "/api/v1/experiments/1",
-        "/api/v1/experiments/1/trials",
-        "/api/v1/experiments/1/searcher",
-        "/api/v1/experiments/1/metrics?kind=validation&name=validation_loss&x=batches&points=500",
-        "/api/v1/experiments/1/metrics?kind=training&name=loss&x=batches&points=500"};
-    enum { NP = sizeof paths / sizeof *paths };
+    char curves[2][128];
+    snprintf(curves[0], sizeof curves[0],
+             "/api/v1/experiments/1/metrics?kind=validation&name=validation_loss&x=batches"
+             "&points=%d",
+             chart);
+    snprintf(curves[1], sizeof curves[1],
+             "/api/v1/experiments/1/metrics?kind=training&name=loss&x=batches&points=%d", chart);
+    const char *const paths[] = {"/experiments/1",
+                                 "/api/v1/experiments/1",
+                                 "/api/v1/experiments/1/trials",
+                                 "/api/v1/experiments/1/searcher",
+                                 curves[0],
+                                 curves[1]};
+    enum { NP = 6 };
     double *lat[NP], *round = calloc((size_t)reps, sizeof *round);
     long bytes[NP] = {0};
     for (int k = 0; k < NP; k++) lat[k] = calloc((size_t)reps, sizeof *lat[k]);
@@ -213,7 +221,7 @@ int main(int argc, char **argv) {
         char path[160];
         snprintf(path, sizeof path,
                  "/api/v1/experiments/1/metrics?kind=training&name=loss&x=batches&points=%d",
-                 400 + r);
+                 chart - 100 + r);
         json_t *ans = NULL;
         double s = now();
         if (dt_client_call(c, "GET", path, NULL, &ans, NULL) != DT_OK)
@@ -221,8 +229,9 @@ int main(int argc, char **argv) {
         again[r] = now() - s;
         json_decref(ans);
     }
-    printf("{\"bench\":\"webui_latency\",\"trials\":%d,\"points\":%d,\"repeats\":%d,\"requests\":{",
-           trials, points, reps);
+    printf("{\"bench\":\"webui_latency\",\"trials\":%d,\"points\":%d,\"repeats\":%d,"
+           "\"chart_points\":%d,\"requests\":{",
+           trials, points, reps, chart);
     for (int k = 0; k < NP; k++) {
         double first = lat[k][0], p50 = pct(lat[k], reps, 0.5), p95 = pct(lat[k], reps, 0.95);
         printf("%s\"%s\":{\"p50_ms\":%.2f,\"p95_ms\":%.2f,\"first_ms\":%.2f,\"bytes\":%ld}",
@@ -254,7 +263,7 @@ int main(int argc, char **argv) {
     dt_client_call(c, "POST", "/api/v1/master/shutdown", NULL, NULL, NULL);
     pthread_join(th, NULL);
     dt_client_free(c);
-    first_after_start(&o, home, restarts);
+    first_after_start(&o, home, restarts, chart);
     printf("}\n");
     for (int k = 0; k < NP; k++) free(lat[k]);
     free(round);

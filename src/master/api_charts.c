@@ -1,10 +1,11 @@
 /*
  * api_charts.c — the read routes the web UI's views need beyond the CLI's (docs/api.md):
- * a metric of every trial of an experiment downsampled for a chart (the store keeps each
- * bucket's minimum and maximum, so spikes survive), and the searcher's snapshot (adaptive_asha's
+ * a metric of every trial of an experiment down-sampled on the server to the points the chart
+ * can show (`max_points`: per span of the x range the minimum and the maximum, and the first and
+ * last points, so spikes survive; series_cache.h's dt__series_sample), and the searcher's snapshot (adaptive_asha's
  * brackets and rungs).
  *
- * A chart's answer is large (100 trials x 500 points is 1.4 MB of JSON) and pages poll it: the
+ * A chart's answer is large (100 trials x 500 points is 1.5 MB of JSON) and pages poll it: the
  * store encodes each trial's series itself (and keeps it encoded while the trial gets no new
  * point), and the last M_CHART_ANSWERS answers are kept whole, each with the store's metrics
  * generation, and sent again while no metric row changed.
@@ -14,7 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHART_POINTS 500 /* per trial, by default */
+#define CHART_POINTS 1000 /* per trial, by default (a chart about 1000 pixels wide) */
+
+/* The points a chart can show per trial: `max_points` (the page sends its plot width), else the
+ * older name `points`, else CHART_POINTS. */
+static int64_t chart_points(const dt_http_req *req) {
+    if (dt_http_query(req, "max_points")) return m_api_query_int(req, "max_points", CHART_POINTS);
+    return m_api_query_int(req, "points", CHART_POINTS);
+}
 
 /* The answer, as JSON text: the header members encoded by jansson, the series spliced in as the
  * store encoded them (no JSON value per point). */
@@ -24,12 +32,16 @@ static void series_of(master *m, int64_t id, const json_t *row, const dt_http_re
                *x = dt_http_query(req, "x");
     if (!kind) kind = "validation";
     if (!x) x = "batches";
-    int64_t points = m_api_query_int(req, "points", CHART_POINTS),
-            trial = m_api_query_int(req, "trial", 0);
+    int64_t points = chart_points(req), trial = m_api_query_int(req, "trial", 0);
     json_t *names = NULL;
     char *series = NULL, *head = NULL;
     size_t series_len = 0;
-    dt_status st = dt_store_metric_names(m->store, id, trial, kind, &names);
+    dt_status st = points < 2 || points > 100000
+                       ? dt_error(DT_ERR_INVALID,
+                                  "max_points must be 2..100000, not %lld; hint: the points a "
+                                  "chart can show per trial, e.g. its width in pixels",
+                                  (long long)points)
+                       : dt_store_metric_names(m->store, id, trial, kind, &names);
     if (st == DT_OK && !name) {
         /* the searcher metric when it is among them, else the first */
         const char *sm = json_string_value(json_object_get(row, "searcher_metric"));
@@ -42,8 +54,9 @@ static void series_of(master *m, int64_t id, const json_t *row, const dt_http_re
         st = dt_store_metric_series_text(m->store, id, trial, kind, name, x, points, &series,
                                          &series_len);
     if (st == DT_OK) {
-        json_t *h = json_pack("{sssssssIso}", "kind", kind, "name", name ? name : "", "x", x,
-                              "points", (json_int_t)points, "names", names);
+        json_t *h = json_pack("{sssssssIsIso}", "kind", kind, "name", name ? name : "", "x", x,
+                              "max_points", (json_int_t)points, "points", (json_int_t)points,
+                              "names", names);
         names = NULL;
         head = h ? json_dumps(h, JSON_COMPACT) : NULL; /* {...} */
         json_decref(h);
@@ -115,9 +128,10 @@ static bool send_text(dt_http_resp *resp, const char *body, size_t len) {
 static void kept_series_of(master *m, int64_t id, const json_t *row, const dt_http_req *req,
                            dt_http_resp *resp) {
     /* the key: every query argument the answer depends on */
-    json_t *k = json_pack("[Is?s?s?s?s?]", (json_int_t)id, dt_http_query(req, "kind"),
+    json_t *k = json_pack("[Is?s?s?s?s?s?]", (json_int_t)id, dt_http_query(req, "kind"),
                           dt_http_query(req, "name"), dt_http_query(req, "x"),
-                          dt_http_query(req, "points"), dt_http_query(req, "trial"));
+                          dt_http_query(req, "max_points"), dt_http_query(req, "points"),
+                          dt_http_query(req, "trial"));
     char *key = k ? json_dumps(k, JSON_COMPACT) : NULL;
     json_decref(k);
     uint64_t gen = dt_store_metrics_generation(m->store);

@@ -268,30 +268,63 @@ static bool point_add(dt__text *t, double x, double y, bool first) {
     return dt__text_add(t, b, n);
 }
 
+/* Flush one bucket's points lo..hi-1 (hi > lo): the index of its minimum and of its maximum,
+ * in x order, one index when they are the same point. */
+static size_t bucket_extremes(const double *ys, size_t lo, size_t hi, size_t *idx) {
+    size_t imin = lo, imax = lo;
+    for (size_t i = lo + 1; i < hi; i++) {
+        if (ys[i] < ys[imin]) imin = i;
+        if (ys[i] > ys[imax]) imax = i;
+    }
+    idx[0] = imin < imax ? imin : imax;
+    idx[1] = imin < imax ? imax : imin;
+    return imin == imax ? 1 : 2;
+}
+
+size_t dt__series_sample(const double *xs, const double *ys, size_t n, int64_t points,
+                         size_t *idx) {
+    if (points < 2 || n <= (size_t)points) {
+        for (size_t i = 0; i < n; i++) idx[i] = i;
+        return n;
+    }
+    size_t buckets = (size_t)(points - 2) / 2, m = 0;
+    idx[m++] = 0;
+    if (buckets > 0) {
+        /* the interior points 1..n-2 by x into equal spans of [x0, xlast]; a bucket index never
+         * goes back (x out of order joins the current bucket), so at most `buckets` flushes */
+        double x0 = xs[0], span = xs[n - 1] - xs[0];
+        size_t lo = 1, cur = 0;
+        for (size_t i = 1; i < n - 1; i++) {
+            double f = span > 0 ? (xs[i] - x0) / span * (double)buckets : 0;
+            size_t k = f >= (double)buckets ? buckets - 1 : f > 0 ? (size_t)f : 0;
+            if (k > cur) {
+                if (i > lo) m += bucket_extremes(ys, lo, i, idx + m);
+                lo = i;
+                cur = k;
+            }
+        }
+        if (n - 1 > lo) m += bucket_extremes(ys, lo, n - 1, idx + m);
+    }
+    idx[m++] = n - 1;
+    return m;
+}
+
 /* The entry's object for `points` into t. */
 static bool series_encode(const dt__series *s, int64_t points, dt__text *t) {
-    char head[96];
-    int hn = snprintf(head, sizeof head, "{\"trial_id\":%" PRId64 ",\"total\":%zu,\"data\":[",
-                      s->trial_id, s->n);
+    bool sampled = (int64_t)s->n > points;
+    size_t *idx = sampled ? malloc(((size_t)points + 2) * sizeof *idx) : NULL;
+    if (sampled && !idx) return false;
+    size_t m = sampled ? dt__series_sample(s->xs, s->ys, s->n, points, idx) : s->n;
+    char head[128];
+    int hn = snprintf(head, sizeof head,
+                      "{\"trial_id\":%" PRId64 ",\"total\":%zu,\"sampled\":%s,\"data\":[",
+                      s->trial_id, s->n, sampled ? "true" : "false");
     bool ok = dt__text_add(t, head, (size_t)hn);
-    if ((int64_t)s->n <= points) {
-        for (size_t i = 0; ok && i < s->n; i++) ok = point_add(t, s->xs[i], s->ys[i], i == 0);
-    } else {
-        size_t buckets = (size_t)(points / 2 > 0 ? points / 2 : 1);
-        bool first = true;
-        for (size_t k = 0; ok && k < buckets; k++) {
-            size_t lo = s->n * k / buckets, hi = s->n * (k + 1) / buckets, imin = lo, imax = lo;
-            for (size_t i = lo; i < hi; i++) {
-                if (s->ys[i] < s->ys[imin]) imin = i;
-                if (s->ys[i] > s->ys[imax]) imax = i;
-            }
-            if (hi == lo) continue;
-            size_t a = imin < imax ? imin : imax, b = imin < imax ? imax : imin;
-            ok = point_add(t, s->xs[a], s->ys[a], first) &&
-                 (a == b || point_add(t, s->xs[b], s->ys[b], false));
-            first = false;
-        }
+    for (size_t j = 0; ok && j < m; j++) {
+        size_t i = sampled ? idx[j] : j;
+        ok = point_add(t, s->xs[i], s->ys[i], j == 0);
     }
+    free(idx);
     return ok && dt__text_add(t, "]}", 2);
 }
 

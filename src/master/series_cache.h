@@ -61,12 +61,19 @@ void dt__series_cache_clear(dt__series_cache *c);
  * counts as a point per 16 bytes). */
 void dt__series_cache_trim(dt__series_cache *c);
 
-/* Append {"trial_id","total","data":[[x,y],...]} to out, byte for byte what jansson's compact
- * encoder writes for it: every point when they fit in `points`, else per bucket of consecutive
- * points its minimum and its maximum, in x order. Reuses (and keeps) the entry's last encoding
- * when points and the point count are unchanged. False when out of memory (out may have grown
- * by a part of the object). */
+/* Append {"trial_id","total","sampled","data":[[x,y],...]} to out, byte for byte what jansson's
+ * compact encoder writes for it: every point when they fit in `points`, else the points
+ * dt__series_sample picks ("sampled": true). Reuses (and keeps) the entry's last encoding when
+ * points and the point count are unchanged. False when out of memory (out may have grown by a
+ * part of the object). */
 bool dt__series_text(dt__series *s, int64_t points, dt__text *out);
+/* The indices (ascending) of the points of a series of n (xs in batch order) sent for a chart
+ * of at most `points` points: all of them when n <= points; else the first and the last, and
+ * for each of (points - 2) / 2 equal spans of the x range the point of the minimum y and the
+ * point of the maximum y among the others (one when they are the same), so spikes survive.
+ * idx holds n or points + 2 entries, whichever is fewer; returns the count (<= points). */
+size_t dt__series_sample(const double *xs, const double *ys, size_t n, int64_t points,
+                         size_t *idx);
 /* A number in a stored metric row's JSON text (len bytes): the member `key` of the top object,
  * or with `sub` the member `sub` of that member's object. 1 and *out set when it is a number, 0
  * when it is missing, null or not a number, -1 when this scanner cannot tell (malformed text, or

@@ -109,9 +109,9 @@ dt_status dt_store_metrics_query(dt_store *st, int64_t trial_id, const char *kin
 dt_status dt_store_metrics_count(dt_store *st, int64_t trial_id, const char *kind, int64_t *n);
 /* One metric of `kind` against x ("batches", "epochs", "records") for every trial of an
  * experiment (trial_id 0) or one of its trials: an array of {"trial_id","total" (points
- * stored),"data":[[x,y],...]}, trials in id order, rows without the metric skipped. A trial
- * with more than `points` (2..100000) points gets per bucket of consecutive points its minimum
- * and maximum. DT_ERR_INVALID for an unknown experiment, kind or x, or a bad name; name NULL
+ * stored),"sampled","data":[[x,y],...]}, trials in id order, rows without the metric skipped. A
+ * trial with more than `points` (2..100000) points is down-sampled (series_cache.h's
+ * dt__series_sample: first, last, each x span's minimum and maximum). DT_ERR_INVALID for an unknown experiment, kind or x, or a bad name; name NULL
  * checks the rest and gives an empty array. Each trial's points stay in memory (a 64 MB budget,
  * least recently used out first) and the next call reads only the rows stored after them. */
 dt_status dt_store_metric_series(dt_store *st, int64_t exp_id, int64_t trial_id, const char *kind,

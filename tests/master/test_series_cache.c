@@ -1,4 +1,5 @@
-/* test_series_cache.c — the chart series' encoding: numbers written byte for byte as jansson
+/* test_series_cache.c — the chart series' down-sampling (first and last kept, each bucket's
+ * minimum and maximum, short series whole) and encoding: numbers written byte for byte as jansson
  * writes a real (so values round-trip and answers read as before), a series object equal to the
  * one jansson encodes, an entry's kept encoding renewed when it gets points or is asked for
  * another count, and a store's chart text equal to a fresh handle's (a restarted master's) while
@@ -80,27 +81,99 @@ static void test_real_text(void) {
     }
 }
 
-/* The series object for `points` as the API encodes it, built point by point. */
+/* The series object for `points` as the API encodes it, built point by point (the points
+ * dt__series_sample picks, checked on their own in test_sample). */
 static char *jansson_series(const dt__series *s, int64_t points) {
     json_t *data = json_array();
-    size_t buckets = s->n <= (size_t)points ? s->n : (size_t)(points / 2);
-    for (size_t k = 0; k < buckets; k++) {
-        size_t lo = s->n <= (size_t)points ? k : s->n * k / buckets,
-               hi = s->n <= (size_t)points ? k + 1 : s->n * (k + 1) / buckets, imin = lo, imax = lo;
-        for (size_t i = lo; i < hi; i++) {
-            if (s->ys[i] < s->ys[imin]) imin = i;
-            if (s->ys[i] > s->ys[imax]) imax = i;
-        }
-        if (hi == lo) continue;
-        size_t a = imin < imax ? imin : imax, b = imin < imax ? imax : imin;
-        json_array_append_new(data, json_pack("[ff]", s->xs[a], s->ys[a]));
-        if (a != b) json_array_append_new(data, json_pack("[ff]", s->xs[b], s->ys[b]));
-    }
-    json_t *o = json_pack("{sIsIso}", "trial_id", (json_int_t)s->trial_id, "total",
-                          (json_int_t)s->n, "data", data);
+    size_t *idx = malloc((s->n + 2) * sizeof *idx);
+    size_t m = dt__series_sample(s->xs, s->ys, s->n, points, idx);
+    for (size_t j = 0; j < m; j++)
+        json_array_append_new(data, json_pack("[ff]", s->xs[idx[j]], s->ys[idx[j]]));
+    free(idx);
+    json_t *o = json_pack("{sIsIsbso}", "trial_id", (json_int_t)s->trial_id, "total",
+                          (json_int_t)s->n, "sampled", (int)((int64_t)s->n > points), "data", data);
     char *txt = dt_json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return txt;
+}
+
+/* dt__series_sample's picks from xs/ys (n points) for `points`: ascending, the first and the
+ * last kept, at most 2 x buckets + 2 of them, and in each bucket (an equal span of the x range,
+ * worked out here on its own) the smallest and the largest y among the interior points sent. */
+static void check_sample(const double *xs, const double *ys, size_t n, int64_t points) {
+    size_t *idx = malloc((n + 2) * sizeof *idx);
+    size_t m = dt__series_sample(xs, ys, n, points, idx), buckets = (size_t)(points - 2) / 2;
+    CHECK_MSG(m <= 2 * buckets + 2 && m <= (size_t)points, "n %zu points %lld: %zu sent", n,
+              (long long)points, m);
+    CHECK(m >= 2 && idx[0] == 0 && idx[m - 1] == n - 1);
+    for (size_t j = 1; j < m; j++) CHECK(idx[j] > idx[j - 1]);
+    double *lo = malloc(buckets * sizeof *lo), *hi = malloc(buckets * sizeof *hi);
+    for (size_t k = 0; k < buckets; k++) lo[k] = INFINITY, hi[k] = -INFINITY;
+    double span = xs[n - 1] - xs[0];
+    for (size_t i = 1; buckets && i + 1 < n; i++) {
+        size_t k = span > 0 ? (size_t)((xs[i] - xs[0]) / span * (double)buckets) : 0;
+        if (k >= buckets) k = buckets - 1;
+        lo[k] = fmin(lo[k], ys[i]);
+        hi[k] = fmax(hi[k], ys[i]);
+    }
+    CHECK(buckets > 0 || m == 2);
+    for (size_t j = 1; buckets && j + 1 < m; j++) { /* sent interior points: bucket extremes */
+        size_t i = idx[j], k = span > 0 ? (size_t)((xs[i] - xs[0]) / span * (double)buckets) : 0;
+        if (k >= buckets) k = buckets - 1;
+        if (ys[i] == lo[k]) lo[k] = NAN; /* seen */
+        if (ys[i] == hi[k]) hi[k] = NAN;
+    }
+    size_t missed = 0;
+    for (size_t k = 0; k < buckets; k++) missed += !isnan(lo[k]) && isfinite(lo[k]);
+    for (size_t k = 0; k < buckets; k++) missed += !isnan(hi[k]) && isfinite(hi[k]);
+    CHECK_MSG(missed == 0, "n %zu points %lld: %zu bucket extremes not sent", n, (long long)points,
+              missed);
+    free(lo);
+    free(hi);
+    free(idx);
+}
+
+/* Down-sampling for a chart: spikes survive, short series are sent whole. */
+static void test_sample(void) {
+    enum { N = 100000 };
+    double *xs = malloc(N * sizeof *xs), *ys = malloc(N * sizeof *ys);
+    for (size_t i = 0; i < N; i++) xs[i] = (double)(i + 1), ys[i] = 0.5;
+    ys[54321] = 7.25; /* one spike up and one down among flat points */
+    ys[77] = -3.0;
+    size_t *idx = malloc((N + 2) * sizeof *idx);
+    size_t m = dt__series_sample(xs, ys, N, 1000, idx);
+    bool up = false, down = false;
+    for (size_t j = 0; j < m; j++) up |= idx[j] == 54321, down |= idx[j] == 77;
+    CHECK_MSG(up && down && m <= 1000, "spikes %d %d, %zu points", up, down, m);
+    check_sample(xs, ys, N, 1000);
+    check_sample(xs, ys, N, 2);
+    check_sample(xs, ys, N, 3);
+    check_sample(xs, ys, N, 7);
+    /* noisy values, x with gaps and repeats (a bucket may be empty) */
+    uint64_t r = 88172645463325252u;
+    double x = 0;
+    for (size_t i = 0; i < N; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        x += (i / 1000) % 3 == 0 ? 0 : (double)(r % 5);
+        xs[i] = x;
+        ys[i] = (double)(r >> 11) / 9007199254740992.0 - 0.5;
+    }
+    check_sample(xs, ys, N, 1000);
+    check_sample(xs, ys, N, 501);
+    check_sample(xs, ys, 2000, 999);
+    /* every x the same: one bucket */
+    for (size_t i = 0; i < 50; i++) xs[i] = 3.0;
+    check_sample(xs, ys, 50, 10);
+    /* a short series is sent whole, in order */
+    m = dt__series_sample(xs, ys, 500, 1000, idx);
+    bool whole = m == 500;
+    for (size_t j = 0; whole && j < m; j++) whole = idx[j] == j;
+    CHECK(whole);
+    m = dt__series_sample(xs, ys, 1000, 1000, idx);
+    CHECK(m == 1000 && idx[999] == 999);
+    free(idx);
+    free(xs);
+    free(ys);
 }
 
 /* dt__series_text's object for `points` equals jansson's. */
@@ -366,6 +439,7 @@ int main(void) {
     dt_log_set_level(DT_LOG_ERROR);
     TEST_RUN(test_real_text);
     TEST_RUN(test_series_text);
+    TEST_RUN(test_sample);
     TEST_RUN(test_row_number);
     TEST_RUN(test_store_text);
     char cmd[600];

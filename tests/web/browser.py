@@ -262,6 +262,10 @@ def main():
                                  " for (var r = 0; r < g.numRows(); r++)"
                                  "   if (g.getValue(r, k) !== null) c++; out.push(c); } return out;")
             check(len(g) == len(trials), f"{len(g)} series for {len(trials)} trials")
+            asked = d.execute_script("return [window.dtrain.charts.curves.max_points,"
+                                     " document.getElementById('curves').clientWidth]")
+            check(asked[0] == min(4000, max(200, asked[1])),
+                  f"the curves asked for {asked[0]} points a trial, drawn {asked[1]} px wide")
             for t, drawn in zip(trials, g):
                 n = len(api(f"/api/v1/trials/{t['id']}/metrics?kind=validation")["metrics"])
                 check(drawn == n and n > 0, f"trial {t['id']}: {drawn} points drawn, {n} stored")

@@ -197,6 +197,38 @@ static bool fill_dsat(dt_store *st) {
     return ok;
 }
 
+/* The value of the long series' point at batch b: a slow curve, one spike up and one down. */
+static double long_loss(int b) {
+    return b == 12345 ? 1e6 + 0.1 : b == 77 ? -1e6 : 1.0 / 3 + 1.0 / b;
+}
+
+/* A second experiment whose one trial has LONG_POINTS training points (a chart down-samples it). */
+enum { LONG_POINTS = 20000 };
+static int64_t g_long_exp;
+static bool fill_long(dt_store *st) {
+    json_t *cfg = json_pack("{s:s,s:s,s:{s:s,s:s,s:b}}", "name", "long", "entrypoint", "m:T",
+                            "searcher", "name", "single", "metric", "loss", "smaller_is_better", 1);
+    json_t *hp = json_pack("{s:f}", "lr", 0.1), *rows = json_array();
+    int64_t exp = 0, trial = 0;
+    bool ok = dt_store_exp_insert(st, cfg, "name: long\n", "/m", &exp) == DT_OK &&
+              dt_store_trial_insert(st, exp, 1, hp, 1, &trial) == DT_OK;
+    for (int b = 1; ok && b <= LONG_POINTS; b++) {
+        json_array_append_new(rows, json_pack("{s:s,s:i,s:{s:f}}", "kind", "training", "batches", b,
+                                              "metrics", "loss", long_loss(b)));
+        if (b % 5000 == 0) {
+            ok = dt_store_metrics_insert(st, trial, rows, NULL) == DT_OK;
+            json_array_clear(rows);
+        }
+    }
+    ok = ok && dt_store_trial_set_state(st, trial, "COMPLETED", NULL) == DT_OK &&
+         dt_store_exp_set_state(st, exp, "COMPLETED") == DT_OK;
+    g_long_exp = exp;
+    json_decref(cfg);
+    json_decref(hp);
+    json_decref(rows);
+    return ok;
+}
+
 /* The store before the master starts: a finished experiment named with markup, a trial that
  * logged markup. */
 static bool fill_store(void) {
@@ -224,7 +256,7 @@ static bool fill_store(void) {
     json_decref(cfg);
     json_decref(hp);
     json_decref(rows);
-    ok = ok && fill_dsat(st);
+    ok = ok && fill_dsat(st) && fill_long(st);
     dt_store_close(st);
     return ok;
 }
@@ -295,6 +327,50 @@ static void test_chart_answers(void) {
     CHECK(first_series_points(b) == 0); /* the rows have no records */
     json_decref(b);
     json_decref(a);
+}
+
+/* A long series comes back down-sampled to max_points (else 1000), the first and last points and
+ * both spikes kept, every value sent the one stored (read back by jansson); a short one whole. */
+static void test_chart_sampled(void) {
+    char paths[3][200];
+    snprintf(paths[0], sizeof paths[0],
+             "/api/v1/experiments/%lld/metrics?kind=training&name=loss&x=batches&max_points=200",
+             (long long)g_long_exp);
+    snprintf(paths[1], sizeof paths[1], "/api/v1/experiments/%lld/metrics?kind=training&name=loss",
+             (long long)g_long_exp);
+    snprintf(paths[2], sizeof paths[2], "%.150s&points=100", paths[1]);
+    for (int k = 0; k < 2; k++) {
+        json_t *a = get_json(paths[k]), *s = json_array_get(json_object_get(a, "series"), 0),
+               *data = json_object_get(s, "data");
+        size_t n = json_array_size(data), want = k ? 1000 : 200;
+        CHECK_MSG(json_integer_value(json_object_get(a, "max_points")) == (json_int_t)want &&
+                      json_is_true(json_object_get(s, "sampled")) &&
+                      json_integer_value(json_object_get(s, "total")) == LONG_POINTS &&
+                      n > want / 2 && n <= want,
+                  "%s: %zu points", paths[k], n);
+        bool exact = true, up = false, down = false;
+        double last = 0;
+        for (size_t i = 0; i < n; i++) {
+            json_t *p = json_array_get(data, i);
+            double x = json_number_value(json_array_get(p, 0)),
+                   y = json_number_value(json_array_get(p, 1));
+            exact = exact && x > last && y == long_loss((int)x);
+            up |= x == 12345, down |= x == 77;
+            last = x;
+        }
+        double x0 = json_number_value(json_array_get(json_array_get(data, 0), 0));
+        CHECK_MSG(exact && up && down && x0 == 1 && last == LONG_POINTS,
+                  "%s: exact %d spikes %d %d, x %g..%g", paths[k], exact, up, down, x0, last);
+        json_decref(a);
+    }
+    /* the older name `points` still counts; a series that fits is sent whole */
+    json_t *a = get_json(paths[2]),
+           *b = get_json("/api/v1/experiments/1/metrics?kind=training&name=loss&max_points=100");
+    CHECK_MSG(first_series_points(a) == 100 && first_series_points(b) == 50, "%lld %lld",
+              (long long)first_series_points(a), (long long)first_series_points(b));
+    CHECK(json_is_false(json_object_get(json_array_get(json_object_get(b, "series"), 0), "sampled")));
+    json_decref(a);
+    json_decref(b);
 }
 
 /* The body of the last answer (after the headers), or "". */
@@ -432,6 +508,8 @@ static void test_ids(void) {
     CHECK(status_of(g_ans) == 400 && json_error(g_ans));
     http("GET", "/api/v1/experiments/1/metrics?points=1", NULL, NULL, g_ans, sizeof g_ans);
     CHECK(status_of(g_ans) == 400 && json_error(g_ans));
+    http("GET", "/api/v1/experiments/1/metrics?max_points=100001", NULL, NULL, g_ans, sizeof g_ans);
+    CHECK_MSG(status_of(g_ans) == 400 && strstr(g_ans, "max_points must be"), "%.300s", g_ans);
 }
 
 /* Paths a person types: a page, or a redirect to one; the JSON API stays under /api/v1. */
@@ -588,6 +666,7 @@ int main(void) {
         TEST_RUN(test_escaping);
         TEST_RUN(test_assets);
         TEST_RUN(test_chart_answers);
+        TEST_RUN(test_chart_sampled);
         TEST_RUN(test_dsat_api);
         TEST_RUN(test_dsat_page);
         TEST_RUN(test_ids);

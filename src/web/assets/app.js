@@ -61,6 +61,13 @@
     return opts;
   }
 
+  /* The points a chart of el can show per series: its width in pixels (the master sends, per
+   * two-pixel span of the x range, the lowest and the highest value, plus the first and last). */
+  function chartPoints(el) {
+    var w = Math.round((el && el.clientWidth) || 0);
+    return Math.min(4000, Math.max(200, w || 1000));
+  }
+
   function merge(a, b) {
     Object.keys(b).forEach(function (k) { a[k] = b[k]; });
     return a;
@@ -77,7 +84,8 @@
     var summary = document.getElementById("exp");
     var wanted = summary ? summary.getAttribute("data-metric") : "";
     function load() {
-      var q = "/api/v1/experiments/" + exp + "/metrics?points=500&kind=" + encodeURIComponent(kind.value) +
+      var q = "/api/v1/experiments/" + exp + "/metrics?max_points=" + chartPoints(el) +
+        "&kind=" + encodeURIComponent(kind.value) +
         "&x=" + encodeURIComponent(xsel.value);
       var name = metric.value || wanted;
       if (name) q += "&name=" + encodeURIComponent(name);
@@ -92,8 +100,10 @@
         if (ans.names.indexOf(ans.name) >= 0) metric.value = ans.name;
         else if (keep) metric.value = keep;
         var series = ans.series.filter(function (s) { return s.data.length > 0; });
-        state.charts.curves = { name: ans.name, kind: ans.kind, x: ans.x,
-          series: ans.series.map(function (s) { return { trial_id: s.trial_id, total: s.total, points: s.data.length }; }) };
+        state.charts.curves = { name: ans.name, kind: ans.kind, x: ans.x, max_points: ans.max_points,
+          series: ans.series.map(function (s) {
+            return { trial_id: s.trial_id, total: s.total, sampled: s.sampled, points: s.data.length };
+          }) };
         if (!series.length) {
           el.textContent = "No " + ans.kind + " points of " + (ans.name || "any metric") + " yet.";
           state.charts.curves.graph = null;
@@ -288,7 +298,7 @@
     if (!sum || !box) return;
     chartLibs(box);
     var id = sum.getAttribute("data-trial"), exp = sum.getAttribute("data-exp");
-    var base = "/api/v1/experiments/" + exp + "/metrics?points=1000&trial=" + id;
+    var base = "/api/v1/experiments/" + exp + "/metrics?max_points=" + chartPoints(box) + "&trial=" + id;
     state.charts.trial = {};
     function draw() {
       return Promise.all([api(base + "&kind=training"), api(base + "&kind=validation")]).then(function (two) {
