@@ -240,8 +240,10 @@ const dt__stage_row *dt__pretok_rows(size_t *n) {
 
 dt_status dt__normalize(const dt_tokenizer *t, const char *s, size_t n, dt__tbuf bufs[2],
                         const char **out, size_t *nout) {
-    for (int k = 0; k < t->nnorm; k++) {
-        dt__tbuf *b = &bufs[k & 1];
+    for (int k = 0, w = 0; k < t->nnorm; k++) {
+        if (t->norm[k].norm == norm_unicode && dt__unicode_quick(s, n, t->norm[k].flag) == n)
+            continue; /* normalized already: no copy */
+        dt__tbuf *b = &bufs[w++ & 1]; /* never the buffer s is in */
         b->n = 0;
         dt_status r = t->norm[k].norm(&t->norm[k], s, n, b);
         if (r) return r;

@@ -6,6 +6,7 @@
 #include "unicode_nfc_impl.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* Hangul syllables: S = SBASE + (L * VCOUNT + V) * TCOUNT + T */
 enum {
@@ -60,15 +61,15 @@ static bool quick_yes(uint32_t cp, bool compose) {
     return true;
 }
 
-/* How many leading bytes of s are normalized already and stay so whatever follows: all of s,
- * or up to the last starter before the first character the quick check does not pass. */
-static size_t quick_prefix(const char *s, size_t n, bool compose) {
+size_t dt__unicode_quick(const char *s, size_t n, bool compose) {
     const uint8_t *u = (const uint8_t *)s;
     size_t i = 0, safe = 0;
     int last = 0;
     while (i < n) {
-        if (u[i] < 0x80) {
-            while (++i < n && u[i] < 0x80) {}
+        if (u[i] < 0x80) { /* ASCII: eight bytes at a time */
+            uint64_t w;
+            while (i + 8 <= n && (memcpy(&w, u + i, 8), !(w & 0x8080808080808080ull))) i += 8;
+            while (i < n && u[i] < 0x80) i++;
             safe = i - 1, last = 0;
             continue;
         }
@@ -156,7 +157,7 @@ static void compose_all(cpbuf *b) {
 }
 
 dt_status dt__unicode_normalize(dt__tbuf *out, const char *s, size_t n, bool compose) {
-    size_t from = quick_prefix(s, n, compose);
+    size_t from = dt__unicode_quick(s, n, compose);
     dt_status r = dt__tbuf_put(out, s, from);
     if (r || from == n) return r;
     cpbuf b = {0};

@@ -15,6 +15,10 @@
  * normalized (all ASCII, say) is found so by a quick check and copied. */
 dt_status dt__unicode_normalize(dt__tbuf *out, const char *s, size_t n, bool compose);
 
+/* How many leading bytes of s are normalized already and stay so whatever follows: n when s
+ * passes the quick check, else up to the last starter before the first character that fails. */
+size_t dt__unicode_quick(const char *s, size_t n, bool compose);
+
 /* The canonical combining class of cp (0 for most characters). */
 int dt__unicode_ccc(uint32_t cp);
 

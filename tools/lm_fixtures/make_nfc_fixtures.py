@@ -9,9 +9,10 @@ kind of hard case (precomposed and decomposed letters, Hangul syllables and jamo
 combining marks out of canonical order, singletons, composition exclusions, characters whose
 decomposition starts with a mark) and random mixes of them.
 
-nfc.json and nfd_sequence.json: the Qwen2 model fixture's byte-level BPE with the normalizer
-{"type": "NFC"}, and with a Sequence of NFD, a Replace of U+0301 by U+0300 (which shows the
-decomposition) and NFC; cases.json: the ids `tokenizers` gives them for a set of texts (no
+nfc.json, nfd_sequence.json and nfc_between.json: the Qwen2 model fixture's byte-level BPE
+with the normalizer {"type": "NFC"}, with a Sequence of NFD, a Replace of U+0301 by U+0300
+(which shows the decomposition) and NFC, and with an NFC between two Replace stages;
+cases.json: the ids `tokenizers` gives them for a set of texts (no
 special tokens added). Only characters of Unicode 14 are used, so that any newer library
 agrees with the tables.
 """
@@ -78,7 +79,12 @@ def tokenizer_files():
         {"type": "NFD"},
         {"type": "Replace", "pattern": {"String": "\u0301"}, "content": "\u0300"},
         {"type": "NFC"}]})
-    return {"nfc.json": nfc, "nfd_sequence.json": seq}
+    # NFC between two stages that write: for ASCII text it has nothing to do
+    grow = dict(base, normalizer={"type": "Sequence", "normalizers": [
+        {"type": "Replace", "pattern": {"String": "a"}, "content": "bb"},
+        {"type": "NFC"},
+        {"type": "Replace", "pattern": {"String": "b"}, "content": "c\u0327"}]})
+    return {"nfc.json": nfc, "nfd_sequence.json": seq, "nfc_between.json": grow}
 
 
 def main():
