@@ -34,16 +34,23 @@ static const uint32_t *row_of(const uint32_t (*t)[3], size_t n, uint32_t cp) {
     return NULL;
 }
 
-int dt__unicode_ccc(uint32_t cp) {
-    if (cp < FIRST_MARK || cp > 0x10FFFF) return 0;
-    size_t lo = 0, hi = dt__nfc_ccc_n;
+/* The row {lo, hi, ...} (width values each, sorted, not overlapping) with lo <= cp <= hi. */
+static const uint32_t *run_of(const uint32_t *t, size_t n, size_t width, uint32_t cp) {
+    size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (dt__nfc_ccc[mid][1] < cp) lo = mid + 1;
-        else if (dt__nfc_ccc[mid][0] > cp) hi = mid;
-        else return (int)dt__nfc_ccc[mid][2];
+        const uint32_t *r = t + mid * width;
+        if (r[1] < cp) lo = mid + 1;
+        else if (r[0] > cp) hi = mid;
+        else return r;
     }
-    return 0;
+    return NULL;
+}
+
+int dt__unicode_ccc(uint32_t cp) {
+    if (cp < FIRST_MARK || cp > 0x10FFFF) return 0;
+    const uint32_t *r = run_of(dt__nfc_ccc[0], dt__nfc_ccc_n, 3, cp);
+    return r ? (int)r[2] : 0;
 }
 
 /* Whether cp may stay as it is in normalized text whatever follows it (the quick check). */
@@ -51,14 +58,7 @@ static bool quick_yes(uint32_t cp, bool compose) {
     if (cp < 0xC0 || cp > 0x10FFFF) return true; /* ~0u: a byte that is not UTF-8 */
     if (!compose) return cp - SBASE >= SCOUNT && !row_of(dt__nfc_decomp, dt__nfc_decomp_n, cp);
     if (cp < FIRST_MARK) return true;
-    size_t lo = 0, hi = dt__nfc_qc_n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (dt__nfc_qc[mid][1] < cp) lo = mid + 1;
-        else if (dt__nfc_qc[mid][0] > cp) hi = mid;
-        else return false;
-    }
-    return true;
+    return !run_of(dt__nfc_qc[0], dt__nfc_qc_n, 2, cp);
 }
 
 size_t dt__unicode_quick(const char *s, size_t n, bool compose) {
