@@ -2,6 +2,7 @@
  * tokenizer.json `type`, with the parsing helpers the decoders share; tokenizer_pipeline.c
  * loads them. The split patterns themselves are in tokenizer_split.c. */
 #include "lm_tok_impl.h"
+#include "unicode_nfc_impl.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,36 @@ dt_status dt__parse_replace(dt__stage *st, const json_t *node, const char *where
 
 static dt_status norm_replace(const dt__stage *st, const char *s, size_t n, dt__tbuf *out) {
     return dt__replace_all(out, s, n, st->a, st->alen, st->b, st->blen);
+}
+
+/* NFC and NFD: canonical normalization (unicode_nfc.c); flag: compose. */
+static dt_status parse_nfc(dt__stage *st, const json_t *node, const char *where,
+                           const char *file) {
+    (void)node, (void)where, (void)file;
+    st->flag = true;
+    return DT_OK;
+}
+
+static dt_status parse_nfd(dt__stage *st, const json_t *node, const char *where,
+                           const char *file) {
+    (void)node, (void)where, (void)file;
+    st->flag = false;
+    return DT_OK;
+}
+
+static dt_status norm_unicode(const dt__stage *st, const char *s, size_t n, dt__tbuf *out) {
+    return dt__unicode_normalize(out, s, n, st->flag);
+}
+
+/* NFKC and NFKD need the compatibility mappings, which dtrain does not carry. */
+static dt_status parse_compat(dt__stage *st, const json_t *node, const char *where,
+                              const char *file) {
+    (void)node;
+    return dt_error(DT_ERR_FORMAT,
+                    "%s: %s type %s is not supported (only the canonical NFC and NFD; "
+                    "compatibility mappings are not included); hint: docs/lm.md lists the "
+                    "supported normalizers",
+                    file, where, st->type);
 }
 
 /* ---- pre-tokenizers ---------------------------------------------------------------------- */
@@ -184,6 +215,10 @@ static dt_status pre_metaspace(dt__enc *e, int idx, const char *s, size_t n, siz
 static const dt__stage_row norm_rows[] = {
     {"Prepend", parse_prepend, norm_prepend, NULL, NULL},
     {"Replace", dt__parse_replace, norm_replace, NULL, NULL},
+    {"NFC", parse_nfc, norm_unicode, NULL, NULL},
+    {"NFD", parse_nfd, norm_unicode, NULL, NULL},
+    {"NFKC", parse_compat, NULL, NULL, NULL},
+    {"NFKD", parse_compat, NULL, NULL, NULL},
 };
 static const dt__stage_row pretok_rows[] = {
     {"ByteLevel", parse_bytelevel, NULL, pre_bytelevel, NULL},
@@ -205,8 +240,10 @@ const dt__stage_row *dt__pretok_rows(size_t *n) {
 
 dt_status dt__normalize(const dt_tokenizer *t, const char *s, size_t n, dt__tbuf bufs[2],
                         const char **out, size_t *nout) {
-    for (int k = 0; k < t->nnorm; k++) {
-        dt__tbuf *b = &bufs[k & 1];
+    for (int k = 0, w = 0; k < t->nnorm; k++) {
+        if (t->norm[k].norm == norm_unicode && dt__unicode_quick(s, n, t->norm[k].flag) == n)
+            continue; /* normalized already: no copy */
+        dt__tbuf *b = &bufs[w++ & 1]; /* never the buffer s is in */
         b->n = 0;
         dt_status r = t->norm[k].norm(&t->norm[k], s, n, b);
         if (r) return r;
