@@ -4,6 +4,7 @@
  *   GPT-2:   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
  *   Llama 3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
  *            ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ *   Qwen2:   Llama 3's with \p{N} (one digit a piece) for \p{N}{1,3}
  * A byte that is not UTF-8 is a character of its own, of neither class nor white space. */
 #include "lm_tok_impl.h"
 
@@ -60,7 +61,8 @@ static bool is_crlf(const char *s, size_t n, size_t i) {
     return i < n && (s[i] == '\r' || s[i] == '\n');
 }
 
-static size_t split_llama3(const char *s, size_t n, size_t i) {
+/* Llama 3's alternatives, a number being a run of at most `digits` digits. */
+static size_t split_llama(const char *s, size_t n, size_t i, int digits) {
     if (s[i] == '\'') {
         size_t c = contraction(s, n, i, true);
         if (c) return i + c;
@@ -72,7 +74,7 @@ static size_t split_llama3(const char *s, size_t n, size_t i) {
     if (cls != DT__UC_NUMBER && !is_crlf(s, n, i) && i + len < n &&
         (char_at(s, n, i + len, &c2), c2 == DT__UC_LETTER))
         return run_of(s, n, i + len, DT__UC_LETTER, 1 << 30);
-    if (cls == DT__UC_NUMBER) return run_of(s, n, i, DT__UC_NUMBER, 3); /* \p{N}{1,3} */
+    if (cls == DT__UC_NUMBER) return run_of(s, n, i, DT__UC_NUMBER, digits); /* \p{N}{1,digits} */
     /*  ?[^\s\p{L}\p{N}]+[\r\n]* */
     size_t k = s[i] == ' ' ? i + 1 : i;
     if (k < n && (k == i ? cls : (char_at(s, n, k, &c2), c2)) == DT__UC_OTHER) {
@@ -89,6 +91,14 @@ static size_t split_llama3(const char *s, size_t n, size_t i) {
     return end ? end : spaces(s, n, i);
 }
 
+static size_t split_llama3(const char *s, size_t n, size_t i) {
+    return split_llama(s, n, i, 3);
+}
+
+static size_t split_qwen2(const char *s, size_t n, size_t i) {
+    return split_llama(s, n, i, 1);
+}
+
 static const struct {
     const char *pattern;
     dt__split_fn fn;
@@ -98,6 +108,9 @@ static const struct {
     {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
      "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
      split_llama3},
+    {"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"
+     "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+     split_qwen2},
 };
 
 dt__split_fn dt__split_find(const char *regex) {
