@@ -129,7 +129,12 @@ dt_status dt_modeldir_build(const char *dir, const char *module, const char *out
         snprintf(target, sizeof target, "%s.so", module);
         snprintf(di, sizeof di, "DTRAIN_INCLUDE=%s", inc);
         snprintf(dl, sizeof dl, "DTRAIN_LIBDIR=%s", lib);
-        char *argv[] = {"make", "-s", "-C", (char *)dir, di, dl, module ? target : NULL, NULL};
+        /* a sanitized library's programs link its runtimes first (empty otherwise) */
+        char *ld = DT_PROGRAM_LDFLAGS[0] ? "LDFLAGS=" DT_PROGRAM_LDFLAGS : NULL;
+        char *argv[8] = {"make", "-s", "-C", (char *)dir, di, dl};
+        int k = 6;
+        if (ld) argv[k++] = ld;
+        if (module) argv[k++] = target;
         char out[BUILD_LOG];
         int rc = dt__cmd_run(argv, out, sizeof out);
         if (rc != 0)
