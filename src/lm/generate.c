@@ -145,10 +145,10 @@ dt_status dt_lm_generate(dt_lm *m, const int32_t *prompt, size_t n_prompt, size_
     size_t len = n_prompt;
     if (!st) memcpy(ids, prompt, n_prompt * sizeof *ids);
     dt__lm_state_of(m->root)->cache = &cache;
-    /* the decoding steps on one thread: a step reads every weight once and one core streams
-     * most of the memory bandwidth, while a parallel region per product waits for every
-     * thread to be scheduled (measured in docs/lm.md) */
-    dt__lm_decoder *dec = st ? NULL : dt__lm_decoder_new(m->root, (int64_t)(n_prompt + n), 1);
+    /* the decoding steps on the library's threads (dt_set_num_threads / OMP_NUM_THREADS): a
+     * step reads every weight once, split by rows over the threads */
+    dt__lm_decoder *dec =
+        st ? NULL : dt__lm_decoder_new(m->root, (int64_t)(n_prompt + n), dt_get_num_threads());
     for (size_t i = 0; !st && i < n; i++) {
         const int32_t *feed = i == 0 ? ids : ids + len - 1;
         st = step(m, dec, &cache, feed, i == 0 ? (int64_t)n_prompt : 1, o, &rng, buf, &ids[len]);
