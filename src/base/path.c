@@ -254,3 +254,17 @@ dt_status dt_path_remove_tree(const char *root, const char *rel) {
     int err = dt__rm_tree_at(AT_FDCWD, path);
     return err ? dt_error(DT_ERR_IO, "could not remove %s: %s", path, strerror(err)) : DT_OK;
 }
+
+bool dt_url_encode(char *out, size_t n, const char *s) {
+    size_t len = strlen(out);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                     c == '-' || c == '_' || c == '.' || c == '~';
+        int w = plain ? snprintf(out + len, n - len, "%c", c)
+                      : snprintf(out + len, n - len, "%%%02X", c);
+        if (w < 0 || (size_t)w >= n - len) return false;
+        len += (size_t)w;
+    }
+    return true;
+}

@@ -41,6 +41,10 @@ DT_API dt_status dt_path_within(const char *root, const char *rel, unsigned flag
  * could not be removed (the rest is still removed). */
 DT_API dt_status dt_path_remove_tree(const char *root, const char *rel);
 
+/* Append s to out (a NUL-terminated string in n bytes) percent-encoded as a URL path segment or
+ * query value (all but the unreserved A-Z a-z 0-9 - _ . ~). False when it does not fit. */
+DT_API bool dt_url_encode(char *out, size_t n, const char *s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,8 @@
 #include "args.h"
 #include "cli.h"
 
+#include "base/path.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,19 +30,6 @@ typedef struct model_args {
     dt_cli_list labels;
     dt_cli_mode mode;
 } model_args;
-
-/* `name` percent-encoded into out (a path segment). */
-static void encode(const char *name, char *out, size_t cap) {
-    size_t n = 0;
-    for (const unsigned char *p = (const unsigned char *)name; *p && n + 4 < cap; p++) {
-        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-            *p == '.' || *p == '_' || *p == '-')
-            out[n++] = (char)*p;
-        else
-            n += (size_t)snprintf(out + n, cap - n, "%%%02X", *p);
-    }
-    out[n] = 0;
-}
 
 static void print_models(const json_t *models, FILE *f, dt_cli_mode mode) {
     const char *hdr[] = {"NAME", "VERSIONS", "DESCRIPTION", "LABELS", "UPDATED"};
@@ -116,9 +105,16 @@ static int do_create(dt_client *c, const model_args *a) {
     return rc;
 }
 
+/* A name whose encoding does not fit a request path (the master refuses far shorter ones). */
+static int name_too_long(const model_args *a) {
+    fprintf(stderr, "%s: error: the model name is too long; hint: model names are short words\n",
+            a->who);
+    return 1;
+}
+
 static int do_register(dt_client *c, const model_args *a) {
-    char name[512], path[600];
-    encode(a->pos[0], name, sizeof name);
+    char name[512] = "", path[600];
+    if (!dt_url_encode(name, sizeof name, a->pos[0])) return name_too_long(a);
     snprintf(path, sizeof path, "/api/v1/models/%s/versions", name);
     json_t *body = json_pack("{s:s}", "checkpoint_uuid", a->pos[1]), *ans = NULL;
     int rc = dt_cli_request(c, a->who, "POST", path, body, &ans,
@@ -141,8 +137,8 @@ static int do_list(dt_client *c, const model_args *a) {
 }
 
 static int do_describe(dt_client *c, const model_args *a) {
-    char name[512], path[600];
-    encode(a->pos[0], name, sizeof name);
+    char name[512] = "", path[600];
+    if (!dt_url_encode(name, sizeof name, a->pos[0])) return name_too_long(a);
     snprintf(path, sizeof path, "/api/v1/models/%s", name);
     json_t *ans = NULL;
     int rc = dt_cli_request(c, a->who, "GET", path, NULL, &ans, "dtrain model list shows them");

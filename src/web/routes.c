@@ -7,23 +7,10 @@
  */
 #include "web_impl.h"
 
+#include "base/path.h"
+
 #include <stdio.h>
 #include <string.h>
-
-/* Append s percent-encoded (all but unreserved characters) to out (n bytes); false if full. */
-static bool encode(char *out, size_t n, const char *s) {
-    size_t len = strlen(out);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                     c == '-' || c == '_' || c == '.' || c == '~';
-        int w = plain ? snprintf(out + len, n - len, "%c", c)
-                      : snprintf(out + len, n - len, "%%%02X", c);
-        if (w < 0 || (size_t)w >= n - len) return false;
-        len += (size_t)w;
-    }
-    return true;
-}
 
 /* GET /experiments, /trials: the experiments list, keeping the query (filter and sort). */
 static void w_get_to_list(void *app, const dt_http_req *req, dt_http_resp *resp) {
@@ -34,9 +21,9 @@ static void w_get_to_list(void *app, const dt_http_req *req, dt_http_resp *resp)
     for (int i = 0; i < req->n_args; i++) {
         size_t len = strlen(loc);
         snprintf(loc + len, n - len, i ? "&" : "?");
-        if (!encode(loc, n, req->args[i][0]) || strlen(loc) + 2 > n) break;
+        if (!dt_url_encode(loc, n, req->args[i][0]) || strlen(loc) + 2 > n) break;
         strcat(loc, "=");
-        if (!encode(loc, n, req->args[i][1] ? req->args[i][1] : "")) break;
+        if (!dt_url_encode(loc, n, req->args[i][1] ? req->args[i][1] : "")) break;
     }
     if (strlen(loc) + 1 >= n) snprintf(loc, n, "/"); /* too long to keep: the plain list */
     resp->status = 302;
