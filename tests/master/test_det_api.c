@@ -7,6 +7,7 @@
  * non-loopback bind only the master's token logs in (as the client hashes passwords), and the
  * login's token opens dtrain's routes as the master's token does. */
 #define _GNU_SOURCE
+#include "master_thread.h"
 #include "test.h"
 
 #include "master/master.h"
@@ -159,31 +160,14 @@ static bool det_error(int want, const char *text) {
 
 /* ---- the master in a thread, its store filled first ---- */
 
-static pthread_t g_thread;
-static dt_master_opts g_opts;
-
-static void *run_master(void *arg) {
-    if (dt_master_run(arg) != DT_OK) fprintf(stderr, "master: %s\n", dt_last_error());
-    return NULL;
-}
+static master_thread g_master;
 
 static bool start(const char *host) {
     snprintf(g_host, sizeof g_host, "%s", host);
-    char p[512];
-    snprintf(p, sizeof p, "%s/master.port", g_home);
-    unlink(p);
-    g_opts = (dt_master_opts){.host = g_host, .port = 0, .slots = 1, .home = g_home, .quiet = true};
-    if (pthread_create(&g_thread, NULL, run_master, &g_opts)) return false;
-    for (int i = 0; i < 200; i++) {
-        FILE *f = fopen(p, "r");
-        if (f) {
-            bool ok = fscanf(f, "%d", &g_port) == 1;
-            fclose(f);
-            if (ok) return true;
-        }
-        usleep(20000);
-    }
-    return false;
+    dt_master_opts o = {.host = g_host, .slots = 1, .home = g_home, .quiet = true};
+    if (!master_thread_start(&g_master, &o)) return false;
+    g_port = g_master.port;
+    return true;
 }
 
 static void stop(void) {
@@ -191,7 +175,7 @@ static void stop(void) {
     snprintf(hdr, sizeof hdr, "Content-Type: application/json\r\nAuthorization: Bearer %s\r\n",
              g_token);
     http("POST", "/api/v1/master/shutdown", hdr, NULL);
-    pthread_join(g_thread, NULL);
+    pthread_join(g_master.thread, NULL);
 }
 
 /* A finished experiment: a trial with training and validation rows, two log lines and one

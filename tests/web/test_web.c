@@ -6,6 +6,7 @@
  * embedded files, unknown and malformed ids, the CSRF rule, oversized and malformed requests, and
  * the token on a non-loopback bind (127.0.0.2: any address but the loopback default needs it). */
 #define _GNU_SOURCE
+#include "master_thread.h"
 #include "test.h"
 
 #include "dsat/dsat.h"
@@ -75,33 +76,15 @@ static bool json_error(const char *ans) {
 
 /* ---- the master in a thread ---- */
 
-static void *run_master(void *arg) {
-    dt_master_opts *o = arg;
-    if (dt_master_run(o) != DT_OK) fprintf(stderr, "master: %s\n", dt_last_error());
-    return NULL;
-}
-
-static pthread_t g_thread;
-static dt_master_opts g_opts;
+static master_thread g_master;
 
 static bool start(const char *host) {
     snprintf(g_host, sizeof g_host, "%s", host);
-    char p[512];
-    snprintf(p, sizeof p, "%s/master.port", g_home);
-    unlink(p);
-    g_opts = (dt_master_opts){.host = g_host, .port = 0, .slots = 1, .home = g_home, .quiet = true};
-    g_opts.routes = dt_web_routes(&g_opts.n_routes);
-    if (pthread_create(&g_thread, NULL, run_master, &g_opts)) return false;
-    for (int i = 0; i < 200; i++) {
-        FILE *f = fopen(p, "r");
-        if (f) {
-            bool ok = fscanf(f, "%d", &g_port) == 1;
-            fclose(f);
-            if (ok) return true;
-        }
-        usleep(20000);
-    }
-    return false;
+    dt_master_opts o = {.host = g_host, .slots = 1, .home = g_home, .quiet = true};
+    o.routes = dt_web_routes(&o.n_routes);
+    if (!master_thread_start(&g_master, &o)) return false;
+    g_port = g_master.port;
+    return true;
 }
 
 static void stop(void) {
@@ -109,7 +92,7 @@ static void stop(void) {
     snprintf(hdr, sizeof hdr, "Content-Type: application/json\r\nAuthorization: Bearer %s\r\n",
              g_token);
     http("POST", "/api/v1/master/shutdown", hdr, NULL, ans, sizeof ans);
-    pthread_join(g_thread, NULL);
+    pthread_join(g_master.thread, NULL);
 }
 
 /* Write `text` to g_home/checkpoints/exp-2/`name` (the dsat runner's output directory). */
