@@ -328,6 +328,45 @@ static bool series_encode(const dt__series *s, int64_t points, dt__text *t) {
     return ok && dt__text_add(t, "]}", 2);
 }
 
+/* Append n doubles to t as little-endian IEEE binary64. */
+static bool f64_add(dt__text *t, const double *v, size_t n) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    for (size_t i = 0; i < n; i++) {
+        unsigned char b[8];
+        memcpy(b, &v[i], 8);
+        for (int k = 0; k < 4; k++) {
+            unsigned char c = b[k];
+            b[k] = b[7 - k], b[7 - k] = c;
+        }
+        if (!dt__text_add(t, (const char *)b, 8)) return false;
+    }
+    return true;
+#else
+    return dt__text_add(t, (const char *)v, n * sizeof *v);
+#endif
+}
+
+bool dt__series_f64(const dt__series *s, int64_t points, dt__text *out) {
+    bool sampled = (int64_t)s->n > points;
+    size_t m = sampled ? (size_t)points + 2 : s->n;
+    size_t *idx = sampled ? malloc(m * sizeof *idx) : NULL;
+    double *xy = malloc((2 * m + 4) * sizeof *xy);
+    bool ok = xy && (!sampled || idx);
+    if (ok) {
+        if (sampled) m = dt__series_sample(s->xs, s->ys, s->n, points, idx);
+        double *xs = xy + 4, *ys = xs + m;
+        xy[0] = (double)s->trial_id, xy[1] = (double)s->n, xy[2] = (double)m, xy[3] = sampled;
+        for (size_t j = 0; j < m; j++) {
+            size_t i = sampled ? idx[j] : j;
+            xs[j] = s->xs[i], ys[j] = s->ys[i];
+        }
+        ok = f64_add(out, xy, 2 * m + 4);
+    }
+    free(idx);
+    free(xy);
+    return ok;
+}
+
 bool dt__series_text(dt__series *s, int64_t points, dt__text *out) {
     if (!s->enc || s->enc_points != points || s->enc_n != s->n) {
         dt__text t = {0};

@@ -67,6 +67,10 @@ void dt__series_cache_trim(dt__series_cache *c);
  * points and the point count are unchanged. False when out of memory (out may have grown by a
  * part of the object). */
 bool dt__series_text(dt__series *s, int64_t points, dt__text *out);
+/* The same points as dt__series_text, as little-endian binary64 (the charts' binary answer,
+ * docs/api.md): trial_id, total, the count m sent, sampled (0 or 1), then m x and m y. False when
+ * out of memory. */
+bool dt__series_f64(const dt__series *s, int64_t points, dt__text *out);
 /* The indices (ascending) of the points of a series of n (xs in batch order) sent for a chart
  * of at most `points` points: all of them when n <= points; else the first and the last, and
  * for each of (points - 2) / 2 equal spans of the x range the point of the minimum y and the
