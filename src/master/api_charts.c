@@ -13,6 +13,8 @@
  */
 #include "api_impl.h"
 
+#include "master/series_cache.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,33 +32,6 @@ static int chart_format(const dt_http_req *req) {
     const char *f = dt_http_query(req, "format");
     if (!f || !strcmp(f, "json")) return DT_SERIES_JSON;
     return !strcmp(f, "f64") ? DT_SERIES_F64 : -1;
-}
-
-/* The answer from its header members (head, compact JSON) and its series as the store wrote
- * them: JSON {...,"series":[...]}, or the binary form (docs/api.md): "DTCHART1", the header's
- * length (u32, little-endian), 4 zero bytes, the header padded with spaces to 8-byte
- * alignment, then the series' binary64 blocks. */
-static bool chart_body(dt_series_format format, const char *head, const char *series, size_t len,
-                       dt_http_resp *resp) {
-    size_t hl = strlen(head), pad = (8 - hl % 8) % 8;
-    size_t total = format == DT_SERIES_JSON ? hl + 10 + len : 16 + hl + pad + len;
-    char *p = resp->raw = malloc(total);
-    if (!p) return false;
-    resp->raw_len = total;
-    if (format == DT_SERIES_JSON) { /* {...,"series":[...]} */
-        memcpy(p, head, hl - 1);
-        memcpy(p + hl - 1, ",\"series\":", 10);
-        memcpy(p + hl + 9, series, len);
-        p[hl + 9 + len] = '}';
-        return true;
-    }
-    memcpy(p, "DTCHART1", 8);
-    for (int k = 0; k < 8; k++) p[8 + k] = k < 4 ? (char)(((hl + pad) >> (8 * k)) & 0xff) : 0;
-    memcpy(p + 16, head, hl);
-    memset(p + 16 + hl, ' ', pad);
-    memcpy(p + 16 + hl + pad, series, len);
-    resp->content_type = "application/octet-stream";
-    return true;
 }
 
 /* The answer as text: the header members encoded by jansson, the series spliced in as the
@@ -101,7 +76,10 @@ static void series_of(master *m, int64_t id, const json_t *row, const dt_http_re
         names = NULL;
         head = h ? json_dumps(h, JSON_COMPACT) : NULL; /* {...} */
         json_decref(h);
-        if (!head || !chart_body((dt_series_format)format, head, series, series_len, resp))
+        if (head && (resp->raw = dt__chart_frame(format == DT_SERIES_F64, head, series,
+                                                 series_len, &resp->raw_len)))
+            resp->content_type = format == DT_SERIES_F64 ? "application/octet-stream" : NULL;
+        else
             st = dt_error(DT_ERR_OOM, "out of memory answering a chart");
     }
     json_decref(names);
