@@ -9,7 +9,6 @@
 
 #include "base/yaml.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
