@@ -1,5 +1,7 @@
-/* args.c — argument parsing of the dtrain command's verbs and the syntax checks of ids,
- * `--config` overrides and the master's URL (args.h). */
+/* args.c — the one argument parser of the dtrain command's verbs (option tables with flags,
+ * values, words, integers and numbers in their ranges, lists; positional arguments; the usage
+ * error; verb tables) and the syntax checks of ids, `--config` overrides and the master's URL
+ * (args.h). */
 #include "args.h"
 #include "cli.h"
 

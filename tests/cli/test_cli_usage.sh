@@ -71,6 +71,11 @@ expect 2 "unknown option '--json'" -- config check c.yaml --json
 expect 2 "unexpected argument 'c'" -- config check a b c
 expect 2 "unexpected argument 'x'" -- master token x
 expect 2 "unknown verb 'show'" -- model show
+expect 2 "unknown option '--step'" -- bench train --model mlp --step 3
+expect 2 "--steps needs a value" -- bench train --model mlp --steps
+expect 2 "--steps must be an integer in [1, 2147483647], got '0'" -- bench train --model mlp --steps 0
+expect 2 "--zero-stage takes 0, 1, 2 or 3, got '4'" -- bench train --model mlp --zero-stage 4
+usage_follows bench gemm --bogus
 
 # ---- --help: exit 0, every option of the verb's table listed and known to the parser ----
 # help_lists "VERB" "ARGS" "OPTIONS...": `dtrain VERB --help` lists each option, and
@@ -103,6 +108,10 @@ help_lists "dsat asha" "c.yaml $M" "--max-trials --max-concurrent-trials --max-s
 help_lists "trial metrics" "3" "--kind --csv --json"
 help_lists "trial logs" "3" "--follow"
 help_lists "worker" "" "--slots --hostfile"
+help_lists "bench train" "" "--model --batch --layers --hidden --d-model --heads --seq --vocab
+  --steps --warmup --threads --dtype --profile --json --slots --zero-stage --offload --nvme-path
+  --gas --pipeline-stages --micro-batches --ds-config"
+help_lists "bench gemm" "" "--size --shape --trans --threads --dtype --reps --backend --json"
 help_lists "config check" "" ""
 help_lists "master token" "" ""
 summary
