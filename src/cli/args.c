@@ -34,8 +34,7 @@ static const char *words_text(const char *const *w, char *buf, size_t n) {
     size_t at = 0;
     buf[0] = 0;
     for (int k = 0; w[k] && at < n; k++)
-        at += (size_t)snprintf(buf + at, n - at, "%s%s", k ? (w[k + 1] ? ", " : " or ") : "",
-                               w[k]);
+        at += (size_t)snprintf(buf + at, n - at, "%s%s", k ? (w[k + 1] ? ", " : " or ") : "", w[k]);
     return buf;
 }
 
@@ -80,8 +79,10 @@ static bool store_value(const dt_cli_opt *o, const char *v, char *err, size_t er
                      range_text(o, what, sizeof what), v);
             return false;
         }
-        if (o->integer) *o->integer = strtoll(v, NULL, 10);
-        else *o->number = x;
+        if (o->integer)
+            *o->integer = strtoll(v, NULL, 10);
+        else
+            *o->number = x;
         return true;
     }
     int k = 0;
@@ -166,8 +167,8 @@ int dt_cli_parse_verb(const char *who, void (*usage)(FILE *), int argc, char **a
                       const dt_cli_opt *opts, int n_opts, const char **pos, int min_pos,
                       int max_pos, const char *pos_names, int *rc) {
     char err[512];
-    int n = dt_cli_parse(argc, argv, opts, n_opts, pos, min_pos, max_pos, pos_names, err,
-                         sizeof err);
+    int n =
+        dt_cli_parse(argc, argv, opts, n_opts, pos, min_pos, max_pos, pos_names, err, sizeof err);
     if (n == DT_CLI_HELP) *rc = DT_EXIT_OK, usage(stdout);
     if (n == DT_CLI_BAD) *rc = dt_cli_usage_error(who, err, usage);
     return n < 0 ? -1 : n;

@@ -135,12 +135,13 @@ static int parse(int argc, char **argv, bench_args *args) {
     for (int k = 0; k < NUM; k++) {
         v[k] = LLONG_MIN; /* not given */
         /* --warmup 0 is the one count that may be zero */
-        opts[11 + k] = (dt_cli_opt){.name = num[k].name, .integer = &v[k],
+        opts[11 + k] = (dt_cli_opt){.name = num[k].name,
+                                    .integer = &v[k],
                                     .lo = !strcmp(num[k].name, "--warmup") ? 0 : 1,
                                     .hi = num[k].i32 ? (double)INT_MAX : (double)INFINITY};
     }
-    int rc, np = dt_cli_parse_verb("dtrain bench", bench_usage, argc, argv, opts, NUM + 11, NULL,
-                                   0, 0, "", &rc);
+    int rc, np = dt_cli_parse_verb("dtrain bench", bench_usage, argc, argv, opts, NUM + 11, NULL, 0,
+                                   0, "", &rc);
     if (np < 0) return rc == DT_EXIT_OK ? 1 : -1;
     for (int k = 0; k < NUM; k++) {
         if (v[k] == LLONG_MIN) continue;

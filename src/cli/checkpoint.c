@@ -72,8 +72,7 @@ void dt_cli_print_checkpoints(const json_t *ckpts, FILE *f, dt_cli_mode mode) {
     dt_cli_table *t = dt_cli_table_new(7, hdr);
     size_t i;
     json_t *ck;
-    static const char *const keys[] = {"uuid", "trial_id", "batches", "state",
-                                       "validation_metric"};
+    static const char *const keys[] = {"uuid", "trial_id", "batches", "state", "validation_metric"};
     json_array_foreach(ckpts, i, ck) {
         dt_cli_table_row(t);
         dt_cli_table_put_members(t, ck, keys, 5);

@@ -71,8 +71,8 @@ static const struct {
     {"--trials-per-random-config", "trials_per_random_config", 1, 100000, 5, "random"},
     {"--early-stopping", "early_stopping", 0, 100000, 0, "random"},
 };
-static const char *const METRICS[] = {"FLOPS_per_gpu", "throughput", "forward", "backward",
-                                      "latency", NULL};
+static const char *const METRICS[] = {"FLOPS_per_gpu", "throughput", "forward",
+                                      "backward",      "latency",    NULL};
 #define NOT_GIVEN LLONG_MIN
 
 /* The parsed command line. */
@@ -86,7 +86,9 @@ typedef struct dsat_args {
 } dsat_args;
 
 /* --zero-stages takes the stage numbers after it. */
-static bool is_digits(const char *s) { return *s && !s[strspn(s, "0123456789")]; }
+static bool is_digits(const char *s) {
+    return *s && !s[strspn(s, "0123456789")];
+}
 
 /* --zero-stages' values as a flow list into a->stages; false with err. */
 static bool stages_list(dsat_args *a, char *err, size_t errn) {
@@ -96,8 +98,8 @@ static bool stages_list(dsat_args *a, char *err, size_t errn) {
         const char *s = a->zero.v[k];
         int st = is_digits(s) && strlen(s) < 4 ? (int)strtol(s, NULL, 10) : -1;
         if (st < 0 || st > 3) {
-            snprintf(err, errn, "--zero-stages must be stages 0..3, e.g. --zero-stages 1 2 3; got '%s'",
-                     s);
+            snprintf(err, errn,
+                     "--zero-stages must be stages 0..3, e.g. --zero-stages 1 2 3; got '%s'", s);
             return false;
         }
         if (seen & (1 << st)) {
@@ -157,11 +159,13 @@ static int parse_args(int argc, char **argv, dsat_args *a, bool *done) {
     };
     for (int i = 0; i < N_INT; i++) {
         a->v[i] = NOT_GIVEN;
-        opts[6 + i] = (dt_cli_opt){.name = INTS[i].flag, .integer = &a->v[i],
-                                   .lo = (double)INTS[i].lo, .hi = (double)INTS[i].hi};
+        opts[6 + i] = (dt_cli_opt){.name = INTS[i].flag,
+                                   .integer = &a->v[i],
+                                   .lo = (double)INTS[i].lo,
+                                   .hi = (double)INTS[i].hi};
     }
-    int n = dt_cli_parse(argc - 1, argv + 1, opts, N_INT + 6, a->pos, 2, 2, "CONFIG MODEL_DIR",
-                         err, sizeof err);
+    int n = dt_cli_parse(argc - 1, argv + 1, opts, N_INT + 6, a->pos, 2, 2, "CONFIG MODEL_DIR", err,
+                         sizeof err);
     *done = n < 0;
     if (n == DT_CLI_HELP) return usage(stdout), DT_EXIT_OK;
     if (n < 0 || !check_args(a, err, sizeof err))

@@ -249,8 +249,8 @@ static void print_list(const json_t *ans, dt_cli_mode mode) {
     json_t *e;
     char buf[32];
     json_array_foreach(json_object_get(ans, "experiments"), i, e) {
-        static const char *const first[] = {"id", "name", "state"},
-                                 *const rest[] = {"num_trials", "best_metric"};
+        static const char *const first[] = {"id", "name", "state"}, *const rest[] = {"num_trials",
+                                                                                     "best_metric"};
         dt_cli_table_row(t);
         dt_cli_table_put_members(t, e, first, 3);
         put_progress(t, e);

@@ -174,15 +174,18 @@ static bool generate_flags(const char *who, int argc, char **argv, const char **
         {.name = "--seed", .integer = &seed, .lo = 0, .hi = INFINITY},
         {.name = "--json", .flag = json},
     };
-    if (dt_cli_parse_verb(who, dt__cli_lm_usage, argc, argv, opts, 7, pos, 1, 1, "MODEL_DIR",
-                          rc) < 0)
+    if (dt_cli_parse_verb(who, dt__cli_lm_usage, argc, argv, opts, 7, pos, 1, 1, "MODEL_DIR", rc) <
+        0)
         return false;
     if (!*prompt || *k <= 0)
         return *rc = dt_cli_usage_error(who, "needs --prompt TEXT and --max-new-tokens K",
                                         dt__cli_lm_usage),
                false;
-    *o = (dt_lm_gen_opts){.temperature = (float)temp, .top_k = top_k, .top_p = (float)top_p,
-                          .seed = (uint64_t)seed, .eos_id = o->eos_id};
+    *o = (dt_lm_gen_opts){.temperature = (float)temp,
+                          .top_k = top_k,
+                          .top_p = (float)top_p,
+                          .seed = (uint64_t)seed,
+                          .eos_id = o->eos_id};
     return true;
 }
 

@@ -50,8 +50,8 @@ static bool parse(int argc, char **argv, ft_args *a, int *rc) {
         {.name = "--seed", .integer = &a->seed, .lo = 0, .hi = INFINITY},
         {.name = "--json", .flag = &a->json},
     };
-    if (dt_cli_parse_verb(WHO, dt__cli_lm_usage, argc, argv, opts, sizeof opts / sizeof *opts,
-                          pos, 2, 2, "MODEL_DIR TEXT_FILE", rc) < 0)
+    if (dt_cli_parse_verb(WHO, dt__cli_lm_usage, argc, argv, opts, sizeof opts / sizeof *opts, pos,
+                          2, 2, "MODEL_DIR TEXT_FILE", rc) < 0)
         return false;
     a->model = pos[0];
     a->text = pos[1];

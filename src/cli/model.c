@@ -68,8 +68,10 @@ static void print_describe(const json_t *ans, dt_cli_mode mode) {
     t = dt_cli_table_new(8, hdr);
     size_t i;
     json_t *v;
-    static const char *const first[] = {"version", "checkpoint_uuid"},
-                             *const rest[] = {"experiment_id", "trial_id", "batches", "metrics"};
+    static const char *const first[] = {"version", "checkpoint_uuid"}, *const rest[] = {
+                                                                           "experiment_id",
+                                                                           "trial_id", "batches",
+                                                                           "metrics"};
     json_array_foreach(json_object_get(ans, "versions"), i, v) {
         dt_cli_table_row(t);
         dt_cli_table_put_members(t, v, first, 2);
@@ -167,8 +169,8 @@ int dt_cli_model(int argc, char **argv) {
         opts[0] = (dt_cli_opt){.name = "--description", .value = &a.description};
         opts[1] = (dt_cli_opt){.name = "--label", .list = &a.labels};
     }
-    if (dt_cli_parse_verb(who, usage, argc - 1, argv + 1, opts, v->create_opts ? 2 : v->json,
-                          a.pos, v->n_pos, v->n_pos, v->pos_names, &rc) < 0)
+    if (dt_cli_parse_verb(who, usage, argc - 1, argv + 1, opts, v->create_opts ? 2 : v->json, a.pos,
+                          v->n_pos, v->n_pos, v->pos_names, &rc) < 0)
         return rc;
     a.mode = dt_cli_mode_for(json, stdout);
     dt_client *c = dt_cli_connect(who, true);

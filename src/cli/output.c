@@ -89,8 +89,8 @@ void dt_cli_table_put_members(dt_cli_table *t, const json_t *obj, const char *co
 
 void dt_cli_table_put_time(dt_cli_table *t, const json_t *obj, const char *key) {
     char buf[32];
-    dt_cli_table_put(t, dt_cli_fmt_time(json_string_value(json_object_get(obj, key)), buf,
-                                        sizeof buf));
+    dt_cli_table_put(
+        t, dt_cli_fmt_time(json_string_value(json_object_get(obj, key)), buf, sizeof buf));
 }
 
 void dt_cli_field(dt_cli_table *t, const char *name, const char *value) {

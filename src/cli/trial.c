@@ -25,8 +25,8 @@ void dt_cli_print_trials(const json_t *trials, FILE *f, dt_cli_mode mode) {
     size_t i;
     json_t *tr;
     json_array_foreach(trials, i, tr) {
-        static const char *const first[] = {"id", "state"},
-                                 *const rest[] = {"best_validation", "restarts", "hparams"};
+        static const char *const first[] = {"id", "state"}, *const rest[] = {"best_validation",
+                                                                             "restarts", "hparams"};
         dt_cli_table_row(t);
         dt_cli_table_put_members(t, tr, first, 2);
         json_t *b = json_object_get(tr, "batches"), *tb = json_object_get(tr, "total_batches");
@@ -70,16 +70,17 @@ static const char *trial_path(char *path, size_t n, int64_t id, const char *tail
 static int do_list(dt_client *c, const trial_args *a) {
     char path[96];
     snprintf(path, sizeof path, "/api/v1/experiments/%lld/trials", (long long)a->id);
-    return dt_cli_show(c, a->who, path, "dtrain experiment list shows the experiments and their ids",
-                       "trials", a->mode, dt_cli_print_trials);
+    return dt_cli_show(c, a->who, path,
+                       "dtrain experiment list shows the experiments and their ids", "trials",
+                       a->mode, dt_cli_print_trials);
 }
 
 /* The trial, then its checkpoints. */
 static int do_describe(dt_client *c, const trial_args *a) {
     char path[96];
     json_t *ans = NULL, *more = NULL;
-    int rc = dt_cli_request(c, a->who, "GET", trial_path(path, sizeof path, a->id, ""), NULL,
-                            &ans, ID_HINT);
+    int rc = dt_cli_request(c, a->who, "GET", trial_path(path, sizeof path, a->id, ""), NULL, &ans,
+                            ID_HINT);
     trial_path(path, sizeof path, a->id, "/checkpoints");
     if (!rc) rc = dt_cli_request(c, a->who, "GET", path, NULL, &more, ID_HINT);
     if (!rc && a->mode == DT_CLI_JSON) {
@@ -156,8 +157,7 @@ static bool parse(const struct verb *v, int argc, char **argv, trial_args *a, in
     int n_opts = 0;
     for (int k = 0; k < 4; k++)
         if (v->opts & (1u << k)) opts[n_opts++] = all[k];
-    if (dt_cli_parse_verb(a->who, usage, argc, argv, opts, n_opts, pos, 1, 1, v->pos_name, rc) <
-        0)
+    if (dt_cli_parse_verb(a->who, usage, argc, argv, opts, n_opts, pos, 1, 1, v->pos_name, rc) < 0)
         return false;
     if (!dt_cli_parse_id(pos[0], v->id_what, &a->id, err, sizeof err))
         return *rc = dt_cli_usage_error(a->who, err, usage), false;

@@ -124,7 +124,9 @@ typedef struct {
     char err[256];
 } typed;
 
-static bool digits(const char *s) { return *s && !s[strspn(s, "0123456789")]; }
+static bool digits(const char *s) {
+    return *s && !s[strspn(s, "0123456789")];
+}
 
 static int parse_typed(typed *t, int argc, const char **argv) {
     static const char *const WORDS[] = {"f32", "bf16", "f16", NULL};
@@ -132,10 +134,11 @@ static int parse_typed(typed *t, int argc, const char **argv) {
     t->n = 7;
     t->x = 0.5;
     t->word = "f32";
-    dt_cli_opt opts[] = {{.name = "--n", .integer = &t->n, .lo = 1, .hi = 64},
-                         {.name = "--x", .number = &t->x, .lo = 0, .hi = INFINITY, .above_lo = true},
-                         {.name = "--dtype", .value = &t->word, .choices = WORDS},
-                         {.name = "--stages", .list = &t->stages, .more = digits}};
+    dt_cli_opt opts[] = {
+        {.name = "--n", .integer = &t->n, .lo = 1, .hi = 64},
+        {.name = "--x", .number = &t->x, .lo = 0, .hi = INFINITY, .above_lo = true},
+        {.name = "--dtype", .value = &t->word, .choices = WORDS},
+        {.name = "--stages", .list = &t->stages, .more = digits}};
     return dt_cli_parse(argc, (char **)argv, opts, 4, t->pos, 0, 2, "A B", t->err, sizeof t->err);
 }
 
@@ -184,8 +187,8 @@ static void test_pick_verb(void) {
     char who[DT_CLI_WHO_MAX];
     int rc = -1;
     char *kill[] = {"kill", "3"};
-    const struct row *r = dt_cli_pick_verb("dtrain x", NULL, 2, kill, rows, 2, sizeof *rows, who,
-                                           &rc);
+    const struct row *r =
+        dt_cli_pick_verb("dtrain x", NULL, 2, kill, rows, 2, sizeof *rows, who, &rc);
     CHECK(r && r->k == 2 && !strcmp(who, "dtrain x kill"));
 }
 
