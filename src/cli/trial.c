@@ -171,11 +171,10 @@ static bool parse(const struct verb *v, int argc, char **argv, trial_args *a, in
 int dt_cli_trial(int argc, char **argv) {
     int rc;
     char who[DT_CLI_WHO_MAX];
+    trial_args a = {.who = who};
     const struct verb *v = dt_cli_pick_verb(WHO, usage, argc, argv, VERBS,
                                             sizeof VERBS / sizeof *VERBS, sizeof *VERBS, who, &rc);
-    if (!v) return rc;
-    trial_args a = {.who = who};
-    if (!parse(v, argc - 1, argv + 1, &a, &rc)) return rc;
+    if (!v || !parse(v, argc - 1, argv + 1, &a, &rc)) return rc;
     dt_client *c = dt_cli_connect(who, true);
     if (!c) return DT_EXIT_UNREACHABLE;
     rc = v->run(c, &a);
