@@ -188,8 +188,7 @@ static dt_status fill_serial(dt_loader *l, slot *s, int64_t k, const int64_t *id
         dt_clear_error();
         dt_status st = ds->get(ds, idx[i], out);
         if (st != DT_OK) {
-            index_error(l, s, k, idx[i],
-                        dt_last_error()[0] ? dt_last_error() : dt_status_name(st));
+            index_error(l, s, k, idx[i], dt_last_error()[0] ? dt_last_error() : dt_status_name(st));
             return st;
         }
     }

@@ -152,8 +152,8 @@ static dt_status swap_create(dt_swap *s, const char *dir, size_t dlen, const cha
     s->fd = mkostemps(s->path, (int)strlen(suffix), O_CLOEXEC);
     if (s->fd < 0) {
         err = errno;
-        return dt_error(DT_ERR_IO, "cannot create the nvme offload file %s: %s; hint: %s",
-                        s->path, strerror(err), io_hint(err));
+        return dt_error(DT_ERR_IO, "cannot create the nvme offload file %s: %s; hint: %s", s->path,
+                        strerror(err), io_hint(err));
     }
     const int64_t bytes = s->nfloats * (int64_t)sizeof(float);
     if (bytes > 0 && (err = reserve(s->fd, bytes)) != 0) {

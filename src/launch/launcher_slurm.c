@@ -188,17 +188,16 @@ static dt_status sbatch_submit(const char *const *argv, long long *job) {
         if (errno || *job <= 0 || (*end && *end != ';')) rc = -2;
     }
     if (rc == 0) return DT_OK;
-    return rc == -1 ? dt_error(DT_ERR_IO,
-                               "cannot run sbatch: %s; hint: install Slurm's "
-                               "client commands (slurm-client) on the master's "
-                               "host",
-                               strerror(errno))
-           : rc == -2
-               ? dt_error(DT_ERR_IO, "sbatch answered '%s', not a job id", last_line(msg))
-               : dt_error(DT_ERR_IO,
-                          "Slurm refused the trial's job: %s; hint: check slurm.partition, "
-                          "account, time and sbatch_args in the experiment config",
-                          last_line(msg));
+    if (rc == -1)
+        return dt_error(DT_ERR_IO,
+                        "cannot run sbatch: %s; hint: install Slurm's client commands "
+                        "(slurm-client) on the master's host",
+                        strerror(errno));
+    if (rc == -2) return dt_error(DT_ERR_IO, "sbatch answered '%s', not a job id", last_line(msg));
+    return dt_error(DT_ERR_IO,
+                    "Slurm refused the trial's job: %s; hint: check slurm.partition, account, "
+                    "time and sbatch_args in the experiment config",
+                    last_line(msg));
 }
 
 static dt_status slurm_start(dt_launcher *l, const dt_launch_spec *spec, dt_launch_run **out) {
