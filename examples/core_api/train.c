@@ -45,14 +45,14 @@ static dt_status train(run *r) {
                 return dt_last_status();
             dt_metrics m = dt_metrics_scalar("loss", dt_item(l));
             if (++steps % 50 == 0)
-                dt_core_report_training_metrics(r->core, &(dt_core_at){steps}, &m, NULL);
+                dt_core_report_training_metrics(r->core, &(dt_core_at){.batches = steps}, &m, NULL);
             if (steps % 100 == 0 && steps < op.length.n &&
                 (st = dt_core_save_module(r->core, NULL, r->net, r->opt, NULL)) != DT_OK)
                 return st;
             if (dt_core_preempt_save(r->core, steps, r->net, r->opt, &st)) return st;
         }
         dt_metrics v = dt_validate_classifier(r->net, r->val);
-        dt_core_report_validation_metrics(r->core, &(dt_core_at){steps}, &v);
+        dt_core_report_validation_metrics(r->core, &(dt_core_at){.batches = steps}, &v);
         fprintf(stderr, "final validation_loss %.9g at batch %lld\n", v.m[0].value,
                 (long long)steps);
         if ((st = dt_core_save_module(r->core, NULL, r->net, r->opt, NULL)) != DT_OK ||
