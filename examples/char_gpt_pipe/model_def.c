@@ -19,6 +19,7 @@
  * stride, d_model, n_head, n_layer, num_stages, partition_method. */
 #include <dtrain/dtrain.h>
 #include <dtrain/pipe.h>
+#include <dtrain/tokenizer.h>
 
 #include <math.h>
 #include <stdlib.h>
