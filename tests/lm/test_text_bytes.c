@@ -18,14 +18,6 @@
 
 static char g_dir[256];
 
-static void write_file(const char *name, const char *text) {
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s", g_dir, name);
-    FILE *f = fopen(p, "wb");
-    fputs(text, f);
-    fclose(f);
-}
-
 /* Every window of ds against the bytes text[first, first + n). */
 static int bad_windows(dt_dataset *ds, const char *text, int64_t first, int64_t n, int64_t T,
                        int64_t S) {
@@ -43,7 +35,7 @@ static int bad_windows(dt_dataset *ds, const char *text, int64_t first, int64_t 
 
 static void test_file_and_split(void) {
     const char *text = "The quick brown fox jumps over the lazy dog. \xc3\xa9t\xc3\xa9!\n";
-    write_file("one.txt", text);
+    t_write_file(g_dir, "one.txt", text);
     char p[512];
     snprintf(p, sizeof p, "%s/one.txt", g_dir);
     int64_t n = (int64_t)strlen(text);
@@ -81,9 +73,9 @@ static void test_directory(void) {
     mkdir(sub, 0700);
     CHECK(dt_dataset_text(sub, NULL, &(dt_text_dataset_opts){.block_size = 2}) == NULL &&
           strstr(dt_last_error(), "no regular file"));
-    write_file("corpus/b", "bravo bravo\n");
-    write_file("corpus/a", "alpha alpha\n");
-    write_file("corpus/.hidden", "HIDDEN");
+    t_write_file(g_dir, "corpus/b", "bravo bravo\n");
+    t_write_file(g_dir, "corpus/a", "alpha alpha\n");
+    t_write_file(g_dir, "corpus/.hidden", "HIDDEN");
     snprintf(p, sizeof p, "%s/b", sub);
     char link[400];
     snprintf(link, sizeof link, "%s/c-link", sub);
@@ -98,12 +90,9 @@ static void test_directory(void) {
 }
 
 int main(void) {
-    snprintf(g_dir, sizeof g_dir, "/tmp/dtrain-text-bytes.XXXXXX");
-    if (!mkdtemp(g_dir)) return 1;
+    if (!t_tmpdir(g_dir, sizeof g_dir, "dtrain-text-bytes")) return 1;
     TEST_RUN(test_file_and_split);
     TEST_RUN(test_directory);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", g_dir);
+    t_rmtree(g_dir);
     TEST_END();
 }

@@ -127,13 +127,10 @@ static void test_preempt_save(void) {
 }
 
 int main(void) {
-    snprintf(g_dir, sizeof g_dir, "/tmp/dtrain-core-helpers.XXXXXX");
-    if (!mkdtemp(g_dir)) return 1;
+    if (!t_tmpdir(g_dir, sizeof g_dir, "dtrain-core-helpers")) return 1;
     TEST_RUN(test_init_args);
     TEST_RUN(test_validate);
     TEST_RUN(test_preempt_save);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", g_dir);
+    t_rmtree(g_dir);
     TEST_END();
 }
