@@ -476,12 +476,7 @@ static dt_status parse_fp16(const sec *root, bool *fp16_master, dt_loss_scaler_c
         /* dtrain's loss scaler checks the rest (window and min scale > 0 as DeepSpeed does;
          * hysteresis >= 1 and a representable first scale on top) */
         dt_loss_scaler *probe = dt_loss_scaler_new(c);
-        if (!probe) {
-            char keep[512];
-            snprintf(keep, sizeof keep, "%s", dt_last_error());
-            const char *msg = strncmp(keep, "dt_loss_scaler_new: ", 20) ? keep : keep + 20;
-            return errf("%s", msg);
-        }
+        if (!probe) return dt__ds_refused("dt_loss_scaler_new: ", "");
         dt_loss_scaler_free(probe);
     }
     return DT_OK;

@@ -10,6 +10,9 @@
 #include "base/confcheck.h"
 #include "dtrain/engine.h"
 
+#include <stdio.h>
+#include <string.h>
+
 /* The keys of section `path` that are accepted without effect, and why. */
 typedef struct dt__ds_ignored {
     const char *path;
@@ -49,6 +52,15 @@ typedef dt_conf_sec sec;
     } while (0)
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+/* A constructor's refusal of the values read (the last error, its own prefix `own` dropped) as
+ * DT_ERR_CONFIG "ds_config: <where><message>"; the constructors check what they take themselves. */
+static inline dt_status dt__ds_refused(const char *own, const char *where) {
+    char keep[512];
+    snprintf(keep, sizeof keep, "%s", dt_last_error());
+    const char *msg = strncmp(keep, own, strlen(own)) ? keep : keep + strlen(own);
+    return errf("%s%s", where, msg);
+}
 
 /* ---- the sections read in their own files ---- */
 

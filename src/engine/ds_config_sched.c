@@ -144,11 +144,9 @@ dt_status dt__ds_parse_optimizer(const sec *root, dt_ds_config *out) {
     if (!dev) return dt_last_status();
     dt_optimizer *probe = dt_optim_new(dev, &c, 0);
     if (!probe) {
-        char keep[512];
-        snprintf(keep, sizeof keep, "%s", dt_last_error());
-        dt_device_free(dev);
-        const char *msg = strncmp(keep, "dt_optim_new: ", 14) ? keep : keep + 14;
-        return errf("optimizer.params: %s", msg);
+        dt_status st = dt__ds_refused("dt_optim_new: ", "optimizer.params: ");
+        DT_KEEP_ERROR(dt_device_free(dev));
+        return st;
     }
     dt_optim_free(probe);
     dt_device_free(dev);
@@ -295,12 +293,7 @@ static dt_status sched_params(const sec *p, dt_sched_type t, dt_sched_config *c)
 /* The schedule's own checks (positive step counts, ...) by building it once. */
 static dt_status sched_probe(const dt_sched_config *c) {
     dt_lr_schedule *probe = dt_sched_new(c, NULL);
-    if (!probe) {
-        char keep[512];
-        snprintf(keep, sizeof keep, "%s", dt_last_error());
-        const char *msg = strncmp(keep, "lr schedule: ", 13) ? keep : keep + 13;
-        return errf("scheduler.params: %s", msg);
-    }
+    if (!probe) return dt__ds_refused("lr schedule: ", "scheduler.params: ");
     dt_sched_free(probe);
     return DT_OK;
 }
