@@ -3,12 +3,10 @@
  *
  * The builder keeps a stack of open mappings/sequences and adds each finished node to the top
  * one. Scalars are typed by the YAML 1.2 core schema (see base/yaml.h); quoted and block
- * scalars are strings. Positions live in two hash tables owned by the doc:
- *   - child table: (parent object, key) or (parent array, index) → value and key positions;
- *     this is the lookup validation uses, since jansson's true/false/null are singletons;
- *   - node table: node pointer → position, for containers, numbers and strings.
- * Tables key on node addresses, so every node that ever had a position stays alive as long as
- * the doc (merge sources are parked in `keep` rather than freed), and no address is reused.
+ * scalars are strings. Positions live in two hash tables owned by the doc, kept by yaml_pos.c
+ * (yaml_impl.h): one by (parent, key or index), one by node. Tables key on node addresses, so every
+ * node that ever had a position stays alive as long as the doc (merge sources are parked in `keep`
+ * rather than freed), and no address is reused.
  *
  * Aliases become deep copies of the anchored node (the copies' children inherit the anchor's
  * positions; the copy itself is placed at the alias); a merge key moves the values of its
@@ -18,7 +16,7 @@
  * the cap, having built at most the cap's worth of nodes. The total node count is capped too
  * (MAX_NODES), for large documents without aliases.
  */
-#include "base/yaml.h"
+#include "base/yaml_impl.h"
 #include "base/base_impl.h"
 
 #include <errno.h>
@@ -32,229 +30,6 @@
 
 #define MAX_NODES (1 << 20) /* nodes created, including alias copies */
 #define MAX_DEPTH 512
-
-/* ---- position tables ----------------------------------------------------------------------- */
-
-typedef struct child_ent {
-    const json_t *parent; /* NULL = empty slot */
-    char *key;            /* object member (owned), or NULL for an array item */
-    size_t index;
-    dt_yaml_pos val, key_pos;
-} child_ent;
-
-typedef struct node_ent {
-    const json_t *node; /* NULL = empty slot */
-    dt_yaml_pos pos;
-} node_ent;
-
-struct dt_yaml_doc {
-    char *name;
-    json_t *root;
-    json_t *keep; /* nodes kept alive only so their addresses stay unique (merge sources) */
-    child_ent *child;
-    size_t child_cap, child_n;
-    node_ent *nodes;
-    size_t node_cap, node_n;
-};
-
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
-
-static uint64_t child_hash(const json_t *parent, const char *key, size_t index) {
-    uint64_t h = mix64((uint64_t)(uintptr_t)parent);
-    if (key) {
-        uint64_t f = 1469598103934665603ULL; /* FNV-1a */
-        for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
-            f ^= *p;
-            f *= 1099511628211ULL;
-        }
-        return mix64(h ^ f);
-    }
-    return mix64(h ^ (index * 0x9e3779b97f4a7c15ULL + 1));
-}
-
-static bool child_match(const child_ent *e, const json_t *parent, const char *key, size_t index) {
-    if (e->parent != parent) return false;
-    if (key) return e->key && !strcmp(e->key, key);
-    return !e->key && e->index == index;
-}
-
-static child_ent *child_find(const dt_yaml_doc *d, const json_t *parent, const char *key,
-                             size_t index) {
-    if (!d || !d->child_cap || !parent) return NULL;
-    size_t mask = d->child_cap - 1;
-    for (size_t i = child_hash(parent, key, index) & mask;; i = (i + 1) & mask) {
-        child_ent *e = &d->child[i];
-        if (!e->parent) return NULL;
-        if (child_match(e, parent, key, index)) return e;
-    }
-}
-
-static bool child_grow(dt_yaml_doc *d) {
-    size_t cap = d->child_cap ? d->child_cap * 2 : 64;
-    child_ent *t = calloc(cap, sizeof *t);
-    if (!t) return false;
-    for (size_t j = 0; j < d->child_cap; j++) {
-        child_ent *e = &d->child[j];
-        if (!e->parent) continue;
-        size_t i = child_hash(e->parent, e->key, e->index) & (cap - 1);
-        while (t[i].parent) i = (i + 1) & (cap - 1);
-        t[i] = *e;
-    }
-    free(d->child);
-    d->child = t;
-    d->child_cap = cap;
-    return true;
-}
-
-/* Record (or overwrite) the positions of parent[key] / parent[index]. */
-static bool child_put(dt_yaml_doc *d, const json_t *parent, const char *key, size_t index,
-                      dt_yaml_pos val, dt_yaml_pos key_pos) {
-    child_ent *e = child_find(d, parent, key, index);
-    if (e) {
-        e->val = val;
-        e->key_pos = key_pos;
-        return true;
-    }
-    if ((d->child_n + 1) * 4 > d->child_cap * 3 && !child_grow(d)) return false;
-    size_t mask = d->child_cap - 1;
-    size_t i = child_hash(parent, key, index) & mask;
-    while (d->child[i].parent) i = (i + 1) & mask;
-    char *k = NULL;
-    if (key && !(k = strdup(key))) return false;
-    d->child[i] = (child_ent){parent, k, index, val, key_pos};
-    d->child_n++;
-    return true;
-}
-
-static bool is_singleton(const json_t *n) {
-    return json_is_true(n) || json_is_false(n) || json_is_null(n);
-}
-
-static node_ent *node_find(const dt_yaml_doc *d, const json_t *node) {
-    if (!d || !d->node_cap || !node) return NULL;
-    size_t mask = d->node_cap - 1;
-    for (size_t i = mix64((uint64_t)(uintptr_t)node) & mask;; i = (i + 1) & mask) {
-        node_ent *e = &d->nodes[i];
-        if (!e->node) return NULL;
-        if (e->node == node) return e;
-    }
-}
-
-static bool node_put(dt_yaml_doc *d, const json_t *node, dt_yaml_pos pos) {
-    if (is_singleton(node)) return true;
-    node_ent *e = node_find(d, node);
-    if (e) {
-        e->pos = pos;
-        return true;
-    }
-    if ((d->node_n + 1) * 4 > d->node_cap * 3) {
-        size_t cap = d->node_cap ? d->node_cap * 2 : 64;
-        node_ent *t = calloc(cap, sizeof *t);
-        if (!t) return false;
-        for (size_t j = 0; j < d->node_cap; j++) {
-            if (!d->nodes[j].node) continue;
-            size_t i = mix64((uint64_t)(uintptr_t)d->nodes[j].node) & (cap - 1);
-            while (t[i].node) i = (i + 1) & (cap - 1);
-            t[i] = d->nodes[j];
-        }
-        free(d->nodes);
-        d->nodes = t;
-        d->node_cap = cap;
-    }
-    size_t mask = d->node_cap - 1;
-    size_t i = mix64((uint64_t)(uintptr_t)node) & mask;
-    while (d->nodes[i].node) i = (i + 1) & mask;
-    d->nodes[i] = (node_ent){node, pos};
-    d->node_n++;
-    return true;
-}
-
-/* ---- public lookups -------------------------------------------------------------------------- */
-
-json_t *dt_yaml_root(const dt_yaml_doc *doc) {
-    return doc ? doc->root : NULL;
-}
-const char *dt_yaml_name(const dt_yaml_doc *doc) {
-    return doc ? doc->name : "";
-}
-
-dt_yaml_pos dt_yaml_value_pos(const dt_yaml_doc *doc, const json_t *obj, const char *key) {
-    child_ent *e = key ? child_find(doc, obj, key, 0) : NULL;
-    return e ? e->val : (dt_yaml_pos){0, 0};
-}
-
-dt_yaml_pos dt_yaml_key_pos(const dt_yaml_doc *doc, const json_t *obj, const char *key) {
-    child_ent *e = key ? child_find(doc, obj, key, 0) : NULL;
-    return e ? e->key_pos : (dt_yaml_pos){0, 0};
-}
-
-dt_yaml_pos dt_yaml_item_pos(const dt_yaml_doc *doc, const json_t *arr, size_t i) {
-    child_ent *e = child_find(doc, arr, NULL, i);
-    return e ? e->val : (dt_yaml_pos){0, 0};
-}
-
-dt_yaml_pos dt_yaml_node_pos(const dt_yaml_doc *doc, const json_t *node) {
-    if (is_singleton(node)) return (dt_yaml_pos){0, 0};
-    node_ent *e = node_find(doc, node);
-    return e ? e->pos : (dt_yaml_pos){0, 0};
-}
-
-const char *dt_yaml_where(const dt_yaml_doc *doc, dt_yaml_pos pos, char *buf, size_t n) {
-    if (!n) return buf;
-    if (!doc) {
-        buf[0] = 0;
-    } else if (pos.line > 0) {
-        snprintf(buf, n, "%s:%d:%d", doc->name, pos.line, pos.col);
-    } else {
-        snprintf(buf, n, "%s", doc->name);
-    }
-    return buf;
-}
-
-bool dt_json_number(const json_t *v, double *out) {
-    if (json_is_integer(v)) {
-        *out = (double)json_integer_value(v);
-        return true;
-    }
-    if (json_is_real(v)) {
-        *out = json_real_value(v);
-        return true;
-    }
-    if (json_is_string(v)) {
-        const char *s = json_string_value(v);
-        if (!strcmp(s, ".inf")) {
-            *out = INFINITY;
-            return true;
-        }
-        if (!strcmp(s, "-.inf")) {
-            *out = -INFINITY;
-            return true;
-        }
-        if (!strcmp(s, ".nan")) {
-            *out = NAN;
-            return true;
-        }
-    }
-    return false;
-}
-
-void dt_yaml_free(dt_yaml_doc *doc) {
-    if (!doc) return;
-    for (size_t i = 0; i < doc->child_cap; i++) free(doc->child[i].key);
-    free(doc->child);
-    free(doc->nodes);
-    json_decref(doc->root);
-    json_decref(doc->keep);
-    free(doc->name);
-    free(doc);
-}
 
 /* ---- scalar resolution (YAML 1.2 core schema) ------------------------------------------------ */
 
@@ -468,10 +243,11 @@ static json_t *copy_with_pos(builder *b, const json_t *src, dt_yaml_pos at) {
                 return NULL;
             }
             /* copy the entry out: child_put may grow (move) the table */
-            const child_ent *e = child_find(b->doc, src, k, 0);
+            const child_ent *e = dt__yaml_child_find(b->doc, src, k, 0);
             if (!e) continue;
             dt_yaml_pos vp = e->val, kp = e->key_pos;
-            if (!child_put(b->doc, dst, k, 0, vp, kp) || !node_put(b->doc, c, vp)) {
+            if (!dt__yaml_child_put(b->doc, dst, k, 0, vp, kp) ||
+                !dt__yaml_node_put(b->doc, c, vp)) {
                 json_decref(dst);
                 return NULL;
             }
@@ -485,10 +261,11 @@ static json_t *copy_with_pos(builder *b, const json_t *src, dt_yaml_pos at) {
                 json_decref(dst);
                 return NULL;
             }
-            const child_ent *e = child_find(b->doc, src, NULL, i);
+            const child_ent *e = dt__yaml_child_find(b->doc, src, NULL, i);
             if (!e) continue;
             dt_yaml_pos vp = e->val;
-            if (!child_put(b->doc, dst, NULL, i, vp, vp) || !node_put(b->doc, c, vp)) {
+            if (!dt__yaml_child_put(b->doc, dst, NULL, i, vp, vp) ||
+                !dt__yaml_node_put(b->doc, c, vp)) {
                 json_decref(dst);
                 return NULL;
             }
@@ -502,7 +279,7 @@ static json_t *copy_with_pos(builder *b, const json_t *src, dt_yaml_pos at) {
 /* Attach a finished node (reference stolen) to the open container, or make it the root. */
 static bool add_node(builder *b, json_t *node, dt_yaml_pos pos) {
     if (!node) return b->failed ? false : oom(b, pos);
-    if (!node_put(b->doc, node, pos)) {
+    if (!dt__yaml_node_put(b->doc, node, pos)) {
         json_decref(node);
         return oom(b, pos);
     }
@@ -515,7 +292,7 @@ static bool add_node(builder *b, json_t *node, dt_yaml_pos pos) {
     if (!f->is_map) {
         size_t i = json_array_size(f->node);
         if (json_array_append_new(f->node, node)) return oom(b, pos);
-        if (!child_put(b->doc, f->node, NULL, i, pos, pos)) return oom(b, pos);
+        if (!dt__yaml_child_put(b->doc, f->node, NULL, i, pos, pos)) return oom(b, pos);
         return true;
     }
     /* a mapping value */
@@ -558,7 +335,7 @@ static bool add_node(builder *b, json_t *node, dt_yaml_pos pos) {
         return r;
     }
     bool ok = !json_object_set_new(f->node, key, node) &&
-              child_put(b->doc, f->node, key, 0, pos, f->key_pos);
+              dt__yaml_child_put(b->doc, f->node, key, 0, pos, f->key_pos);
     free(key);
     return ok ? true : oom(b, pos);
 }
@@ -572,12 +349,13 @@ static bool apply_merges(builder *b, frame *f) {
         json_t *v;
         json_object_foreach(src, k, v) {
             if (json_object_get(f->node, k)) continue; /* explicit keys and earlier merges win */
-            const child_ent *e = child_find(b->doc, src, k, 0);
+            const child_ent *e = dt__yaml_child_find(b->doc, src, k, 0);
             dt_yaml_pos at = e ? e->val : f->pos, kat = e ? e->key_pos : at;
             /* the value moves rather than copies (it keeps its positions): a merge source is
              * parked, never in the tree, and merged into this one mapping only (an alias in a
              * merge is a copy of its own), so no node ends up in two places */
-            if (json_object_set(f->node, k, v) || !child_put(b->doc, f->node, k, 0, at, kat))
+            if (json_object_set(f->node, k, v) ||
+                !dt__yaml_child_put(b->doc, f->node, k, 0, at, kat))
                 return oom(b, at);
         }
     }
@@ -879,6 +657,33 @@ dt_yaml_doc *dt_yaml_load_file(const char *path) {
 }
 
 /* ---- values in messages -------------------------------------------------------------------- */
+
+bool dt_json_number(const json_t *v, double *out) {
+    if (json_is_integer(v)) {
+        *out = (double)json_integer_value(v);
+        return true;
+    }
+    if (json_is_real(v)) {
+        *out = json_real_value(v);
+        return true;
+    }
+    if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        if (!strcmp(s, ".inf")) {
+            *out = INFINITY;
+            return true;
+        }
+        if (!strcmp(s, "-.inf")) {
+            *out = -INFINITY;
+            return true;
+        }
+        if (!strcmp(s, ".nan")) {
+            *out = NAN;
+            return true;
+        }
+    }
+    return false;
+}
 
 const char *dt__json_describe(const json_t *v, bool yaml, char *buf, size_t n) {
     if (!v) {

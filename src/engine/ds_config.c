@@ -36,8 +36,6 @@
 #include <string.h>
 #include <strings.h>
 
-#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
-
 /* ---- loading ----------------------------------------------------------------------------- */
 
 static const char *json_hint(const char *text) {
@@ -145,28 +143,6 @@ json_t *dt_overwrite_config(const json_t *base, const json_t *overrides) {
     return out;
 }
 
-/* ---- messages ---------------------------------------------------------------------------- */
-
-/* The words of every message (base's toolkit, base/confcheck.h, in its JSON dialect). */
-static const dt_conf k_words = {
-    .dialect = DT_CONF_JSON,
-    .prefix = "ds_config: ",
-    .hint = "docs/engine.md lists every key with its range and default",
-    .auto_note = " (\"auto\" is filled in by the Hugging Face integration, not by DeepSpeed "
-                 "itself)",
-};
-
-/* DT_ERR_CONFIG "ds_config: <message>[; hint: docs/engine.md ...]". */
-#define errf(...) dt_conf_error_at(&k_words, (dt_yaml_pos){0, 0}, __VA_ARGS__)
-
-typedef dt_conf_sec sec;
-
-#define TRY(x)                                                                                     \
-    do {                                                                                           \
-        dt_status st_ = (x);                                                                       \
-        if (st_ != DT_OK) return st_;                                                              \
-    } while (0)
-
 /* ---- the keys ---------------------------------------------------------------------------- */
 
 // clang-format off
@@ -258,35 +234,6 @@ static const char *const k_sgd[] = {"lr", "momentum", "dampening", "weight_decay
     "maximize", "max_grad_norm", NULL};
 static const char *const k_sgd_ignored[] = {"foreach", "differentiable", "fused", NULL};
 
-/* Scheduler params by type (the constructors' arguments). */
-static const char *const k_warmup[] = {"warmup_min_lr", "warmup_max_lr", "warmup_num_steps",
-    "warmup_type", "last_batch_iteration", NULL};
-static const char *const k_warmup_decay[] = {"total_num_steps", "warmup_min_lr", "warmup_max_lr",
-    "warmup_num_steps", "warmup_type", "last_batch_iteration", NULL};
-static const char *const k_warmup_cosine[] = {"total_num_steps", "warmup_min_ratio",
-    "warmup_num_steps", "cos_min_ratio", "warmup_type", "last_batch_iteration", NULL};
-static const char *const k_one_cycle[] = {"cycle_min_lr", "cycle_max_lr", "decay_lr_rate",
-    "cycle_first_step_size", "cycle_second_step_size", "cycle_first_stair_count",
-    "cycle_second_stair_count", "decay_step_size", "cycle_momentum", "cycle_min_mom",
-    "cycle_max_mom", "decay_mom_rate", "last_batch_iteration", NULL};
-static const char *const k_lr_range[] = {"lr_range_test_min_lr", "lr_range_test_step_size",
-    "lr_range_test_step_rate", "lr_range_test_staircase", "last_batch_iteration", NULL};
-static const char *const k_step_lr[] = {"step_size", "gamma", "last_epoch", NULL};
-static const char *const k_cosine[] = {"T_max", "eta_min", "last_epoch", NULL};
-
-static const struct {
-    const char *name;
-    dt_sched_type type;
-    const char *const *keys;
-} k_sched_types[] = {
-    {"WarmupLR", DT_SCHED_WARMUP_LR, k_warmup},
-    {"WarmupDecayLR", DT_SCHED_WARMUP_DECAY_LR, k_warmup_decay},
-    {"WarmupCosineLR", DT_SCHED_WARMUP_COSINE_LR, k_warmup_cosine},
-    {"OneCycle", DT_SCHED_ONE_CYCLE, k_one_cycle},
-    {"LRRangeTest", DT_SCHED_LR_RANGE_TEST, k_lr_range},
-    {"StepLR", DT_SCHED_STEP_LR, k_step_lr},
-    {"CosineAnnealingLR", DT_SCHED_COSINE_ANNEALING, k_cosine},
-};
 // clang-format on
 
 /* Keys of a section DeepSpeed knows and dtrain accepts without using, and why (warnings). */
@@ -340,12 +287,6 @@ static const char *const *optim_keys(const char *type, const char *const **ignor
     return NULL;
 }
 
-static const char *const *sched_keys(const char *type) {
-    for (size_t i = 0; type && i < NELEM(k_sched_types); i++)
-        if (!strcmp(type, k_sched_types[i].name)) return k_sched_types[i].keys;
-    return NULL;
-}
-
 static const json_t *obj_get(const json_t *o, const char *k) {
     return json_is_object(o) ? json_object_get(o, k) : NULL;
 }
@@ -357,7 +298,7 @@ static dt_status collect_unknowns(dt_conf *c, const json_t *j) {
     const json_t *s = obj_get(j, "scheduler");
     const char *const *ign;
     const char *const *ok = optim_keys(json_string_value(obj_get(o, "type")), &ign);
-    const char *const *sk = sched_keys(json_string_value(obj_get(s, "type")));
+    const char *const *sk = dt__ds_sched_keys(json_string_value(obj_get(s, "type")));
     TRY(check_keys(c, j, "", k_top, k_top_ignored));
     TRY(check_keys(c, obj_get(j, "fp16"), "fp16", k_fp16, k_fp16_ignored));
     TRY(check_keys(c, obj_get(j, "bf16"), "bf16", k_bf16, k_bf16_ignored));
@@ -535,12 +476,7 @@ static dt_status parse_fp16(const sec *root, bool *fp16_master, dt_loss_scaler_c
         /* dtrain's loss scaler checks the rest (window and min scale > 0 as DeepSpeed does;
          * hysteresis >= 1 and a representable first scale on top) */
         dt_loss_scaler *probe = dt_loss_scaler_new(c);
-        if (!probe) {
-            char keep[512];
-            snprintf(keep, sizeof keep, "%s", dt_last_error());
-            const char *msg = strncmp(keep, "dt_loss_scaler_new: ", 20) ? keep : keep + 20;
-            return errf("%s", msg);
-        }
+        if (!probe) return dt__ds_refused("dt_loss_scaler_new: ", "");
         dt_loss_scaler_free(probe);
     }
     return DT_OK;
@@ -554,145 +490,6 @@ static dt_status parse_bf16(const sec *root, bool *enabled, bool *master, bool *
     TRY(dt_conf_bool(&s, "enabled", enabled));
     TRY(dt_conf_bool(&s, "bf16_master_weights_and_grads", master));
     TRY(dt_conf_bool(&s, "bf16_optimizer_states", opt_states));
-    return DT_OK;
-}
-
-static dt_status get_device(const sec *s, dt_offload_device *out) {
-    static const char *const names[] = {"none", "cpu", "nvme", NULL};
-    int i = -1;
-    TRY(dt_conf_enum(s, "device", names,
-                     "\"cpu\" keeps the state in host memory, \"nvme\" in files under nvme_path",
-                     &i));
-    if (i >= 0) *out = i == 0 ? DT_OFFLOAD_NONE : i == 1 ? DT_OFFLOAD_CPU : DT_OFFLOAD_NVME;
-    return DT_OK;
-}
-
-static dt_status get_path(const sec *s, char *dst, size_t n) {
-    const char *p = NULL;
-    TRY(dt_conf_str(s, "nvme_path", false, &p));
-    if (!p) return DT_OK;
-    if (strlen(p) >= n) {
-        char kb[256];
-        return errf("%s is too long (%zu bytes, at most %zu); hint: use a shorter directory",
-                    dt_conf_path(s, "nvme_path", kb, sizeof kb), strlen(p), n - 1);
-    }
-    snprintf(dst, n, "%s", p);
-    return DT_OK;
-}
-
-static dt_status parse_zero(const sec *root, dt_zero_config *z) {
-    memset(z, 0, sizeof *z);
-    z->contiguous_gradients = true;
-    z->reduce_scatter = true;
-    z->reduce_bucket_size = 500000000;
-    z->allgather_bucket_size = 500000000;
-    z->param_persistence_threshold = 100000;
-    z->prefetch_bucket_size = 50000000;
-    z->max_live_parameters = 1000000000;
-    const json_t *zv = dt_conf_get(root, "zero_optimization");
-    if (zv && json_is_boolean(zv)) { /* DeepSpeed's old form: true = stage 1 */
-        z->stage = json_is_true(zv) ? 1 : 0;
-        z->overlap_comm = false;
-        sec top = *root;
-        top.flags = 0;
-        return dt_conf_int(&top, "allgather_size", 0, INT64_MAX, &z->allgather_bucket_size);
-    }
-    sec s;
-    TRY(dt_conf_section(root, "zero_optimization", DT_CONF_AUTO, NULL, &s));
-    const json_t *stage = dt_conf_get(&s, "stage");
-    int64_t st = 0;
-    double sx = stage && json_is_number(stage) ? json_number_value(stage) : -1;
-    if (stage && !(sx == 0 || sx == 1 || sx == 2 || sx == 3))
-        return dt_conf_expected(
-            &s, "stage", "0, 1, 2 or 3",
-            "0 = plain data parallel, 1 = partition the optimizer state, 2 = also the "
-            "gradients, 3 = also the parameters");
-    TRY(dt_conf_int(&s, "stage", 0, 3, &st));
-    z->stage = (int)st;
-    z->overlap_comm = z->stage == 3;
-    TRY(dt_conf_bool(&s, "overlap_comm", &z->overlap_comm));
-    TRY(dt_conf_bool(&s, "contiguous_gradients", &z->contiguous_gradients));
-    TRY(dt_conf_bool(&s, "reduce_scatter", &z->reduce_scatter));
-    TRY(dt_conf_int(&s, "reduce_bucket_size", 1, INT64_MAX, &z->reduce_bucket_size));
-    TRY(dt_conf_int(&s, "allgather_bucket_size", 0, INT64_MAX, &z->allgather_bucket_size));
-    /* the stage-3 keys under DeepSpeed's names or the field names pydantic also accepts */
-    static const struct {
-        const char *alias, *name;
-        size_t off;
-    } s3[] = {
-        {"stage3_param_persistence_threshold", "param_persistence_threshold",
-         offsetof(dt_zero_config, param_persistence_threshold)},
-        {"stage3_prefetch_bucket_size", "prefetch_bucket_size",
-         offsetof(dt_zero_config, prefetch_bucket_size)},
-        {"stage3_max_live_parameters", "max_live_parameters",
-         offsetof(dt_zero_config, max_live_parameters)},
-    };
-    for (size_t i = 0; i < NELEM(s3); i++) {
-        int64_t *dst = (int64_t *)((char *)z + s3[i].off);
-        TRY(dt_conf_int(&s, dt_conf_get(&s, s3[i].alias) ? s3[i].alias : s3[i].name, 0, INT64_MAX,
-                        dst));
-    }
-    bool compute_grad_norm = true;
-    TRY(dt_conf_bool(&s, "compute_grad_norm", &compute_grad_norm));
-    if (!compute_grad_norm && z->stage != 1 && z->stage != 2)
-        return errf("zero_optimization.compute_grad_norm = false needs ZeRO stage 1 or 2 (stage "
-                    "is %d); hint: remove the key",
-                    z->stage);
-
-    /* offload sections (and the deprecated booleans that stand for them) */
-    sec so, sp;
-    TRY(dt_conf_section(&s, "offload_optimizer", DT_CONF_AUTO, NULL, &so));
-    TRY(dt_conf_section(&s, "offload_param", DT_CONF_AUTO, NULL, &sp));
-    bool dep = false;
-    TRY(dt_conf_bool(&s, "cpu_offload", &dep));
-    if (dep) {
-        if (so.obj)
-            return errf("zero_optimization.cpu_offload (deprecated) and offload_optimizer are both "
-                        "set; hint: keep only offload_optimizer {\"device\": \"cpu\"}");
-        z->offload_optimizer = DT_OFFLOAD_CPU;
-    }
-    dep = false;
-    TRY(dt_conf_bool(&s, "cpu_offload_param", &dep));
-    if (dep) {
-        if (sp.obj)
-            return errf("zero_optimization.cpu_offload_param (deprecated) and offload_param are "
-                        "both set; hint: keep only offload_param {\"device\": \"cpu\"}");
-        z->offload_param = DT_OFFLOAD_CPU;
-    }
-    int64_t ignored_int = 0;
-    bool ignored_bool = false;
-    double ratio = 1.0;
-    TRY(get_device(&so, &z->offload_optimizer));
-    TRY(get_path(&so, z->offload_optimizer_nvme_path, sizeof z->offload_optimizer_nvme_path));
-    TRY(dt_conf_int(&so, "buffer_count", 0, INT64_MAX, &ignored_int));
-    TRY(dt_conf_bool(&so, "pin_memory", &ignored_bool));
-    TRY(dt_conf_real(&so, "ratio", 0, false, &ratio));
-    if (ratio > 1)
-        return errf("zero_optimization.offload_optimizer.ratio must be in [0, 1], got %g; hint: "
-                    "1 offloads the whole optimizer state",
-                    ratio);
-    if (ratio < 1 && z->stage != 3)
-        return errf("zero_optimization.offload_optimizer.ratio %g (partial offload) needs ZeRO "
-                    "stage 3 (stage is %d); hint: remove ratio or use stage 3",
-                    ratio, z->stage);
-    TRY(get_device(&sp, &z->offload_param));
-    TRY(get_path(&sp, z->offload_param_nvme_path, sizeof z->offload_param_nvme_path));
-    TRY(dt_conf_int(&sp, "buffer_count", 0, INT64_MAX, &ignored_int));
-    TRY(dt_conf_int(&sp, "buffer_size", 0, INT64_MAX, &ignored_int));
-    TRY(dt_conf_int(&sp, "max_in_cpu", 0, INT64_MAX, &ignored_int));
-    TRY(dt_conf_bool(&sp, "pin_memory", &ignored_bool));
-
-    /* below stage 3 there are no partitioned parameters to offload: DeepSpeed keeps the setting
-     * and ignores it, and so does the engine (the warning is dt__ds_notes') */
-    if (z->offload_optimizer != DT_OFFLOAD_NONE && z->stage == 0)
-        return errf("zero_optimization.offload_optimizer needs ZeRO stage 1, 2 or 3 (stage is 0); "
-                    "hint: set zero_optimization.stage, or remove offload_optimizer");
-    if (z->offload_optimizer == DT_OFFLOAD_NVME && !z->offload_optimizer_nvme_path[0])
-        return errf("zero_optimization.offload_optimizer.device is \"nvme\" but nvme_path is not "
-                    "set; hint: add \"nvme_path\": \"/a/fast/local/dir\" or use device \"cpu\"");
-    if (z->offload_param == DT_OFFLOAD_NVME && !z->offload_param_nvme_path[0])
-        return errf("zero_optimization.offload_param.device is \"nvme\" but nvme_path is not set; "
-                    "hint: add \"nvme_path\": \"/a/fast/local/dir\" or use device \"cpu\"");
     return DT_OK;
 }
 
@@ -734,240 +531,6 @@ static dt_status parse_flops(const sec *root, dt_flops_profiler_config *f) {
     }
     double ignored = 0;
     TRY(dt_conf_real(&s, "recompute_fwd_factor", 0, false, &ignored));
-    return DT_OK;
-}
-
-/* ---- optimizer and scheduler ------------------------------------------------------------- */
-
-static dt_status get_betas(const sec *s, float *b1, float *b2) {
-    const json_t *v = dt_conf_get(s, "betas");
-    if (!v) return DT_OK;
-    if (!json_is_array(v) || json_array_size(v) != 2 || !json_is_number(json_array_get(v, 0)) ||
-        !json_is_number(json_array_get(v, 1)))
-        return dt_conf_expected(s, "betas", "a list of two numbers", "write e.g. [0.9, 0.999]");
-    *b1 = (float)json_number_value(json_array_get(v, 0));
-    *b2 = (float)json_number_value(json_array_get(v, 1));
-    return DT_OK;
-}
-
-/* A key that must be false if present (a variant DeepSpeed's optimizer refuses or dtrain lacks). */
-static dt_status must_be_false(const sec *s, const char *key, const char *why) {
-    bool b = false;
-    TRY(dt_conf_bool(s, key, &b));
-    if (b) {
-        char kb[256];
-        return errf("%s = true is not supported: %s; hint: remove the key",
-                    dt_conf_path(s, key, kb, sizeof kb), why);
-    }
-    return DT_OK;
-}
-
-static dt_status parse_optimizer(const sec *root, dt_ds_config *out) {
-    sec s, p;
-    TRY(dt_conf_section(root, "optimizer", 0, NULL, &s));
-    out->has_optimizer = false;
-    out->optimizer = dt_optim_defaults(DT_OPTIM_ADAM);
-    out->optimizer.weight_decay = 0;
-    if (!s.obj) return DT_OK;
-    const char *type = NULL;
-    TRY(dt_conf_str(&s, "type", false, &type));
-    if (!type)
-        return errf("optimizer has no \"type\"; hint: set optimizer.type to Adam, AdamW, Lamb or "
-                    "SGD, or remove the optimizer section");
-    dt_optim_type t;
-    if (!strcasecmp(type, "adam"))
-        t = DT_OPTIM_ADAM;
-    else if (!strcasecmp(type, "adamw"))
-        t = DT_OPTIM_ADAMW;
-    else if (!strcasecmp(type, "lamb"))
-        t = DT_OPTIM_LAMB;
-    else if (!strcmp(type, "SGD"))
-        t = DT_OPTIM_SGD;
-    else {
-        static const char *const names[] = {"Adam", "AdamW", "Lamb", "SGD", NULL};
-        const char *sug = dt_conf_suggest(type, names);
-        return errf("optimizer.type \"%s\" is not supported%s%s%s; hint: dtrain has Adam, AdamW "
-                    "and Lamb (any case) and SGD (as torch.optim spells it)",
-                    type, sug ? " (did you mean \"" : "", sug ? sug : "", sug ? "\"?)" : "");
-    }
-    TRY(dt_conf_section(&s, "params", 0, NULL, &p));
-    if (dt_conf_get(&p, "max_grad_norm"))
-        return errf("optimizer.params.max_grad_norm is not supported as an optimizer parameter "
-                    "(DeepSpeed refuses it too); hint: use the top-level \"gradient_clipping\"");
-    dt_optim_config c = dt_optim_defaults(t);
-    TRY(dt_conf_float(&p, "lr", 0, false, &c.lr));
-    TRY(dt_conf_float(&p, "weight_decay", 0, false, &c.weight_decay));
-    if (t == DT_OPTIM_SGD) {
-        TRY(dt_conf_float(&p, "momentum", 0, false, &c.momentum));
-        TRY(dt_conf_float(&p, "dampening", -INFINITY, false, &c.dampening));
-        TRY(dt_conf_bool(&p, "nesterov", &c.nesterov));
-        TRY(must_be_false(&p, "maximize", "dtrain's SGD always minimises"));
-    } else {
-        TRY(get_betas(&p, &c.beta1, &c.beta2));
-        TRY(dt_conf_float(&p, "eps", 0, false, &c.eps));
-        TRY(dt_conf_bool(&p, "bias_correction", &c.bias_correction));
-        TRY(must_be_false(&p, "amsgrad", "DeepSpeed's fused Adam and Lamb have no AMSGrad"));
-    }
-    if (t == DT_OPTIM_ADAM || t == DT_OPTIM_ADAMW) {
-        /* DeepSpeed: "Adam" is AdamW unless adam_w_mode is false; "AdamW" always is. Its fused
-         * Adam defaults weight_decay to 0; torch_adam selects torch.optim.Adam(W), whose
-         * AdamW defaults it to 0.01. */
-        bool w_mode = true, torch_adam = false;
-        TRY(dt_conf_bool(&p, "adam_w_mode", &w_mode));
-        TRY(dt_conf_bool(&p, "torch_adam", &torch_adam));
-        c.adam_w_mode = t == DT_OPTIM_ADAMW || w_mode;
-        c.weight_decay = torch_adam && c.adam_w_mode ? 0.01f : 0.0f;
-        TRY(dt_conf_float(&p, "weight_decay", 0, false, &c.weight_decay));
-    }
-    if (t == DT_OPTIM_LAMB) {
-        TRY(dt_conf_float(&p, "max_coeff", 0, false, &c.max_coeff));
-        TRY(dt_conf_float(&p, "min_coeff", 0, false, &c.min_coeff));
-        TRY(must_be_false(&p, "eps_inside_sqrt", "dtrain's Lamb adds eps outside the square root"));
-    }
-    /* the optimiser's own checks (betas in [0, 1), nesterov with momentum, ...) */
-    dt_device *dev = dt_device_new("ds_config", 0);
-    if (!dev) return dt_last_status();
-    dt_optimizer *probe = dt_optim_new(dev, &c, 0);
-    if (!probe) {
-        char keep[512];
-        snprintf(keep, sizeof keep, "%s", dt_last_error());
-        dt_device_free(dev);
-        const char *msg = strncmp(keep, "dt_optim_new: ", 14) ? keep : keep + 14;
-        return errf("optimizer.params: %s", msg);
-    }
-    dt_optim_free(probe);
-    dt_device_free(dev);
-    out->has_optimizer = true;
-    out->optimizer = c;
-    return DT_OK;
-}
-
-static dt_status parse_scheduler(const sec *root, dt_ds_config *out) {
-    char kb[256];
-    sec s, p;
-    TRY(dt_conf_section(root, "scheduler", 0, NULL, &s));
-    out->has_scheduler = false;
-    out->scheduler = dt_sched_defaults(DT_SCHED_CONSTANT);
-    out->scheduler.base_lr = out->optimizer.lr;
-    if (!s.obj) return DT_OK;
-    const char *type = NULL;
-    TRY(dt_conf_str(&s, "type", false, &type));
-    int ti = -1;
-    for (size_t i = 0; type && i < NELEM(k_sched_types); i++)
-        if (!strcmp(type, k_sched_types[i].name)) ti = (int)i;
-    if (ti < 0) {
-        const char *names[NELEM(k_sched_types) + 1];
-        for (size_t i = 0; i < NELEM(k_sched_types); i++) names[i] = k_sched_types[i].name;
-        names[NELEM(k_sched_types)] = NULL;
-        const char *sug = type ? dt_conf_suggest(type, names) : NULL;
-        return errf("scheduler.type %s%s%s is not supported%s%s%s; hint: use WarmupLR, "
-                    "WarmupDecayLR, WarmupCosineLR, OneCycle or LRRangeTest (DeepSpeed's "
-                    "schedules), StepLR or CosineAnnealingLR; names are case-sensitive",
-                    type ? "\"" : "", type ? type : "(missing)", type ? "\"" : "",
-                    sug ? " (did you mean \"" : "", sug ? sug : "", sug ? "\"?)" : "");
-    }
-    dt_sched_type t = k_sched_types[ti].type;
-    TRY(dt_conf_section(&s, "params", 0, NULL, &p));
-    dt_sched_config c = dt_sched_defaults(t);
-    c.base_lr = out->optimizer.lr;
-    /* DeepSpeed's WarmupLR warms up to the optimizer's lr unless warmup_max_lr is given
-     * (WarmupDecayLR keeps its own default of 0.001) */
-    if (t == DT_SCHED_WARMUP_LR) c.warmup_max_lr = out->optimizer.lr;
-    int64_t last = -1;
-    TRY(dt_conf_int(&p,
-                    t == DT_SCHED_STEP_LR || t == DT_SCHED_COSINE_ANNEALING
-                        ? "last_epoch"
-                        : "last_batch_iteration",
-                    -1, INT64_MAX, &last));
-    if (last != -1)
-        return errf("%s.%s is not supported; hint: remove it (an engine checkpoint restores the "
-                    "schedule's position)",
-                    p.path,
-                    t == DT_SCHED_STEP_LR || t == DT_SCHED_COSINE_ANNEALING
-                        ? "last_epoch"
-                        : "last_batch_iteration");
-    /* required arguments of the constructors */
-    const char *required[2] = {NULL, NULL};
-    if (t == DT_SCHED_WARMUP_DECAY_LR || t == DT_SCHED_WARMUP_COSINE_LR)
-        required[0] = "total_num_steps";
-    if (t == DT_SCHED_ONE_CYCLE) required[0] = "cycle_min_lr", required[1] = "cycle_max_lr";
-    if (t == DT_SCHED_STEP_LR) required[0] = "step_size";
-    if (t == DT_SCHED_COSINE_ANNEALING) required[0] = "T_max";
-    for (int i = 0; i < 2; i++)
-        if (required[i] && !dt_conf_get(&p, required[i]))
-            return errf("%s is required by the %s schedule; hint: add it to scheduler.params",
-                        dt_conf_path(&p, required[i], kb, sizeof kb), type);
-    switch (t) {
-    case DT_SCHED_WARMUP_LR:
-    case DT_SCHED_WARMUP_DECAY_LR:
-    case DT_SCHED_WARMUP_COSINE_LR: {
-        TRY(dt_conf_int(&p, "warmup_num_steps", INT64_MIN, INT64_MAX, &c.warmup_num_steps));
-        if (t == DT_SCHED_WARMUP_COSINE_LR) {
-            TRY(dt_conf_float(&p, "warmup_min_ratio", -INFINITY, false, &c.warmup_min_ratio));
-            TRY(dt_conf_float(&p, "cos_min_ratio", -INFINITY, false, &c.cos_min_ratio));
-        } else {
-            TRY(dt_conf_float(&p, "warmup_min_lr", 0, false, &c.warmup_min_lr));
-            TRY(dt_conf_float(&p, "warmup_max_lr", 0, false, &c.warmup_max_lr));
-        }
-        if (t != DT_SCHED_WARMUP_LR)
-            TRY(dt_conf_int(&p, "total_num_steps", INT64_MIN, INT64_MAX, &c.total_num_steps));
-        const char *wt = NULL;
-        TRY(dt_conf_str(&p, "warmup_type", false, &wt));
-        if (wt && strcmp(wt, "log") && strcmp(wt, "linear"))
-            dt_log(DT_LOG_WARN,
-                   "ds_config: scheduler.params.warmup_type \"%s\" is neither \"log\" nor "
-                   "\"linear\"; using \"log\" as DeepSpeed does",
-                   wt);
-        c.warmup_linear = wt && !strcmp(wt, "linear");
-        break;
-    }
-    case DT_SCHED_ONE_CYCLE: {
-        TRY(dt_conf_float(&p, "cycle_min_lr", 0, false, &c.cycle_min_lr));
-        TRY(dt_conf_float(&p, "cycle_max_lr", 0, false, &c.cycle_max_lr));
-        TRY(dt_conf_float(&p, "decay_lr_rate", -INFINITY, false, &c.decay_lr_rate));
-        TRY(dt_conf_int(&p, "cycle_first_step_size", INT64_MIN, INT64_MAX,
-                        &c.cycle_first_step_size));
-        TRY(dt_conf_int(&p, "cycle_second_step_size", INT64_MIN, INT64_MAX,
-                        &c.cycle_second_step_size));
-        TRY(dt_conf_int(&p, "cycle_first_stair_count", 0, INT64_MAX, &c.cycle_first_stair_count));
-        TRY(dt_conf_int(&p, "cycle_second_stair_count", 0, INT64_MAX, &c.cycle_second_stair_count));
-        TRY(dt_conf_int(&p, "decay_step_size", INT64_MIN, INT64_MAX, &c.decay_step_size));
-        TRY(dt_conf_bool(&p, "cycle_momentum", &c.cycle_momentum));
-        TRY(dt_conf_float(&p, "cycle_min_mom", -INFINITY, false, &c.cycle_min_mom));
-        TRY(dt_conf_float(&p, "cycle_max_mom", -INFINITY, false, &c.cycle_max_mom));
-        TRY(dt_conf_float(&p, "decay_mom_rate", -INFINITY, false, &c.decay_mom_rate));
-        break;
-    }
-    case DT_SCHED_LR_RANGE_TEST:
-        TRY(dt_conf_float(&p, "lr_range_test_min_lr", 0, false, &c.lr_range_test_min_lr));
-        TRY(dt_conf_int(&p, "lr_range_test_step_size", INT64_MIN, INT64_MAX,
-                        &c.lr_range_test_step_size));
-        TRY(dt_conf_float(&p, "lr_range_test_step_rate", -INFINITY, false,
-                          &c.lr_range_test_step_rate));
-        TRY(dt_conf_bool(&p, "lr_range_test_staircase", &c.lr_range_test_staircase));
-        break;
-    case DT_SCHED_STEP_LR:
-        TRY(dt_conf_int(&p, "step_size", INT64_MIN, INT64_MAX, &c.step_size));
-        TRY(dt_conf_float(&p, "gamma", -INFINITY, false, &c.gamma));
-        break;
-    case DT_SCHED_COSINE_ANNEALING:
-        TRY(dt_conf_int(&p, "T_max", INT64_MIN, INT64_MAX, &c.t_max));
-        TRY(dt_conf_float(&p, "eta_min", -INFINITY, false, &c.eta_min));
-        break;
-    default:
-        break;
-    }
-    /* the schedule's own checks (positive step counts, ...) */
-    dt_lr_schedule *probe = dt_sched_new(&c, NULL);
-    if (!probe) {
-        char keep[512];
-        snprintf(keep, sizeof keep, "%s", dt_last_error());
-        const char *msg = strncmp(keep, "lr schedule: ", 13) ? keep : keep + 13;
-        return errf("scheduler.params: %s", msg);
-    }
-    dt_sched_free(probe);
-    out->has_scheduler = true;
-    out->scheduler = c;
     return DT_OK;
 }
 
@@ -1039,7 +602,7 @@ dt_status dt_ds_config_parse(const json_t *j, int dp_world_size, dt_ds_config *o
                         dp_world_size);
     dt_ds_config c;
     memset(&c, 0, sizeof c);
-    dt_conf conf = k_words;
+    dt_conf conf = *dt__ds_words();
     conf.root = j;
     sec root = dt_conf_root(&conf, 0, NULL);
 
@@ -1077,7 +640,7 @@ dt_status dt_ds_config_parse(const json_t *j, int dp_world_size, dt_ds_config *o
     if (c.fp16.enabled && c.bf16)
         return errf("fp16.enabled and bf16.enabled are both true; hint: choose one mixed "
                     "precision mode (bf16 needs no loss scaling)");
-    TRY(parse_zero(&root, &c.zero));
+    TRY(dt__ds_parse_zero(&root, &c.zero));
     if ((fp16_master || bf16_master || bf16_opt_states) && c.zero.stage == 0)
         return errf("%s needs ZeRO stage 1, 2 or 3; hint: set zero_optimization.stage or remove "
                     "the key",
@@ -1090,8 +653,8 @@ dt_status dt_ds_config_parse(const json_t *j, int dp_world_size, dt_ds_config *o
     TRY(parse_activation_ckpt(&root, &c.activation_checkpointing));
     TRY(parse_flops(&root, &c.flops_profiler));
     c.wall_clock_breakdown = c.wall_clock_breakdown || c.flops_profiler.enabled;
-    TRY(parse_optimizer(&root, &c));
-    TRY(parse_scheduler(&root, &c));
+    TRY(dt__ds_parse_optimizer(&root, &c));
+    TRY(dt__ds_parse_scheduler(&root, &c));
     *out = c;
     return DT_OK;
 }

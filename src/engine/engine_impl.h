@@ -1,6 +1,6 @@
 /*
  * engine_impl.h — internals of the engine shared by engine.c (the API, micro-step and boundary
- * logic), zero.c (partitions, buckets, gathers, the partitioned optimizer step) and
+ * logic), zero*.c (partitions, buckets, gathers, the partitioned optimizer step) and
  * engine_ckpt.c (checkpoints).
  *
  * Flat coordinates: the module's flat buffer has n elements (nn's layout, 64-byte aligned
@@ -126,7 +126,7 @@ dt_status dt__profiler_begin(dt_engine *e);
  * Nothing happens when no profile step is running. */
 void dt__profiler_end(dt_engine *e, bool print);
 
-/* ---- zero.c ---- */
+/* ---- zero*.c (zero_impl.h names the files) ---- */
 /* Partition the flat buffer, allocate the stage's buffers and install the module hooks. */
 dt_status dt__zero_setup(dt_engine *e);
 void dt__zero_teardown(dt_engine *e);

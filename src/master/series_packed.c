@@ -7,7 +7,7 @@
  * metric_series_ok holds, per (trial, kind), the last batch packed: a kind is packed only when
  * its series were started with the trial's first rows of that kind and every row since came
  * after the last one. A row at or before it (a rewrite after a restart from a checkpoint) drops
- * the kind's packed series, and readers go back to the rows (series_extend in store.c); so do
+ * the kind's packed series, and readers go back to the rows (series_extend in store_metrics.c); so do
  * the trials of a store written before schema 8.
  */
 #include "master/series_cache.h"
