@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -162,7 +163,10 @@ static unsigned long long from_octal(const char *f, size_t w) {
     return v;
 }
 
-static dt_status write_file(const char *path, const void *d, size_t n, unsigned mode) {
+/* Write the file with its mode and, when the entry has one, its modification time: a build
+ * in the unpacked directory (make) compares sources with what was built from them. */
+static dt_status write_file(const char *path, const void *d, size_t n, unsigned mode,
+                            long long mtime) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, (mode & 0777) | 0600);
     if (fd < 0) return dt_error(DT_ERR_IO, "cannot create %s: %s", path, strerror(errno));
     const char *p = d;
@@ -174,7 +178,10 @@ static dt_status write_file(const char *path, const void *d, size_t n, unsigned 
         }
         off += (size_t)k;
     }
-    return close(fd) == 0 ? DT_OK : dt_error(DT_ERR_IO, "cannot write %s", path);
+    struct timespec at[2] = {{.tv_nsec = UTIME_OMIT}, {.tv_sec = (time_t)mtime}};
+    bool ok = mtime <= 0 || futimens(fd, at) == 0;
+    if (close(fd) != 0 || !ok) return dt_error(DT_ERR_IO, "cannot write %s", path);
+    return DT_OK;
 }
 
 dt_status dt__tar_unpack(const void *tar, size_t len, const char *dir) {
@@ -202,7 +209,8 @@ dt_status dt__tar_unpack(const void *tar, size_t len, const char *dir) {
             int err = dt__mkdir_p(path, failed, sizeof failed);
             *slash = '/';
             if (err) return dt_error(DT_ERR_IO, "cannot create %s: %s", failed, strerror(err));
-            dt_status st = write_file(path, h + 512, n, mode);
+            dt_status st =
+                write_file(path, h + 512, n, mode, (long long)from_octal(h + 136, 12));
             if (st != DT_OK) return st;
         }
         off += 512 + (h[156] == '5' ? 0 : (n + 511) / 512 * 512);
