@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <stdint.h>
+#include <unistd.h>
 
 static int mt_rank;
 
@@ -63,6 +64,22 @@ static inline bool mt_begin(dt_comm **world) {
     mt_rank = dt_comm_rank(*world);
     dt_log_set_level(DT_LOG_WARN);
     return true;
+}
+
+/* A number every rank shares (rank 0's process id), for the names of shared directories. */
+static inline int64_t mt_shared_tag(dt_comm *world) {
+    int64_t tag = (int64_t)getpid();
+    dt_comm_broadcast(world, &tag, sizeof tag, 0);
+    return tag;
+}
+
+/* Whether v is the same on every rank (collective). */
+static inline bool mt_same_everywhere(dt_comm *world, double v) {
+    double hi = v, lo = v;
+    dt_comm_allreduce(world, &hi, 1, DT_COMM_DTYPE_F64, DT_REDUCE_OP_MAX);
+    dt_comm_allreduce(world, &lo, 1, DT_COMM_DTYPE_F64, DT_REDUCE_OP_MIN);
+    if (hi != lo) fprintf(stderr, "rank %d: %g here, from %g to %g over the ranks\n", mt_rank, v, lo, hi);
+    return hi == lo;
 }
 
 /* Sum every rank's pass/fail counts; rank 0 prints "N passed, M failed" for the job. A rank
