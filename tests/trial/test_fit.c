@@ -88,13 +88,7 @@ static dt_fit_opts opts(const char *dir, int64_t batches) {
 /* The bytes of DIR/<latest>/model.safetensors. */
 static char *latest_model(const char *dir, size_t *n) {
     char p[512];
-    snprintf(p, sizeof p, "%s/latest", dir);
-    char *name = fx_slurp(p, NULL);
-    if (!name) return NULL;
-    name[strcspn(name, "\n")] = 0;
-    snprintf(p, sizeof p, "%s/%s/model.safetensors", dir, name);
-    free(name);
-    return fx_slurp(p, n);
+    return fx_latest(dir, "model.safetensors", p, sizeof p) ? fx_slurp(p, n) : NULL;
 }
 
 static json_t *config(void) {
