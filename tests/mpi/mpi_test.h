@@ -5,6 +5,7 @@
 #define DT_MPI_TEST_H
 
 #include "dtrain/dist.h"
+#include "fixtures/files.h"
 #include "test.h"
 
 #include <dlfcn.h>
@@ -71,6 +72,13 @@ static inline int64_t mt_shared_tag(dt_comm *world) {
     int64_t tag = (int64_t)getpid();
     dt_comm_broadcast(world, &tag, sizeof tag, 0);
     return tag;
+}
+
+/* One scratch directory for the job, made by rank 0 (fixtures/files.h) and named to all in
+ * out (empty when it could not be made). */
+static inline void mt_tmpdir(dt_comm *world, char *out, size_t n, const char *name) {
+    if (mt_rank == 0 && !fx_tmpdir(out, n, name)) out[0] = 0;
+    dt_comm_broadcast(world, out, n, 0);
 }
 
 /* Whether v is the same on every rank (collective). */

@@ -95,16 +95,7 @@ static void reference(int D, int steps, ref_run *out) {
     dt_module_build(out->net, out->ctx, 3);
     char path[400];
     snprintf(path, sizeof path, "%s/init.safetensors", g_tmp);
-    if (dt_comm_rank(g_world) == 0) {
-        int n = dt_module_param_count(out->net);
-        const char *names[32];
-        dt_tensor *ts[32];
-        for (int i = 0; i < n; i++) {
-            names[i] = dt_module_param_name(out->net, i);
-            ts[i] = dt_module_param_tensor(out->net, i);
-        }
-        CHECK(dt_safetensors_write(path, n, names, ts, 0, NULL) == DT_OK);
-    }
+    if (dt_comm_rank(g_world) == 0) CHECK(fx_save_params(path, out->net));
     dt_comm *self = NULL;
     dt_comm_init_self(&self);
     json_t *j = config(1, "{\"stage\": 0}");
@@ -630,14 +621,7 @@ static void test_deterministic(void) {
         dt_ctx *c = dt_ctx_new(NULL, 1);
         dt_module *net = pipe_mlp_sequential();
         dt_module_build(net, c, 3);
-        int n = dt_module_param_count(net);
-        const char *names[32];
-        dt_tensor *ts[32];
-        for (int i = 0; i < n; i++) {
-            names[i] = dt_module_param_name(net, i);
-            ts[i] = dt_module_param_tensor(net, i);
-        }
-        CHECK(dt_safetensors_write(init, n, names, ts, 0, NULL) == DT_OK);
+        CHECK(fx_save_params(init, net));
         dt_module_free(net);
         dt_ctx_free(c);
     }
@@ -702,17 +686,8 @@ static void test_refused(void) {
 }
 
 int main(void) {
-    if (dt_comm_init(&g_world) != DT_OK) {
-        fprintf(stderr, "dt_comm_init: %s\n", dt_last_error());
-        return 1;
-    }
-    mt_rank = dt_comm_rank(g_world);
-    dt_log_set_level(DT_LOG_WARN);
-    if (mt_rank == 0) {
-        snprintf(g_tmp, sizeof g_tmp, "/tmp/dt_pipe_mpi_XXXXXX");
-        if (!mkdtemp(g_tmp)) g_tmp[0] = 0;
-    }
-    dt_comm_broadcast(g_world, g_tmp, sizeof g_tmp, 0);
+    if (!mt_begin(&g_world)) return 1;
+    mt_tmpdir(g_world, g_tmp, sizeof g_tmp, "pipe-mpi"); /* one scratch directory for the job */
     MT_RUN(test_two_stages);
     MT_RUN(test_all_stages);
     MT_RUN(test_activation_checkpointing);
@@ -722,11 +697,8 @@ int main(void) {
     MT_RUN(test_deterministic);
     MT_RUN(test_refused);
     dt_comm_barrier(g_world);
-    if (mt_rank == 0 && g_tmp[0]) {
-        char cmd[400];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
-    }
+    if (mt_rank == 0 && g_tmp[0] && !fx_rmtree(g_tmp))
+        fprintf(stderr, "could not remove %s\n", g_tmp);
     int rc = mt_end(g_world);
     dt_comm_finalize(g_world);
     return rc;

@@ -277,12 +277,6 @@ static void reference(int D, uint64_t seed, ref_run *out) {
     dt_comm_finalize(self);
 }
 
-static int64_t shared_tag(void) {
-    int64_t tag = (int64_t)getpid();
-    dt_comm_broadcast(g_world, &tag, sizeof tag, 0);
-    return tag;
-}
-
 static double rel_diff(const float *a, const float *b, int64_t n) {
     double d = 0, s = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -375,31 +369,11 @@ static void check_trial(int stages, const char *dir) {
     dt_ctx_free(ref.ctx);
 }
 
-static bool same_file(const char *a, const char *b) {
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    bool same = fa && fb;
-    while (same) {
-        int x = fgetc(fa), y = fgetc(fb);
-        if (x != y) same = false;
-        if (x == EOF || y == EOF) break;
-    }
-    if (fa) fclose(fa);
-    if (fb) fclose(fb);
-    if (!same) fprintf(stderr, "  differ: %s vs %s\n", a, b);
-    return same;
-}
-
-static void rm_rf(const char *dir) {
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK(system(cmd) == 0);
-}
-
 /* 2 stages (x 2 data-parallel at W = 4): parity, then a stop at 6 and a resume to 12 gives
  * the files of the uninterrupted run. */
 static void test_two_stages_and_resume(void) {
     int W = dt_comm_size(g_world), D = W / 2;
-    int64_t tag = shared_tag();
+    int64_t tag = mt_shared_tag(g_world);
     char full[256], half[256];
     snprintf(full, sizeof full, "/tmp/dtrain-pipetrial-full-%lld", (long long)tag);
     snprintf(half, sizeof half, "/tmp/dtrain-pipetrial-half-%lld", (long long)tag);
@@ -435,10 +409,10 @@ static void test_two_stages_and_resume(void) {
             char a[600], b[600];
             snprintf(a, sizeof a, "%s/batch_%d/%.127s", full, BATCHES, rel[i]);
             snprintf(b, sizeof b, "%s/batch_%d/%.127s", half, BATCHES, rel[i]);
-            CHECK_MSG(same_file(a, b), "W=%d: %s differs after stop + resume", W, rel[i]);
+            CHECK_MSG(fx_same_file(a, b), "W=%d: %s differs after stop + resume", W, rel[i]);
         }
-        rm_rf(full);
-        rm_rf(half);
+        CHECK(fx_rmtree(full));
+        CHECK(fx_rmtree(half));
     }
     dt_comm_barrier(g_world);
 }
@@ -447,18 +421,18 @@ static void test_two_stages_and_resume(void) {
 static void test_all_stages(void) {
     int W = dt_comm_size(g_world);
     if (W < 3) return;
-    int64_t tag = shared_tag();
+    int64_t tag = mt_shared_tag(g_world);
     char dir[256];
     snprintf(dir, sizeof dir, "/tmp/dtrain-pipetrial-all-%lld", (long long)tag);
     check_trial(W, dir);
-    if (mt_rank == 0) rm_rf(dir);
+    if (mt_rank == 0) CHECK(fx_rmtree(dir));
     dt_comm_barrier(g_world);
 }
 
 /* A validation loader shorter than one pipeline evaluation: refused on every slot. */
 static void test_short_validation(void) {
     int W = dt_comm_size(g_world), D = W / 2;
-    int64_t tag = shared_tag();
+    int64_t tag = mt_shared_tag(g_world);
     char dir[256];
     snprintf(dir, sizeof dir, "/tmp/dtrain-pipetrial-short-%lld", (long long)tag);
     g_stages = 2;
@@ -474,16 +448,12 @@ static void test_short_validation(void) {
     CHECK(g_calls == 0);
     g_n_val = N_VAL;
     dt_comm_barrier(g_world);
-    if (mt_rank == 0) rm_rf(dir);
+    if (mt_rank == 0) CHECK(fx_rmtree(dir));
     dt_comm_barrier(g_world);
 }
 
 int main(void) {
-    if (dt_comm_init(&g_world) != DT_OK) {
-        fprintf(stderr, "dt_comm_init: %s\n", dt_last_error());
-        return 1;
-    }
-    mt_rank = dt_comm_rank(g_world);
+    if (!mt_begin(&g_world)) return 1;
     dt_log_set_level(DT_LOG_ERROR);
     for (int i = 0; i < N; i++) {
         for (int k = 0; k < DIM; k++)
@@ -491,20 +461,13 @@ int main(void) {
         g_y[i] = (i * 5 + (g_x[i * DIM + 1] > 0)) % CLASSES;
     }
     /* the initial weights: rank 0 writes them where every rank reads them */
-    int64_t tag = shared_tag();
+    int64_t tag = mt_shared_tag(g_world);
     snprintf(g_init, sizeof g_init, "/tmp/dtrain-pipetrial-init-%lld.safetensors", (long long)tag);
     if (mt_rank == 0) {
         dt_ctx *c = dt_ctx_new(NULL, 1);
         dt_module *net = pipe_mlp_sequential();
         dt_module_build(net, c, 3);
-        int n = dt_module_param_count(net);
-        const char *names[16];
-        dt_tensor *ts[16];
-        for (int i = 0; i < n; i++) {
-            names[i] = dt_module_param_name(net, i);
-            ts[i] = dt_module_param_tensor(net, i);
-        }
-        CHECK(dt_safetensors_write(g_init, n, names, ts, 0, NULL) == DT_OK);
+        CHECK(fx_save_params(g_init, net));
         dt_module_free(net);
         dt_ctx_free(c);
     }

@@ -367,28 +367,15 @@ static void test_resume_resliced(void) {
 }
 
 int main(void) {
-    if (dt_comm_init(&g_world) != DT_OK) {
-        fprintf(stderr, "dt_comm_init: %s\n", dt_last_error());
-        return 1;
-    }
-    mt_rank = dt_comm_rank(g_world);
-    dt_log_set_level(DT_LOG_WARN);
-    /* one scratch directory for the job, named by rank 0 */
-    if (mt_rank == 0) {
-        snprintf(g_tmp, sizeof g_tmp, "/tmp/dt_engine_mpi_XXXXXX");
-        if (!mkdtemp(g_tmp)) g_tmp[0] = 0;
-    }
-    dt_comm_broadcast(g_world, g_tmp, sizeof g_tmp, 0);
+    if (!mt_begin(&g_world)) return 1;
+    mt_tmpdir(g_world, g_tmp, sizeof g_tmp, "engine-mpi"); /* one scratch directory for the job */
     MT_RUN(test_dp_matches_single);
     MT_RUN(test_zero_stages_match);
     MT_RUN(test_memory_accounting);
     MT_RUN(test_resume_resliced);
     dt_comm_barrier(g_world);
-    if (mt_rank == 0 && g_tmp[0]) {
-        char cmd[400];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
-    }
+    if (mt_rank == 0 && g_tmp[0] && !fx_rmtree(g_tmp))
+        fprintf(stderr, "could not remove %s\n", g_tmp);
     int rc = mt_end(g_world);
     dt_comm_finalize(g_world);
     return rc;
