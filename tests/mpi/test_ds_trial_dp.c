@@ -110,15 +110,7 @@ static json_t *config(int W) {
 }
 
 static dt_fit_opts fit_opts(const char *dir, int64_t batches) {
-    dt_fit_opts o;
-    memset(&o, 0, sizeof o);
-    o.max_length = (dt_length){DT_UNIT_BATCHES, batches};
-    o.validation_period = (dt_length){DT_UNIT_BATCHES, 3};
-    o.checkpoint_policy = DT_CKPT_NONE;
-    o.quiet = true;
-    o.save_trial_latest = 1;
-    o.checkpoint_dir = dir;
-    return o;
+    return toy_fit_opts(dir, batches, 3);
 }
 
 static void test_dp_matches_single(dt_comm *world) {

@@ -15,6 +15,7 @@
 #include "dtrain/pipe.h"
 #include "dtrain/trial.h"
 #include "dtrain/trialio.h"
+#include "fixtures/toy_trial.h"
 #include "mpi_test.h"
 
 #include <math.h>
@@ -180,15 +181,7 @@ static json_t *config(void) {
 }
 
 static dt_fit_opts fit_opts(const char *dir, int64_t batches) {
-    dt_fit_opts o;
-    memset(&o, 0, sizeof o);
-    o.max_length = (dt_length){DT_UNIT_BATCHES, batches};
-    o.validation_period = (dt_length){DT_UNIT_BATCHES, 5};
-    o.checkpoint_policy = DT_CKPT_NONE;
-    o.quiet = true;
-    o.save_trial_latest = 1;
-    o.checkpoint_dir = dir;
-    return o;
+    return toy_fit_opts(dir, batches, 5);
 }
 
 static void reset_seen(void) {

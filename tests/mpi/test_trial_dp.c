@@ -24,16 +24,9 @@ static void test_dp_matches_single(dt_comm *world) {
     snprintf(dpd, sizeof dpd, "/tmp/dtrain-dp-%lld", (long long)tag);
     json_error_t e;
     json_t *cfg = json_loads("{\"hyperparameters\": {\"global_batch_size\": 16}}", 0, &e);
-    dt_fit_opts o;
-    memset(&o, 0, sizeof o);
-    o.max_length = (dt_length){DT_UNIT_BATCHES, 12};
-    o.validation_period = (dt_length){DT_UNIT_BATCHES, 6};
-    o.checkpoint_policy = DT_CKPT_NONE;
-    o.quiet = true;
-    o.save_trial_latest = 1;
     /* the reference: one process with the whole global batch */
     setenv("DTRAIN_COMM_BACKEND", "self", 1);
-    o.checkpoint_dir = ref;
+    dt_fit_opts o = toy_fit_opts(ref, 12, 6);
     CHECK(dt_trainer_fit(&DP, cfg, 11, &o) == DT_OK);
     unsetenv("DTRAIN_COMM_BACKEND");
     double ref_val = toy_last_val;

@@ -178,16 +178,9 @@ static json_t *config(void) {
 static char g_model_dir[300];
 
 static dt_fit_opts opts(const char *dir, int64_t batches) {
-    dt_fit_opts o;
-    memset(&o, 0, sizeof o);
-    o.max_length = (dt_length){DT_UNIT_BATCHES, batches};
-    o.validation_period = (dt_length){DT_UNIT_BATCHES, 4};
+    dt_fit_opts o = toy_fit_opts(dir, batches, 4);
     o.reporting_period = (dt_length){DT_UNIT_BATCHES, 2};
-    o.checkpoint_policy = DT_CKPT_NONE;
-    o.checkpoint_dir = dir;
-    o.save_trial_latest = 1;
     o.save_trial_best = 1;
-    o.quiet = true;
     o.model_dir = g_model_dir;
     return o;
 }

@@ -72,16 +72,9 @@ static dt_trial_def Toy;
 static char g_root[256];
 
 static dt_fit_opts opts(const char *dir, int64_t batches) {
-    dt_fit_opts o;
-    memset(&o, 0, sizeof o);
-    o.max_length = (dt_length){DT_UNIT_BATCHES, batches};
-    o.validation_period = (dt_length){DT_UNIT_BATCHES, 5};
+    dt_fit_opts o = toy_fit_opts(dir, batches, 5);
     o.reporting_period = (dt_length){DT_UNIT_BATCHES, 4};
-    o.checkpoint_policy = DT_CKPT_NONE;
-    o.checkpoint_dir = dir;
-    o.save_trial_latest = 1;
     o.save_trial_best = 1;
-    o.quiet = true;
     return o;
 }
 

@@ -207,14 +207,7 @@ static json_t *config(void) {
 }
 
 static dt_fit_opts fit_opts(const char *dir, int64_t batches, const char *metrics) {
-    dt_fit_opts o;
-    memset(&o, 0, sizeof o);
-    o.max_length = (dt_length){DT_UNIT_BATCHES, batches};
-    o.validation_period = (dt_length){DT_UNIT_BATCHES, 4};
-    o.checkpoint_policy = DT_CKPT_NONE;
-    o.quiet = true;
-    o.save_trial_latest = 1;
-    o.checkpoint_dir = dir;
+    dt_fit_opts o = toy_fit_opts(dir, batches, 4);
     o.metrics_out = metrics;
     return o;
 }
