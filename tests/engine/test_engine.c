@@ -2,6 +2,7 @@
  * DeepSpeed's scale sequence, bf16 against fp32 on the GPT model, timers and FLOPs, nvme
  * offload files, checkpoint errors that leave the engine unchanged, configuration errors. */
 #include "dtrain/engine.h"
+#include "fixtures/files.h"
 #include "test.h"
 #include "engine/engine_iface.h"
 
@@ -471,8 +472,7 @@ static void test_flops_profiler(void) {
 }
 
 int main(void) {
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/dt_engine_XXXXXX");
-    if (!mkdtemp(g_tmp)) return 1;
+    if (!fx_tmpdir(g_tmp, sizeof g_tmp, "test-engine")) return 1;
     dt_log_set_level(DT_LOG_WARN);
     TEST_RUN(test_boundaries_and_counters);
     TEST_RUN(test_fp16_overflow_skips);
@@ -482,8 +482,6 @@ int main(void) {
     TEST_RUN(test_checkpoint_errors);
     TEST_RUN(test_resume_exact);
     TEST_RUN(test_flops_profiler);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
+    if (!fx_rmtree(g_tmp)) fprintf(stderr, "could not remove %s\n", g_tmp);
     TEST_END();
 }

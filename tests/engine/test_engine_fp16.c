@@ -10,6 +10,7 @@
  *   - a process without F16C refuses fp16 at engine init with a hint. */
 #include "base/base_impl.h"
 #include "dtrain/engine.h"
+#include "fixtures/files.h"
 #include "test.h"
 
 #include <math.h>
@@ -273,8 +274,7 @@ static void test_refused_without_f16c(void) {
 }
 
 int main(void) {
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/dt_engine_fp16_XXXXXX");
-    if (!mkdtemp(g_tmp)) return 1;
+    if (!fx_tmpdir(g_tmp, sizeof g_tmp, "test-engine-fp16")) return 1;
     TEST_RUN(test_tracks_fp32);
     TEST_RUN(test_gpt_tracks_fp32);
     TEST_RUN(test_scale_overflow);
@@ -283,8 +283,6 @@ int main(void) {
     TEST_RUN(test_scale_rises);
     TEST_RUN(test_resume_exact);
     TEST_RUN(test_refused_without_f16c);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
+    if (!fx_rmtree(g_tmp)) fprintf(stderr, "could not remove %s\n", g_tmp);
     TEST_END();
 }

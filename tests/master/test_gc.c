@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "master/gc.h"
 #include "master/store_impl.h"
+#include "fixtures/files.h"
 #include "test.h"
 
 #include <math.h>
@@ -142,7 +143,7 @@ static void test_select_errors(void) {
 
 /* ---- dt_gc_run on a store ---- */
 
-static char g_dir[] = "/tmp/dt_test_gc_XXXXXX";
+static char g_dir[64];
 
 /* A checkpoint-looking directory (with metadata.json) at g_dir/rel. */
 static void make_ckpt_dir(const char *rel) {
@@ -276,17 +277,12 @@ static void test_policy_of_config(void) {
 }
 
 int main(void) {
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!fx_tmpdir(g_dir, sizeof g_dir, "test-gc")) return 1;
     dt_log_set_level(DT_LOG_ERROR);
     TEST_RUN(test_select_table);
     TEST_RUN(test_select_errors);
     TEST_RUN(test_run);
     TEST_RUN(test_policy_of_config);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    if (!fx_rmtree(g_dir)) fprintf(stderr, "could not remove %s\n", g_dir);
     TEST_END();
 }

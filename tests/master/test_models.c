@@ -8,13 +8,14 @@
 #include "master/gc.h"
 #include "master/store_impl.h"
 #include "master/store_models.h"
+#include "fixtures/files.h"
 #include "test.h"
 
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char g_dir[] = "/tmp/dt_test_models_XXXXXX";
+static char g_dir[64];
 static char g_root[300];
 
 static bool exists(const char *name) {
@@ -207,15 +208,10 @@ static void test_migration_from_4(void) {
 }
 
 int main(void) {
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!fx_tmpdir(g_dir, sizeof g_dir, "test-models")) return 1;
     dt_log_set_level(DT_LOG_ERROR);
     TEST_RUN(test_registry_and_protection);
     TEST_RUN(test_migration_from_4);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    if (!fx_rmtree(g_dir)) fprintf(stderr, "could not remove %s\n", g_dir);
     TEST_END();
 }
