@@ -3,6 +3,7 @@
  * offload files, checkpoint errors that leave the engine unchanged, configuration errors. */
 #include "dtrain/engine.h"
 #include "fixtures/files.h"
+#include "fixtures/toy_trial.h"
 #include "test.h"
 #include "engine/engine_iface.h"
 
@@ -15,17 +16,6 @@
 #include <unistd.h>
 
 static char g_tmp[256];
-
-static json_t *cfgf(const char *fmt, ...) {
-    char buf[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    json_t *j = dt_ds_config_load(buf);
-    if (!j) fprintf(stderr, "config: %s\n", dt_last_error());
-    return j;
-}
 
 static bool err_has(const char *s) {
     return strstr(dt_last_error(), s) != NULL;
@@ -60,7 +50,7 @@ static dt_tensor *mlp_loss(dt_engine *e, int64_t step, float boost) {
 }
 
 static void test_boundaries_and_counters(void) {
-    json_t *j = cfgf("{\"train_micro_batch_size_per_gpu\": 4, \"gradient_accumulation_steps\": 3,"
+    json_t *j = toy_ds_config("{\"train_micro_batch_size_per_gpu\": 4, \"gradient_accumulation_steps\": 3,"
                      " \"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.1}},"
                      " \"steps_per_print\": 1000000}");
     dt_module *m = mlp();
@@ -98,7 +88,7 @@ static void test_boundaries_and_counters(void) {
 /* fp16: losses boosted to overflow on chosen steps; the engine's scale must follow a reference
  * scaler fed the same overflow pattern, skipped steps must leave the weights alone. */
 static void test_fp16_overflow_skips(void) {
-    json_t *j = cfgf("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Adam\", \"params\":"
+    json_t *j = toy_ds_config("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Adam\", \"params\":"
                      " {\"lr\": 0.001}}, \"fp16\": {\"enabled\": true, \"initial_scale_power\": 8,"
                      " \"loss_scale_window\": 3, \"hysteresis\": 2, \"min_loss_scale\": 1},"
                      " \"zero_optimization\": {\"stage\": 2}, \"steps_per_print\": 1000000}");
@@ -146,7 +136,7 @@ static double gpt_loss_after(const dt_gpt_config *g, int64_t B, bool bf16, int s
     dt_module *m = dt_model_gpt(g);
     dt_module_build(m, c, 9);
     json_t *j =
-        cfgf("{\"train_batch_size\": %lld, \"optimizer\": {\"type\": \"AdamW\", \"params\":"
+        toy_ds_config("{\"train_batch_size\": %lld, \"optimizer\": {\"type\": \"AdamW\", \"params\":"
              " {\"lr\": 0.003}}, \"bf16\": {\"enabled\": %s}, \"steps_per_print\": 1000000}",
              (long long)B, bf16 ? "true" : "false");
     dt_engine *e = dt_engine_init(m, j);
@@ -197,7 +187,7 @@ static void test_bf16_tracks_fp32(void) {
 static void test_nvme_files(void) {
     char nv[400];
     snprintf(nv, sizeof nv, "%s/nvme", g_tmp);
-    json_t *j = cfgf("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"AdamW\"},"
+    json_t *j = toy_ds_config("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"AdamW\"},"
                      " \"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": {\"device\":"
                      " \"nvme\", \"nvme_path\": \"%s\"}, \"offload_param\": {\"device\": \"nvme\","
                      " \"nvme_path\": \"%s\"}}, \"steps_per_print\": 1000000}",
@@ -229,10 +219,10 @@ static void test_nvme_files(void) {
 
 static void test_config_errors(void) {
     dt_module *m = mlp();
-    json_t *j = cfgf("{\"train_batch_size\": 4}");
+    json_t *j = toy_ds_config("{\"train_batch_size\": 4}");
     CHECK(dt_engine_init(m, j) == NULL && err_has("optimizer"));
     json_decref(j);
-    j = cfgf("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Lamb\"},"
+    j = toy_ds_config("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Lamb\"},"
              " \"zero_optimization\": {\"stage\": 2}}");
     CHECK(dt_engine_init(m, j) == NULL && err_has("Lamb") && err_has("stage 0"));
     json_decref(j);
@@ -245,13 +235,13 @@ static void test_config_errors(void) {
         dt_engine_init_file(m, "{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"SGD\"}}");
     CHECK(ef != NULL && dt_engine_train_batch_size(ef) == 4);
     dt_engine_free(ef);
-    j = cfgf("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Adam\"},"
+    j = toy_ds_config("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Adam\"},"
              " \"zero_optimization\": {\"stage\": 2}}");
     dt_engine_opts po = {.pipeline_stages = 2};
     CHECK(dt_engine_init_opts(m, j, &po) == NULL && err_has("stage 0 or 1"));
     json_decref(j);
     dt_module *unbuilt = dt_model_mlp(4, 4, 1, 2);
-    j = cfgf("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"SGD\"}}");
+    j = toy_ds_config("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"SGD\"}}");
     CHECK(dt_engine_init(unbuilt, j) == NULL && err_has("dt_module_build"));
     dt_module_free(unbuilt);
     /* after a failed init the module is as it was and still trains */
@@ -264,7 +254,7 @@ static void test_config_errors(void) {
 }
 
 static void test_checkpoint_errors(void) {
-    json_t *j = cfgf("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"AdamW\"},"
+    json_t *j = toy_ds_config("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"AdamW\"},"
                      " \"zero_optimization\": {\"stage\": 1}, \"steps_per_print\": 1000000}");
     dt_module *m = mlp();
     dt_engine *e = dt_engine_init(m, j);
@@ -437,7 +427,7 @@ static void test_flops_profiler(void) {
     char out[400];
     snprintf(out, sizeof out, "%s/profile.txt", g_tmp);
     json_t *j =
-        cfgf("{\"train_batch_size\": 8, \"gradient_accumulation_steps\": 2,"
+        toy_ds_config("{\"train_batch_size\": 8, \"gradient_accumulation_steps\": 2,"
              " \"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 2},"
              " \"flops_profiler\": {\"enabled\": true, \"profile_step\": 2, \"top_modules\": 3,"
              " \"output_file\": \"%s\"}, \"steps_per_print\": 1000000}",

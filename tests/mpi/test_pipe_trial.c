@@ -16,6 +16,7 @@
 #include "dtrain/trial.h"
 #include "dtrain/trialio.h"
 #include "fixtures/toy_trial.h"
+#include "fixtures/compare.h"
 #include "mpi_test.h"
 
 #include <math.h>
@@ -270,15 +271,6 @@ static void reference(int D, uint64_t seed, ref_run *out) {
     dt_comm_finalize(self);
 }
 
-static double rel_diff(const float *a, const float *b, int64_t n) {
-    double d = 0, s = 0;
-    for (int64_t i = 0; i < n; i++) {
-        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        s += (double)b[i] * b[i];
-    }
-    return sqrt(d / (s > 0 ? s : 1));
-}
-
 /* Train BATCHES global batches with `stages` stages through the fit loop; compare with the
  * reference. Leaves the run's checkpoint directory in `dir` (shared by the ranks). */
 static void check_trial(int stages, const char *dir) {
@@ -339,7 +331,7 @@ static void check_trial(int stages, const char *dir) {
                 missing++;
                 continue;
             }
-            worst = fmax(worst, rel_diff(a->data, b->data, dt_numel(b)));
+            worst = fmax(worst, fx_rel_l2(a->data, b->data, dt_numel(b)));
         }
         CHECK_MSG(f && missing == 0 && worst <= 1e-5,
                   "%d stages: weights differ from one process by %.3g (%d missing)", stages, worst,
@@ -456,14 +448,7 @@ int main(void) {
     /* the initial weights: rank 0 writes them where every rank reads them */
     int64_t tag = mt_shared_tag(g_world);
     snprintf(g_init, sizeof g_init, "/tmp/dtrain-pipetrial-init-%lld.safetensors", (long long)tag);
-    if (mt_rank == 0) {
-        dt_ctx *c = dt_ctx_new(NULL, 1);
-        dt_module *net = pipe_mlp_sequential();
-        dt_module_build(net, c, 3);
-        CHECK(fx_save_params(g_init, net));
-        dt_module_free(net);
-        dt_ctx_free(c);
-    }
+    if (mt_rank == 0) CHECK(pipe_mlp_save_init(g_init, 3));
     dt_comm_barrier(g_world);
     MT_RUN(test_two_stages_and_resume);
     MT_RUN(test_all_stages);

@@ -9,6 +9,8 @@
 #define _GNU_SOURCE
 #include "dtrain/engine.h"
 #include "mpi_models.h"
+#include "fixtures/compare.h"
+#include "fixtures/toy_trial.h"
 #include "mpi_test.h"
 
 #include <math.h>
@@ -24,17 +26,6 @@
 
 static dt_comm *g_world;
 static char g_tmp[256];
-
-static json_t *cfgf(const char *fmt, ...) {
-    char buf[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    json_t *j = dt_ds_config_load(buf);
-    if (!j) fprintf(stderr, "config: %s\n", dt_last_error());
-    return j;
-}
 
 /* ---- models and data ------------------------------------------------------------------- */
 
@@ -116,21 +107,12 @@ static float *weights(dt_module *m, int64_t *n) {
     return out;
 }
 
-static double rel_diff(const float *a, const float *b, int64_t n) {
-    double d = 0, s = 0;
-    for (int64_t i = 0; i < n; i++) {
-        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        s += (double)b[i] * b[i];
-    }
-    return sqrt(d / (s > 0 ? s : 1));
-}
-
 /* Run `steps` global steps of a config on a fresh model; return the final weights. */
 static float *run(const char *zero, int gas, bool is_gpt, dt_comm *comm, int steps, int64_t *n,
                   const char *extra) {
     int W = dt_comm_size(comm);
     json_t *j =
-        cfgf("{\"train_batch_size\": %d, \"gradient_accumulation_steps\": %d,"
+        toy_ds_config("{\"train_batch_size\": %d, \"gradient_accumulation_steps\": %d,"
              " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01,"
              " \"weight_decay\": 0.01}}, \"gradient_clipping\": 1.0,"
              " \"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_num_steps\": 5,"
@@ -163,7 +145,7 @@ static void test_dp_matches_single(void) {
     float *single = run("{\"stage\": 0}", 1, false, self, 20, &n1, NULL);
     float *dp = run("{\"stage\": 0}", 1, false, g_world, 20, &nw, NULL);
     if (single && dp) {
-        double d = rel_diff(dp, single, n1);
+        double d = fx_rel_l2(dp, single, n1);
         CHECK_MSG(n1 == nw && d <= 1e-5, "dp vs single: rel %.3g", d);
     }
     free(single);
@@ -176,7 +158,7 @@ static void check_stage_extra(const char *zero, int gas, bool is_gpt, const floa
     int64_t k = 0;
     float *w = run(zero, gas, is_gpt, g_world, 6, &k, extra);
     if (w) {
-        double d = rel_diff(w, ref, n);
+        double d = fx_rel_l2(w, ref, n);
         CHECK_MSG(k == n && d <= 1e-6, "%s %s%s vs stage 0: rel %.3g", is_gpt ? "gpt" : "mlp", zero,
                   extra ? extra : "", d);
     }
@@ -240,7 +222,7 @@ static void test_memory_accounting(void) {
                  "\"stage3_param_persistence_threshold\": 0, "
                  "\"stage3_prefetch_bucket_size\": 1000}",
                  stage);
-        json_t *j = cfgf("{\"train_batch_size\": %d, \"optimizer\": {\"type\": \"Adam\"},"
+        json_t *j = toy_ds_config("{\"train_batch_size\": %d, \"optimizer\": {\"type\": \"Adam\"},"
                          " \"zero_optimization\": %s, \"steps_per_print\": 1000000}",
                          GLOBAL, z);
         dt_module *m = gpt();
@@ -308,7 +290,7 @@ static void resume_across(int from, int to, const char *zf, const char *zt, bool
     int64_t n = 0;
     float *ref = NULL, *got = NULL;
     if (cf) {
-        json_t *j = cfgf(tmpl, GLOBAL, gas, zf);
+        json_t *j = toy_ds_config(tmpl, GLOBAL, gas, zf);
         dt_module *m = is_gpt ? gpt() : mlp();
         dt_engine_opts o = {.comm = cf};
         dt_engine *e = dt_engine_init_opts(m, j, &o);
@@ -325,7 +307,7 @@ static void resume_across(int from, int to, const char *zf, const char *zt, bool
     }
     dt_comm_barrier(g_world);
     if (ct) {
-        json_t *j = cfgf(tmpl, GLOBAL, gas, zt);
+        json_t *j = toy_ds_config(tmpl, GLOBAL, gas, zt);
         dt_module *m = is_gpt ? gpt() : mlp();
         dt_engine_opts o = {.comm = ct};
         dt_engine *e = dt_engine_init_opts(m, j, &o);
@@ -343,7 +325,7 @@ static void resume_across(int from, int to, const char *zf, const char *zt, bool
     }
     /* rank 0 is in both groups: compare there */
     if (R == 0 && ref && got) {
-        double d = rel_diff(got, ref, n);
+        double d = fx_rel_l2(got, ref, n);
         CHECK_MSG(d <= 1e-6, "resume %d (%s) -> %d (%s): rel %.3g", from, zf, to, zt, d);
     }
     free(ref);
