@@ -108,4 +108,14 @@ static inline int mt_end(dt_comm *world) {
     return t_fail ? 1 : 0;
 }
 
+/* End a job: every rank done, rank 0 removes the scratch directory tmp (when given and made),
+ * the counts summed (mt_end), MPI finalized. The exit status of the rank. */
+static inline int mt_finish(dt_comm *world, const char *tmp) {
+    dt_comm_barrier(world);
+    if (mt_rank == 0 && tmp && tmp[0] && !fx_rmtree(tmp)) fprintf(stderr, "could not remove %s\n", tmp);
+    int rc = mt_end(world);
+    dt_comm_finalize(world);
+    return rc;
+}
+
 #endif

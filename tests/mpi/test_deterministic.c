@@ -314,7 +314,5 @@ int main(void) {
     MT_RUN(test_cnn_stages_bit_identical);
     MT_RUN(test_gpt_stages_bit_identical);
     MT_RUN(test_plain_trial_same_order);
-    int rc = mt_end(g_world);
-    dt_comm_finalize(g_world);
-    return rc;
+    return mt_finish(g_world, NULL);
 }

@@ -275,7 +275,5 @@ int main(void) {
     MT_RUN(test_resume_exact, world);
     g_size = dt_comm_size(world);
     MT_RUN(test_mpu, world);
-    int rc = mt_end(world);
-    dt_comm_finalize(world);
-    return rc;
+    return mt_finish(world, NULL);
 }

@@ -681,10 +681,5 @@ int main(void) {
     MT_RUN(test_tied_layers);
     MT_RUN(test_deterministic);
     MT_RUN(test_refused);
-    dt_comm_barrier(g_world);
-    if (mt_rank == 0 && g_tmp[0] && !fx_rmtree(g_tmp))
-        fprintf(stderr, "could not remove %s\n", g_tmp);
-    int rc = mt_end(g_world);
-    dt_comm_finalize(g_world);
-    return rc;
+    return mt_finish(g_world, g_tmp);
 }

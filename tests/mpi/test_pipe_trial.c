@@ -455,7 +455,5 @@ int main(void) {
     MT_RUN(test_short_validation);
     dt_comm_barrier(g_world);
     if (mt_rank == 0) unlink(g_init);
-    int rc = mt_end(g_world);
-    dt_comm_finalize(g_world);
-    return rc;
+    return mt_finish(g_world, NULL);
 }

@@ -66,7 +66,5 @@ int main(void) {
     DP = ToyPlain;
     DP.build_callbacks = toy_callbacks;
     MT_RUN(test_dp_matches_single, world);
-    int rc = mt_end(world);
-    dt_comm_finalize(world);
-    return rc;
+    return mt_finish(world, NULL);
 }

@@ -355,10 +355,5 @@ int main(void) {
     MT_RUN(test_zero_stages_match);
     MT_RUN(test_memory_accounting);
     MT_RUN(test_resume_resliced);
-    dt_comm_barrier(g_world);
-    if (mt_rank == 0 && g_tmp[0] && !fx_rmtree(g_tmp))
-        fprintf(stderr, "could not remove %s\n", g_tmp);
-    int rc = mt_end(g_world);
-    dt_comm_finalize(g_world);
-    return rc;
+    return mt_finish(g_world, g_tmp);
 }
