@@ -33,8 +33,6 @@
 #define GAS 4 /* micro-batches per global batch */
 #define BATCHES 12
 
-static float g_x[N * DIM];
-static int64_t g_y[N];
 static dt_comm *g_world;
 static char g_init[256]; /* the initial weights every run starts from */
 
@@ -93,16 +91,8 @@ static void *pt_init(dt_trial_ctx *c) {
 }
 
 static dt_loader *pt_loader(pt *t, int64_t n, bool train) {
-    dt_array_field f[2] = {
-        {.field = {.name = "x", .dtype = DT_DTYPE_F32, .ndim = 1, .shape = {DIM}}, .data = g_x},
-        {.field = {.name = "y", .dtype = DT_DTYPE_I64, .ndim = 0}, .data = g_y},
-    };
-    dt_loader_opts o = {.batch_size = dt_trial_train_micro_batch_size(t->c),
-                        .shuffle = train,
-                        .drop_last = train,
-                        .seed = dt_trial_seed(t->c),
-                        .take_dataset = true};
-    return dt_loader_new(dt_trial_runtime(t->c), dt_dataset_from_arrays(2, f, n, false), &o);
+    return toy_loader(dt_trial_runtime(t->c), dt_trial_seed(t->c), n, train,
+                      dt_trial_train_micro_batch_size(t->c));
 }
 
 static dt_loader *pt_train_loader(void *s) {
@@ -202,16 +192,7 @@ typedef struct ref_run {
 } ref_run;
 
 static dt_loader *ref_loader(dt_ctx *c, int64_t n, int64_t batch, bool train, uint64_t seed) {
-    dt_array_field f[2] = {
-        {.field = {.name = "x", .dtype = DT_DTYPE_F32, .ndim = 1, .shape = {DIM}}, .data = g_x},
-        {.field = {.name = "y", .dtype = DT_DTYPE_I64, .ndim = 0}, .data = g_y},
-    };
-    dt_loader_opts o = {.batch_size = batch,
-                        .shuffle = train,
-                        .drop_last = train,
-                        .seed = seed,
-                        .take_dataset = true};
-    return dt_loader_new(c, dt_dataset_from_arrays(2, f, n, false), &o);
+    return toy_loader(c, seed, n, train, batch);
 }
 
 static void reference(int D, uint64_t seed, ref_run *out) {
@@ -440,11 +421,11 @@ static void test_short_validation(void) {
 int main(void) {
     if (!mt_begin(&g_world)) return 1;
     dt_log_set_level(DT_LOG_ERROR);
-    for (int i = 0; i < N; i++) {
-        for (int k = 0; k < DIM; k++)
-            g_x[i * DIM + k] = sinf(0.31f * (float)(i + 1) * (float)(k + 1));
-        g_y[i] = (i * 5 + (g_x[i * DIM + 1] > 0)) % CLASSES;
-    }
+    toy_cfg = toy_defaults(); /* the toy dataset: DIM features, CLASSES classes */
+    toy_cfg.dim = DIM;
+    toy_cfg.classes = CLASSES;
+    toy_cfg.shuffle = toy_cfg.drop_last = true;
+    toy_data(6, N);
     /* the initial weights: rank 0 writes them where every rank reads them */
     int64_t tag = mt_shared_tag(g_world);
     snprintf(g_init, sizeof g_init, "/tmp/dtrain-pipetrial-init-%lld.safetensors", (long long)tag);

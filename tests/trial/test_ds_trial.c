@@ -85,7 +85,8 @@ static void *toy_init_ds(dt_trial_ctx *c) {
 static dt_loader *toy_train_loader_ds(void *s) {
     toy *t = s;
     int64_t bs = g_no_engine ? 4 : dt_trial_train_micro_batch_size(t->c);
-    return toy_loader(t, N_TRAIN, true, g_wrong_batch ? 2 * bs : bs);
+    return toy_loader(dt_trial_runtime(t->c), dt_trial_seed(t->c), N_TRAIN, true,
+                      g_wrong_batch ? 2 * bs : bs);
 }
 
 static dt_metrics toy_train(void *s, dt_batch_iter *it, int64_t epoch, int64_t batch) {

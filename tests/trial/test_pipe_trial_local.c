@@ -30,13 +30,10 @@
 #define MB 4
 #define GAS 3
 
-static float g_x[N * DIM];
-static int64_t g_y[N];
 static char g_root[256], g_init[300];
 
 static bool g_pipe = true; /* the trial wraps a pipeline (else a plain engine) */
 static bool g_dropout;     /* a dropout layer (evaluation mode check) */
-static bool g_other_names; /* dataset fields "in" / "target" instead of "x" / "y" */
 static int64_t g_n_val = N_VAL;
 static int64_t g_calls, g_evals, g_bad_mode;
 
@@ -123,20 +120,8 @@ static void *lt_init(dt_trial_ctx *c) {
 }
 
 static dt_loader *lt_loader(lt *t, int64_t n, bool train) {
-    dt_array_field f[2] = {
-        {.field = {.name = "x", .dtype = DT_DTYPE_F32, .ndim = 1, .shape = {DIM}}, .data = g_x},
-        {.field = {.name = "y", .dtype = DT_DTYPE_I64, .ndim = 0}, .data = g_y},
-    };
-    if (g_other_names) {
-        snprintf(f[0].field.name, sizeof f[0].field.name, "in");
-        snprintf(f[1].field.name, sizeof f[1].field.name, "target");
-    }
-    dt_loader_opts o = {.batch_size = dt_trial_train_micro_batch_size(t->c),
-                        .shuffle = train,
-                        .drop_last = train,
-                        .seed = dt_trial_seed(t->c),
-                        .take_dataset = true};
-    return dt_loader_new(dt_trial_runtime(t->c), dt_dataset_from_arrays(2, f, n, false), &o);
+    return toy_loader(dt_trial_runtime(t->c), dt_trial_seed(t->c), n, train,
+                      dt_trial_train_micro_batch_size(t->c));
 }
 
 static dt_loader *lt_train_loader(void *s) {
@@ -291,9 +276,10 @@ static void test_eval_mode_and_load(void) {
 
 /* Fields named otherwise: the first is the inputs, the second the labels. */
 static void test_field_fallback(void) {
-    g_other_names = true;
+    toy_cfg.x_name = "in"; /* instead of "x" / "y" */
+    toy_cfg.y_name = "target";
     CHECK_MSG(run("names", 2, true) == DT_OK, "%s", dt_last_error());
-    g_other_names = false;
+    toy_cfg.x_name = toy_cfg.y_name = NULL;
     dt_ctx *c = dt_ctx_new(NULL, 0);
     dt_tensor *in = NULL, *lab = NULL;
     CHECK(dt_batch_iter_pipe_data(NULL, 0, c, true, &in, true, &lab) == DT_ERR_STATE &&
@@ -338,11 +324,10 @@ static void test_errors(void) {
 
 int main(void) {
     if (!fx_tmpdir(g_root, sizeof g_root, "test-pipe-trial")) return 1;
-    for (int i = 0; i < N; i++) {
-        for (int k = 0; k < DIM; k++)
-            g_x[i * DIM + k] = cosf(0.23f * (float)(i * DIM + k)) + 0.2f * (float)(i % 3);
-        g_y[i] = i % 3;
-    }
+    toy_cfg = toy_defaults(); /* the toy dataset: 6 features, 3 classes */
+    toy_cfg.dim = DIM;
+    toy_cfg.shuffle = toy_cfg.drop_last = true;
+    toy_data(5, N);
     /* the initial weights both trials start from */
     snprintf(g_init, sizeof g_init, "%s/init.safetensors", g_root);
     dt_ctx *c = dt_ctx_new(NULL, 1);
