@@ -399,10 +399,7 @@ static void test_python_files(void) {
 }
 
 int main(void) {
-    if (!fx_tmpdir(g_dir, sizeof g_dir, "st")) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!fx_tmpdir(g_dir, sizeof g_dir, "st")) return 1;
     TEST_RUN(test_roundtrip);
     TEST_RUN(test_read_into);
     TEST_RUN(test_corrupted);

@@ -545,10 +545,7 @@ static void test_remove_and_list(void) {
 }
 
 int main(void) {
-    if (!fx_tmpdir(g_dir, sizeof g_dir, "ckpt")) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!fx_tmpdir(g_dir, sizeof g_dir, "ckpt")) return 1;
     TEST_RUN(test_roundtrip);
     TEST_RUN(test_overwrite);
     TEST_RUN(test_corruption);
