@@ -263,12 +263,7 @@ int main(void) {
     dt_comm *world = NULL;
     if (!mt_begin(&world)) return 1;
     dt_log_set_level(DT_LOG_ERROR);
-    toy_cfg = toy_defaults();
-    toy_cfg.dim = 10;
-    toy_cfg.hidden = 24;
-    toy_cfg.classes = 4;
-    toy_cfg.n_train = N;
-    toy_cfg.n_val = 40;
+    toy_cfg = toy_mlp(10, 24, 4, N, 40);
     toy_cfg.shuffle = toy_cfg.drop_last = true;
     toy_data(2, N);
     MT_RUN(test_dp_matches_single, world);

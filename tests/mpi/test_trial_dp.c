@@ -53,12 +53,7 @@ static void test_dp_matches_single(dt_comm *world) {
 int main(void) {
     dt_comm *world = NULL;
     if (!mt_begin(&world)) return 1;
-    toy_cfg = toy_defaults();
-    toy_cfg.dim = 10;
-    toy_cfg.hidden = 24;
-    toy_cfg.classes = 4;
-    toy_cfg.n_train = 96;
-    toy_cfg.n_val = 40;
+    toy_cfg = toy_mlp(10, 24, 4, 96, 40);
     toy_cfg.shuffle = toy_cfg.drop_last = true;
     toy_cfg.optim = DT_OPTIM_ADAMW;
     toy_cfg.lr = 0.01f;

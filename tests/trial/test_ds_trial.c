@@ -560,13 +560,8 @@ int main(void) {
     snprintf(g_model_dir, sizeof g_model_dir, "%s/model", g_root);
     mkdir(g_model_dir, 0755);
     write_ds_config();
-    toy_cfg = toy_defaults();
-    toy_cfg.dim = 8;
-    toy_cfg.hidden = 24;
-    toy_cfg.classes = 4;
+    toy_cfg = toy_mlp(8, 24, 4, N_TRAIN, N_VAL);
     toy_cfg.dropout = 0.2f;
-    toy_cfg.n_train = N_TRAIN;
-    toy_cfg.n_val = N_VAL;
     toy_cfg.shuffle = true;
     toy_data(4, N_TRAIN);
     dt_log_set_level(DT_LOG_ERROR);

@@ -396,13 +396,8 @@ static void test_profiler_from_options(void) {
 }
 
 int main(void) {
-    toy_cfg = toy_defaults();
-    toy_cfg.dim = 12;
-    toy_cfg.hidden = 32;
-    toy_cfg.classes = 4;
+    toy_cfg = toy_mlp(12, 32, 4, 96, 40);
     toy_cfg.dropout = 0.2f;
-    toy_cfg.n_train = 96;
-    toy_cfg.n_val = 40;
     toy_cfg.batch = 8;
     toy_cfg.shuffle = true;
     toy_cfg.workers = 1;
