@@ -9,6 +9,19 @@
 
 #include "dtrain/base.h"
 
+/* ---- buf.c: a growing byte buffer ---- */
+/* Bytes p[0 .. len), NUL-terminated once anything is in it; {0} is empty. An allocation
+ * failure sets oom and drops further writes. */
+typedef struct dt__buf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} dt__buf;
+/* Free p and empty the buffer. */
+void dt__buf_free(dt__buf *b);
+/* Append n bytes (nothing once b->oom). */
+void dt__buf_put(dt__buf *b, const void *d, size_t n);
+
 /* ---- cpu.c: kernel variants (docs/performance.md, "One binary for every x86-64 CPU") ----
  * The build's baseline is x86-64-v3 (AVX2 + FMA). A kernel's AVX-512 variant is compiled for
  * its own target between DT__AVX512_BEGIN and DT__ISA_END (GCC's target pragma, which also

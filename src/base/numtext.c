@@ -8,6 +8,7 @@
  * CLI's JSON show the numbers that were reported.
  */
 #include "base/numtext.h"
+#include "base/base_impl.h"
 
 #include <float.h>
 #include <math.h>
@@ -116,28 +117,12 @@ int dt_json_real_text(double v, char buf[32]) {
 /* ---- JSON text ---- */
 
 typedef struct jt {
-    char *p;
-    size_t len, cap;
-    bool oom;
+    dt__buf b;
     size_t flags;
 } jt;
 
 static void put(jt *t, const char *s, size_t n) {
-    if (t->oom) return;
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 256;
-        while (cap < t->len + n + 1) cap *= 2;
-        char *p = realloc(t->p, cap);
-        if (!p) {
-            t->oom = true;
-            return;
-        }
-        t->p = p;
-        t->cap = cap;
-    }
-    memcpy(t->p + t->len, s, n);
-    t->len += n;
-    t->p[t->len] = '\0';
+    dt__buf_put(&t->b, s, n);
 }
 
 static void puts_(jt *t, const char *s) {
@@ -192,7 +177,7 @@ static void container(jt *t, const json_t *v, int depth) {
     if (obj && n) {
         keys = malloc(n * sizeof *keys);
         if (!keys) {
-            t->oom = true;
+            t->b.oom = true;
             return;
         }
         size_t i = 0;
@@ -249,9 +234,9 @@ char *dt_json_dumps(const json_t *v, size_t flags) {
     if (!v) return NULL;
     jt t = {.flags = flags};
     value(&t, v, 0);
-    if (t.oom || !t.p) {
-        free(t.p);
+    if (t.b.oom || !t.b.p) {
+        free(t.b.p);
         return NULL;
     }
-    return t.p;
+    return t.b.p;
 }

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define DT_CLI_MAX_LIST 64
 
@@ -21,24 +22,54 @@ typedef struct dt_cli_list {
     int n;
 } dt_cli_list;
 
-/* One option: exactly one of flag / value / list is set. */
+/* One option: exactly one of flag / value / list / integer / number is set. A value,
+ * integer or number option given twice is an error; whatever the caller stored in its target
+ * beforehand is the default. */
 typedef struct dt_cli_opt {
     const char *name;   /* "--follow" */
     bool *flag;         /* set to true when present */
     const char **value; /* the option's value (the next argument, or after '=') */
     dt_cli_list *list;  /* every value of a repeatable option */
+    long long *integer; /* a whole number in [lo, hi] */
+    double *number;     /* a finite number in [lo, hi] (lo itself refused with above_lo) */
+    double lo, hi;      /* integer / number bounds; hi = INFINITY: none */
+    bool above_lo;
+    const char *const *choices; /* value: the words it may be, NULL-terminated */
+    /* list: the arguments after its value that this accepts are its values too
+     * (`--zero-stages 1 2 3`) */
+    bool (*more)(const char *arg);
 } dt_cli_opt;
+
+/* The most options one table may have. */
+#define DT_CLI_MAX_OPTS 64
 
 enum { DT_CLI_HELP = -2, DT_CLI_BAD = -1 };
 
 /* Parse argv[0..argc) against `opts` (n_opts of them); positional arguments go to pos[0..).
  * "--" ends the options. Returns the number of positional arguments, DT_CLI_HELP for
  * --help / -h, or DT_CLI_BAD with `err` saying what was wrong: an unknown option, an option
- * without its value, a repeated single-valued option, fewer than min_pos or more than
+ * without its value, a repeated single-valued option, an integer, number or word out of its
+ * range (the message says what it must be), fewer than min_pos or more than
  * max_pos positional arguments (`err` names the first missing one from pos_names, a
  * space-separated list such as "CONFIG MODEL_DIR"). */
 int dt_cli_parse(int argc, char **argv, const dt_cli_opt *opts, int n_opts, const char **pos,
                  int min_pos, int max_pos, const char *pos_names, char *err, size_t errn);
+
+/* dt_cli_parse for the verb `who` (argv after the verb): the number of positional arguments,
+ * or -1 when the command ends here with *rc: 0 after printing `usage` on stdout for --help,
+ * 2 after printing the usage error (as `who`) and `usage` on stderr. */
+int dt_cli_parse_verb(const char *who, void (*usage)(FILE *), int argc, char **argv,
+                      const dt_cli_opt *opts, int n_opts, const char **pos, int min_pos,
+                      int max_pos, const char *pos_names, int *rc);
+
+/* The row of `table` (n rows of `size` bytes, each starting with its name, a const char *)
+ * that argv[0] names: NULL when the command ends here with *rc, 0 after printing `usage` for
+ * "--help", "-h" or "help", else 2 after printing the usage error (a missing or unknown
+ * verb) as `who`. verb_who gets "WHO VERB", the name the verb's messages go under. */
+#define DT_CLI_WHO_MAX 64
+const void *dt_cli_pick_verb(const char *who, void (*usage)(FILE *), int argc, char **argv,
+                             const void *table, size_t n, size_t size,
+                             char verb_who[DT_CLI_WHO_MAX], int *rc);
 
 /* A positive integer id (experiment, trial). False with `err` naming `what` otherwise. */
 bool dt_cli_parse_id(const char *s, const char *what, int64_t *id, char *err, size_t errn);

@@ -18,6 +18,8 @@
 #include "bench/bench.h"
 #include "launch/launch.h"
 
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,17 +57,6 @@ static void bench_usage(FILE *f) {
             "  --ds-config C   a DeepSpeed config (file or JSON text) merged over the one the\n"
             "                  options make, e.g. '{\"zero_optimization\": "
             "{\"stage3_prefetch_bucket_size\": 1e5}}'\n");
-}
-
-/* Parse a positive integer option value; prints the error and returns -1 on a bad one. */
-static int64_t int_arg(const char *opt, const char *v) {
-    char *end;
-    long long x = v ? strtoll(v, &end, 10) : 0;
-    if (!v || *end || x <= 0) {
-        fprintf(stderr, "dtrain bench: %s needs a positive integer, got '%s'\n", opt, v ? v : "");
-        return -1;
-    }
-    return x;
 }
 
 /* The options whose value is a word from a short list, or a shape: 0, or -1 after the error. */
@@ -111,7 +102,6 @@ static int parse(int argc, char **argv, bench_args *args) {
         const char *name;
         int64_t *i64; /* or */
         int *i32;
-        const char *v;
     } num[] = {
         {.name = "--batch", .i64 = &a->batch},
         {.name = "--layers", .i64 = &a->layers},
@@ -132,39 +122,33 @@ static int parse(int argc, char **argv, bench_args *args) {
     };
     enum { NUM = sizeof num / sizeof num[0] };
     const char *dtype = NULL, *backend = NULL, *shape = NULL, *trans = NULL, *offload = NULL;
-    const char *zero = NULL, *model = NULL, *ds_config = NULL, *nvme_path = NULL;
+    const char *zero = NULL;
     dt_cli_opt opts[NUM + 11] = {
         {.name = "--json", .flag = &args->json},  {.name = "--profile", .flag = &a->profile},
-        {.name = "--model", .value = &model},     {.name = "--dtype", .value = &dtype},
+        {.name = "--model", .value = &a->model},  {.name = "--dtype", .value = &dtype},
         {.name = "--backend", .value = &backend}, {.name = "--shape", .value = &shape},
-        {.name = "--trans", .value = &trans},     {.name = "--ds-config", .value = &ds_config},
-        {.name = "--offload", .value = &offload}, {.name = "--nvme-path", .value = &nvme_path},
+        {.name = "--trans", .value = &trans},     {.name = "--ds-config", .value = &a->ds_config},
+        {.name = "--offload", .value = &offload}, {.name = "--nvme-path", .value = &a->nvme_path},
         {.name = "--zero-stage", .value = &zero},
     };
-    for (int k = 0; k < NUM; k++)
-        opts[11 + k] = (dt_cli_opt){.name = num[k].name, .value = &num[k].v};
-    char err[512];
-    int np = dt_cli_parse(argc, argv, opts, NUM + 11, NULL, 0, 0, "", err, sizeof err);
-    if (np == DT_CLI_HELP) return bench_usage(stdout), 1;
-    if (np == DT_CLI_BAD) {
-        fprintf(stderr, "dtrain bench: %s\n", err);
-        bench_usage(stderr);
-        return -1;
-    }
-    if (model) a->model = model;
-    if (ds_config) a->ds_config = ds_config;
-    if (nvme_path) a->nvme_path = nvme_path;
+    long long v[NUM];
     for (int k = 0; k < NUM; k++) {
-        if (!num[k].v) continue;
+        v[k] = LLONG_MIN; /* not given */
         /* --warmup 0 is the one count that may be zero */
-        int64_t x = !strcmp(num[k].name, "--warmup") && !strcmp(num[k].v, "0")
-                        ? 0
-                        : int_arg(num[k].name, num[k].v);
-        if (x < 0) return -1;
+        opts[11 + k] = (dt_cli_opt){.name = num[k].name,
+                                    .integer = &v[k],
+                                    .lo = !strcmp(num[k].name, "--warmup") ? 0 : 1,
+                                    .hi = num[k].i32 ? (double)INT_MAX : (double)INFINITY};
+    }
+    int rc, np = dt_cli_parse_verb("dtrain bench", bench_usage, argc, argv, opts, NUM + 11, NULL, 0,
+                                   0, "", &rc);
+    if (np < 0) return rc == DT_EXIT_OK ? 1 : -1;
+    for (int k = 0; k < NUM; k++) {
+        if (v[k] == LLONG_MIN) continue;
         if (num[k].i64)
-            *num[k].i64 = x;
+            *num[k].i64 = v[k];
         else
-            *num[k].i32 = (int)x;
+            *num[k].i32 = (int)v[k];
     }
     return word_args(a, dtype, backend, shape, trans, offload, zero);
 }

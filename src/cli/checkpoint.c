@@ -72,17 +72,12 @@ void dt_cli_print_checkpoints(const json_t *ckpts, FILE *f, dt_cli_mode mode) {
     dt_cli_table *t = dt_cli_table_new(7, hdr);
     size_t i;
     json_t *ck;
-    char buf[32];
+    static const char *const keys[] = {"uuid", "trial_id", "batches", "state", "validation_metric"};
     json_array_foreach(ckpts, i, ck) {
         dt_cli_table_row(t);
-        dt_cli_table_put_json(t, json_object_get(ck, "uuid"));
-        dt_cli_table_put_json(t, json_object_get(ck, "trial_id"));
-        dt_cli_table_put_json(t, json_object_get(ck, "batches"));
-        dt_cli_table_put_json(t, json_object_get(ck, "state"));
-        dt_cli_table_put_json(t, json_object_get(ck, "validation_metric"));
+        dt_cli_table_put_members(t, ck, keys, 5);
         dt_cli_table_putf(t, "%lld", (long long)resources_bytes(ck));
-        dt_cli_table_put(t, dt_cli_fmt_time(json_string_value(json_object_get(ck, "report_time")),
-                                            buf, sizeof buf));
+        dt_cli_table_put_time(t, ck, "report_time");
     }
     dt_cli_table_print(t, f, mode, false);
     dt_cli_table_free(t);

@@ -33,6 +33,9 @@ int dt_cli_lm(int argc, char **argv);
 /* `dtrain config check CONFIG [MODEL_DIR]` (config.c). */
 int dt_cli_config(int argc, char **argv);
 
+/* Print a usage error (`err`) as `who`, then the verb's usage: returns 2 (args.c). */
+int dt_cli_usage_error(const char *who, const char *err, void (*usage)(FILE *));
+
 /* ---- remote.c: talking to the master ---- */
 
 /* A client of the master at $DTRAIN_MASTER (default http://127.0.0.1:8080). When none
@@ -60,8 +63,6 @@ int dt_cli_show(dt_client *c, const char *who, const char *path, const char *hin
  * from the answer's member `kind`. 0, or request's error code. */
 int dt_cli_change(dt_client *c, const char *who, const char *path, const char *hint,
                   const char *kind, int64_t id);
-/* Print a usage error (`err`) as `who`, then the verb's usage: returns 2. */
-int dt_cli_usage_error(const char *who, const char *err, void (*usage)(FILE *));
 
 /* ---- experiment.c ---- */
 /* Submit the config at `config_path` with `overrides` (an array of "KEY=VALUE" strings) on the

@@ -6,6 +6,7 @@
  * adaptive_asha its brackets, rungs and trials per rung), then "ok: FILE". Exit 1 when it would
  * not: "FILE:LINE:COL: what is wrong; hint: what to do" on stderr. Exit 2: a usage error.
  */
+#include "args.h"
 #include "cli.h"
 
 #include "dtrain/config.h"
@@ -86,8 +87,8 @@ int dt_cli_config(int argc, char **argv) {
     if (strcmp(argv[0], "check"))
         return dt_cli_usage_error("dtrain config", "unknown verb (the verb is check)",
                                   config_usage);
-    if (argc < 2 || argc > 3 || argv[1][0] == '-')
-        return dt_cli_usage_error("dtrain config check", "give CONFIG and optionally MODEL_DIR",
-                                  config_usage);
-    return config_check(argv[1], argc == 3 ? argv[2] : NULL);
+    const char *pos[2];
+    int rc, n = dt_cli_parse_verb("dtrain config check", config_usage, argc - 1, argv + 1, NULL, 0,
+                                  pos, 1, 2, "CONFIG MODEL_DIR", &rc);
+    return n < 0 ? rc : config_check(pos[0], n == 2 ? pos[1] : NULL);
 }

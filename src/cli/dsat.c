@@ -9,7 +9,6 @@
 
 #include "base/yaml.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -39,21 +38,6 @@ static void usage(FILE *f) {
            "  random: --trials-per-random-config N (5) --early-stopping N (0: never)\n");
 }
 
-/* An integer flag in [lo, hi]; false with err. */
-static bool int_flag(const char *name, const char *s, long long lo, long long hi, long long *out,
-                     char *err, size_t n) {
-    char *end = NULL;
-    errno = 0;
-    long long v = s ? strtoll(s, &end, 10) : 0;
-    if (!s || !*s || *end || errno || v < lo || v > hi) {
-        snprintf(err, n, "%s must be an integer in [%lld, %lld], got '%s'", name, lo, hi,
-                 s ? s : "");
-        return false;
-    }
-    *out = v;
-    return true;
-}
-
 enum {
     F_MAX_TRIALS,
     F_MAX_CONC,
@@ -71,56 +55,148 @@ enum {
 };
 static const struct {
     const char *flag, *key; /* key: searcher.dsat's (NULL: elsewhere) */
-    long long lo, hi;
-    const char *method; /* the only method that takes it, or NULL */
+    long long lo, hi, def;  /* def 0 for --max-slots: no limit */
+    const char *method;     /* the only method that takes it, or NULL */
 } INTS[N_INT] = {
-    {"--max-trials", NULL, 1, 100000, NULL},
-    {"--max-concurrent-trials", NULL, 1, 100000, NULL},
-    {"--max-slots", NULL, 1, 100000, NULL},
-    {"--start-profile-step", "start_profile_step", 1, 1000000, NULL},
-    {"--end-profile-step", "end_profile_step", 1, 1000000, NULL},
-    {"--random-seed", "random_seed", 0, INT_MAX, NULL},
-    {"--max-rungs", "max_rungs", 1, 64, "asha"},
-    {"--min-binary-search-trials", "min_binary_search_trials", 1, 100000, "asha"},
-    {"--asha-early-stopping", "asha_early_stopping", 0, 64, "asha"},
-    {"--divisor", "divisor", 2, 1024, "asha"},
-    {"--trials-per-random-config", "trials_per_random_config", 1, 100000, "random"},
-    {"--early-stopping", "early_stopping", 0, 100000, "random"},
+    {"--max-trials", NULL, 1, 100000, 50, NULL},
+    {"--max-concurrent-trials", NULL, 1, 100000, 16, NULL},
+    {"--max-slots", NULL, 1, 100000, 0, NULL},
+    {"--start-profile-step", "start_profile_step", 1, 1000000, 3, NULL},
+    {"--end-profile-step", "end_profile_step", 1, 1000000, 5, NULL},
+    {"--random-seed", "random_seed", 0, INT_MAX, 42, NULL},
+    {"--max-rungs", "max_rungs", 1, 64, 5, "asha"},
+    {"--min-binary-search-trials", "min_binary_search_trials", 1, 100000, 3, "asha"},
+    {"--asha-early-stopping", "asha_early_stopping", 0, 64, 0, "asha"},
+    {"--divisor", "divisor", 2, 1024, 2, "asha"},
+    {"--trials-per-random-config", "trials_per_random_config", 1, 100000, 5, "random"},
+    {"--early-stopping", "early_stopping", 0, 100000, 0, "random"},
 };
+static const char *const METRICS[] = {"FLOPS_per_gpu", "throughput", "forward",
+                                      "backward",      "latency",    NULL};
+#define NOT_GIVEN LLONG_MIN
 
-/* --zero-stages takes the values after it: pull them out of argv into `stages` (a flow list).
- * Returns the new argc; -1 with err for a bad stage. */
-static int take_stages(int argc, char **argv, char *stages, size_t n, bool *given, char *err,
-                       size_t errn) {
-    int w = 0;
-    for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--zero-stages")) {
-            argv[w++] = argv[i];
-            continue;
-        }
-        int seen = 0, count = 0;
-        snprintf(stages, n, "[");
-        while (i + 1 < argc && argv[i + 1][0] != '-' && strspn(argv[i + 1], "0123456789") &&
-               !argv[i + 1][strspn(argv[i + 1], "0123456789")]) {
-            long long s;
-            if (!int_flag("--zero-stages", argv[++i], 0, 3, &s, err, errn)) return -1;
-            if (seen & (1 << s)) {
-                snprintf(err, errn, "--zero-stages names stage %lld twice", s);
-                return -1;
-            }
-            seen |= 1 << s;
-            snprintf(stages + strlen(stages), n - strlen(stages), "%s%lld", count++ ? ", " : "", s);
-        }
-        if (!count) {
+/* The parsed command line. */
+typedef struct dsat_args {
+    const char *method, *metric, *pos[2];
+    long long v[N_INT];
+    double factor;
+    char stages[64]; /* a flow list: "[1, 2, 3]" */
+    dt_cli_list zero, include;
+    bool full, json;
+} dsat_args;
+
+/* --zero-stages takes the stage numbers after it. */
+static bool is_digits(const char *s) {
+    return *s && !s[strspn(s, "0123456789")];
+}
+
+/* --zero-stages' values as a flow list into a->stages; false with err. */
+static bool stages_list(dsat_args *a, char *err, size_t errn) {
+    int seen = 0;
+    size_t at = (size_t)snprintf(a->stages, sizeof a->stages, "[");
+    for (int k = 0; k < a->zero.n; k++) {
+        const char *s = a->zero.v[k];
+        int st = is_digits(s) && strlen(s) < 4 ? (int)strtol(s, NULL, 10) : -1;
+        if (st < 0 || st > 3) {
             snprintf(err, errn,
-                     "--zero-stages needs one or more stages 0..3, e.g. --zero-stages "
-                     "1 2 3");
-            return -1;
+                     "--zero-stages must be stages 0..3, e.g. --zero-stages 1 2 3; got '%s'", s);
+            return false;
         }
-        snprintf(stages + strlen(stages), n - strlen(stages), "]");
-        *given = true;
+        if (seen & (1 << st)) {
+            snprintf(err, errn, "--zero-stages names stage %d twice", st);
+            return false;
+        }
+        seen |= 1 << st;
+        at += (size_t)snprintf(a->stages + at, sizeof a->stages - at, "%s%d", k ? ", " : "", st);
     }
-    return w;
+    snprintf(a->stages + at, sizeof a->stages - at, "]");
+    return true;
+}
+
+/* The values checked across flags: the method's own flags, the profile steps, the stages. */
+static bool check_args(dsat_args *a, char *err, size_t errn) {
+    for (int i = 0; i < N_INT; i++) {
+        if (a->v[i] == NOT_GIVEN) {
+            a->v[i] = INTS[i].def;
+        } else if (INTS[i].method && strcmp(INTS[i].method, a->method)) {
+            snprintf(err, errn, "%s is a flag of dtrain dsat %s, not %s", INTS[i].flag,
+                     INTS[i].method, a->method);
+            return false;
+        }
+    }
+    if (a->v[F_END] < a->v[F_START]) {
+        snprintf(err, errn, "--end-profile-step (%lld) is below --start-profile-step (%lld)",
+                 a->v[F_END], a->v[F_START]);
+        return false;
+    }
+    if (!isnan(a->factor) && !strcmp(a->method, "random")) {
+        snprintf(err, errn, "--search-range-factor is a flag of asha and binary");
+        return false;
+    }
+    if (isnan(a->factor)) a->factor = 1.0;
+    if (!a->zero.n) return snprintf(a->stages, sizeof a->stages, "[1, 2, 3]"), true;
+    return stages_list(a, err, errn);
+}
+
+/* The method and the flags into a: DT_EXIT_OK to go on, else the exit code (after printing
+ * the usage error, or the usage for --help: then *done). */
+static int parse_args(int argc, char **argv, dsat_args *a, bool *done) {
+    char err[512];
+    *a = (dsat_args){.method = argc ? argv[0] : NULL, .metric = "FLOPS_per_gpu", .factor = NAN};
+    *done = argc < 1 || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h");
+    if (*done) return usage(argc < 1 ? stderr : stdout), argc < 1 ? DT_EXIT_USAGE : DT_EXIT_OK;
+    if (strcmp(a->method, "asha") && strcmp(a->method, "binary") && strcmp(a->method, "random")) {
+        snprintf(err, sizeof err, "unknown method '%s': use asha, binary or random", a->method);
+        return *done = true, dt_cli_usage_error(WHO, err, usage);
+    }
+    dt_cli_opt opts[N_INT + 6] = {
+        {.name = "--metric", .value = &a->metric, .choices = METRICS},
+        {.name = "--search-range-factor", .number = &a->factor, .hi = INFINITY, .above_lo = true},
+        {.name = "--run-full-experiment", .flag = &a->full},
+        {.name = "--json", .flag = &a->json},
+        {.name = "--include", .list = &a->include},
+        {.name = "--zero-stages", .list = &a->zero, .more = is_digits},
+    };
+    for (int i = 0; i < N_INT; i++) {
+        a->v[i] = NOT_GIVEN;
+        opts[6 + i] = (dt_cli_opt){.name = INTS[i].flag,
+                                   .integer = &a->v[i],
+                                   .lo = (double)INTS[i].lo,
+                                   .hi = (double)INTS[i].hi};
+    }
+    int n = dt_cli_parse(argc - 1, argv + 1, opts, N_INT + 6, a->pos, 2, 2, "CONFIG MODEL_DIR", err,
+                         sizeof err);
+    *done = n < 0;
+    if (n == DT_CLI_HELP) return usage(stdout), DT_EXIT_OK;
+    if (n < 0 || !check_args(a, err, sizeof err))
+        return *done = true, dt_cli_usage_error(WHO, err, usage);
+    return DT_EXIT_OK;
+}
+
+/* The experiment's overrides: the dsat runner as its searcher with these settings, no
+ * restarts, the slot limit. */
+static json_t *overrides(const dsat_args *a) {
+    int mi = 0;
+    while (strcmp(a->metric, METRICS[mi])) mi++;
+    char s[2048], *m = NULL;
+    int k = snprintf(s, sizeof s,
+                     "searcher={name: dsat, method: %s, metric: %s, smaller_is_better: %s, "
+                     "max_trials: %lld, max_concurrent_trials: %lld, max_length: {batches: %lld}, "
+                     "dsat: {zero_stages: %s, search_range_factor: %.17g",
+                     a->method, a->metric, mi >= 2 ? "true" : "false", a->v[F_MAX_TRIALS],
+                     a->v[F_MAX_CONC], a->v[F_END], a->stages, a->factor);
+    for (int i = F_START; i < N_INT; i++)
+        if (!INTS[i].method || !strcmp(INTS[i].method, a->method))
+            k += snprintf(s + k, sizeof s - (size_t)k, ", %s: %lld", INTS[i].key, a->v[i]);
+    snprintf(s + k, sizeof s - (size_t)k, "}}");
+    json_t *ov = json_array();
+    json_array_append_new(ov, json_string(s));
+    /* a failed trial is a result of the search, not something to run again */
+    json_array_append_new(ov, json_string("max_restarts=0"));
+    if (a->v[F_MAX_SLOTS] && asprintf(&m, "resources.max_slots=%lld", a->v[F_MAX_SLOTS]) > 0)
+        json_array_append_new(ov, json_string(m));
+    free(m);
+    return ov;
 }
 
 /* ---- the summary --------------------------------------------------------------------------- */
@@ -267,108 +343,26 @@ static int run_full(const char *config, const char *model_dir, const char *const
 }
 
 int dt_cli_dsat(int argc, char **argv) {
-    char err[512], stages[64] = "[1, 2, 3]";
-    if (argc < 1 || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))
-        return usage(argc < 1 ? stderr : stdout), argc < 1 ? DT_EXIT_USAGE : DT_EXIT_OK;
-    const char *method = argv[0];
-    if (strcmp(method, "asha") && strcmp(method, "binary") && strcmp(method, "random")) {
-        snprintf(err, sizeof err, "unknown method '%s': use asha, binary or random", method);
-        return dt_cli_usage_error(WHO, err, usage);
-    }
-    char **av = malloc((size_t)argc * sizeof *av);
-    if (!av) return DT_EXIT_FAILED;
-    memcpy(av, argv + 1, (size_t)(argc - 1) * sizeof *av);
-    bool stages_given = false, full = false, json = false;
-    int ac = take_stages(argc - 1, av, stages, sizeof stages, &stages_given, err, sizeof err);
-    const char *vals[N_INT] = {0}, *metric = NULL, *factor_s = NULL;
-    dt_cli_list include = {0};
-    dt_cli_opt opts[N_INT + 5];
-    for (int i = 0; i < N_INT; i++) opts[i] = (dt_cli_opt){.name = INTS[i].flag, .value = &vals[i]};
-    opts[N_INT] = (dt_cli_opt){.name = "--metric", .value = &metric};
-    opts[N_INT + 1] = (dt_cli_opt){.name = "--search-range-factor", .value = &factor_s};
-    opts[N_INT + 2] = (dt_cli_opt){.name = "--run-full-experiment", .flag = &full};
-    opts[N_INT + 3] = (dt_cli_opt){.name = "--json", .flag = &json};
-    opts[N_INT + 4] = (dt_cli_opt){.name = "--include", .list = &include};
-    const char *pos[2];
-    int n = ac < 0 ? DT_CLI_BAD
-                   : dt_cli_parse(ac, av, opts, N_INT + 5, pos, 2, 2, "CONFIG MODEL_DIR", err,
-                                  sizeof err);
-    free(av);
-    if (n == DT_CLI_HELP) return usage(stdout), DT_EXIT_OK;
-    if (n < 0) return dt_cli_usage_error(WHO, err, usage);
-    long long v[N_INT] = {50, 16, 0, 3, 5, 42, 5, 3, 0, 2, 5, 0};
-    for (int i = 0; i < N_INT; i++) {
-        if (!vals[i]) continue;
-        if (INTS[i].method && strcmp(INTS[i].method, method)) {
-            snprintf(err, sizeof err, "%s is a flag of dtrain dsat %s, not %s", INTS[i].flag,
-                     INTS[i].method, method);
-            return dt_cli_usage_error(WHO, err, usage);
-        }
-        if (!int_flag(INTS[i].flag, vals[i], INTS[i].lo, INTS[i].hi, &v[i], err, sizeof err))
-            return dt_cli_usage_error(WHO, err, usage);
-    }
-    if (v[F_END] < v[F_START]) {
-        snprintf(err, sizeof err, "--end-profile-step (%lld) is below --start-profile-step (%lld)",
-                 v[F_END], v[F_START]);
-        return dt_cli_usage_error(WHO, err, usage);
-    }
-    static const char *const METRICS[] = {"FLOPS_per_gpu", "throughput", "forward", "backward",
-                                          "latency"};
-    int mi = 0;
-    while (metric && mi < 5 && strcmp(metric, METRICS[mi])) mi++;
-    if (mi == 5) {
-        snprintf(err, sizeof err,
-                 "--metric must be FLOPS_per_gpu, throughput, forward, backward or latency, got "
-                 "'%s'",
-                 metric);
-        return dt_cli_usage_error(WHO, err, usage);
-    }
-    double factor = 1.0;
-    char *end = NULL;
-    if (factor_s && !strcmp(method, "random")) {
-        snprintf(err, sizeof err, "--search-range-factor is a flag of asha and binary");
-        return dt_cli_usage_error(WHO, err, usage);
-    }
-    if (factor_s &&
-        (factor = strtod(factor_s, &end), !*factor_s || *end || !isfinite(factor) || factor <= 0)) {
-        snprintf(err, sizeof err, "--search-range-factor must be a number > 0, got '%s'", factor_s);
-        return dt_cli_usage_error(WHO, err, usage);
-    }
-
-    /* the searcher: the dsat runner with these settings */
-    char s[2048], *a = NULL;
-    int k = snprintf(s, sizeof s,
-                     "searcher={name: dsat, method: %s, metric: %s, smaller_is_better: %s, "
-                     "max_trials: %lld, max_concurrent_trials: %lld, max_length: {batches: %lld}, "
-                     "dsat: {zero_stages: %s, search_range_factor: %.17g",
-                     method, METRICS[mi], mi >= 2 ? "true" : "false", v[F_MAX_TRIALS],
-                     v[F_MAX_CONC], v[F_END], stages, factor);
-    for (int i = F_START; i < N_INT; i++)
-        if (!INTS[i].method || !strcmp(INTS[i].method, method))
-            k += snprintf(s + k, sizeof s - (size_t)k, ", %s: %lld", INTS[i].key, v[i]);
-    snprintf(s + k, sizeof s - (size_t)k, "}}");
-    json_t *ov = json_array();
-    json_array_append_new(ov, json_string(s));
-    /* a failed trial is a result of the search, not something to run again */
-    json_array_append_new(ov, json_string("max_restarts=0"));
-    if (v[F_MAX_SLOTS] && asprintf(&a, "resources.max_slots=%lld", v[F_MAX_SLOTS]) > 0)
-        json_array_append_new(ov, json_string(a));
-    free(a);
+    dsat_args a;
+    bool done;
+    int rc = parse_args(argc, argv, &a, &done);
+    if (done) return rc;
+    json_t *ov = overrides(&a);
     /* with --include the experiment runs from a copy: MODEL_DIR plus the included paths */
-    char ctx[PATH_MAX];
-    const char *model_dir = pos[1];
-    if (include.n &&
-        !dt_cli_make_context(pos[1], include.v, include.n, ctx, sizeof ctx, err, sizeof err)) {
+    char ctx[PATH_MAX], err[512];
+    const char *model_dir = a.pos[1];
+    if (a.include.n && !dt_cli_make_context(a.pos[1], a.include.v, a.include.n, ctx, sizeof ctx,
+                                            err, sizeof err)) {
         json_decref(ov);
         fprintf(stderr, WHO ": error: %s\nhint: nothing was submitted\n", err);
         return DT_EXIT_FAILED;
     }
-    if (include.n) model_dir = ctx;
+    if (a.include.n) model_dir = ctx;
     dt_client *c = NULL;
     int64_t id = 0;
-    int rc = dt_cli_create_experiment(WHO, pos[0], model_dir, ov, true, &c, &id);
+    rc = dt_cli_create_experiment(WHO, a.pos[0], model_dir, ov, true, &c, &id);
     json_decref(ov);
-    if (rc && include.n) dt_cli_remove_tree(ctx); /* no experiment owns it */
+    if (rc && a.include.n) dt_cli_remove_tree(ctx); /* no experiment owns it */
     char *state = NULL, *dir = NULL;
     if (!rc) {
         printf("dsat page: %s/experiments/%lld/dsat\n", dt_client_url(c), (long long)id);
@@ -376,9 +370,9 @@ int dt_cli_dsat(int argc, char **argv) {
         rc = dt_cli_follow_experiment(c, WHO, id, &state);
     }
     if (!rc) {
-        rc = print_summary(c, id, json, &dir);
+        rc = print_summary(c, id, a.json, &dir);
         if (!rc && strcmp(state, "COMPLETED")) rc = DT_EXIT_FAILED;
-        if (!rc && full) rc = run_full(pos[0], pos[1], include.v, include.n, dir);
+        if (!rc && a.full) rc = run_full(a.pos[0], a.pos[1], a.include.v, a.include.n, dir);
     }
     free(state);
     free(dir);

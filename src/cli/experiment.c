@@ -249,13 +249,12 @@ static void print_list(const json_t *ans, dt_cli_mode mode) {
     json_t *e;
     char buf[32];
     json_array_foreach(json_object_get(ans, "experiments"), i, e) {
+        static const char *const first[] = {"id", "name", "state"}, *const rest[] = {"num_trials",
+                                                                                     "best_metric"};
         dt_cli_table_row(t);
-        dt_cli_table_put_json(t, json_object_get(e, "id"));
-        dt_cli_table_put_json(t, json_object_get(e, "name"));
-        dt_cli_table_put_json(t, json_object_get(e, "state"));
+        dt_cli_table_put_members(t, e, first, 3);
         put_progress(t, e);
-        dt_cli_table_put_json(t, json_object_get(e, "num_trials"));
-        dt_cli_table_put_json(t, json_object_get(e, "best_metric"));
+        dt_cli_table_put_members(t, e, rest, 2);
         const char *st = json_string_value(json_object_get(e, "start_time"));
         dt_cli_table_put(t, dt_cli_fmt_time(st, buf, sizeof buf));
         dt_cli_table_put(t, dt_cli_fmt_span(st, json_string_value(json_object_get(e, "end_time")),

@@ -1,7 +1,8 @@
 /* lm.c — `dtrain lm <verb>`: language models from a Hugging Face model directory (tokenize,
- * eval, generate). Each verb is
- * a row of the table at the bottom (its name, its function, its usage line); the verbs only
- * parse, call the library and print. */
+ * eval, generate). Each verb is a row of the table at the bottom (its name, its function,
+ * its usage line); the verbs parse their options as tables (args.h), call the library and
+ * print. */
+#include "args.h"
 #include "cli.h"
 #include "lm_cli.h"
 
@@ -14,7 +15,6 @@
 #include <string.h>
 
 #define WHO "dtrain lm"
-
 
 /* Read a whole file: *n bytes, malloc'd (NUL-terminated); NULL after printing why. */
 static char *slurp(const char *who, const char *path, size_t *n) {
@@ -82,14 +82,17 @@ static void print_ids(FILE *f, const int32_t *ids, size_t n) {
 
 /* dtrain lm tokenize MODEL_DIR TEXT_FILE: the ids of the file's whole text, no BOS/EOS. */
 static int lm_tokenize(int argc, char **argv) {
-    const char *who = WHO " tokenize";
-    if (argc != 2) return dt_cli_usage_error(who, "needs MODEL_DIR and TEXT_FILE", dt__cli_lm_usage);
-    dt_tokenizer *t = load_tokenizer(who, argv[0]);
+    const char *who = WHO " tokenize", *pos[2];
+    int rc;
+    if (dt_cli_parse_verb(who, dt__cli_lm_usage, argc, argv, NULL, 0, pos, 2, 2,
+                          "MODEL_DIR TEXT_FILE", &rc) < 0)
+        return rc;
+    dt_tokenizer *t = load_tokenizer(who, pos[0]);
     if (!t) return DT_EXIT_FAILED;
     size_t len = 0, n = 0;
-    char *text = slurp(who, argv[1], &len);
+    char *text = slurp(who, pos[1], &len);
     int32_t *ids = NULL;
-    int rc = DT_EXIT_FAILED;
+    rc = DT_EXIT_FAILED;
     if (text && dt_tokenizer_encode(t, text, len, &ids, &n) == DT_OK) {
         print_ids(stdout, ids, n);
         rc = fflush(stdout) ? DT_EXIT_FAILED : DT_EXIT_OK;
@@ -100,39 +103,6 @@ static int lm_tokenize(int argc, char **argv) {
     free(text);
     dt_tokenizer_free(t);
     return rc;
-}
-
-const char *dt__cli_lm_flag_value(const char *who, int argc, char **argv, int *i) {
-    if (*i + 1 >= argc) {
-        char err[128];
-        snprintf(err, sizeof err, "%s needs a value", argv[*i]);
-        dt_cli_usage_error(who, err, dt__cli_lm_usage);
-        return NULL;
-    }
-    return argv[++*i];
-}
-
-long long dt__cli_lm_flag_int(const char *who, const char *flag, const char *v, long long lo) {
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (errno || end == v || *end || x < lo) {
-        fprintf(stderr, "%s: error: %s must be a whole number >= %lld, got '%s'\n", who, flag, lo,
-                v);
-        return -1;
-    }
-    return x;
-}
-
-double dt__cli_lm_flag_num(const char *who, const char *flag, const char *v, double lo, double hi) {
-    char *end;
-    double x = strtod(v, &end);
-    if (end == v || *end || !(x >= lo && x <= hi)) {
-        fprintf(stderr, "%s: error: %s must be a number in [%g, %g], got '%s'\n", who, flag, lo, hi,
-                v);
-        return NAN;
-    }
-    return x;
 }
 
 /* The model and its tokenizer from MODEL_DIR; false after printing why. */
@@ -149,24 +119,15 @@ static bool open_model(const char *who, const char *dir, dt_lm **m, dt_tokenizer
 /* dtrain lm eval MODEL_DIR TEXT_FILE [--seq N] [--json]: the mean next-token cross-entropy
  * over the text cut into windows (dt_lm_eval_ids). */
 static int lm_eval(int argc, char **argv) {
-    const char *who = WHO " eval", *pos[2] = {0};
+    const char *who = WHO " eval", *pos[2];
     long long seq = 0;
     bool json = false;
-    int np = 0;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) {
-            json = true;
-        } else if (!strcmp(argv[i], "--seq")) {
-            const char *v = dt__cli_lm_flag_value(who, argc, argv, &i);
-            if (!v) return DT_EXIT_USAGE;
-            if ((seq = dt__cli_lm_flag_int(who, "--seq", v, 2)) < 0) return DT_EXIT_USAGE;
-        } else if (argv[i][0] == '-' || np == 2) {
-            return dt_cli_usage_error(who, "takes MODEL_DIR TEXT_FILE [--seq N] [--json]", dt__cli_lm_usage);
-        } else {
-            pos[np++] = argv[i];
-        }
-    }
-    if (np != 2) return dt_cli_usage_error(who, "needs MODEL_DIR and TEXT_FILE", dt__cli_lm_usage);
+    dt_cli_opt opts[] = {{.name = "--seq", .integer = &seq, .lo = 2, .hi = INFINITY},
+                         {.name = "--json", .flag = &json}};
+    int rc;
+    if (dt_cli_parse_verb(who, dt__cli_lm_usage, argc, argv, opts, 2, pos, 2, 2,
+                          "MODEL_DIR TEXT_FILE", &rc) < 0)
+        return rc;
     dt_lm *m;
     dt_tokenizer *t;
     if (!open_model(who, pos[0], &m, &t)) return DT_EXIT_FAILED;
@@ -175,7 +136,7 @@ static int lm_eval(int argc, char **argv) {
     int32_t *ids = NULL;
     double loss = 0;
     int64_t predicted = 0;
-    int rc = DT_EXIT_FAILED;
+    rc = DT_EXIT_FAILED;
     if (text && dt_tokenizer_encode(t, text, len, &ids, &n) == DT_OK &&
         dt_lm_eval_ids(m, ids, n, seq, &loss, &predicted) == DT_OK) {
         if (json)
@@ -197,37 +158,35 @@ static int lm_eval(int argc, char **argv) {
     return rc;
 }
 
-/* Parse generate's flags into o and *prompt / *k / *json; a DT_EXIT_* code, DT_EXIT_OK when
- * all is well. */
-static int generate_flags(const char *who, int argc, char **argv, dt_lm_gen_opts *o,
-                          const char **prompt, long long *k, bool *json) {
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i], *v = NULL;
-        if (!strcmp(f, "--json")) {
-            *json = true;
-            continue;
-        }
-        if (!(v = dt__cli_lm_flag_value(who, argc, argv, &i))) return DT_EXIT_USAGE;
-        double x = 0;
-        if (!strcmp(f, "--prompt"))
-            *prompt = v;
-        else if (!strcmp(f, "--max-new-tokens"))
-            x = *k = dt__cli_lm_flag_int(who, f, v, 1);
-        else if (!strcmp(f, "--top-k"))
-            x = o->top_k = dt__cli_lm_flag_int(who, f, v, 0);
-        else if (!strcmp(f, "--seed"))
-            x = (double)(o->seed = (uint64_t)dt__cli_lm_flag_int(who, f, v, 0));
-        else if (!strcmp(f, "--temperature"))
-            x = o->temperature = (float)dt__cli_lm_flag_num(who, f, v, 0, 100);
-        else if (!strcmp(f, "--top-p"))
-            x = o->top_p = (float)dt__cli_lm_flag_num(who, f, v, 0, 1);
-        else
-            return dt_cli_usage_error(who, "unknown option", dt__cli_lm_usage);
-        if (x < 0 || isnan(x) || (int64_t)o->seed < 0) return DT_EXIT_USAGE;
-    }
+/* generate's MODEL_DIR into pos and its flags into o and *prompt / *k / *json: true to go on,
+ * else false with *rc, the exit code after printing the usage (--help) or the usage error. */
+static bool generate_flags(const char *who, int argc, char **argv, const char **pos,
+                           dt_lm_gen_opts *o, const char **prompt, long long *k, bool *json,
+                           int *rc) {
+    long long top_k = o->top_k, seed = (long long)o->seed;
+    double temp = o->temperature, top_p = o->top_p;
+    dt_cli_opt opts[] = {
+        {.name = "--prompt", .value = prompt},
+        {.name = "--max-new-tokens", .integer = k, .lo = 1, .hi = INFINITY},
+        {.name = "--temperature", .number = &temp, .lo = 0, .hi = 100},
+        {.name = "--top-k", .integer = &top_k, .lo = 0, .hi = INT32_MAX},
+        {.name = "--top-p", .number = &top_p, .lo = 0, .hi = 1},
+        {.name = "--seed", .integer = &seed, .lo = 0, .hi = INFINITY},
+        {.name = "--json", .flag = json},
+    };
+    if (dt_cli_parse_verb(who, dt__cli_lm_usage, argc, argv, opts, 7, pos, 1, 1, "MODEL_DIR", rc) <
+        0)
+        return false;
     if (!*prompt || *k <= 0)
-        return dt_cli_usage_error(who, "needs --prompt TEXT and --max-new-tokens K", dt__cli_lm_usage);
-    return DT_EXIT_OK;
+        return *rc = dt_cli_usage_error(who, "needs --prompt TEXT and --max-new-tokens K",
+                                        dt__cli_lm_usage),
+               false;
+    *o = (dt_lm_gen_opts){.temperature = (float)temp,
+                          .top_k = top_k,
+                          .top_p = (float)top_p,
+                          .seed = (uint64_t)seed,
+                          .eos_id = o->eos_id};
+    return true;
 }
 
 /* Print the generation: its text, or (--json) a JSON object with ids and text last. */
@@ -262,16 +221,15 @@ static int print_generation(const char *who, dt_tokenizer *t, const int32_t *ids
 /* dtrain lm generate MODEL_DIR --prompt TEXT --max-new-tokens K [--temperature T] [--top-k K]
  * [--top-p P] [--seed S] [--json]: greedy by default, with a KV cache, stopping at EOS. */
 static int lm_generate(int argc, char **argv) {
-    const char *who = WHO " generate", *prompt = NULL;
-    if (argc < 1 || argv[0][0] == '-') return dt_cli_usage_error(who, "needs MODEL_DIR", dt__cli_lm_usage);
+    const char *who = WHO " generate", *prompt = NULL, *pos[1];
     dt_lm_gen_opts o = dt_lm_gen_defaults();
     long long k = 0;
     bool json = false;
-    int rc = generate_flags(who, argc, argv, &o, &prompt, &k, &json);
-    if (rc != DT_EXIT_OK) return rc;
+    int rc;
+    if (!generate_flags(who, argc, argv, pos, &o, &prompt, &k, &json, &rc)) return rc;
     dt_lm *m;
     dt_tokenizer *t;
-    if (!open_model(who, argv[0], &m, &t)) return DT_EXIT_FAILED;
+    if (!open_model(who, pos[0], &m, &t)) return DT_EXIT_FAILED;
     /* the model config's eos_token_id, as transformers stops at it; else the tokenizer's */
     o.eos_id = dt_lm_get_config(m)->eos_id >= 0 ? dt_lm_get_config(m)->eos_id : dt_tokenizer_eos(t);
     int32_t *ids = NULL, *out = NULL;

@@ -4,6 +4,7 @@
  * on the text's windows. The trial writes OUT_DIR in Hugging Face format when it ends
  * (dt_lm_save); its checkpoints, metrics and the text's token cache go to a temporary
  * directory that is removed afterwards. The training losses are read back from the metrics. */
+#include "args.h"
 #include "cli.h"
 #include "lm_cli.h"
 
@@ -32,53 +33,33 @@ typedef struct ft_args {
     bool json;
 } ft_args;
 
-/* Store one flag's value into a; a DT_EXIT_* code. */
-static int set_flag(ft_args *a, const char *f, const char *v) {
-    long long *ints[] = {&a->steps, &a->seq, &a->batch, &a->seed};
-    const char *int_names[] = {"--steps", "--seq", "--batch", "--seed"};
-    const long long lows[] = {1, 2, 1, 0};
-    for (int k = 0; k < 4; k++)
-        if (!strcmp(f, int_names[k]))
-            return (*ints[k] = dt__cli_lm_flag_int(WHO, f, v, lows[k])) < 0 ? DT_EXIT_USAGE
-                                                                            : DT_EXIT_OK;
-    if (!strcmp(f, "--lr") || !strcmp(f, "--weight-decay")) {
-        double x = dt__cli_lm_flag_num(WHO, f, v, 0, 10);
-        *(f[2] == 'l' ? &a->lr : &a->weight_decay) = x;
-        return isnan(x) ? DT_EXIT_USAGE : DT_EXIT_OK;
-    }
-    if (!strcmp(f, "--out")) return a->out = v, DT_EXIT_OK;
-    if (!strcmp(f, "--dtype")) {
-        if (strcmp(v, "f32") && strcmp(v, "bf16")) {
-            fprintf(stderr, "%s: error: --dtype must be f32 or bf16, got '%s'\n", WHO, v);
-            return DT_EXIT_USAGE;
-        }
-        return a->dtype = v, DT_EXIT_OK;
-    }
-    return dt_cli_usage_error(WHO, "unknown option", dt__cli_lm_usage);
-}
-
-static int parse(int argc, char **argv, ft_args *a) {
+/* The arguments into a: true to go on, else false with *rc, the exit code after printing
+ * the usage (--help) or the usage error. */
+static bool parse(int argc, char **argv, ft_args *a, int *rc) {
+    static const char *const DTYPES[] = {"f32", "bf16", NULL};
     *a = (ft_args){.dtype = "f32", .batch = 4, .lr = 1e-4, .steps = 0, .seq = 0};
-    int np = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *f = argv[i], *v;
-        if (!strcmp(f, "--json")) {
-            a->json = true;
-        } else if (f[0] == '-') {
-            if (!(v = dt__cli_lm_flag_value(WHO, argc, argv, &i))) return DT_EXIT_USAGE;
-            int rc = set_flag(a, f, v);
-            if (rc != DT_EXIT_OK) return rc;
-        } else if (np < 2) {
-            *(np++ ? &a->text : &a->model) = f;
-        } else {
-            return dt_cli_usage_error(WHO, "takes MODEL_DIR TEXT_FILE and options",
-                                      dt__cli_lm_usage);
-        }
-    }
-    if (np != 2 || !a->steps || !a->out)
-        return dt_cli_usage_error(WHO, "needs MODEL_DIR TEXT_FILE --steps S --out OUT_DIR",
-                                  dt__cli_lm_usage);
-    return DT_EXIT_OK;
+    const char *pos[2];
+    dt_cli_opt opts[] = {
+        {.name = "--steps", .integer = &a->steps, .lo = 1, .hi = INFINITY},
+        {.name = "--out", .value = &a->out},
+        {.name = "--lr", .number = &a->lr, .lo = 0, .hi = 10},
+        {.name = "--seq", .integer = &a->seq, .lo = 2, .hi = INFINITY},
+        {.name = "--batch", .integer = &a->batch, .lo = 1, .hi = INFINITY},
+        {.name = "--dtype", .value = &a->dtype, .choices = DTYPES},
+        {.name = "--weight-decay", .number = &a->weight_decay, .lo = 0, .hi = 10},
+        {.name = "--seed", .integer = &a->seed, .lo = 0, .hi = INFINITY},
+        {.name = "--json", .flag = &a->json},
+    };
+    if (dt_cli_parse_verb(WHO, dt__cli_lm_usage, argc, argv, opts, sizeof opts / sizeof *opts, pos,
+                          2, 2, "MODEL_DIR TEXT_FILE", rc) < 0)
+        return false;
+    a->model = pos[0];
+    a->text = pos[1];
+    if (!a->steps || !a->out)
+        return *rc = dt_cli_usage_error(WHO, "needs MODEL_DIR TEXT_FILE --steps S --out OUT_DIR",
+                                        dt__cli_lm_usage),
+               false;
+    return true;
 }
 
 /* OUT_DIR must not exist, or be an empty directory. */
@@ -216,13 +197,8 @@ static int report(const ft_args *a, const char *work) {
 
 int dt__cli_lm_finetune(int argc, char **argv) {
     ft_args a;
-    for (int i = 0; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            dt__cli_lm_usage(stdout);
-            return DT_EXIT_OK;
-        }
-    int rc = parse(argc, argv, &a);
-    if (rc != DT_EXIT_OK) return rc;
+    int rc;
+    if (!parse(argc, argv, &a, &rc)) return rc;
     char model[PATH_MAX], text[PATH_MAX], tmp[PATH_MAX], work[PATH_MAX + 32];
     if (!check_inputs(&a, model, text)) return DT_EXIT_FAILED;
     const char *tdir = getenv("TMPDIR");

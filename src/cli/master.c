@@ -121,10 +121,10 @@ static int status(dt_client *c, bool json) {
 }
 
 static int token(int argc, char **argv) {
-    if (argc > 1) {
-        if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) return usage(stdout), DT_EXIT_OK;
-        return dt_cli_usage_error(WHO " token", "token takes no arguments", usage);
-    }
+    int rc;
+    if (dt_cli_parse_verb(WHO " token", usage, argc - 1, argv + 1, NULL, 0, NULL, 0, 0, "", &rc) <
+        0)
+        return rc;
     char tok[80];
     if (dt_master_token(NULL, tok, sizeof tok) != DT_OK) {
         fprintf(stderr, WHO " token: error: %s\n", dt_last_error());

@@ -36,15 +36,11 @@ static void print_models(const json_t *models, FILE *f, dt_cli_mode mode) {
     dt_cli_table *t = dt_cli_table_new(5, hdr);
     size_t i;
     json_t *m;
-    char buf[32];
+    static const char *const keys[] = {"name", "num_versions", "description", "labels"};
     json_array_foreach(models, i, m) {
         dt_cli_table_row(t);
-        dt_cli_table_put_json(t, json_object_get(m, "name"));
-        dt_cli_table_put_json(t, json_object_get(m, "num_versions"));
-        dt_cli_table_put_json(t, json_object_get(m, "description"));
-        dt_cli_table_put_json(t, json_object_get(m, "labels"));
-        dt_cli_table_put(t, dt_cli_fmt_time(json_string_value(json_object_get(m, "last_updated")),
-                                            buf, sizeof buf));
+        dt_cli_table_put_members(t, m, keys, 4);
+        dt_cli_table_put_time(t, m, "last_updated");
     }
     dt_cli_table_print(t, f, mode, false);
     dt_cli_table_free(t);
@@ -60,11 +56,10 @@ static void print_describe(const json_t *ans, dt_cli_mode mode) {
     static const char *const keys[] = {"name", "description", "labels", "num_versions"};
     const json_t *model = json_object_get(ans, "model");
     dt_cli_table *t = dt_cli_table_new(2, NULL);
-    char buf[32];
     dt_cli_fields(t, model, keys, sizeof keys / sizeof *keys);
-    dt_cli_field(t, "creation_time",
-                 dt_cli_fmt_time(json_string_value(json_object_get(model, "creation_time")), buf,
-                                 sizeof buf));
+    dt_cli_table_row(t);
+    dt_cli_table_put(t, "creation_time");
+    dt_cli_table_put_time(t, model, "creation_time");
     dt_cli_table_print(t, stdout, mode, false);
     dt_cli_table_free(t);
 
@@ -73,17 +68,16 @@ static void print_describe(const json_t *ans, dt_cli_mode mode) {
     t = dt_cli_table_new(8, hdr);
     size_t i;
     json_t *v;
+    static const char *const first[] = {"version", "checkpoint_uuid"}, *const rest[] = {
+                                                                           "experiment_id",
+                                                                           "trial_id", "batches",
+                                                                           "metrics"};
     json_array_foreach(json_object_get(ans, "versions"), i, v) {
         dt_cli_table_row(t);
-        dt_cli_table_put_json(t, json_object_get(v, "version"));
-        dt_cli_table_put_json(t, json_object_get(v, "checkpoint_uuid"));
+        dt_cli_table_put_members(t, v, first, 2);
         dt_cli_table_put(t, ckpt_state(v));
-        dt_cli_table_put_json(t, json_object_get(v, "experiment_id"));
-        dt_cli_table_put_json(t, json_object_get(v, "trial_id"));
-        dt_cli_table_put_json(t, json_object_get(v, "batches"));
-        dt_cli_table_put_json(t, json_object_get(v, "metrics"));
-        dt_cli_table_put(t, dt_cli_fmt_time(json_string_value(json_object_get(v, "creation_time")),
-                                            buf, sizeof buf));
+        dt_cli_table_put_members(t, v, rest, 4);
+        dt_cli_table_put_time(t, v, "creation_time");
     }
     printf("\n");
     dt_cli_table_print(t, stdout, mode, false);
@@ -163,18 +157,11 @@ static const struct verb {
 };
 
 int dt_cli_model(int argc, char **argv) {
-    if (argc < 1) return dt_cli_usage_error(WHO, "missing the verb", usage);
-    if (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h") || !strcmp(argv[0], "help"))
-        return usage(stdout), DT_EXIT_OK;
-    const struct verb *v = NULL;
-    for (size_t k = 0; k < sizeof VERBS / sizeof *VERBS; k++)
-        if (!strcmp(argv[0], VERBS[k].name)) v = &VERBS[k];
-    char err[512], who[64];
-    if (!v) {
-        dt_cli_seterr(err, sizeof err, "unknown verb '%s'", argv[0]);
-        return dt_cli_usage_error(WHO, err, usage);
-    }
-    snprintf(who, sizeof who, WHO " %s", v->name);
+    int rc;
+    char who[DT_CLI_WHO_MAX];
+    const struct verb *v = dt_cli_pick_verb(WHO, usage, argc, argv, VERBS,
+                                            sizeof VERBS / sizeof *VERBS, sizeof *VERBS, who, &rc);
+    if (!v) return rc;
     model_args a = {.who = who};
     bool json = false;
     dt_cli_opt opts[2] = {{.name = "--json", .flag = &json}};
@@ -182,14 +169,13 @@ int dt_cli_model(int argc, char **argv) {
         opts[0] = (dt_cli_opt){.name = "--description", .value = &a.description};
         opts[1] = (dt_cli_opt){.name = "--label", .list = &a.labels};
     }
-    int n = dt_cli_parse(argc - 1, argv + 1, opts, v->create_opts ? 2 : v->json, a.pos, v->n_pos,
-                         v->n_pos, v->pos_names, err, sizeof err);
-    if (n == DT_CLI_HELP) return usage(stdout), DT_EXIT_OK;
-    if (n < 0) return dt_cli_usage_error(who, err, usage);
+    if (dt_cli_parse_verb(who, usage, argc - 1, argv + 1, opts, v->create_opts ? 2 : v->json, a.pos,
+                          v->n_pos, v->n_pos, v->pos_names, &rc) < 0)
+        return rc;
     a.mode = dt_cli_mode_for(json, stdout);
     dt_client *c = dt_cli_connect(who, true);
     if (!c) return DT_EXIT_UNREACHABLE;
-    int rc = v->run(c, &a);
+    rc = v->run(c, &a);
     dt_client_free(c);
     return rc;
 }

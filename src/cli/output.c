@@ -82,6 +82,17 @@ void dt_cli_table_put_json(dt_cli_table *t, const json_t *v) {
     put_new(t, v ? json_deep_copy(v) : json_null());
 }
 
+void dt_cli_table_put_members(dt_cli_table *t, const json_t *obj, const char *const *keys,
+                              size_t n) {
+    for (size_t k = 0; k < n; k++) dt_cli_table_put_json(t, json_object_get(obj, keys[k]));
+}
+
+void dt_cli_table_put_time(dt_cli_table *t, const json_t *obj, const char *key) {
+    char buf[32];
+    dt_cli_table_put(
+        t, dt_cli_fmt_time(json_string_value(json_object_get(obj, key)), buf, sizeof buf));
+}
+
 void dt_cli_field(dt_cli_table *t, const char *name, const char *value) {
     dt_cli_table_row(t);
     dt_cli_table_put(t, name);

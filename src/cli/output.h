@@ -40,6 +40,11 @@ void dt_cli_table_row(dt_cli_table *t);
 void dt_cli_table_put(dt_cli_table *t, const char *s);
 void dt_cli_table_putf(dt_cli_table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void dt_cli_table_put_json(dt_cli_table *t, const json_t *v);
+/* The next n cells: obj's members keys[0..n) as JSON values; or obj's member `key`, an ISO
+ * 8601 time, in local time (dt_cli_fmt_time). */
+void dt_cli_table_put_members(dt_cli_table *t, const json_t *obj, const char *const *keys,
+                              size_t n);
+void dt_cli_table_put_time(dt_cli_table *t, const json_t *obj, const char *key);
 /* Rows of a list of fields: NAME then VALUE (a string), or for each of keys[0..n) the key
  * and obj's member of that name, or start_time, end_time and duration from obj's
  * "start_time" / "end_time". */

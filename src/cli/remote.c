@@ -305,9 +305,3 @@ int dt_cli_change(dt_client *c, const char *who, const char *path, const char *h
     json_decref(ans);
     return DT_EXIT_OK;
 }
-
-int dt_cli_usage_error(const char *who, const char *err, void (*usage)(FILE *)) {
-    fprintf(stderr, "%s: %s\n", who, err);
-    usage(stderr);
-    return DT_EXIT_USAGE;
-}

@@ -123,6 +123,78 @@ static dt_status ensure_capacity(dt_loader *l, int64_t cap) {
 /* samples whose reads are started (dataset prefetch hint) before the one being built */
 #define PREFETCH_AHEAD 8
 
+/* Where sample i of the batch goes: row i of each field's tensor. */
+static void sample_rows(const dt_dataset *ds, dt_batch *b, const size_t *nbytes, int64_t i,
+                        void **out) {
+    for (int f = 0; f < ds->nfields; f++)
+        out[f] = (char *)b->tensors[f]->data + (size_t)i * nbytes[f];
+}
+
+/* s->msg for batch k whose dataset index `index` failed with `msg`. */
+static void index_error(const dt_loader *l, slot *s, int64_t k, int64_t index, const char *msg) {
+    snprintf(s->msg, sizeof s->msg, "loading batch %lld of epoch %lld: dataset index %lld: %s",
+             (long long)k, (long long)l->epoch, (long long)index, msg);
+}
+
+/* Built on the training thread: spread the samples over the compute threads (datasets' get
+ * is thread-safe by contract). Each sample lands in its own row, so the batch is the same
+ * bits whatever the thread count; the failing index reported is the lowest. */
+static dt_status fill_parallel(dt_loader *l, slot *s, int64_t k, const int64_t *idx, int64_t n,
+                               const size_t *nbytes) {
+    const dt_dataset *ds = l->ds;
+    dt_batch *b = &s->b;
+    int64_t bad = n;
+    dt_status bad_st = DT_OK;
+    char bad_msg[512];
+#pragma omp parallel
+    {
+        int nt = omp_get_num_threads(), me = omp_get_thread_num();
+        int64_t lo = n * me / nt, hi = n * (me + 1) / nt;
+        if (ds->prefetch)
+            for (int64_t i = lo; i < hi && i < lo + PREFETCH_AHEAD; i++) ds->prefetch(ds, idx[i]);
+        for (int64_t i = lo; i < hi; i++) {
+            if (ds->prefetch && i + PREFETCH_AHEAD < hi) ds->prefetch(ds, idx[i + PREFETCH_AHEAD]);
+            void *o[DT_DATASET_MAX_FIELDS];
+            sample_rows(ds, b, nbytes, i, o);
+            dt_clear_error();
+            dt_status e = ds->get(ds, idx[i], o);
+            if (e != DT_OK) {
+#pragma omp critical(dt_loader_fill)
+                if (i < bad) {
+                    bad = i;
+                    bad_st = e;
+                    snprintf(bad_msg, sizeof bad_msg, "%s",
+                             dt_last_error()[0] ? dt_last_error() : dt_status_name(e));
+                }
+            }
+        }
+    }
+    if (bad < n) index_error(l, s, k, idx[bad], bad_msg);
+    return bad < n ? bad_st : DT_OK;
+}
+
+/* One sample after another (a worker thread, or a small batch); stops early when the loader
+ * is stopping. */
+static dt_status fill_serial(dt_loader *l, slot *s, int64_t k, const int64_t *idx, int64_t n,
+                             const size_t *nbytes) {
+    const dt_dataset *ds = l->ds;
+    void *out[DT_DATASET_MAX_FIELDS];
+    if (ds->prefetch)
+        for (int64_t i = 0; i < n && i < PREFETCH_AHEAD; i++) ds->prefetch(ds, idx[i]);
+    for (int64_t i = 0; i < n; i++) {
+        if (atomic_load_explicit(&l->stop, memory_order_relaxed)) return DT_ERR_STATE;
+        if (ds->prefetch && i + PREFETCH_AHEAD < n) ds->prefetch(ds, idx[i + PREFETCH_AHEAD]);
+        sample_rows(ds, &s->b, nbytes, i, out);
+        dt_clear_error();
+        dt_status st = ds->get(ds, idx[i], out);
+        if (st != DT_OK) {
+            index_error(l, s, k, idx[i], dt_last_error()[0] ? dt_last_error() : dt_status_name(st));
+            return st;
+        }
+    }
+    return DT_OK;
+}
+
 /* Build batch k of the plan into slot s. Returns its status; on error s->msg has the text. */
 static dt_status fill_slot(dt_loader *l, slot *s, int64_t k) {
     const int64_t *idx = l->plan.idx + l->plan.off[k];
@@ -133,10 +205,9 @@ static dt_status fill_slot(dt_loader *l, slot *s, int64_t k) {
     b->n_indices = n;
     b->epoch = l->epoch;
     b->batch = k;
-    dt_status st = DT_OK;
     if (l->o.collate) {
         dt_clear_error();
-        st = l->o.collate->fill(l->o.collate->user, l->ds, idx, n, b);
+        dt_status st = l->o.collate->fill(l->o.collate->user, l->ds, idx, n, b);
         if (st != DT_OK)
             snprintf(s->msg, sizeof s->msg, "loading batch %lld of epoch %lld: collate failed: %s",
                      (long long)k, (long long)l->epoch, dt_last_error());
@@ -144,69 +215,13 @@ static dt_status fill_slot(dt_loader *l, slot *s, int64_t k) {
     }
     const dt_dataset *ds = l->ds;
     size_t nbytes[DT_DATASET_MAX_FIELDS];
-    void *out[DT_DATASET_MAX_FIELDS];
     for (int f = 0; f < ds->nfields; f++) {
         nbytes[f] = dt_field_nbytes(&ds->fields[f]);
         b->tensors[f]->shape[0] = n; // (n, field shape...)
     }
-    if (!l->o.num_workers && n >= 32 && !omp_in_parallel()) {
-        /* built on the training thread: spread the samples over the compute threads (datasets'
-         * get is thread-safe by contract). Each sample lands in its own row, so the batch is
-         * the same bits whatever the thread count; the failing index reported is the lowest. */
-        int64_t bad = n;
-        dt_status bad_st = DT_OK;
-        char bad_msg[512];
-#pragma omp parallel
-        {
-            int nt = omp_get_num_threads(), me = omp_get_thread_num();
-            int64_t lo = n * me / nt, hi = n * (me + 1) / nt;
-            if (ds->prefetch)
-                for (int64_t i = lo; i < hi && i < lo + PREFETCH_AHEAD; i++)
-                    ds->prefetch(ds, idx[i]);
-            for (int64_t i = lo; i < hi; i++) {
-                if (ds->prefetch && i + PREFETCH_AHEAD < hi)
-                    ds->prefetch(ds, idx[i + PREFETCH_AHEAD]);
-                void *o[DT_DATASET_MAX_FIELDS];
-                for (int f = 0; f < ds->nfields; f++)
-                    o[f] = (char *)b->tensors[f]->data + (size_t)i * nbytes[f];
-                dt_clear_error();
-                dt_status e = ds->get(ds, idx[i], o);
-                if (e != DT_OK) {
-#pragma omp critical(dt_loader_fill)
-                    if (i < bad) {
-                        bad = i;
-                        bad_st = e;
-                        snprintf(bad_msg, sizeof bad_msg, "%s",
-                                 dt_last_error()[0] ? dt_last_error() : dt_status_name(e));
-                    }
-                }
-            }
-        }
-        if (bad < n)
-            snprintf(s->msg, sizeof s->msg,
-                     "loading batch %lld of epoch %lld: dataset index %lld: %s", (long long)k,
-                     (long long)l->epoch, (long long)idx[bad], bad_msg);
-        return bad < n ? bad_st : DT_OK;
-    }
-    if (ds->prefetch)
-        for (int64_t i = 0; i < n && i < PREFETCH_AHEAD; i++) ds->prefetch(ds, idx[i]);
-    for (int64_t i = 0; i < n; i++) {
-        if (atomic_load_explicit(&l->stop, memory_order_relaxed)) return DT_ERR_STATE;
-        if (ds->prefetch && i + PREFETCH_AHEAD < n) ds->prefetch(ds, idx[i + PREFETCH_AHEAD]);
-        for (int f = 0; f < ds->nfields; f++)
-            out[f] = (char *)b->tensors[f]->data + (size_t)i * nbytes[f];
-        dt_clear_error();
-        st = ds->get(ds, idx[i], out);
-        if (st != DT_OK) {
-            snprintf(s->msg, sizeof s->msg,
-                     "loading batch %lld of epoch %lld: dataset index "
-                     "%lld: %s",
-                     (long long)k, (long long)l->epoch, (long long)idx[i],
-                     dt_last_error()[0] ? dt_last_error() : dt_status_name(st));
-            return st;
-        }
-    }
-    return DT_OK;
+    if (!l->o.num_workers && n >= 32 && !omp_in_parallel())
+        return fill_parallel(l, s, k, idx, n, nbytes);
+    return fill_serial(l, s, k, idx, n, nbytes);
 }
 
 /* ---- workers --------------------------------------------------------------------------- */

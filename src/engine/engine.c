@@ -62,6 +62,74 @@ dt_engine *dt_engine_init_file(dt_module *model, const char *src) {
     return e;
 }
 
+/* The communicator (the caller's, or one of our own), the parsed config and its checks. */
+static dt_status engine_config(dt_engine *e, const json_t *config, const dt_engine_opts *opts) {
+    dt_status st = DT_OK;
+    if (opts && opts->comm) {
+        e->comm = opts->comm;
+    } else {
+        st = dt_comm_init(&e->comm);
+        e->own_comm = st == DT_OK;
+    }
+    if (st != DT_OK) return st;
+    e->W = dt_comm_size(e->comm);
+    e->rank = dt_comm_rank(e->comm);
+    if ((st = dt_ds_config_parse(config, e->W, &e->cfg)) != DT_OK) return st;
+    if ((st = check_combination(e)) != DT_OK) return st;
+    if (opts && opts->pipeline_stages > 0)
+        return e->cfg.zero.stage >= 2
+                   ? dt_error(DT_ERR_CONFIG,
+                              "dt_engine_init: pipeline parallelism works with ZeRO stage 0 or "
+                              "1, not %d: stage 2 and 3 partition gradients and parameters "
+                              "across the data-parallel ranks while every pipeline stage "
+                              "accumulates its own micro-batches; hint: set "
+                              "zero_optimization.stage to 0 or 1",
+                              e->cfg.zero.stage)
+                   : dt_error(DT_ERR_CONFIG, "dt_engine_init: pipeline parallelism is not "
+                                             "available yet; hint: set pipeline_stages to 0");
+    return DT_OK;
+}
+
+/* This rank's block of the n parameters and the optimizer over it: the whole model at
+ * stage 0, else the block, on the device, the host, or in NVMe-sized chunks. */
+static dt_status engine_optimizer(dt_engine *e, int64_t n) {
+    e->n = n;
+    e->block = round_up((n + e->W - 1) / e->W, 16);
+    e->npad = e->block * e->W;
+    e->lo = e->block * e->rank;
+    const dt_zero_config *z = &e->cfg.zero;
+    if (z->stage == 0) {
+        e->opt = dt_optim_new_for_module(&e->cfg.optimizer, e->model);
+    } else if (z->offload_optimizer == DT_OFFLOAD_NVME) {
+        /* chunks of 1 Mi elements; a small block still goes in about four, so the
+         * read-ahead and write-behind overlap something */
+        int64_t ch = round_up((e->block + 3) / 4, 16);
+        ch = ch < 1024 ? 1024 : ch > ((int64_t)1 << 20) ? (int64_t)1 << 20 : ch;
+        e->nv_chunk = ch < e->block ? ch : e->block;
+        e->opt = dt_optim_new(e->host, &e->cfg.optimizer, e->nv_chunk);
+    } else {
+        e->opt = dt_optim_new(z->offload_optimizer == DT_OFFLOAD_CPU ? e->host : e->dev,
+                              &e->cfg.optimizer, e->block);
+    }
+    return e->opt ? DT_OK : dt_last_status();
+}
+
+/* The scheduler, the loss scaler and the autocast dtype the config asks for. */
+static dt_status engine_precision(dt_engine *e) {
+    e->n_opt_states = dt_optim_state_count(e->opt);
+    if (e->cfg.has_scheduler && !(e->sched = dt_sched_new(&e->cfg.scheduler, e->opt)))
+        return dt_last_status();
+    if (e->cfg.fp16.enabled && !(e->scaler = dt_loss_scaler_new(&e->cfg.fp16)))
+        return dt_last_status();
+    dt_status st = DT_OK;
+    if (e->cfg.bf16 && (st = dt_ctx_set_autocast(e->ctx, DT_DTYPE_BF16)) != DT_OK) return st;
+    /* fp16: the model's GEMMs round to fp16 (overflowing as on a GPU), the parameters stay the
+     * optimiser's fp32 masters; refused where fp16 cannot run, never f32 in silence */
+    if (e->cfg.fp16.enabled && dt_ctx_set_autocast(e->ctx, DT_DTYPE_F16))
+        return dt_error(DT_ERR_CONFIG, "engine: fp16.enabled: %s", dt_last_error());
+    return DT_OK;
+}
+
 dt_engine *dt_engine_init_opts(dt_module *model, const json_t *config, const dt_engine_opts *opts) {
     if (!model || !config) {
         dt_error(DT_ERR_INVALID, "dt_engine_init: %s is NULL (an earlier call failed: %s)",
@@ -82,29 +150,7 @@ dt_engine *dt_engine_init_opts(dt_module *model, const json_t *config, const dt_
     e->model = model;
     e->ctx = dt_module_ctx(model);
     e->dev = dt_ctx_device(e->ctx);
-    dt_status st = DT_OK;
-    if (opts && opts->comm) {
-        e->comm = opts->comm;
-    } else {
-        st = dt_comm_init(&e->comm);
-        e->own_comm = st == DT_OK;
-    }
-    if (st == DT_OK) {
-        e->W = dt_comm_size(e->comm);
-        e->rank = dt_comm_rank(e->comm);
-        st = dt_ds_config_parse(config, e->W, &e->cfg);
-    }
-    if (st == DT_OK) st = check_combination(e);
-    if (st == DT_OK && opts && opts->pipeline_stages > 0)
-        st = e->cfg.zero.stage >= 2
-                 ? dt_error(DT_ERR_CONFIG,
-                            "dt_engine_init: pipeline parallelism works with ZeRO stage 0 or 1, "
-                            "not %d: stage 2 and 3 partition gradients and parameters across "
-                            "the data-parallel ranks while every pipeline stage accumulates its "
-                            "own micro-batches; hint: set zero_optimization.stage to 0 or 1",
-                            e->cfg.zero.stage)
-                 : dt_error(DT_ERR_CONFIG, "dt_engine_init: pipeline parallelism is not "
-                                           "available yet; hint: set pipeline_stages to 0");
+    dt_status st = engine_config(e, config, opts);
     if (st == DT_OK && e->cfg.memory_budget_bytes > 0)
         dt_device_set_budget(e->dev, e->cfg.memory_budget_bytes);
     if (st == DT_OK && !(e->host = dt_device_new("host", 0)))
@@ -112,39 +158,8 @@ dt_engine *dt_engine_init_opts(dt_module *model, const json_t *config, const dt_
     /* every rank starts from rank 0's weights */
     if (st == DT_OK && e->W > 1)
         st = dt_comm_broadcast(e->comm, dt_module_flat_params(model, NULL), (size_t)n * 4, 0);
-    if (st == DT_OK) {
-        e->n = n;
-        e->block = round_up((n + e->W - 1) / e->W, 16);
-        e->npad = e->block * e->W;
-        e->lo = e->block * e->rank;
-        const dt_zero_config *z = &e->cfg.zero;
-        if (z->stage == 0) {
-            e->opt = dt_optim_new_for_module(&e->cfg.optimizer, model);
-        } else if (z->offload_optimizer == DT_OFFLOAD_NVME) {
-            /* chunks of 1 Mi elements; a small block still goes in about four, so the
-             * read-ahead and write-behind overlap something */
-            int64_t ch = round_up((e->block + 3) / 4, 16);
-            ch = ch < 1024 ? 1024 : ch > ((int64_t)1 << 20) ? (int64_t)1 << 20 : ch;
-            e->nv_chunk = ch < e->block ? ch : e->block;
-            e->opt = dt_optim_new(e->host, &e->cfg.optimizer, e->nv_chunk);
-        } else {
-            e->opt = dt_optim_new(z->offload_optimizer == DT_OFFLOAD_CPU ? e->host : e->dev,
-                                  &e->cfg.optimizer, e->block);
-        }
-        if (!e->opt) st = dt_last_status();
-    }
-    if (st == DT_OK) {
-        e->n_opt_states = dt_optim_state_count(e->opt);
-        if (e->cfg.has_scheduler && !(e->sched = dt_sched_new(&e->cfg.scheduler, e->opt)))
-            st = dt_last_status();
-    }
-    if (st == DT_OK && e->cfg.fp16.enabled && !(e->scaler = dt_loss_scaler_new(&e->cfg.fp16)))
-        st = dt_last_status();
-    if (st == DT_OK && e->cfg.bf16) st = dt_ctx_set_autocast(e->ctx, DT_DTYPE_BF16);
-    /* fp16: the model's GEMMs round to fp16 (overflowing as on a GPU), the parameters stay the
-     * optimiser's fp32 masters; refused where fp16 cannot run, never f32 in silence */
-    if (st == DT_OK && e->cfg.fp16.enabled && dt_ctx_set_autocast(e->ctx, DT_DTYPE_F16))
-        st = dt_error(DT_ERR_CONFIG, "engine: fp16.enabled: %s", dt_last_error());
+    if (st == DT_OK) st = engine_optimizer(e, n);
+    if (st == DT_OK) st = engine_precision(e);
     if (st == DT_OK) st = dt__zero_setup(e);
     if (st != DT_OK) {
         DT_KEEP_ERROR(dt_engine_free(e));

@@ -125,6 +125,50 @@ static void swap_free(dt_swap *s) {
     free(s);
 }
 
+/* Reserve `bytes` for the file; a file system that cannot (EOPNOTSUPP) gets a sparse file.
+ * Returns 0 or an errno. */
+static int reserve(int fd, int64_t bytes) {
+    int err = posix_fallocate(fd, 0, (off_t)bytes);
+    if ((err == EOPNOTSUPP || err == EINVAL) && ftruncate(fd, (off_t)bytes) == 0)
+        err = 0;
+    else if (err == EOPNOTSUPP || err == EINVAL)
+        err = errno;
+    return err;
+}
+
+/* The directory (s->path holds it, dlen bytes of dir) made, then a fresh file
+ * <dir>/<name>.<pid>.XXXXXX.swp in s->fd with its blocks reserved. On error s->fd is -1 and
+ * no file is left. */
+static dt_status swap_create(dt_swap *s, const char *dir, size_t dlen, const char *name,
+                             size_t cap) {
+    char failed[512];
+    int err = dt__mkdir_p(s->path, failed, sizeof failed);
+    if (err)
+        return dt_error(DT_ERR_IO,
+                        "cannot create the nvme offload directory %s (at %s): %s; hint: %s",
+                        s->path, failed, strerror(err), io_hint(err));
+    static const char suffix[] = ".swp";
+    snprintf(s->path, cap, "%.*s/%s.%ld.XXXXXX%s", (int)dlen, dir, name, (long)getpid(), suffix);
+    s->fd = mkostemps(s->path, (int)strlen(suffix), O_CLOEXEC);
+    if (s->fd < 0) {
+        err = errno;
+        return dt_error(DT_ERR_IO, "cannot create the nvme offload file %s: %s; hint: %s", s->path,
+                        strerror(err), io_hint(err));
+    }
+    const int64_t bytes = s->nfloats * (int64_t)sizeof(float);
+    if (bytes > 0 && (err = reserve(s->fd, bytes)) != 0) {
+        dt_status st = dt_error(DT_ERR_IO,
+                                "cannot reserve %lld bytes for the nvme offload file %s: %s; "
+                                "hint: %s",
+                                (long long)bytes, s->path, strerror(err), io_hint(err));
+        close(s->fd);
+        s->fd = -1;
+        unlink(s->path);
+        return st;
+    }
+    return DT_OK;
+}
+
 dt_swap *dt__swap_open(const char *dir, const char *name, int64_t nfloats) {
     if (!dir || !*dir || !name || !*name || strchr(name, '/')) {
         dt_error(DT_ERR_INVALID, "swap store: need a directory and a file name without '/'");
@@ -151,50 +195,15 @@ dt_swap *dt__swap_open(const char *dir, const char *name, int64_t nfloats) {
     s->nfloats = nfloats;
     snprintf(s->path, cap, "%.*s", (int)dlen, dir);
 
-    char failed[512];
-    int err = dt__mkdir_p(s->path, failed, sizeof failed);
-    if (err) {
-        dt_error(DT_ERR_IO, "cannot create the nvme offload directory %s (at %s): %s; hint: %s",
-                 s->path, failed, strerror(err), io_hint(err));
+    if (swap_create(s, dir, dlen, name, cap) != DT_OK) {
         swap_free(s);
         return NULL;
-    }
-
-    static const char suffix[] = ".swp";
-    snprintf(s->path, cap, "%.*s/%s.%ld.XXXXXX%s", (int)dlen, dir, name, (long)getpid(), suffix);
-    s->fd = mkostemps(s->path, (int)strlen(suffix), O_CLOEXEC);
-    if (s->fd < 0) {
-        err = errno;
-        dt_error(DT_ERR_IO, "cannot create the nvme offload file %s: %s; hint: %s", s->path,
-                 strerror(err), io_hint(err));
-        swap_free(s);
-        return NULL;
-    }
-
-    const int64_t bytes = nfloats * (int64_t)sizeof(float);
-    if (bytes > 0) {
-        /* reserve the blocks now; file systems that cannot (EOPNOTSUPP) get a sparse file */
-        err = posix_fallocate(s->fd, 0, (off_t)bytes);
-        if ((err == EOPNOTSUPP || err == EINVAL) && ftruncate(s->fd, (off_t)bytes) == 0)
-            err = 0;
-        else if (err == EOPNOTSUPP || err == EINVAL)
-            err = errno;
-        if (err) {
-            dt_error(DT_ERR_IO,
-                     "cannot reserve %lld bytes for the nvme offload file %s: %s; "
-                     "hint: %s",
-                     (long long)bytes, s->path, strerror(err), io_hint(err));
-            close(s->fd);
-            unlink(s->path);
-            swap_free(s);
-            return NULL;
-        }
     }
 
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv_work, NULL);
     pthread_cond_init(&s->cv_done, NULL);
-    err = pthread_create(&s->thread, NULL, io_main, s);
+    int err = pthread_create(&s->thread, NULL, io_main, s);
     if (err) {
         dt_error(DT_ERR_OOM, "cannot start the I/O thread of %s: %s", s->path, strerror(err));
         pthread_cond_destroy(&s->cv_done);

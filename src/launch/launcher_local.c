@@ -281,19 +281,61 @@ static void close_fds(int *fds, int n) {
         if (fds[i] >= 0) close(fds[i]);
 }
 
+/* The spec's cores as a set; DT_ERR_INVALID for a core no machine has. */
+static dt_status core_set(const dt_launch_spec *spec, cpu_set_t *cpus) {
+    CPU_ZERO(cpus);
+    for (int i = 0; spec->cpus && i < spec->n_cpus; i++) {
+        if (spec->cpus[i] < 0 || spec->cpus[i] >= CPU_SETSIZE)
+            return dt_error(DT_ERR_INVALID, "cannot start %s: core %d does not exist",
+                            spec->argv[0], spec->cpus[i]);
+        CPU_SET(spec->cpus[i], cpus);
+    }
+    return DT_OK;
+}
+
+/* A run's descriptors, each >= 10 and close-on-exec: out r/w, err r/w, errpipe r/w,
+ * /dev/null. False (errno set) on failure; what was opened is in fds for close_fds. */
+static bool open_fds(int fds[7]) {
+    bool ok = pipe2(fds, O_CLOEXEC) == 0 && pipe2(fds + 2, O_CLOEXEC) == 0 &&
+              pipe2(fds + 4, O_CLOEXEC) == 0 &&
+              (fds[6] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;
+    for (int i = 0; ok && i < 7; i++) ok = (fds[i] = high_fd(fds[i])) >= 0;
+    return ok;
+}
+
+/* Is the command mpirun (its untagged lines are its own, rank -1)? */
+static bool is_mpirun(const char *cmd) {
+    const char *base = strrchr(cmd, '/');
+    base = base ? base + 1 : cmd;
+    return !strcmp(base, "mpirun") || !strcmp(base, "mpiexec") || !strcmp(base, "orterun");
+}
+
+/* After the fork: the child `pid` in a group of its own, and the error pipe (fds[4]) read
+ * until exec closes it. A step the child failed is reaped and reported (start_error), the
+ * output pipes closed. */
+static dt_status await_exec(const dt_launch_spec *spec, pid_t pid, const int fds[7]) {
+    setpgid(pid, pid); /* also here: a signal sent right after start() must reach the group */
+    int fail[2];
+    ssize_t k;
+    while ((k = read(fds[4], fail, sizeof fail)) < 0 && errno == EINTR) {
+    }
+    close(fds[4]);
+    if (k != (ssize_t)sizeof fail) return DT_OK;
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    close(fds[0]);
+    close(fds[2]);
+    return start_error(spec, fail[0], fail[1]);
+}
+
 static dt_status local_start(dt_launcher *l, const dt_launch_spec *spec, dt_launch_run **out) {
     *out = NULL;
     if (!spec || !spec->argv || !spec->argv[0] || (spec->n_cpus > 0 && !spec->cpus))
         return dt_error(DT_ERR_INVALID, "launcher start: no command");
     local *lo = LOCAL(l);
     cpu_set_t cpus;
-    CPU_ZERO(&cpus);
-    for (int i = 0; spec->cpus && i < spec->n_cpus; i++) {
-        if (spec->cpus[i] < 0 || spec->cpus[i] >= CPU_SETSIZE)
-            return dt_error(DT_ERR_INVALID, "cannot start %s: core %d does not exist",
-                            spec->argv[0], spec->cpus[i]);
-        CPU_SET(spec->cpus[i], &cpus);
-    }
+    dt_status st = core_set(spec, &cpus);
+    if (st != DT_OK) return st;
     const char *path_env = NULL;
     char **env = merged_env(spec->env, &path_env);
     char *exe = env ? find_command(spec->argv[0], path_env) : NULL;
@@ -305,28 +347,17 @@ static dt_status local_start(dt_launcher *l, const dt_launch_spec *spec, dt_laun
                         spec->argv[0], strchr(spec->argv[0], '/') ? "" : " on PATH");
     }
     dt_launch_run *r = calloc(1, sizeof *r);
-    int fds[7] = {-1, -1, -1, -1, -1, -1, -1}; /* out r/w, err r/w, errpipe r/w, /dev/null */
-    bool ok = r && pipe2(fds, O_CLOEXEC) == 0 && pipe2(fds + 2, O_CLOEXEC) == 0 &&
-              pipe2(fds + 4, O_CLOEXEC) == 0 &&
-              (fds[6] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;
-    for (int i = 0; ok && i < 7; i++) ok = (fds[i] = high_fd(fds[i])) >= 0;
-    if (!ok) {
-        dt_status st =
-            r ? dt_error(DT_ERR_IO, "cannot start %s: %s", spec->argv[0], strerror(errno))
-              : dt_error(DT_ERR_OOM, "out of memory");
+    int fds[7] = {-1, -1, -1, -1, -1, -1, -1};
+    if (!r || !open_fds(fds)) {
+        st = r ? dt_error(DT_ERR_IO, "cannot start %s: %s", spec->argv[0], strerror(errno))
+               : dt_error(DT_ERR_OOM, "out of memory");
         close_fds(fds, 7);
         free(r);
         free(env);
         free(exe);
         return st;
     }
-    const char *base = strrchr(spec->argv[0], '/');
-    base = base ? base + 1 : spec->argv[0];
-    r->sink = (dt__line_sink){.trial_id = spec->trial_id,
-                              .on_log = spec->on_log,
-                              .log_arg = spec->log_arg,
-                              .via_mpirun = !strcmp(base, "mpirun") || !strcmp(base, "mpiexec") ||
-                                            !strcmp(base, "orterun")};
+    r->sink = dt__line_sink_of(spec, is_mpirun(spec->argv[0]));
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0)
@@ -346,19 +377,9 @@ static dt_status local_start(dt_launcher *l, const dt_launch_spec *spec, dt_laun
         free(r);
         return dt_error(DT_ERR_IO, "cannot start %s: fork: %s", spec->argv[0], strerror(saved));
     }
-    setpgid(pid, pid); /* also here: a signal sent right after start() must reach the group */
-    int fail[2];
-    ssize_t k;
-    while ((k = read(fds[4], fail, sizeof fail)) < 0 && errno == EINTR) {
-    }
-    close(fds[4]);
-    if (k == (ssize_t)sizeof fail) {
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
-        }
-        close(fds[0]);
-        close(fds[2]);
+    if ((st = await_exec(spec, pid, fds)) != DT_OK) {
         free(r);
-        return start_error(spec, fail[0], fail[1]);
+        return st;
     }
     r->pid = pid;
     r->start = dt__proc_start(pid); /* our unreaped child: it is the run, exec'd or not */

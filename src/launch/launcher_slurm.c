@@ -131,6 +131,75 @@ static dt_status write_script(const char *path, const dt_launch_spec *spec) {
 
 /* ---- starting ---- */
 
+/* sbatch's command line and the strings it points into. */
+typedef struct sbatch_cmd {
+    char name[64], output[PATH_MAX + 16], ntasks[32], cpt[32], nodes[32], per_node[32];
+    char partition[256], account[256], time_arg[128];
+    const char *argv[32 + 64];
+} sbatch_cmd;
+
+/* sbatch's arguments: ours, then the config's extra ones, then the script. */
+static void sbatch_args(const slurm *s, const dt_launch_spec *spec, const dt_launch_run *r,
+                        int slots, sbatch_cmd *c) {
+    int cpus = s->o.cpus_per_slot > 0 ? s->o.cpus_per_slot : 1;
+    snprintf(c->name, sizeof c->name, "--job-name=dtrain-trial-%lld", (long long)spec->trial_id);
+    snprintf(c->output, sizeof c->output, "--output=%s", r->out_path);
+    snprintf(c->ntasks, sizeof c->ntasks, "--ntasks=%d", slots);
+    snprintf(c->cpt, sizeof c->cpt, "--cpus-per-task=%d", cpus);
+    const char **argv = c->argv;
+    int n = 0;
+    argv[n++] = "sbatch";
+    argv[n++] = "--parsable";
+    argv[n++] = c->name;
+    argv[n++] = c->output;
+    argv[n++] = c->ntasks;
+    argv[n++] = c->cpt;
+    if (s->o.slots_per_node > 0) {
+        snprintf(c->nodes, sizeof c->nodes, "--nodes=%d",
+                 (slots + s->o.slots_per_node - 1) / s->o.slots_per_node);
+        snprintf(c->per_node, sizeof c->per_node, "--ntasks-per-node=%d",
+                 slots < s->o.slots_per_node ? slots : s->o.slots_per_node);
+        argv[n++] = c->nodes;
+        argv[n++] = c->per_node;
+    }
+    if (s->o.partition)
+        snprintf(c->partition, sizeof c->partition, "--partition=%s", s->o.partition),
+            argv[n++] = c->partition;
+    if (s->o.account)
+        snprintf(c->account, sizeof c->account, "--account=%s", s->o.account),
+            argv[n++] = c->account;
+    if (s->o.time)
+        snprintf(c->time_arg, sizeof c->time_arg, "--time=%s", s->o.time), argv[n++] = c->time_arg;
+    for (int i = 0; i < s->o.n_sbatch_args && n < 32 + 62; i++) argv[n++] = s->args[i];
+    argv[n++] = r->script;
+    argv[n] = NULL;
+}
+
+/* Run sbatch --parsable; the job id it answers in *job. DT_ERR_IO with sbatch's own message
+ * when it cannot run, refuses the job or answers something else. */
+static dt_status sbatch_submit(const char *const *argv, long long *job) {
+    char msg[CMD_OUT];
+    int rc = slurm_cmd(msg, sizeof msg, argv);
+    char *end = NULL;
+    if (rc == 0) {
+        const char *id = last_line(msg);
+        errno = 0;
+        *job = strtoll(id, &end, 10);
+        if (errno || *job <= 0 || (*end && *end != ';')) rc = -2;
+    }
+    if (rc == 0) return DT_OK;
+    if (rc == -1)
+        return dt_error(DT_ERR_IO,
+                        "cannot run sbatch: %s; hint: install Slurm's client commands "
+                        "(slurm-client) on the master's host",
+                        strerror(errno));
+    if (rc == -2) return dt_error(DT_ERR_IO, "sbatch answered '%s', not a job id", last_line(msg));
+    return dt_error(DT_ERR_IO,
+                    "Slurm refused the trial's job: %s; hint: check slurm.partition, account, "
+                    "time and sbatch_args in the experiment config",
+                    last_line(msg));
+}
+
 static dt_status slurm_start(dt_launcher *l, const dt_launch_spec *spec, dt_launch_run **out) {
     *out = NULL;
     if (!spec || !spec->argv || !spec->argv[0])
@@ -142,7 +211,6 @@ static dt_status slurm_start(dt_launcher *l, const dt_launch_spec *spec, dt_laun
     long seq = ++s->seq;
     pthread_mutex_unlock(&s->mu);
     int slots = spec->slots > 0 ? spec->slots : 1;
-    int cpus = s->o.cpus_per_slot > 0 ? s->o.cpus_per_slot : 1;
     if (asprintf(&r->script, "%s/trial-%lld.%ld.%ld.sh", s->o.job_dir, (long long)spec->trial_id,
                  (long)getpid(), seq) < 0)
         r->script = NULL;
@@ -151,57 +219,14 @@ static dt_status slurm_start(dt_launcher *l, const dt_launch_spec *spec, dt_laun
         free(r);
         return dt_error(DT_ERR_OOM, "out of memory");
     }
-    dt_status st = write_script(r->script, spec);
-    /* sbatch's arguments: ours, then the config's extra ones, then the script */
-    char name[64], output[PATH_MAX + 16], ntasks[32], cpt[32], nodes[32], per_node[32];
-    char partition[256], account[256], time_arg[128];
-    snprintf(name, sizeof name, "--job-name=dtrain-trial-%lld", (long long)spec->trial_id);
-    snprintf(output, sizeof output, "--output=%s", r->out_path);
-    snprintf(ntasks, sizeof ntasks, "--ntasks=%d", slots);
-    snprintf(cpt, sizeof cpt, "--cpus-per-task=%d", cpus);
-    const char *argv[32 + 64] = {"sbatch", "--parsable", name, output, ntasks, cpt};
-    int n = 6;
-    if (s->o.slots_per_node > 0) {
-        snprintf(nodes, sizeof nodes, "--nodes=%d",
-                 (slots + s->o.slots_per_node - 1) / s->o.slots_per_node);
-        snprintf(per_node, sizeof per_node, "--ntasks-per-node=%d",
-                 slots < s->o.slots_per_node ? slots : s->o.slots_per_node);
-        argv[n++] = nodes;
-        argv[n++] = per_node;
-    }
-    if (s->o.partition)
-        snprintf(partition, sizeof partition, "--partition=%s", s->o.partition),
-            argv[n++] = partition;
-    if (s->o.account)
-        snprintf(account, sizeof account, "--account=%s", s->o.account), argv[n++] = account;
-    if (s->o.time)
-        snprintf(time_arg, sizeof time_arg, "--time=%s", s->o.time), argv[n++] = time_arg;
-    for (int i = 0; i < s->o.n_sbatch_args && n < 32 + 62; i++) argv[n++] = s->args[i];
-    argv[n++] = r->script;
-    argv[n] = NULL;
-    char msg[CMD_OUT];
-    int rc = st == DT_OK ? slurm_cmd(msg, sizeof msg, argv) : -1;
-    char *end = NULL;
     long long job = 0;
-    if (rc == 0) {
-        const char *id = last_line(msg);
-        errno = 0;
-        job = strtoll(id, &end, 10);
-        if (errno || job <= 0 || (*end && *end != ';')) rc = -2;
+    dt_status st = write_script(r->script, spec);
+    if (st == DT_OK) {
+        sbatch_cmd c;
+        sbatch_args(s, spec, r, slots, &c);
+        st = sbatch_submit(c.argv, &job);
     }
-    if (rc != 0) {
-        if (st == DT_OK)
-            st = rc == -1 ? dt_error(DT_ERR_IO,
-                                     "cannot run sbatch: %s; hint: install Slurm's "
-                                     "client commands (slurm-client) on the master's "
-                                     "host",
-                                     strerror(errno))
-                 : rc == -2
-                     ? dt_error(DT_ERR_IO, "sbatch answered '%s', not a job id", last_line(msg))
-                     : dt_error(DT_ERR_IO,
-                                "Slurm refused the trial's job: %s; hint: check slurm.partition, "
-                                "account, time and sbatch_args in the experiment config",
-                                last_line(msg));
+    if (st != DT_OK) {
         unlink(r->script);
         free(r->script);
         free(r->out_path);
@@ -209,10 +234,7 @@ static dt_status slurm_start(dt_launcher *l, const dt_launch_spec *spec, dt_laun
         return st;
     }
     r->job = job;
-    r->sink = (dt__line_sink){.trial_id = spec->trial_id,
-                              .on_log = spec->on_log,
-                              .log_arg = spec->log_arg,
-                              .via_mpirun = slots > 1};
+    r->sink = dt__line_sink_of(spec, slots > 1);
     pthread_mutex_lock(&s->mu);
     r->next = s->runs;
     s->runs = r;

@@ -3,6 +3,13 @@
 
 #include <string.h>
 
+dt__line_sink dt__line_sink_of(const dt_launch_spec *spec, bool via_mpirun) {
+    return (dt__line_sink){.trial_id = spec->trial_id,
+                           .on_log = spec->on_log,
+                           .log_arg = spec->log_arg,
+                           .via_mpirun = via_mpirun};
+}
+
 /* The rank of mpirun's --tag-output prefix "[jobid,rank]<stdout>:" at the start of `s`, and
  * the prefix's length in *skip; -1 when `s` does not start with one. */
 static int tag_rank(const char *s, size_t n, size_t *skip) {

@@ -24,6 +24,9 @@ typedef struct dt__line_sink {
     bool via_mpirun; /* untagged lines are mpirun's own: rank -1 */
 } dt__line_sink;
 
+/* The sink of a run started from `spec` (its trial id and on_log). */
+dt__line_sink dt__line_sink_of(const dt_launch_spec *spec, bool via_mpirun);
+
 /* One output stream's bytes not delivered yet: append to buf[len ..DT__LINE_MAX). */
 typedef struct dt__lines {
     size_t len;

@@ -2,15 +2,18 @@
  * api_charts.c — the read routes the web UI's views need beyond the CLI's (docs/api.md):
  * a metric of every trial of an experiment down-sampled on the server to the points the chart
  * can show (`max_points`: per span of the x range the minimum and the maximum, and the first and
- * last points, so spikes survive; series_cache.h's dt__series_sample), and the searcher's snapshot (adaptive_asha's
- * brackets and rungs).
+ * last points, so spikes survive; series_cache.h's dt__series_sample), and the searcher's
+ * snapshot (adaptive_asha's brackets and rungs).
  *
  * A chart's answer is large (100 trials x 500 points is 1.5 MB of JSON) and pages poll it: the
  * store encodes each trial's series itself (and keeps it encoded while the trial gets no new
  * point), and the last M_CHART_ANSWERS answers are kept whole, each with the store's metrics
- * generation, and sent again while no metric row changed.
+ * generation, and sent again while no metric row changed. The page asks for the binary form
+ * (format=f64, docs/api.md): no number is written as text or parsed, half the bytes.
  */
 #include "api_impl.h"
+
+#include "master/series_cache.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -24,8 +27,15 @@ static int64_t chart_points(const dt_http_req *req) {
     return m_api_query_int(req, "points", CHART_POINTS);
 }
 
-/* The answer, as JSON text: the header members encoded by jansson, the series spliced in as the
- * store encoded them (no JSON value per point). */
+/* The body's format: `format=json` (the default) or `format=f64`; -1 for another. */
+static int chart_format(const dt_http_req *req) {
+    const char *f = dt_http_query(req, "format");
+    if (!f || !strcmp(f, "json")) return DT_SERIES_JSON;
+    return !strcmp(f, "f64") ? DT_SERIES_F64 : -1;
+}
+
+/* The answer as text: the header members encoded by jansson, the series spliced in as the
+ * store wrote them (no JSON value per point). */
 static void series_of(master *m, int64_t id, const json_t *row, const dt_http_req *req,
                       dt_http_resp *resp) {
     const char *kind = dt_http_query(req, "kind"), *name = dt_http_query(req, "name"),
@@ -33,15 +43,21 @@ static void series_of(master *m, int64_t id, const json_t *row, const dt_http_re
     if (!kind) kind = "validation";
     if (!x) x = "batches";
     int64_t points = chart_points(req), trial = m_api_query_int(req, "trial", 0);
+    int format = chart_format(req);
     json_t *names = NULL;
     char *series = NULL, *head = NULL;
     size_t series_len = 0;
-    dt_status st = points < 2 || points > 100000
-                       ? dt_error(DT_ERR_INVALID,
-                                  "max_points must be 2..100000, not %lld; hint: the points a "
-                                  "chart can show per trial, e.g. its width in pixels",
-                                  (long long)points)
-                       : dt_store_metric_names(m->store, id, trial, kind, &names);
+    dt_status st = DT_OK;
+    if (format < 0)
+        st = dt_error(DT_ERR_INVALID, "format must be json or f64, not \"%s\"",
+                      dt_http_query(req, "format"));
+    else if (points < 2 || points > 100000)
+        st = dt_error(DT_ERR_INVALID,
+                      "max_points must be 2..100000, not %lld; hint: the points a chart can show "
+                      "per trial, e.g. its width in pixels",
+                      (long long)points);
+    else
+        st = dt_store_metric_names(m->store, id, trial, kind, &names);
     if (st == DT_OK && !name) {
         /* the searcher metric when it is among them, else the first */
         const char *sm = json_string_value(json_object_get(row, "searcher_metric"));
@@ -51,8 +67,8 @@ static void series_of(master *m, int64_t id, const json_t *row, const dt_http_re
         if (!name) name = json_string_value(json_array_get(names, 0));
     }
     if (st == DT_OK)
-        st = dt_store_metric_series_text(m->store, id, trial, kind, name, x, points, &series,
-                                         &series_len);
+        st = dt_store_metric_series_text(m->store, id, trial, kind, name, x, points,
+                                         (dt_series_format)format, &series, &series_len);
     if (st == DT_OK) {
         json_t *h = json_pack("{sssssssIsIso}", "kind", kind, "name", name ? name : "", "x", x,
                               "max_points", (json_int_t)points, "points", (json_int_t)points,
@@ -60,17 +76,11 @@ static void series_of(master *m, int64_t id, const json_t *row, const dt_http_re
         names = NULL;
         head = h ? json_dumps(h, JSON_COMPACT) : NULL; /* {...} */
         json_decref(h);
-        size_t hl = head ? strlen(head) : 0;
-        if (head && (resp->raw = malloc(hl + series_len + 12))) {
-            /* {...,"series":[...]} */
-            memcpy(resp->raw, head, hl - 1);
-            memcpy(resp->raw + hl - 1, ",\"series\":", 10);
-            memcpy(resp->raw + hl + 9, series, series_len);
-            resp->raw[hl + 9 + series_len] = '}';
-            resp->raw_len = hl + 10 + series_len;
-        } else {
+        if (head && (resp->raw = dt__chart_frame(format == DT_SERIES_F64, head, series,
+                                                 series_len, &resp->raw_len)))
+            resp->content_type = format == DT_SERIES_F64 ? "application/octet-stream" : NULL;
+        else
             st = dt_error(DT_ERR_OOM, "out of memory answering a chart");
-        }
     }
     json_decref(names);
     free(head);
@@ -100,16 +110,21 @@ static m_chart_answer *kept_answer(master *m, const char *key, uint64_t gen) {
 
 /* Keep a copy of `body` as the answer of `key` in the least recently used slot (nothing is kept
  * when out of memory). */
-static void keep_answer(master *m, const char *key, uint64_t gen, const char *body, size_t len) {
+static void keep_answer(master *m, const char *key, uint64_t gen, const dt_http_resp *resp) {
     m_chart_answer *a = &m->charts[0];
     for (int i = 1; i < M_CHART_ANSWERS; i++)
         if (m->charts[i].used < a->used) a = &m->charts[i];
     free(a->key);
     free(a->body);
-    *a = (m_chart_answer){
-        .key = strdup(key), .gen = gen, .used = ++m->charts_clock, .body = malloc(len), .len = len};
+    size_t len = resp->raw_len;
+    *a = (m_chart_answer){.key = strdup(key),
+                          .gen = gen,
+                          .used = ++m->charts_clock,
+                          .body = malloc(len),
+                          .len = len,
+                          .type = resp->content_type};
     if (a->key && a->body) {
-        memcpy(a->body, body, len);
+        memcpy(a->body, resp->raw, len);
     } else {
         free(a->key);
         free(a->body);
@@ -117,28 +132,29 @@ static void keep_answer(master *m, const char *key, uint64_t gen, const char *bo
     }
 }
 
-/* Answer with a copy of `body` as JSON; false when out of memory. */
-static bool send_text(dt_http_resp *resp, const char *body, size_t len) {
-    if (!(resp->raw = malloc(len))) return false;
-    memcpy(resp->raw, body, len);
-    resp->raw_len = len;
+/* Answer with a copy of a kept answer; false when out of memory. */
+static bool send_kept(dt_http_resp *resp, const m_chart_answer *a) {
+    if (!(resp->raw = malloc(a->len))) return false;
+    memcpy(resp->raw, a->body, a->len);
+    resp->raw_len = a->len;
+    resp->content_type = a->type;
     return true;
 }
 
 static void kept_series_of(master *m, int64_t id, const json_t *row, const dt_http_req *req,
                            dt_http_resp *resp) {
     /* the key: every query argument the answer depends on */
-    json_t *k = json_pack("[Is?s?s?s?s?s?]", (json_int_t)id, dt_http_query(req, "kind"),
+    json_t *k = json_pack("[Is?s?s?s?s?s?s?]", (json_int_t)id, dt_http_query(req, "kind"),
                           dt_http_query(req, "name"), dt_http_query(req, "x"),
                           dt_http_query(req, "max_points"), dt_http_query(req, "points"),
-                          dt_http_query(req, "trial"));
+                          dt_http_query(req, "trial"), dt_http_query(req, "format"));
     char *key = k ? json_dumps(k, JSON_COMPACT) : NULL;
     json_decref(k);
     uint64_t gen = dt_store_metrics_generation(m->store);
     m_chart_answer *a = key ? kept_answer(m, key, gen) : NULL;
-    if (!a || !send_text(resp, a->body, a->len)) {
+    if (!a || !send_kept(resp, a)) {
         series_of(m, id, row, req, resp);
-        if (resp->raw && key) keep_answer(m, key, gen, resp->raw, resp->raw_len);
+        if (resp->raw && key) keep_answer(m, key, gen, resp);
     }
     free(key);
 }

@@ -37,12 +37,7 @@ void m_api_create_experiment(void *app, const dt_http_req *req, dt_http_resp *re
 }
 
 void m_api_list_experiments(void *app, const dt_http_req *req, dt_http_resp *resp) {
-    master *m = app;
-    json_t *list = NULL;
-    pthread_mutex_lock(&m->lock);
-    dt_status st = dt_store_exp_list(m->store, &list);
-    pthread_mutex_unlock(&m->lock);
-    m_api_list(req, resp, st, "experiments", list);
+    m_api_list_store(app, req, resp, "experiments", dt_store_exp_list);
 }
 
 /* row.actions: what its state allows (the state machine's table), for the pages' buttons. */

@@ -26,6 +26,10 @@ void m_api_read(void *app, const dt_http_req *req, dt_http_resp *resp, m_owner k
  * limit (both optional; req NULL: none) page the list; total counts the whole list. */
 void m_api_list(const dt_http_req *req, dt_http_resp *resp, dt_status st, const char *key,
                 json_t *list);
+/* A whole store list (`list`: dt_store_exp_list, dt_store_model_list ...) read under the
+ * master's lock and answered as m_api_list does. */
+void m_api_list_store(master *m, const dt_http_req *req, dt_http_resp *resp, const char *key,
+                      dt_status (*list)(dt_store *s, json_t **out));
 
 /* The experiment's own directory under its checkpoint root (`<root>/exp-<id>`: its trials'
  * checkpoints and its searcher's files), malloc'd; NULL when out of memory. */

@@ -25,12 +25,7 @@ static void fail(dt_http_resp *resp, dt_status st, const char *missing) {
 }
 
 void m_api_list_models(void *app, const dt_http_req *req, dt_http_resp *resp) {
-    master *m = app;
-    json_t *list = NULL;
-    pthread_mutex_lock(&m->lock);
-    dt_status st = dt_store_model_list(m->store, &list);
-    pthread_mutex_unlock(&m->lock);
-    m_api_list(req, resp, st, "models", list);
+    m_api_list_store(app, req, resp, "models", dt_store_model_list);
 }
 
 void m_api_create_model(void *app, const dt_http_req *req, dt_http_resp *resp) {

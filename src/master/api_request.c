@@ -71,6 +71,15 @@ void m_api_read(void *app, const dt_http_req *req, dt_http_resp *resp, m_owner k
     pthread_mutex_unlock(&m->lock);
 }
 
+void m_api_list_store(master *m, const dt_http_req *req, dt_http_resp *resp, const char *key,
+                      dt_status (*list)(dt_store *s, json_t **out)) {
+    json_t *rows = NULL;
+    pthread_mutex_lock(&m->lock);
+    dt_status st = list(m->store, &rows);
+    pthread_mutex_unlock(&m->lock);
+    m_api_list(req, resp, st, key, rows);
+}
+
 void m_api_list(const dt_http_req *req, dt_http_resp *resp, dt_status st, const char *key,
                 json_t *list) {
     if (st != DT_OK) {

@@ -206,14 +206,11 @@ static dt_status transfer_error(const dt_client *c, CURLcode rc, const char *url
                     c->url, c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc));
 }
 
-dt_status dt_client_call(dt_client *c, const char *method, const char *path, const json_t *body,
-                         json_t **out, long *http_status) {
-    if (out) *out = NULL;
-    if (http_status) *http_status = 0;
+/* One request: the answer's bytes into *b (NUL-terminated), its HTTP status into *code. */
+static dt_status perform(dt_client *c, const char *method, const char *path, const char *text,
+                         buf *b, long *code) {
     char url[2048];
     snprintf(url, sizeof url, "%s%s", c->url, path);
-    char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-    if (body && !text) return dt_error(DT_ERR_OOM, "out of memory encoding a request to %s", url);
     /* reset keeps the open connection: the next call reuses it */
     CURL *h = c->curl;
     curl_easy_reset(h);
@@ -221,7 +218,6 @@ dt_status dt_client_call(dt_client *c, const char *method, const char *path, con
     hdr = curl_slist_append(hdr, "Expect:"); /* no 100-continue round trip for big bodies */
     hdr = curl_slist_append(hdr, "X-Dtrain-Csrf: 1"); /* a state change from a client of ours */
     if (c->auth[0]) hdr = curl_slist_append(hdr, c->auth);
-    buf b = {0};
     answer_watch w = {.c = c, .h = h};
     c->errbuf[0] = 0;
     c->hung = false;
@@ -232,7 +228,7 @@ dt_status dt_client_call(dt_client *c, const char *method, const char *path, con
     curl_easy_setopt(h, CURLOPT_NOPROXY, "*"); /* the master is reached directly */
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->errbuf);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(c->connect_s * 1e3));
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
@@ -249,13 +245,38 @@ dt_status dt_client_call(dt_client *c, const char *method, const char *path, con
     }
     CURLcode rc = curl_easy_perform(h);
     curl_slist_free_all(hdr);
-    free(text);
     if (rc != CURLE_OK) {
-        free(b.p);
-        return transfer_error(c, rc, url, b.oom);
+        bool oom = b->oom;
+        free(b->p);
+        *b = (buf){0};
+        return transfer_error(c, rc, url, oom);
     }
+    *code = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, code);
+    return DT_OK;
+}
+
+/* The status of an answer of HTTP `code` (its JSON body ans, if any, names the error). */
+static dt_status answer_status(long code, const json_t *ans, const char *method, const char *path) {
+    if (code < 400) return DT_OK;
+    const char *msg = json_string_value(json_object_get(ans, "error"));
+    return msg ? dt_error(status_of(code), "%s", msg)
+               : dt_error(status_of(code), "the master answered %s %s with HTTP %ld", method, path,
+                          code);
+}
+
+dt_status dt_client_call(dt_client *c, const char *method, const char *path, const json_t *body,
+                         json_t **out, long *http_status) {
+    if (out) *out = NULL;
+    if (http_status) *http_status = 0;
+    char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    if (body && !text)
+        return dt_error(DT_ERR_OOM, "out of memory encoding a request to %s%s", c->url, path);
+    buf b = {0};
     long code = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    dt_status st = perform(c, method, path, text, &b, &code);
+    free(text);
+    if (st != DT_OK) return st;
     if (http_status) *http_status = code;
     json_t *ans = NULL;
     if (b.len) {
@@ -270,19 +291,32 @@ dt_status dt_client_call(dt_client *c, const char *method, const char *path, con
                             c->url, method, path, err.text);
         }
     }
-    dt_status st = DT_OK;
-    if (code >= 400) {
-        const char *msg = json_string_value(json_object_get(ans, "error"));
-        st = msg ? dt_error(status_of(code), "%s", msg)
-                 : dt_error(status_of(code), "the master answered %s %s with HTTP %ld", method,
-                            path, code);
-    }
+    st = answer_status(code, ans, method, path);
     free(b.p);
     if (out)
         *out = ans;
     else
         json_decref(ans);
     return st;
+}
+
+dt_status dt__client_get_bytes(dt_client *c, const char *path, char **out, size_t *len) {
+    *out = NULL;
+    *len = 0;
+    buf b = {0};
+    long code = 0;
+    dt_status st = perform(c, "GET", path, NULL, &b, &code);
+    if (st != DT_OK) return st;
+    if (code >= 400) {
+        json_t *ans = b.len ? json_loadb(b.p, b.len, 0, NULL) : NULL;
+        st = answer_status(code, ans, "GET", path);
+        json_decref(ans);
+        free(b.p);
+        return st;
+    }
+    *out = b.p ? b.p : calloc(1, 1);
+    *len = b.len;
+    return *out ? DT_OK : dt_error(DT_ERR_OOM, "out of memory reading the answer of %s", path);
 }
 
 bool dt_client_ping(dt_client *c) {

@@ -17,28 +17,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-void dt__buf_free(dt__buf *b) {
-    free(b->p);
-    *b = (dt__buf){0};
-}
-
-void dt__buf_put(dt__buf *b, const void *d, size_t n) {
-    if (b->oom) return;
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n) cap *= 2;
-        char *np = realloc(b->p, cap);
-        if (!np) {
-            b->oom = true;
-            return;
-        }
-        b->p = np;
-        b->cap = cap;
-    }
-    if (n) memcpy(b->p + b->len, d, n);
-    b->len += n;
-}
-
 static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 void dt__base64_put(dt__buf *b, const void *d, size_t n) {

@@ -7,20 +7,11 @@
 #ifndef DTRAIN_MASTER_DET_PACK_H
 #define DTRAIN_MASTER_DET_PACK_H
 
+#include "base/base_impl.h" /* dt__buf */
 #include "dtrain/base.h"
 
 #include <jansson.h>
 #include <stddef.h>
-
-typedef struct dt__buf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} dt__buf;
-
-void dt__buf_free(dt__buf *b);
-/* Append n bytes (b->oom once out of memory). */
-void dt__buf_put(dt__buf *b, const void *d, size_t n);
 
 /* Base64 of n bytes into b. */
 void dt__base64_put(dt__buf *b, const void *d, size_t n);

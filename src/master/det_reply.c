@@ -10,15 +10,15 @@
 #include <string.h>
 
 void m_det_error(dt_http_resp *resp, int status, const char *fmt, ...) {
-    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    dt_http_verror(resp, status, fmt, ap); /* drops what the answer held: {"error": msg} */
     va_end(ap);
-    dt_http_error(resp, status, "%s", msg); /* drops what the answer held */
-    json_decref(resp->json);
-    resp->json = json_pack("{s:i,s:s,s:{s:s}}", "code", m_det_code(status), "message", msg, "error",
-                           "error", msg);
+    json_t *ours = resp->json;
+    const char *msg = json_string_value(json_object_get(ours, "error"));
+    resp->json = json_pack("{s:i,s:s,s:{s:s}}", "code", m_det_code(status), "message",
+                           msg ? msg : "", "error", "error", msg ? msg : "");
+    json_decref(ours);
 }
 
 void m_det_fail(dt_http_resp *resp, dt_status st) {

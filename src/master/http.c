@@ -156,11 +156,15 @@ const char *dt_http_form(const dt_http_req *req, const char *key, char *buf, siz
 }
 
 void dt_http_error(dt_http_resp *resp, int status, const char *fmt, ...) {
-    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    dt_http_verror(resp, status, fmt, ap);
     va_end(ap);
+}
+
+void dt_http_verror(dt_http_resp *resp, int status, const char *fmt, va_list ap) {
+    char msg[2048];
+    vsnprintf(msg, sizeof msg, fmt, ap);
     json_decref(resp->json);
     free(resp->raw);
     resp->raw = NULL;

@@ -31,6 +31,7 @@
 #include "dtrain/base.h"
 
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -82,6 +83,9 @@ typedef struct dt_http_resp {
 /* Set resp to `status` with {"error": <printf message>}. */
 void dt_http_error(dt_http_resp *resp, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* dt_http_error with the arguments as a va_list. */
+void dt_http_verror(dt_http_resp *resp, int status, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 typedef void (*dt_http_handler)(void *app, const dt_http_req *req, dt_http_resp *resp);
 

@@ -183,123 +183,162 @@ static void master_free(master *m) {
     pthread_mutex_destroy(&m->log_lock);
 }
 
-dt_status dt_master_run(const dt_master_opts *o) {
-    master m;
-    memset(&m, 0, sizeof m);
-    m.o = *o;
-    m.events =
+/* Defaults and checks on the options, the slot count, and the home directory made.
+ * Runs before anything needs freeing: on error nothing is held. */
+static dt_status master_setup(master *m, const dt_master_opts *o) {
+    m->o = *o;
+    m->events =
         (m_sched_events){.run_ended = m_trial_run_ended, .start_failed = m_trial_start_failed};
-    if (!m.o.host) m.o.host = "127.0.0.1";
-    if (!m.o.launcher) m.o.launcher = "local";
-    if (strcmp(m.o.launcher, "local") && strcmp(m.o.launcher, "slurm"))
+    if (!m->o.host) m->o.host = "127.0.0.1";
+    if (!m->o.launcher) m->o.launcher = "local";
+    if (strcmp(m->o.launcher, "local") && strcmp(m->o.launcher, "slurm"))
         return dt_error(DT_ERR_CONFIG, "no launcher '%s'; hint: pass --launcher local or slurm",
-                        m.o.launcher);
-    if (m.o.port < 0 || m.o.port > 65535)
+                        m->o.launcher);
+    if (m->o.port < 0 || m->o.port > 65535)
         return dt_error(DT_ERR_CONFIG, "port %d is out of range; hint: pass --port 1..65535",
-                        m.o.port);
+                        m->o.port);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    m.slots = m.o.slots > 0 ? m.o.slots : (int)(cores > 0 ? cores : 1);
-    if (m.o.home)
-        snprintf(m.home, sizeof m.home, "%s", m.o.home);
+    m->slots = m->o.slots > 0 ? m->o.slots : (int)(cores > 0 ? cores : 1);
+    if (m->o.home)
+        snprintf(m->home, sizeof m->home, "%s", m->o.home);
     else
-        dt_master_home(m.home, sizeof m.home);
+        dt_master_home(m->home, sizeof m->home);
     char failed[4200];
-    int err = dt__mkdir_p(m.home, failed, sizeof failed);
+    int err = dt__mkdir_p(m->home, failed, sizeof failed);
     if (err)
         return dt_error(DT_ERR_IO,
                         "cannot create %s: %s; hint: set DTRAIN_HOME to a writable "
                         "directory",
                         failed, strerror(err));
+    return DT_OK;
+}
+
+/* The store, the hosts, the slots, the launcher, the live experiments and the token, in
+ * that order. On error what was opened stays in *m for master_free. */
+static dt_status master_open(master *m) {
+    dt_status st;
+    snprintf(m->store_path, sizeof m->store_path, "%s/store.db", m->home);
+    if ((st = dt_store_open(m->store_path, &m->store)) != DT_OK) return st;
+    if ((st = m_hosts_load(m)) != DT_OK) return st;
+    if (!(m->slot_busy = calloc((size_t)m->slots, sizeof *m->slot_busy)) ||
+        !(m->launcher = dt_launcher_local_new()))
+        return dt_error(DT_ERR_OOM, "out of memory starting the master");
+    if ((st = m_exp_recover(m)) != DT_OK) return st;
+    char token[80];
+    if ((st = dt_master_token(m->home, token, sizeof token)) != DT_OK) return st;
+    snprintf(m->token, sizeof m->token, "%s", token);
+    return DT_OK;
+}
+
+/* The reference client's routes (det_impl.h) first: on a path both use, theirs answers;
+ * then ours, then the caller's. A malloc'd table, NULL when out of memory. */
+static dt_http_route *master_routes(const master *m, int *n_routes) {
+    *n_routes = m_det_n_routes + m_n_routes + m->o.n_routes;
+    dt_http_route *routes = malloc((size_t)*n_routes * sizeof *routes);
+    if (!routes) return NULL;
+    memcpy(routes, m_det_routes, (size_t)m_det_n_routes * sizeof *routes);
+    memcpy(routes + m_det_n_routes, m_routes, (size_t)m_n_routes * sizeof *routes);
+    if (m->o.n_routes > 0)
+        memcpy(routes + m_det_n_routes + m_n_routes, m->o.routes,
+               (size_t)m->o.n_routes * sizeof *routes);
+    return routes;
+}
+
+typedef struct {
+    struct sigaction old_int, old_term, old_pipe, old_chld;
+} saved_signals;
+
+/* SIGINT/SIGTERM stop the loop, SIGPIPE is ignored, SIGCHLD wakes the scheduler. */
+static void signals_install(saved_signals *sv) {
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &sv->old_int);
+    sigaction(SIGTERM, &sa, &sv->old_term);
+    struct sigaction ign = {.sa_handler = SIG_IGN};
+    sigaction(SIGPIPE, &ign, &sv->old_pipe);
+    struct sigaction chld = {.sa_handler = on_child, .sa_flags = SA_RESTART | SA_NOCLDSTOP};
+    sigemptyset(&chld.sa_mask);
+    if (pipe2(g_wake, O_NONBLOCK | O_CLOEXEC) != 0) g_wake[0] = g_wake[1] = -1;
+    sigaction(SIGCHLD, &chld, &sv->old_chld);
+}
+
+static void signals_restore(const saved_signals *sv) {
+    sigaction(SIGINT, &sv->old_int, NULL);
+    sigaction(SIGTERM, &sv->old_term, NULL);
+    sigaction(SIGPIPE, &sv->old_pipe, NULL);
+    sigaction(SIGCHLD, &sv->old_chld, NULL);
+    for (int i = 0; i < 2; i++)
+        if (g_wake[i] >= 0) close(g_wake[i]), g_wake[i] = -1;
+}
+
+/* Serve the API and run the scheduler on this thread until a signal or the shutdown route;
+ * then preempt the trials and stop serving. */
+static dt_status master_serve(master *m, const dt_http_opts *hopts, const dt_http_route *routes,
+                              int n_routes) {
+    dt_status st = dt_http_start_opts(hopts, routes, n_routes, m, &m->http);
+    if (st != DT_OK) return st;
+    int port = dt_http_port(m->http);
+    const char *h = strcmp(m->o.host, "0.0.0.0") ? m->o.host : "127.0.0.1";
+    snprintf(m->url, sizeof m->url, "http://%s:%d", h, port);
+    cluster_url(m, port);
+    write_file(m->home, "master.port", port);
+    write_file(m->home, "master.pid", (long)getpid());
+    if (!m->o.quiet)
+        fprintf(stderr, "dtrain master: serving %s (pid %d, %d slots, store %s)\n", m->url,
+                (int)getpid(), m->slots, m->store_path);
+    while (!g_signal && !m->stop) {
+        pthread_mutex_lock(&m->lock);
+        m_sched_tick(m);
+        pthread_mutex_unlock(&m->lock);
+        wait_tick();
+    }
+    if (!m->o.quiet) fprintf(stderr, "dtrain master: stopping\n");
+    m->stop = 1;
+    m_sched_stop_all(m, STOP_GRACE_S);
+    dt_http_stop(m->http);
+    remove_file(m->home, "master.pid");
+    remove_file(m->home, "master.port");
+    return DT_OK;
+}
+
+dt_status dt_master_run(const dt_master_opts *o) {
+    master m;
+    memset(&m, 0, sizeof m);
+    dt_status st = master_setup(&m, o);
+    if (st != DT_OK) return st;
     pthread_mutex_init(&m.lock, NULL);
     pthread_mutex_init(&m.log_lock, NULL);
     m.started = dt_now_sec();
     time_t wall = time(NULL);
     struct tm utc;
     strftime(m.started_utc, sizeof m.started_utc, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&wall, &utc));
-    dt_status st = DT_OK;
+    char form_token[80];
+    dt_http_route *routes = NULL;
+    int n_routes = 0;
     int lock_fd = claim_home(m.home);
     if (lock_fd < 0) {
         st = dt_last_status();
         goto out;
     }
-    snprintf(m.store_path, sizeof m.store_path, "%s/store.db", m.home);
-    if ((st = dt_store_open(m.store_path, &m.store)) != DT_OK) goto out;
-    if ((st = m_hosts_load(&m)) != DT_OK) goto out;
-    if (!(m.slot_busy = calloc((size_t)m.slots, sizeof *m.slot_busy)) ||
-        !(m.launcher = dt_launcher_local_new())) {
+    if ((st = master_open(&m)) != DT_OK || (st = m_random_hex(form_token)) != DT_OK) goto out;
+    if (!(routes = master_routes(&m, &n_routes))) {
         st = dt_error(DT_ERR_OOM, "out of memory starting the master");
         goto out;
     }
-    if ((st = m_exp_recover(&m)) != DT_OK) goto out;
-    char token[80], form_token[80];
-    if ((st = dt_master_token(m.home, token, sizeof token)) != DT_OK ||
-        (st = m_random_hex(form_token)) != DT_OK)
-        goto out;
-    snprintf(m.token, sizeof m.token, "%s", token);
-    /* the reference client's routes (det_impl.h) first: on a path both use, theirs answers */
-    int n_routes = m_det_n_routes + m_n_routes + m.o.n_routes;
-    dt_http_route *routes = malloc((size_t)n_routes * sizeof *routes);
-    if (!routes) {
-        st = dt_error(DT_ERR_OOM, "out of memory starting the master");
-        goto out;
-    }
-    memcpy(routes, m_det_routes, (size_t)m_det_n_routes * sizeof *routes);
-    memcpy(routes + m_det_n_routes, m_routes, (size_t)m_n_routes * sizeof *routes);
-    if (m.o.n_routes > 0)
-        memcpy(routes + m_det_n_routes + m_n_routes, m.o.routes,
-               (size_t)m.o.n_routes * sizeof *routes);
     dt_http_opts hopts = {.host = m.o.host,
                           .port = m.o.port,
-                          .token = m_loopback(m.o.host) ? NULL : token,
+                          .token = m_loopback(m.o.host) ? NULL : m.token,
                           .csrf = true,
                           .form_csrf = form_token,
                           .token_ok = m_det_token_ok,
                           .open_paths = m_det_open_paths,
                           .filter = m_det_filter};
-
-    struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term, old_pipe;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    struct sigaction ign = {.sa_handler = SIG_IGN};
-    sigaction(SIGPIPE, &ign, &old_pipe);
-    struct sigaction chld = {.sa_handler = on_child, .sa_flags = SA_RESTART | SA_NOCLDSTOP},
-                     old_chld;
-    sigemptyset(&chld.sa_mask);
-    if (pipe2(g_wake, O_NONBLOCK | O_CLOEXEC) != 0) g_wake[0] = g_wake[1] = -1;
-    sigaction(SIGCHLD, &chld, &old_chld);
-
-    if ((st = dt_http_start_opts(&hopts, routes, n_routes, &m, &m.http)) == DT_OK) {
-        int port = dt_http_port(m.http);
-        const char *h = strcmp(m.o.host, "0.0.0.0") ? m.o.host : "127.0.0.1";
-        snprintf(m.url, sizeof m.url, "http://%s:%d", h, port);
-        cluster_url(&m, port);
-        write_file(m.home, "master.port", port);
-        write_file(m.home, "master.pid", (long)getpid());
-        if (!m.o.quiet)
-            fprintf(stderr, "dtrain master: serving %s (pid %d, %d slots, store %s)\n", m.url,
-                    (int)getpid(), m.slots, m.store_path);
-        while (!g_signal && !m.stop) {
-            pthread_mutex_lock(&m.lock);
-            m_sched_tick(&m);
-            pthread_mutex_unlock(&m.lock);
-            wait_tick();
-        }
-        if (!m.o.quiet) fprintf(stderr, "dtrain master: stopping\n");
-        m.stop = 1;
-        m_sched_stop_all(&m, STOP_GRACE_S);
-        dt_http_stop(m.http);
-        remove_file(m.home, "master.pid");
-        remove_file(m.home, "master.port");
-    }
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
-    sigaction(SIGPIPE, &old_pipe, NULL);
-    sigaction(SIGCHLD, &old_chld, NULL);
-    for (int i = 0; i < 2; i++)
-        if (g_wake[i] >= 0) close(g_wake[i]), g_wake[i] = -1;
-    free(routes);
+    saved_signals sv;
+    signals_install(&sv);
+    st = master_serve(&m, &hopts, routes, n_routes);
+    signals_restore(&sv);
 out:
+    free(routes);
     DT_KEEP_ERROR(master_free(&m));
     if (lock_fd >= 0) close(lock_fd);
     g_signal = 0;

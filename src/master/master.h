@@ -20,6 +20,11 @@
 extern "C" {
 #endif
 
+/* GET path and keep the answer's bytes as they are (*out malloc'd, NUL-terminated, *len bytes
+ * without the NUL): for answers that are not JSON (a chart's binary form). An HTTP error is
+ * the status with the master's message, as dt_client_call. */
+dt_status dt__client_get_bytes(dt_client *c, const char *path, char **out, size_t *len);
+
 /* ---- the master ---- */
 
 struct dt_http_route; /* the server's route shape (src/master/http.h), for the web UI's routes */

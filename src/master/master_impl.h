@@ -88,8 +88,9 @@ typedef struct m_chart_answer {
     char *key;    /* the experiment and the query, as JSON text; NULL: a free slot */
     uint64_t gen; /* dt_store_metrics_generation when it was made */
     uint64_t used;
-    char *body; /* the JSON text */
+    char *body; /* the answer's bytes */
     size_t len;
+    const char *type; /* its content type (static), NULL for JSON */
 } m_chart_answer;
 #define M_CHART_ANSWERS 8
 

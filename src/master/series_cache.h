@@ -9,6 +9,10 @@
  * An entry also keeps its last answer encoded (for one point count): its points only grow by
  * appending, so the same count of points asked for the same number of times reads the same, and
  * a chart of many trials re-encodes only the trials that got new rows.
+ *
+ * Its files: series_cache.c (the entries), series_packed.c (the points kept packed in the
+ * store), series_rows.c (a number out of a stored row's text), series_encode.c (the points a
+ * chart's width can show, written as JSON or binary64, and the route's answer around them).
  */
 #ifndef DTRAIN_MASTER_SERIES_CACHE_H
 #define DTRAIN_MASTER_SERIES_CACHE_H
@@ -32,6 +36,8 @@ typedef struct dt__series {
     int64_t enc_points;
 } dt__series;
 
+/* ---- series_encode.c: a series as the metrics route sends it ---- */
+
 /* A growing byte string (p malloc'd, NUL-terminated once anything was added). */
 typedef struct dt__text {
     char *p;
@@ -42,6 +48,8 @@ typedef struct dt__text {
 bool dt__text_add(dt__text *t, const char *s, size_t n);
 
 typedef struct dt__series_cache dt__series_cache;
+
+/* ---- series_cache.c: the series read so far ---- */
 
 /* A cache holding up to `max_points` points between trims. NULL when out of memory. */
 dt__series_cache *dt__series_cache_new(size_t max_points);
@@ -61,12 +69,24 @@ void dt__series_cache_clear(dt__series_cache *c);
  * counts as a point per 16 bytes). */
 void dt__series_cache_trim(dt__series_cache *c);
 
+/* ---- series_encode.c ---- */
+
 /* Append {"trial_id","total","sampled","data":[[x,y],...]} to out, byte for byte what jansson's
  * compact encoder writes for it: every point when they fit in `points`, else the points
  * dt__series_sample picks ("sampled": true). Reuses (and keeps) the entry's last encoding when
  * points and the point count are unchanged. False when out of memory (out may have grown by a
  * part of the object). */
 bool dt__series_text(dt__series *s, int64_t points, dt__text *out);
+/* The same points as dt__series_text, as little-endian binary64 (the charts' binary answer,
+ * docs/api.md): trial_id, total, the count m sent, sampled (0 or 1), then m x and m y. False when
+ * out of memory. */
+bool dt__series_f64(const dt__series *s, int64_t points, dt__text *out);
+/* A chart's answer (malloc'd, *out_len bytes) from its header members (head: a compact JSON
+ * object) and its series as dt_store_metric_series_text wrote them: JSON {...,"series":[...]},
+ * or with f64 the binary form (docs/api.md): "DTCHART1", the header's length (u32,
+ * little-endian), 4 zero bytes, the header padded with spaces to 8-byte alignment, then the
+ * series' binary64 blocks. NULL when out of memory. */
+char *dt__chart_frame(bool f64, const char *head, const char *series, size_t len, size_t *out_len);
 /* The indices (ascending) of the points of a series of n (xs in batch order) sent for a chart
  * of at most `points` points: all of them when n <= points; else the first and the last, and
  * for each of (points - 2) / 2 equal spans of the x range the point of the minimum y and the
@@ -74,14 +94,17 @@ bool dt__series_text(dt__series *s, int64_t points, dt__text *out);
  * idx holds n or points + 2 entries, whichever is fewer; returns the count (<= points). */
 size_t dt__series_sample(const double *xs, const double *ys, size_t n, int64_t points,
                          size_t *idx);
+/* Write v as the API writes a real (dt_json_real_text: the shortest digits that read back,
+ * ".0" on integral values) into buf; returns its length. v must be finite. */
+int dt__real_text(double v, char buf[32]);
+
+/* ---- series_rows.c: a number out of a stored row's text ---- */
+
 /* A number in a stored metric row's JSON text (len bytes): the member `key` of the top object,
  * or with `sub` the member `sub` of that member's object. 1 and *out set when it is a number, 0
  * when it is missing, null or not a number, -1 when this scanner cannot tell (malformed text, or
  * a member name written with escapes): read the row another way then. */
 int dt__row_number(const char *json, size_t len, const char *key, const char *sub, double *out);
-/* Write v as the API writes a real (dt_json_real_text: the shortest digits that read back,
- * ".0" on integral values) into buf; returns its length. v must be finite. */
-int dt__real_text(double v, char buf[32]);
 
 /* ---- series_packed.c: the series packed in the store (schema 8) ---- */
 

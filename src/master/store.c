@@ -1107,7 +1107,9 @@ static dt_status series_extend(dt_store *st, dt__series *e, const char *ypath, c
 
 dt_status dt_store_metric_series_text(dt_store *st, int64_t exp_id, int64_t trial_id,
                                       const char *kind, const char *name, const char *x,
-                                      int64_t points, char **out, size_t *len) {
+                                      int64_t points, dt_series_format format, char **out,
+                                      size_t *len) {
+    bool json = format == DT_SERIES_JSON;
     *out = NULL;
     *len = 0;
     if (!in_list(kind, METRIC_KINDS))
@@ -1122,7 +1124,8 @@ dt_status dt_store_metric_series_text(dt_store *st, int64_t exp_id, int64_t tria
         return dt_error(DT_ERR_INVALID, "points must be 2..100000, not %lld", (long long)points);
     dt__text t = {0};
     if (!name) {
-        if (!dt__text_add(&t, "[]", 2)) return dt_error(DT_ERR_OOM, "out of memory");
+        if (!dt__text_add(&t, "[]", json ? 2 : 0)) /* (binary: no series, no bytes) */
+            return dt_error(DT_ERR_OOM, "out of memory");
         *out = t.p;
         *len = t.len;
         return DT_OK;
@@ -1135,7 +1138,7 @@ dt_status dt_store_metric_series_text(dt_store *st, int64_t exp_id, int64_t tria
     int n_trials = 0;
     dt_status status = need(st, OF_EXP(exp_id));
     if (status == DT_OK) status = trial_ids(st, exp_id, trial_id, &trials, &n_trials);
-    if (status == DT_OK && !dt__text_add(&t, "[", 1))
+    if (status == DT_OK && !dt__text_add(&t, "[", json))
         status = dt_error(DT_ERR_OOM, "store %s", st->path);
     /* each trial's series from the cache, extended with the rows stored since */
     bool first = true;
@@ -1149,11 +1152,12 @@ dt_status dt_store_metric_series_text(dt_store *st, int64_t exp_id, int64_t tria
         }
         if (status == DT_OK && !packed) status = series_extend(st, e, path, xpath);
         if (status != DT_OK || e->rows == 0) continue;
-        if ((!first && !dt__text_add(&t, ",", 1)) || !dt__series_text(e, points, &t))
+        if (json ? (!first && !dt__text_add(&t, ",", 1)) || !dt__series_text(e, points, &t)
+                 : !dt__series_f64(e, points, &t))
             status = dt_error(DT_ERR_OOM, "store %s: out of memory reading a series", st->path);
         first = false;
     }
-    if (status == DT_OK && !dt__text_add(&t, "]", 1))
+    if (status == DT_OK && !dt__text_add(&t, "]", json))
         status = dt_error(DT_ERR_OOM, "store %s", st->path);
     free(trials);
     dt__series_cache_trim(st->series);
@@ -1173,7 +1177,8 @@ dt_status dt_store_metric_series(dt_store *st, int64_t exp_id, int64_t trial_id,
     char *text = NULL;
     size_t len = 0;
     dt_status status =
-        dt_store_metric_series_text(st, exp_id, trial_id, kind, name, x, points, &text, &len);
+        dt_store_metric_series_text(st, exp_id, trial_id, kind, name, x, points, DT_SERIES_JSON,
+                                    &text, &len);
     if (status != DT_OK) return status;
     *out = json_loadb(text, len, 0, NULL);
     free(text);

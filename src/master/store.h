@@ -116,11 +116,17 @@ dt_status dt_store_metrics_count(dt_store *st, int64_t trial_id, const char *kin
  * least recently used out first) and the next call reads only the rows stored after them. */
 dt_status dt_store_metric_series(dt_store *st, int64_t exp_id, int64_t trial_id, const char *kind,
                                  const char *name, const char *x, int64_t points, json_t **out);
-/* The same array as compact JSON text (*out malloc'd, *len bytes, NUL-terminated): what the
- * metrics route sends, without building it as JSON values. */
+/* How dt_store_metric_series_text writes the series. */
+typedef enum dt_series_format {
+    DT_SERIES_JSON, /* the array as compact JSON text, NUL-terminated */
+    DT_SERIES_F64,  /* each series as dt__series_f64's binary64 block, one after another */
+} dt_series_format;
+/* The same series as text in `format` (*out malloc'd, *len bytes): what the metrics route
+ * sends, without building JSON values. */
 dt_status dt_store_metric_series_text(dt_store *st, int64_t exp_id, int64_t trial_id,
                                       const char *kind, const char *name, const char *x,
-                                      int64_t points, char **out, size_t *len);
+                                      int64_t points, dt_series_format format, char **out,
+                                      size_t *len);
 /* A number that changes whenever a metric row may have changed (a metrics write, an undone
  * transaction, a deleted experiment): equal numbers mean metric reads answer the same. */
 uint64_t dt_store_metrics_generation(dt_store *st);

@@ -24,6 +24,68 @@ typedef struct ckpt_saved {
     dt_rng rng; /* the RNG when fn first ran */
 } ckpt_saved;
 
+/* A gradient carried over the rewind of the recomputed segment's memory. */
+typedef struct moved {
+    dt_tensor *t;
+    float *g;
+} moved;
+
+/* Tensors from outside the segment (leaves such as weights passed in `user`) whose first
+ * gradient was made during the recompute: their gradient lives in memory about to be
+ * rewound, so it is copied out (to *out, malloc'd) and t->grad cleared. Candidates: the
+ * recomputed ops' inputs (tape[tape0..]), and the tensors a checkpoint nested in this one
+ * carried already. Returns how many. */
+static int take_new_grads(dt_ctx *c, int64_t tape0, dt_arena_mark mark, const dt_tensor *xd,
+                          moved **out) {
+    int n_moved = 0, cap = 0;
+    moved *mv = NULL;
+    for (int64_t i = tape0; i < c->tape_len + c->n_carry; i++) {
+        dt_node *r = i < c->tape_len ? c->tape[i] : NULL;
+        int nin = r ? r->n_in : 1;
+        for (int k = 0; k < nin; k++) {
+            dt_tensor *t = r ? r->ins[k] : c->carry[i - c->tape_len];
+            if (t == xd || !t->grad || dt_arena_allocated_since(c->arena, mark, t)) continue;
+            if (!dt_arena_allocated_since(c->arena, mark, t->grad)) continue;
+            if (n_moved == cap) {
+                cap = cap ? 2 * cap : 8;
+                moved *nm = realloc(mv, (size_t)cap * sizeof *mv);
+                if (!nm) break;
+                mv = nm;
+            }
+            size_t b = (size_t)dt_numel(t) * sizeof(float);
+            if (!(mv[n_moved].g = malloc(b ? b : 1))) continue;
+            mv[n_moved].t = t;
+            memcpy(mv[n_moved].g, t->grad->data, b);
+            t->grad = NULL; /* also marks it seen */
+            n_moved++;
+        }
+    }
+    *out = mv;
+    return n_moved;
+}
+
+/* After the rewind: each carried gradient back into a fresh gradient of its tensor, and the
+ * tensor on the context's carry list (an enclosing checkpoint must look at it too). Frees mv. */
+static void give_back_grads(dt_ctx *c, moved *mv, int n_moved) {
+    for (int q = 0; q < n_moved; q++) {
+        float *g = dt__grad_f32(mv[q].t);
+        if (g) memcpy(g, mv[q].g, (size_t)dt_numel(mv[q].t) * sizeof(float));
+        free(mv[q].g);
+        bool known = false;
+        for (int k = 0; k < c->n_carry && !known; k++) known = c->carry[k] == mv[q].t;
+        if (known) continue;
+        if (c->n_carry == c->cap_carry) {
+            int nc = c->cap_carry ? 2 * c->cap_carry : 8;
+            dt_tensor **p = realloc(c->carry, (size_t)nc * sizeof *p);
+            if (!p) continue;
+            c->carry = p;
+            c->cap_carry = nc;
+        }
+        c->carry[c->n_carry++] = mv[q].t;
+    }
+    free(mv);
+}
+
 static void checkpoint_backward(dt_node *n) {
     dt_ctx *c = n->out->ctx;
     const ckpt_saved *sv = n->saved;
@@ -53,36 +115,8 @@ static void checkpoint_backward(dt_node *n) {
                  "output size: %s",
                  dt_last_error());
     }
-    /* tensors from outside the segment (leaves such as weights passed in `user`) whose first
-     * gradient was made during the recompute: their gradient lives in memory about to be
-     * rewound, so it is carried over. Candidates: the recomputed ops' inputs, and the tensors
-     * a checkpoint nested in this one carried already. */
-    int n_moved = 0, cap = 0;
-    struct moved {
-        dt_tensor *t;
-        float *g;
-    } *mv = NULL;
-    for (int64_t i = tape0; i < c->tape_len + c->n_carry; i++) {
-        dt_node *r = i < c->tape_len ? c->tape[i] : NULL;
-        int nin = r ? r->n_in : 1;
-        for (int k = 0; k < nin; k++) {
-            dt_tensor *t = r ? r->ins[k] : c->carry[i - c->tape_len];
-            if (t == xd || !t->grad || dt_arena_allocated_since(c->arena, mark, t)) continue;
-            if (!dt_arena_allocated_since(c->arena, mark, t->grad)) continue;
-            if (n_moved == cap) {
-                cap = cap ? 2 * cap : 8;
-                struct moved *nm = realloc(mv, (size_t)cap * sizeof *mv);
-                if (!nm) break;
-                mv = nm;
-            }
-            size_t b = (size_t)dt_numel(t) * sizeof(float);
-            if (!(mv[n_moved].g = malloc(b ? b : 1))) continue;
-            mv[n_moved].t = t;
-            memcpy(mv[n_moved].g, t->grad->data, b);
-            t->grad = NULL; /* also marks it seen */
-            n_moved++;
-        }
-    }
+    moved *mv;
+    int n_moved = take_new_grads(c, tape0, mark, xd, &mv);
     /* carried tensors that live in this region go with it */
     int kept = 0;
     for (int k = 0; k < c->n_carry; k++)
@@ -94,23 +128,7 @@ static void checkpoint_backward(dt_node *n) {
     c->rng = rng_now;
     c->grad_enabled = grad0;
     dt_arena_rewind(c->arena, mark);
-    for (int q = 0; q < n_moved; q++) {
-        float *g = dt__grad_f32(mv[q].t);
-        if (g) memcpy(g, mv[q].g, (size_t)dt_numel(mv[q].t) * sizeof(float));
-        free(mv[q].g);
-        bool known = false; /* an enclosing checkpoint must look at it too */
-        for (int k = 0; k < c->n_carry && !known; k++) known = c->carry[k] == mv[q].t;
-        if (known) continue;
-        if (c->n_carry == c->cap_carry) {
-            int nc = c->cap_carry ? 2 * c->cap_carry : 8;
-            dt_tensor **p = realloc(c->carry, (size_t)nc * sizeof *p);
-            if (!p) continue;
-            c->carry = p;
-            c->cap_carry = nc;
-        }
-        c->carry[c->n_carry++] = mv[q].t;
-    }
-    free(mv);
+    give_back_grads(c, mv, n_moved);
 }
 
 static int64_t checkpoint_flops(const dt_node *n) {

@@ -338,6 +338,41 @@ static void residual_grad(dt_node *n) {
     for (int64_t i = 0; i < N; i++) gr[i] = fresh ? G[i] : gr[i] + G[i];
 }
 
+static void linear_backward(dt_node *n);
+
+/* dh = dy * act'(h) for all R rows, in a pass of its own (not in the dx GEMM's prologue). */
+static void act_grad_pass(act_grad_pro *ag, int64_t R, int64_t OUT) {
+    int64_t nb = (R + 31) / 32;
+#pragma omp parallel for schedule(static) if (R * OUT > PAR_MIN)
+    for (int64_t k = 0; k < nb; k++)
+        act_grad_rows(ag, k * 32, (k + 1) * 32 < R ? (k + 1) * 32 : R, 0, OUT);
+}
+
+/* db (OUT) += the column sums of dy (R, OUT), in a pass of its own (not in the dw GEMM). */
+static void bias_grad_pass(float *db, const float *dy, int64_t R, int64_t OUT) {
+    int64_t nblk = (OUT + 63) / 64;
+#pragma omp parallel for schedule(static) if (R * OUT > PAR_MIN)
+    for (int64_t k = 0; k < nblk; k++)
+        dt__add_col_sums(db, dy, OUT, R, k * 64, (k + 1) * 64 < OUT ? (k + 1) * 64 : OUT);
+}
+
+/* x made by a linear op (R, hk->IN) with an activation, and this node's dx is all of x's
+ * gradient: the dx GEMM's epilogue can make it that op's dh (chained activation). Fills the
+ * producer's part of *hk and marks the producer (iattr[5]) when it can. */
+static bool chain_epilogue(dt_node *n, dt_tensor *x, dx_hooks *hk) {
+    dt_node *p = x->node;
+    bool chain = p && p->out == x && p->op->backward == linear_backward &&
+                 p->iattr[3] != ACT_NONE && p->iattr[0] == n->iattr[0] && p->iattr[2] == hk->IN;
+    const linear_saved *psv = chain ? p->saved : NULL;
+    if (!chain || (p->iattr[3] == ACT_GELU_TANH && !(psv && psv->H)) || !dt__sole_consumer(n, x))
+        return false;
+    hk->pact = (int)p->iattr[3];
+    hk->pD = psv->H;
+    hk->pY = x->data;
+    p->iattr[5] = 1;
+    return true;
+}
+
 static void linear_backward(dt_node *n) {
     bool residual = n->iattr[4] != 0;
     int bi = residual ? 3 : 2; /* where the bias sits among the inputs */
@@ -360,12 +395,7 @@ static void linear_backward(dt_node *n) {
     if (act != ACT_NONE) {
         ag.dh = dt__scratch(ctx, (size_t)(R * OUT) * sizeof(float));
         if (!ag.dh) return; /* OOM is reported by the tape walk */
-        if (!(gx && fuse)) {
-            int64_t nb = (R + 31) / 32;
-#pragma omp parallel for schedule(static) if (R * OUT > PAR_MIN)
-            for (int64_t k = 0; k < nb; k++)
-                act_grad_rows(&ag, k * 32, (k + 1) * 32 < R ? (k + 1) * 32 : R, 0, OUT);
-        }
+        if (!(gx && fuse)) act_grad_pass(&ag, R, OUT);
         dy = ag.dh;
     }
     /* bf16: dy is rounded once, by the dx GEMM, for both GEMMs; x and w come from the forward
@@ -387,20 +417,9 @@ static void linear_backward(dt_node *n) {
             o.prologue = dx_prologue;
             o.arg = &hk;
         }
-        /* x made by a linear op with an activation, and this is all of x's gradient: the
-         * epilogue makes it that op's dh (chained activation) */
-        dt_node *p = x->node;
-        bool chain = dx && fresh && fuse && p && p->out == x &&
-                     p->op->backward == linear_backward && p->iattr[3] != ACT_NONE &&
-                     p->iattr[0] == R && p->iattr[2] == IN;
-        const linear_saved *psv = chain ? p->saved : NULL;
-        if (chain && (p->iattr[3] != ACT_GELU_TANH || (psv && psv->H)) && dt__sole_consumer(n, x)) {
-            hk.pact = (int)p->iattr[3];
-            hk.pD = psv->H;
-            hk.pY = x->data;
+        if (dx && fresh && fuse && chain_epilogue(n, x, &hk)) {
             o.epilogue = dx_epilogue;
             o.arg = &hk;
-            p->iattr[5] = 1;
         }
         if (!dx) return;
         dt__gemm_ex(ctx, false, false, R, IN, OUT, 1.f, dy, OUT, w->data, IN, fresh ? 0.f : 1.f, dx,
@@ -417,12 +436,7 @@ static void linear_backward(dt_node *n) {
         dt__gemm_ex(ctx, true, false, OUT, IN, R, 1.f, dy, OUT, x->data, IN, fresh ? 0.f : 1.f, dw,
                     IN, &o);
     }
-    if (db && !(gw && fuse)) {
-        int64_t nblk = (OUT + 63) / 64;
-#pragma omp parallel for schedule(static) if (R * OUT > PAR_MIN)
-        for (int64_t k = 0; k < nblk; k++)
-            dt__add_col_sums(db, dy, OUT, R, k * 64, (k + 1) * 64 < OUT ? (k + 1) * 64 : OUT);
-    }
+    if (db && !(gw && fuse)) bias_grad_pass(db, dy, R, OUT);
     if (residual) residual_grad(n); /* last: it may take dy's buffer */
 }
 

@@ -602,6 +602,75 @@ static dt_status verify_file(dt_ckpt *ck, int i, const char *rel, const json_t *
     return DT_OK;
 }
 
+/* Read <dir>/metadata.json (mp) into ck->meta: a regular file holding a JSON object. */
+static dt_status load_meta(dt_ckpt *ck, const char *mp) {
+    struct stat sb;
+    if (lstat(mp, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return dt_error(DT_ERR_FORMAT,
+                        "%s: missing: not a dtrain checkpoint, or it was never "
+                        "committed; hint: a checkpoint is only valid once dt_ckpt_commit wrote "
+                        "its metadata.json",
+                        mp);
+    json_error_t jerr;
+    ck->meta = json_load_file(mp, JSON_REJECT_DUPLICATES, &jerr);
+    if (!ck->meta)
+        return dt_error(DT_ERR_FORMAT,
+                        "%s: invalid JSON (line %d, column %d: %s): the "
+                        "metadata is corrupted",
+                        mp, jerr.line, jerr.column, jerr.text);
+    if (!json_is_object(ck->meta))
+        return dt_error(DT_ERR_FORMAT, "%s: not a JSON object: the metadata is corrupted", mp);
+    return DT_OK;
+}
+
+/* The metadata's format_version (1..DT_CKPT_FORMAT_VERSION) and its "files" object. */
+static dt_status check_meta(const dt_ckpt *ck, const char *mp, json_t **files) {
+    json_t *v = json_object_get(ck->meta, "format_version");
+    *files = json_object_get(ck->meta, "files");
+    if (!json_is_integer(v))
+        return dt_error(DT_ERR_FORMAT,
+                        "%s: no integer \"format_version\": not a dtrain "
+                        "checkpoint or the metadata is corrupted",
+                        mp);
+    if (json_integer_value(v) > DT_CKPT_FORMAT_VERSION)
+        return dt_error(DT_ERR_FORMAT,
+                        "%s: format_version %lld is newer than this dtrain "
+                        "reads (up to %d); hint: load it with a newer dtrain",
+                        mp, (long long)json_integer_value(v), DT_CKPT_FORMAT_VERSION);
+    if (json_integer_value(v) < 1)
+        return dt_error(DT_ERR_FORMAT,
+                        "%s: format_version %lld is not supported (this dtrain "
+                        "reads 1 to %d)",
+                        mp, (long long)json_integer_value(v), DT_CKPT_FORMAT_VERSION);
+    if (!json_is_object(*files))
+        return dt_error(DT_ERR_FORMAT, "%s: no \"files\" object: the metadata is corrupted", mp);
+    return DT_OK;
+}
+
+/* Fill ck's file list from the metadata's "files", verifying each file (verify_file). */
+static dt_status verify_files(dt_ckpt *ck, json_t *files, const char *path) {
+    dt_status st = DT_OK;
+    int n = (int)json_object_size(files);
+    ck->names = calloc((size_t)n + 1, sizeof *ck->names);
+    ck->paths = calloc((size_t)n + 1, sizeof *ck->paths);
+    ck->sizes = calloc((size_t)n + 1, sizeof *ck->sizes);
+    unsigned char *buf = malloc(CK_READ_CHUNK);
+    if (!ck->names || !ck->paths || !ck->sizes || !buf) {
+        st = dt_error(DT_ERR_OOM, "ckpt_open: %s", path);
+    } else {
+        ck->n = n;
+        const char *rel;
+        json_t *e;
+        int i = 0;
+        json_object_foreach(files, rel, e) {
+            st = verify_file(ck, i++, rel, e, buf);
+            if (st != DT_OK) break;
+        }
+    }
+    free(buf);
+    return st;
+}
+
 dt_ckpt *dt_ckpt_open(const char *path) {
     if (!path || !*path) {
         dt_error(DT_ERR_INVALID, "ckpt_open: empty path");
@@ -627,66 +696,10 @@ dt_ckpt *dt_ckpt_open(const char *path) {
         dt_error(DT_ERR_OOM, "ckpt_open: %s", path);
         return NULL;
     }
-    dt_status st = DT_OK;
-    if (lstat(mp, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        st = dt_error(DT_ERR_FORMAT,
-                      "%s: missing: not a dtrain checkpoint, or it was never "
-                      "committed; hint: a checkpoint is only valid once dt_ckpt_commit wrote "
-                      "its metadata.json",
-                      mp);
-    } else {
-        json_error_t jerr;
-        ck->meta = json_load_file(mp, JSON_REJECT_DUPLICATES, &jerr);
-        if (!ck->meta)
-            st = dt_error(DT_ERR_FORMAT,
-                          "%s: invalid JSON (line %d, column %d: %s): the "
-                          "metadata is corrupted",
-                          mp, jerr.line, jerr.column, jerr.text);
-        else if (!json_is_object(ck->meta))
-            st = dt_error(DT_ERR_FORMAT, "%s: not a JSON object: the metadata is corrupted", mp);
-    }
     json_t *files = NULL;
-    if (st == DT_OK) {
-        json_t *v = json_object_get(ck->meta, "format_version");
-        files = json_object_get(ck->meta, "files");
-        if (!json_is_integer(v))
-            st = dt_error(DT_ERR_FORMAT,
-                          "%s: no integer \"format_version\": not a dtrain "
-                          "checkpoint or the metadata is corrupted",
-                          mp);
-        else if (json_integer_value(v) > DT_CKPT_FORMAT_VERSION)
-            st = dt_error(DT_ERR_FORMAT,
-                          "%s: format_version %lld is newer than this dtrain "
-                          "reads (up to %d); hint: load it with a newer dtrain",
-                          mp, (long long)json_integer_value(v), DT_CKPT_FORMAT_VERSION);
-        else if (json_integer_value(v) < 1)
-            st = dt_error(DT_ERR_FORMAT,
-                          "%s: format_version %lld is not supported (this dtrain "
-                          "reads 1 to %d)",
-                          mp, (long long)json_integer_value(v), DT_CKPT_FORMAT_VERSION);
-        else if (!json_is_object(files))
-            st = dt_error(DT_ERR_FORMAT, "%s: no \"files\" object: the metadata is corrupted", mp);
-    }
-    if (st == DT_OK) {
-        int n = (int)json_object_size(files);
-        ck->names = calloc((size_t)n + 1, sizeof *ck->names);
-        ck->paths = calloc((size_t)n + 1, sizeof *ck->paths);
-        ck->sizes = calloc((size_t)n + 1, sizeof *ck->sizes);
-        unsigned char *buf = malloc(CK_READ_CHUNK);
-        if (!ck->names || !ck->paths || !ck->sizes || !buf) {
-            st = dt_error(DT_ERR_OOM, "ckpt_open: %s", path);
-        } else {
-            ck->n = n;
-            const char *rel;
-            json_t *e;
-            int i = 0;
-            json_object_foreach(files, rel, e) {
-                st = verify_file(ck, i++, rel, e, buf);
-                if (st != DT_OK) break;
-            }
-        }
-        free(buf);
-    }
+    dt_status st = load_meta(ck, mp);
+    if (st == DT_OK) st = check_meta(ck, mp, &files);
+    if (st == DT_OK) st = verify_files(ck, files, path);
     free(mp);
     if (st != DT_OK) {
         DT_KEEP_ERROR(dt_ckpt_close(ck));

@@ -16,26 +16,8 @@
 #include <string.h>
 #include <time.h>
 
-static void put(w_buf *b, const char *s, size_t n) {
-    if (b->oom || !n) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *np = realloc(b->p, cap);
-        if (!np) {
-            b->oom = true;
-            return;
-        }
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
 void w_raw(w_buf *b, const char *markup) {
-    put(b, markup, strlen(markup));
+    dt__buf_put(b, markup, strlen(markup));
 }
 
 /* vprintf, then `put` (w_raw or w_esc) of the result; oom when it cannot be formatted. */
@@ -66,7 +48,7 @@ void w_esc(w_buf *b, const char *text) {
                           : *p == '\'' ? "&#39;"
                                        : NULL;
         if (!ent) continue;
-        put(b, run, (size_t)(p - run));
+        dt__buf_put(b, run, (size_t)(p - run));
         w_raw(b, ent);
         run = p + 1;
     }
@@ -95,7 +77,7 @@ void w_fill(w_buf *b, const char *tpl, const char *const *kv) {
             w_raw(b, p);
             return;
         }
-        put(b, p, (size_t)(open - p));
+        dt__buf_put(b, p, (size_t)(open - p));
         bool markup = open[2] == '{';
         const char *key = open + (markup ? 3 : 2), *close = strstr(key, markup ? "}}}" : "}}");
         if (!close) {

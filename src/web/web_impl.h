@@ -17,6 +17,7 @@
 #include "web/web.h"
 
 #include "master/http.h"
+#include "base/base_impl.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -24,12 +25,9 @@
 
 /* ---- html.c ---- */
 
-/* A growing page. An allocation failure sets oom and drops further writes. */
-typedef struct w_buf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} w_buf;
+/* A growing page (base_impl.h's byte buffer). An allocation failure sets oom and drops
+ * further writes. */
+typedef dt__buf w_buf;
 
 /* Markup from our own string literals (never data). */
 void w_raw(w_buf *b, const char *markup);

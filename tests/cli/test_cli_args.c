@@ -3,6 +3,7 @@
 #include "cli/args.h"
 #include "test.h"
 
+#include <math.h>
 #include <string.h>
 
 typedef struct {
@@ -113,9 +114,89 @@ static void test_url(void) {
     CHECK(strstr(err, "is not http://HOST:PORT") && strstr(err, "hint:"));
 }
 
+/* Integer, number and word options: their values, their defaults, their ranges' messages. */
+typedef struct {
+    long long n;
+    double x;
+    const char *word;
+    dt_cli_list stages;
+    const char *pos[2];
+    char err[256];
+} typed;
+
+static bool digits(const char *s) {
+    return *s && !s[strspn(s, "0123456789")];
+}
+
+static int parse_typed(typed *t, int argc, const char **argv) {
+    static const char *const WORDS[] = {"f32", "bf16", "f16", NULL};
+    memset(t, 0, sizeof *t);
+    t->n = 7;
+    t->x = 0.5;
+    t->word = "f32";
+    dt_cli_opt opts[] = {
+        {.name = "--n", .integer = &t->n, .lo = 1, .hi = 64},
+        {.name = "--x", .number = &t->x, .lo = 0, .hi = INFINITY, .above_lo = true},
+        {.name = "--dtype", .value = &t->word, .choices = WORDS},
+        {.name = "--stages", .list = &t->stages, .more = digits}};
+    return dt_cli_parse(argc, (char **)argv, opts, 4, t->pos, 0, 2, "A B", t->err, sizeof t->err);
+}
+
+static void test_typed(void) {
+    typed t;
+    const char *none[] = {"a"};
+    CHECK(parse_typed(&t, 1, none) == 1 && t.n == 7 && t.x == 0.5 && !strcmp(t.word, "f32"));
+    const char *all[] = {"--n", "64", "--x=1e-3", "--dtype", "bf16", "--stages", "0", "12", "b"};
+    CHECK(parse_typed(&t, 9, all) == 1 && t.n == 64 && t.x == 1e-3 && !strcmp(t.word, "bf16"));
+    CHECK(t.stages.n == 2 && !strcmp(t.stages.v[1], "12") && !strcmp(t.pos[0], "b"));
+    /* a list with `more` stops at the first argument it does not accept */
+    const char *stop[] = {"--stages", "x", "1", "--stages", "2", "dir"};
+    CHECK(parse_typed(&t, 6, stop) == 1 && t.stages.n == 3 && !strcmp(t.stages.v[0], "x"));
+    CHECK(!strcmp(t.stages.v[2], "2") && !strcmp(t.pos[0], "dir"));
+
+    const char *n0[] = {"--n", "0"};
+    CHECK(parse_typed(&t, 2, n0) == DT_CLI_BAD &&
+          !strcmp(t.err, "--n must be an integer in [1, 64], got '0'"));
+    const char *nfrac[] = {"--n", "2.5"};
+    CHECK(parse_typed(&t, 2, nfrac) == DT_CLI_BAD && strstr(t.err, "got '2.5'"));
+    const char *nbig[] = {"--n=99999999999999999999"};
+    CHECK(parse_typed(&t, 1, nbig) == DT_CLI_BAD && strstr(t.err, "--n must be an integer"));
+    const char *x0[] = {"--x", "0"};
+    CHECK(parse_typed(&t, 2, x0) == DT_CLI_BAD &&
+          !strcmp(t.err, "--x must be a number > 0, got '0'"));
+    const char *xnan[] = {"--x", "nan"};
+    CHECK(parse_typed(&t, 2, xnan) == DT_CLI_BAD && strstr(t.err, "got 'nan'"));
+    const char *xempty[] = {"--x="};
+    CHECK(parse_typed(&t, 1, xempty) == DT_CLI_BAD && strstr(t.err, "got ''"));
+    const char *word[] = {"--dtype", "f64"};
+    CHECK(parse_typed(&t, 2, word) == DT_CLI_BAD &&
+          !strcmp(t.err, "--dtype must be f32, bf16 or f16, got 'f64'"));
+    /* a default is not a first value: the option may be given once, not twice */
+    const char *twice[] = {"--n", "2", "--n", "3"};
+    CHECK(parse_typed(&t, 4, twice) == DT_CLI_BAD && !strcmp(t.err, "--n given twice"));
+    const char *nov[] = {"--stages"};
+    CHECK(parse_typed(&t, 1, nov) == DT_CLI_BAD && !strcmp(t.err, "--stages needs a value"));
+}
+
+/* A verb picked from a table of rows that start with their name. */
+static void test_pick_verb(void) {
+    static const struct row {
+        const char *name;
+        int k;
+    } rows[] = {{"list", 1}, {"kill", 2}};
+    char who[DT_CLI_WHO_MAX];
+    int rc = -1;
+    char *kill[] = {"kill", "3"};
+    const struct row *r =
+        dt_cli_pick_verb("dtrain x", NULL, 2, kill, rows, 2, sizeof *rows, who, &rc);
+    CHECK(r && r->k == 2 && !strcmp(who, "dtrain x kill"));
+}
+
 int main(void) {
     TEST_RUN(test_parse);
     TEST_RUN(test_parse_errors);
+    TEST_RUN(test_typed);
+    TEST_RUN(test_pick_verb);
     TEST_RUN(test_ids);
     TEST_RUN(test_overrides);
     TEST_RUN(test_url);

@@ -311,22 +311,23 @@ static void check_same_as_fresh(dt_store *st, const char *path, int64_t exp, con
     static const char *const xs[] = {"batches", "epochs", "records"};
     static const int64_t counts[] = {4, 50, 1000};
     for (int i = 0; fresh && i < 3; i++) {
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 6; k++) { /* each count as JSON, then in binary */
+            dt_series_format f = k < 3 ? DT_SERIES_JSON : DT_SERIES_F64;
             char *a = NULL, *b = NULL;
             size_t na = 0, nb = 0;
-            CHECK(dt_store_metric_series_text(st, exp, 0, "training", "loss", xs[i], counts[k], &a,
-                                              &na) == DT_OK);
-            CHECK(dt_store_metric_series_text(fresh, exp, 0, "training", "loss", xs[i], counts[k],
-                                              &b, &nb) == DT_OK);
-            CHECK_MSG(a && b && na == nb && !memcmp(a, b, na), "%s: x %s points %lld", when, xs[i],
-                      (long long)counts[k]);
+            CHECK(dt_store_metric_series_text(st, exp, 0, "training", "loss", xs[i], counts[k % 3],
+                                              f, &a, &na) == DT_OK);
+            CHECK(dt_store_metric_series_text(fresh, exp, 0, "training", "loss", xs[i],
+                                              counts[k % 3], f, &b, &nb) == DT_OK);
+            CHECK_MSG(a && b && na == nb && !memcmp(a, b, na), "%s: x %s points %lld format %d",
+                      when, xs[i], (long long)counts[k % 3], f);
             free(a);
             free(b);
         }
         char *a = NULL;
         size_t na = 0;
-        CHECK(dt_store_metric_series_text(st, exp, 0, "training", "loss", xs[i], counts[0], &a,
-                                          &na) == DT_OK);
+        CHECK(dt_store_metric_series_text(st, exp, 0, "training", "loss", xs[i], counts[0],
+                                          DT_SERIES_JSON, &a, &na) == DT_OK);
         free(a);
     }
     dt_store_close(fresh);
@@ -347,10 +348,10 @@ static void check_packed_as_rows(const char *path, int64_t exp, int packed, cons
     for (int k = 0; k < 3; k++) {
         char *x = NULL, *y = NULL;
         size_t nx = 0, ny = 0;
-        CHECK(dt_store_metric_series_text(a, exp, 0, "training", "loss", "batches", counts[k], &x,
-                                          &nx) == DT_OK);
-        CHECK(dt_store_metric_series_text(b, exp, 0, "training", "loss", "batches", counts[k], &y,
-                                          &ny) == DT_OK);
+        CHECK(dt_store_metric_series_text(a, exp, 0, "training", "loss", "batches", counts[k],
+                                          DT_SERIES_JSON, &x, &nx) == DT_OK);
+        CHECK(dt_store_metric_series_text(b, exp, 0, "training", "loss", "batches", counts[k],
+                                          DT_SERIES_JSON, &y, &ny) == DT_OK);
         CHECK_MSG(x && y && nx == ny && !memcmp(x, y, nx), "%s: points %lld:\n%.300s\n%.300s", when,
                   (long long)counts[k], x ? x : "", y ? y : "");
         free(x);
@@ -398,8 +399,8 @@ static void test_store_text(void) {
     put(st, t[0], 201, 400, 0);
     char *a = NULL;
     size_t na = 0;
-    CHECK(dt_store_metric_series_text(st, exp, 0, "training", "loss", "batches", 50, &a, &na) ==
-          DT_OK);
+    CHECK(dt_store_metric_series_text(st, exp, 0, "training", "loss", "batches", 50,
+                                      DT_SERIES_JSON, &a, &na) == DT_OK);
     free(a);
     dt_store_rollback(st);
     check_same_as_fresh(st, path, exp, "rollback");

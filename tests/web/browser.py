@@ -266,6 +266,11 @@ def main():
                                      " document.getElementById('curves').clientWidth]")
             check(asked[0] == min(4000, max(200, asked[1])),
                   f"the curves asked for {asked[0]} points a trial, drawn {asked[1]} px wide")
+            forms = d.execute_script("return performance.getEntriesByType('resource')"
+                                     ".map(function (e) { return e.name; })"
+                                     ".filter(function (n) { return n.indexOf('/metrics?') > 0; })")
+            check(forms and all("format=f64" in f for f in forms),
+                  f"the curves were not read in their binary form: {forms}")
             for t, drawn in zip(trials, g):
                 n = len(api(f"/api/v1/trials/{t['id']}/metrics?kind=validation")["metrics"])
                 check(drawn == n and n > 0, f"trial {t['id']}: {drawn} points drawn, {n} stored")

@@ -27,15 +27,15 @@
 static char g_home[256], g_host[32], g_token[80];
 static int g_port;
 
-/* One request written as is; the whole answer into `ans` (NUL-ended). */
-static void raw(const char *req, size_t req_len, char *ans, size_t n) {
-    fx_http_raw(g_host, g_port, req, req_len, ans, n);
+/* One request written as is; the whole answer into `ans` (NUL-ended); its length. */
+static size_t raw(const char *req, size_t req_len, char *ans, size_t n) {
+    return fx_http_raw(g_host, g_port, req, req_len, ans, n);
 }
 
-/* METHOD path with extra header lines (each ending \r\n) and a body. */
-static void http(const char *method, const char *path, const char *headers, const char *body,
-                 char *ans, size_t n) {
-    fx_http(g_host, g_port, method, path, headers, body, ans, n);
+/* METHOD path with extra header lines (each ending \r\n) and a body; the answer's length. */
+static size_t http(const char *method, const char *path, const char *headers, const char *body,
+                   char *ans, size_t n) {
+    return fx_http(g_host, g_port, method, path, headers, body, ans, n);
 }
 
 static int status_of(const char *ans) {
@@ -322,6 +322,79 @@ static void test_chart_sampled(void) {
     CHECK(json_is_false(json_object_get(json_array_get(json_object_get(b, "series"), 0), "sampled")));
     json_decref(a);
     json_decref(b);
+}
+
+/* Each series of a binary chart answer (body, len bytes after the headers) checked against the
+ * JSON answer of the same query (ans): the same header members, and per series the same
+ * trial, total, sampled flag and points, bit for bit. */
+static bool binary_matches(const char *body, size_t len, const json_t *ans, const char *what) {
+    uint32_t hl = 0;
+    if (len < 16 || memcmp(body, "DTCHART1", 8)) {
+        CHECK_MSG(0, "%s: no magic", what);
+        return false;
+    }
+    memcpy(&hl, body + 8, 4);
+    json_t *head = hl % 8 == 0 && 16 + hl <= len ? json_loadb(body + 16, hl, 0, NULL) : NULL;
+    bool ok = head != NULL;
+    static const char *const keys[] = {"kind", "name", "x", "max_points", "names"};
+    for (int k = 0; ok && k < 5; k++)
+        ok = json_equal(json_object_get(head, keys[k]), json_object_get(ans, keys[k]));
+    json_decref(head);
+    const json_t *series = json_object_get(ans, "series");
+    size_t off = 16 + hl, i = 0;
+    for (; ok && off < len; i++) {
+        double h[4];
+        memcpy(h, body + off, sizeof h);
+        const json_t *s = json_array_get(series, i), *data = json_object_get(s, "data");
+        size_t m = (size_t)h[2];
+        ok = s && off + 32 + 16 * m <= len &&
+             h[0] == (double)json_integer_value(json_object_get(s, "trial_id")) &&
+             h[1] == (double)json_integer_value(json_object_get(s, "total")) &&
+             m == json_array_size(data) && (h[3] != 0) == json_is_true(json_object_get(s, "sampled"));
+        for (size_t j = 0; ok && j < m; j++) {
+            double x, y, jx = json_number_value(json_array_get(json_array_get(data, j), 0)),
+                         jy = json_number_value(json_array_get(json_array_get(data, j), 1));
+            memcpy(&x, body + off + 32 + 8 * j, 8);
+            memcpy(&y, body + off + 32 + 8 * (m + j), 8);
+            ok = !memcmp(&x, &jx, 8) && !memcmp(&y, &jy, 8);
+        }
+        off += 32 + 16 * m;
+    }
+    ok = ok && off == len && i == json_array_size(series);
+    CHECK_MSG(ok, "%s: the binary answer differs from the JSON one (series %zu)", what, i);
+    return ok;
+}
+
+/* format=f64: the page's binary form of a chart holds what the JSON answer holds, kept answers
+ * keep their content type, and another format is refused. */
+static void test_chart_binary(void) {
+    char paths[4][200];
+    snprintf(paths[0], sizeof paths[0],
+             "/api/v1/experiments/%lld/metrics?kind=training&name=loss&max_points=200",
+             (long long)g_long_exp);
+    snprintf(paths[1], sizeof paths[1], "/api/v1/experiments/1/metrics?kind=training&points=10");
+    snprintf(paths[2], sizeof paths[2], "/api/v1/experiments/1/metrics?kind=validation");
+    snprintf(paths[3], sizeof paths[3], "/api/v1/experiments/1/metrics?kind=training&name=none");
+    for (int k = 0; k < 4; k++) {
+        json_t *ans = get_json(paths[k]);
+        char path[260];
+        snprintf(path, sizeof path, "%.200s&format=f64", paths[k]);
+        for (int again = 0; again < 2; again++) { /* made, then kept */
+            size_t n = http("GET", path, NULL, NULL, g_ans, sizeof g_ans);
+            const char *b = strstr(g_ans, "\r\n\r\n");
+            CHECK_MSG(status_of(g_ans) == 200 && strstr(g_ans, "application/octet-stream") && b,
+                      "%s: %.200s", path, g_ans);
+            if (b && ans) binary_matches(b + 4, n - (size_t)(b + 4 - g_ans), ans, path);
+        }
+        /* series of many points, no series (no validation rows), a series of no points */
+        int64_t want = k < 2 ? 1 : k == 2 ? -1 : 0, got = first_series_points(ans);
+        CHECK_MSG(ans && (want > 0 ? got > 0 : got == want), "%s: %lld", paths[k], (long long)got);
+        json_decref(ans);
+    }
+    http("GET", "/api/v1/experiments/1/metrics?kind=training&format=xml", NULL, NULL, g_ans,
+         sizeof g_ans);
+    CHECK_MSG(status_of(g_ans) == 400 && json_error(g_ans) && strstr(g_ans, "json or f64"),
+              "%.300s", g_ans);
 }
 
 /* The body of the last answer (after the headers), or "". */
@@ -617,6 +690,7 @@ int main(void) {
         TEST_RUN(test_assets);
         TEST_RUN(test_chart_answers);
         TEST_RUN(test_chart_sampled);
+        TEST_RUN(test_chart_binary);
         TEST_RUN(test_dsat_api);
         TEST_RUN(test_dsat_page);
         TEST_RUN(test_ids);

@@ -19,6 +19,31 @@
     });
   }
 
+  /* A metrics route's answer in its binary form (format=f64, docs/api.md) as the JSON one reads:
+   * "DTCHART1", the header's length, the JSON header, then per series four doubles (trial id,
+   * points stored, points sent, sampled) and its x and y values, little-endian binary64. */
+  function chartApi(path) {
+    return fetch(path + "&format=f64", { credentials: "same-origin" }).then(function (r) {
+      if (!r.ok) return r.json().then(function (j) { throw new Error(j.error || "HTTP " + r.status); });
+      return r.arrayBuffer().then(function (buf) {
+        var magic = String.fromCharCode.apply(null, new Uint8Array(buf, 0, 8));
+        if (magic !== "DTCHART1") throw new Error("dtrain: a chart answer of an unknown form");
+        var hl = new DataView(buf).getUint32(8, true);
+        var ans = JSON.parse(new TextDecoder().decode(new Uint8Array(buf, 16, hl)));
+        ans.series = [];
+        for (var off = 16 + hl; off < buf.byteLength;) {
+          var h = new Float64Array(buf, off, 4), n = h[2];
+          var xs = new Float64Array(buf, off + 32, n), ys = new Float64Array(buf, off + 32 + 8 * n, n);
+          var data = new Array(n);
+          for (var i = 0; i < n; i++) data[i] = [xs[i], ys[i]];
+          ans.series.push({ trial_id: h[0], total: h[1], sampled: h[3] !== 0, data: data });
+          off += 32 + 16 * n;
+        }
+        return ans;
+      });
+    });
+  }
+
   function chartLibs(el) {
     if (typeof Dygraph === "undefined" || typeof d3 === "undefined") {
       el.textContent = "The chart library did not load.";
@@ -89,7 +114,7 @@
         "&x=" + encodeURIComponent(xsel.value);
       var name = metric.value || wanted;
       if (name) q += "&name=" + encodeURIComponent(name);
-      return api(q).then(function (ans) {
+      return chartApi(q).then(function (ans) {
         var keep = metric.value;
         metric.textContent = "";
         ans.names.forEach(function (n) {
@@ -301,12 +326,12 @@
     var base = "/api/v1/experiments/" + exp + "/metrics?max_points=" + chartPoints(box) + "&trial=" + id;
     state.charts.trial = {};
     function draw() {
-      return Promise.all([api(base + "&kind=training"), api(base + "&kind=validation")]).then(function (two) {
+      return Promise.all([chartApi(base + "&kind=training"), chartApi(base + "&kind=validation")]).then(function (two) {
         var names = {};
         two.forEach(function (a) { a.names.forEach(function (n) { names[n] = 1; }); });
         return Promise.all(Object.keys(names).sort().map(function (n) {
           return Promise.all(["training", "validation"].map(function (k) {
-            return api(base + "&kind=" + k + "&name=" + encodeURIComponent(n));
+            return chartApi(base + "&kind=" + k + "&name=" + encodeURIComponent(n));
           })).then(function (pair) {
             var series = [], labels = ["batches"];
             pair.forEach(function (a) {
