@@ -22,16 +22,7 @@ static bool err_has(const char *s) {
 }
 
 static dt_module *mlp(void) {
-    dt_ctx *c = dt_ctx_new(NULL, 1);
-    dt_module *m = dt_model_mlp(8, 24, 2, 3);
-    dt_module_build(m, c, 3);
-    return m;
-}
-
-static void free_model(dt_module *m) {
-    dt_ctx *c = dt_module_ctx(m);
-    dt_module_free(m);
-    dt_ctx_free(c);
+    return toy_model_built(dt_model_mlp(8, 24, 2, 3), 3);
 }
 
 /* One micro-batch of 4 samples; `boost` multiplies the loss (1e38 overflows fp16 scaling). */
@@ -57,7 +48,7 @@ static void test_boundaries_and_counters(void) {
     dt_engine *e = dt_engine_init(m, j);
     json_decref(j);
     CHECK(e != NULL);
-    if (!e) return free_model(m);
+    if (!e) return toy_model_free(m);
     CHECK(dt_engine_train_batch_size(e) == 12);
     CHECK(dt_engine_gradient_accumulation_steps(e) == 3);
     float before = dt_module_flat_params(m, NULL)[0];
@@ -82,7 +73,7 @@ static void test_boundaries_and_counters(void) {
     dt_engine_free(e);
     /* the module keeps working without the engine */
     CHECK(dt_module_flat_params(m, NULL)[0] != before);
-    free_model(m);
+    toy_model_free(m);
 }
 
 /* fp16: losses boosted to overflow on chosen steps; the engine's scale must follow a reference
@@ -97,7 +88,7 @@ static void test_fp16_overflow_skips(void) {
     CHECK_MSG(e != NULL, "%s", dt_last_error());
     if (!e) {
         json_decref(j);
-        return free_model(m);
+        return toy_model_free(m);
     }
     dt_loss_scaler_config lc = dt_loss_scaler_defaults();
     lc.initial_scale_power = 8;
@@ -125,7 +116,7 @@ static void test_fp16_overflow_skips(void) {
     free(prev);
     dt_loss_scaler_free(ref);
     dt_engine_free(e);
-    free_model(m);
+    toy_model_free(m);
     json_decref(j);
 }
 
@@ -198,7 +189,7 @@ static void test_nvme_files(void) {
     dt_engine *e = dt_engine_init(m, j);
     json_decref(j);
     CHECK_MSG(e != NULL, "%s", dt_last_error());
-    if (!e) return free_model(m);
+    if (!e) return toy_model_free(m);
     dt_engine_memory mem;
     dt_engine_memory_stats(e, &mem);
     /* master + two moments + the parameter shard, each n floats (one rank) */
@@ -210,7 +201,7 @@ static void test_nvme_files(void) {
         CHECK(dt_engine_step(e) == DT_OK);
     }
     dt_engine_free(e);
-    free_model(m);
+    toy_model_free(m);
     /* the files are removed with the engine */
     char cmd[600];
     snprintf(cmd, sizeof cmd, "test -z \"$(ls -A '%s')\"", nv);
@@ -250,7 +241,7 @@ static void test_config_errors(void) {
     json_decref(j);
     CHECK(e != NULL && dt_module_flat_params(m, NULL)[0] == w0);
     dt_engine_free(e);
-    free_model(m);
+    toy_model_free(m);
 }
 
 static void test_checkpoint_errors(void) {
@@ -261,7 +252,7 @@ static void test_checkpoint_errors(void) {
     CHECK(e != NULL);
     if (!e) {
         json_decref(j);
-        return free_model(m);
+        return toy_model_free(m);
     }
     char dir[400], path[600];
     snprintf(dir, sizeof dir, "%s/ck", g_tmp);
@@ -342,7 +333,7 @@ static void test_checkpoint_errors(void) {
     CHECK(memcmp(keep, p, (size_t)n * sizeof *keep) == 0);
     free(keep);
     dt_engine_free(e);
-    free_model(m);
+    toy_model_free(m);
     json_decref(j);
 }
 
@@ -363,7 +354,7 @@ static void resume_config(const char *cfg_text, const char *what) {
         json_decref(j);
         CHECK_MSG(e != NULL, "%s: %s", what, dt_last_error());
         if (!e) {
-            free_model(m);
+            toy_model_free(m);
             return;
         }
         int s = 0;
@@ -388,7 +379,7 @@ static void resume_config(const char *cfg_text, const char *what) {
             got = w;
         else
             ref = w;
-        free_model(m);
+        toy_model_free(m);
     }
     CHECK_MSG(ref && got && memcmp(ref, got, (size_t)n * sizeof *ref) == 0,
               "%s: resumed weights differ", what);
@@ -436,7 +427,7 @@ static void test_flops_profiler(void) {
     dt_engine *e = dt_engine_init(m, j);
     json_decref(j);
     CHECK(e != NULL);
-    if (!e) return free_model(m);
+    if (!e) return toy_model_free(m);
     for (int s = 0; s < 8; s++) {
         CHECK(dt_engine_backward(e, mlp_loss(e, s, 1.0f)) == DT_OK);
         CHECK(dt_engine_step(e) == DT_OK);
@@ -458,7 +449,7 @@ static void test_flops_profiler(void) {
     for (int i = 0; i < m->n_children; i++)
         CHECK(m->children[i]->n_params == 0 || m->children[i]->hook_user == (void *)e);
     dt_engine_free(e);
-    free_model(m);
+    toy_model_free(m);
 }
 
 int main(void) {

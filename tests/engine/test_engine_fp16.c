@@ -11,6 +11,7 @@
 #include "base/base_impl.h"
 #include "dtrain/engine.h"
 #include "fixtures/files.h"
+#include "fixtures/toy_trial.h"
 #include "test.h"
 
 #include <math.h>
@@ -36,9 +37,7 @@ static json_t *config(const char *opt, const char *fp16) {
  * owns nothing of the model. */
 static dt_engine *make(const char *fp16, dt_module **m) {
     json_t *j = config("{\"type\": \"Adam\", \"params\": {\"lr\": 0.01}}", fp16);
-    dt_ctx *c = dt_ctx_new(NULL, 1);
-    *m = dt_model_mlp(8, 32, 2, 3);
-    dt_module_build(*m, c, 7);
+    *m = toy_model_built(dt_model_mlp(8, 32, 2, 3), 7);
     dt_engine *e = j ? dt_engine_init(*m, j) : NULL;
     if (dt_cpu_isa_level() >= DT_CPU_AVX2) /* below, fp16 is refused (the last test) */
         CHECK_MSG(e != NULL, "%s", dt_last_error());
@@ -47,10 +46,8 @@ static dt_engine *make(const char *fp16, dt_module **m) {
 }
 
 static void drop(dt_engine *e, dt_module *m) {
-    dt_ctx *c = dt_module_ctx(m);
     dt_engine_free(e);
-    dt_module_free(m);
-    dt_ctx_free(c);
+    toy_model_free(m);
 }
 
 /* One step on batch `step` (inputs times `gain`); returns the loss (unscaled). */

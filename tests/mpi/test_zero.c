@@ -30,10 +30,7 @@ static char g_tmp[256];
 /* ---- models and data ------------------------------------------------------------------- */
 
 static dt_module *mlp(void) {
-    dt_ctx *c = dt_ctx_new(NULL, 1);
-    dt_module *m = dt_model_mlp(DIM, 40, 3, CLASSES);
-    dt_module_build(m, c, 11);
-    return m;
+    return toy_model_built(dt_model_mlp(DIM, 40, 3, CLASSES), 11);
 }
 
 #define GPT MT_GPT
@@ -132,7 +129,7 @@ static float *run(const char *zero, int gas, bool is_gpt, dt_comm *comm, int ste
         dt_engine_free(e);
         w = weights(m, n);
     }
-    mt_free_model(m);
+    toy_model_free(m);
     return w;
 }
 
@@ -234,7 +231,7 @@ static void test_memory_accounting(void) {
         json_decref(j);
         CHECK_MSG(e != NULL, "stage %d: %s", stage, dt_last_error());
         if (!e) {
-            mt_free_model(m);
+            toy_model_free(m);
             continue;
         }
         dt_device_reset_peak(dt_ctx_device(dt_module_ctx(m)));
@@ -269,7 +266,7 @@ static void test_memory_accounting(void) {
             CHECK_MSG(ppeak <= 1.05 * want_p + 2 * big + 2 * 4 * 1000,
                       "stage 3 params peak %.0f (block %.0f)", ppeak, want_p);
         dt_engine_free(e);
-        mt_free_model(m);
+        toy_model_free(m);
     }
 }
 
@@ -302,7 +299,7 @@ static void resume_across(int from, int to, const char *zf, const char *zt, bool
         CHECK(e && train(e, is_gpt, 4, 7));
         if (e) dt_engine_free(e);
         ref = weights(m, &n);
-        mt_free_model(m);
+        toy_model_free(m);
         json_decref(j);
     }
     dt_comm_barrier(g_world);
@@ -320,7 +317,7 @@ static void resume_across(int from, int to, const char *zf, const char *zt, bool
         CHECK(e && train(e, is_gpt, 4, 7));
         if (e) dt_engine_free(e);
         got = weights(m, &n);
-        mt_free_model(m);
+        toy_model_free(m);
         json_decref(j);
     }
     /* rank 0 is in both groups: compare there */
