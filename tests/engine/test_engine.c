@@ -41,9 +41,10 @@ static dt_tensor *mlp_loss(dt_engine *e, int64_t step, float boost) {
 }
 
 static void test_boundaries_and_counters(void) {
-    json_t *j = toy_ds_config("{\"train_micro_batch_size_per_gpu\": 4, \"gradient_accumulation_steps\": 3,"
-                     " \"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.1}},"
-                     " \"steps_per_print\": 1000000}");
+    json_t *j =
+        toy_ds_config("{\"train_micro_batch_size_per_gpu\": 4, \"gradient_accumulation_steps\": 3,"
+                      " \"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.1}},"
+                      " \"steps_per_print\": 1000000}");
     dt_module *m = mlp();
     dt_engine *e = dt_engine_init(m, j);
     json_decref(j);
@@ -79,10 +80,11 @@ static void test_boundaries_and_counters(void) {
 /* fp16: losses boosted to overflow on chosen steps; the engine's scale must follow a reference
  * scaler fed the same overflow pattern, skipped steps must leave the weights alone. */
 static void test_fp16_overflow_skips(void) {
-    json_t *j = toy_ds_config("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Adam\", \"params\":"
-                     " {\"lr\": 0.001}}, \"fp16\": {\"enabled\": true, \"initial_scale_power\": 8,"
-                     " \"loss_scale_window\": 3, \"hysteresis\": 2, \"min_loss_scale\": 1},"
-                     " \"zero_optimization\": {\"stage\": 2}, \"steps_per_print\": 1000000}");
+    json_t *j =
+        toy_ds_config("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Adam\", \"params\":"
+                      " {\"lr\": 0.001}}, \"fp16\": {\"enabled\": true, \"initial_scale_power\": 8,"
+                      " \"loss_scale_window\": 3, \"hysteresis\": 2, \"min_loss_scale\": 1},"
+                      " \"zero_optimization\": {\"stage\": 2}, \"steps_per_print\": 1000000}");
     dt_module *m = mlp();
     dt_engine *e = dt_engine_init(m, j);
     CHECK_MSG(e != NULL, "%s", dt_last_error());
@@ -126,10 +128,10 @@ static double gpt_loss_after(const dt_gpt_config *g, int64_t B, bool bf16, int s
     dt_ctx *c = dt_ctx_new(NULL, 1);
     dt_module *m = dt_model_gpt(g);
     dt_module_build(m, c, 9);
-    json_t *j =
-        toy_ds_config("{\"train_batch_size\": %lld, \"optimizer\": {\"type\": \"AdamW\", \"params\":"
-             " {\"lr\": 0.003}}, \"bf16\": {\"enabled\": %s}, \"steps_per_print\": 1000000}",
-             (long long)B, bf16 ? "true" : "false");
+    json_t *j = toy_ds_config(
+        "{\"train_batch_size\": %lld, \"optimizer\": {\"type\": \"AdamW\", \"params\":"
+        " {\"lr\": 0.003}}, \"bf16\": {\"enabled\": %s}, \"steps_per_print\": 1000000}",
+        (long long)B, bf16 ? "true" : "false");
     dt_engine *e = dt_engine_init(m, j);
     json_decref(j);
     int64_t *in = malloc((size_t)(B * T) * sizeof *in), *tg = malloc((size_t)(B * T) * sizeof *tg);
@@ -178,11 +180,12 @@ static void test_bf16_tracks_fp32(void) {
 static void test_nvme_files(void) {
     char nv[400];
     snprintf(nv, sizeof nv, "%s/nvme", g_tmp);
-    json_t *j = toy_ds_config("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"AdamW\"},"
-                     " \"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": {\"device\":"
-                     " \"nvme\", \"nvme_path\": \"%s\"}, \"offload_param\": {\"device\": \"nvme\","
-                     " \"nvme_path\": \"%s\"}}, \"steps_per_print\": 1000000}",
-                     nv, nv);
+    json_t *j =
+        toy_ds_config("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"AdamW\"},"
+                      " \"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": {\"device\":"
+                      " \"nvme\", \"nvme_path\": \"%s\"}, \"offload_param\": {\"device\": \"nvme\","
+                      " \"nvme_path\": \"%s\"}}, \"steps_per_print\": 1000000}",
+                      nv, nv);
     dt_module *m = mlp();
     int64_t n;
     dt_module_flat_params(m, &n);
@@ -214,7 +217,7 @@ static void test_config_errors(void) {
     CHECK(dt_engine_init(m, j) == NULL && err_has("optimizer"));
     json_decref(j);
     j = toy_ds_config("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Lamb\"},"
-             " \"zero_optimization\": {\"stage\": 2}}");
+                      " \"zero_optimization\": {\"stage\": 2}}");
     CHECK(dt_engine_init(m, j) == NULL && err_has("Lamb") && err_has("stage 0"));
     json_decref(j);
     CHECK(dt_engine_init(NULL, NULL) == NULL && dt_last_status() == DT_ERR_INVALID);
@@ -227,7 +230,7 @@ static void test_config_errors(void) {
     CHECK(ef != NULL && dt_engine_train_batch_size(ef) == 4);
     dt_engine_free(ef);
     j = toy_ds_config("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Adam\"},"
-             " \"zero_optimization\": {\"stage\": 2}}");
+                      " \"zero_optimization\": {\"stage\": 2}}");
     dt_engine_opts po = {.pipeline_stages = 2};
     CHECK(dt_engine_init_opts(m, j, &po) == NULL && err_has("stage 0 or 1"));
     json_decref(j);
@@ -245,8 +248,9 @@ static void test_config_errors(void) {
 }
 
 static void test_checkpoint_errors(void) {
-    json_t *j = toy_ds_config("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"AdamW\"},"
-                     " \"zero_optimization\": {\"stage\": 1}, \"steps_per_print\": 1000000}");
+    json_t *j =
+        toy_ds_config("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"AdamW\"},"
+                      " \"zero_optimization\": {\"stage\": 1}, \"steps_per_print\": 1000000}");
     dt_module *m = mlp();
     dt_engine *e = dt_engine_init(m, j);
     CHECK(e != NULL);
@@ -417,12 +421,12 @@ static void test_resume_exact(void) {
 static void test_flops_profiler(void) {
     char out[400];
     snprintf(out, sizeof out, "%s/profile.txt", g_tmp);
-    json_t *j =
-        toy_ds_config("{\"train_batch_size\": 8, \"gradient_accumulation_steps\": 2,"
-             " \"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 2},"
-             " \"flops_profiler\": {\"enabled\": true, \"profile_step\": 2, \"top_modules\": 3,"
-             " \"output_file\": \"%s\"}, \"steps_per_print\": 1000000}",
-             out);
+    json_t *j = toy_ds_config(
+        "{\"train_batch_size\": 8, \"gradient_accumulation_steps\": 2,"
+        " \"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 2},"
+        " \"flops_profiler\": {\"enabled\": true, \"profile_step\": 2, \"top_modules\": 3,"
+        " \"output_file\": \"%s\"}, \"steps_per_print\": 1000000}",
+        out);
     dt_module *m = mlp();
     dt_engine *e = dt_engine_init(m, j);
     json_decref(j);

@@ -87,7 +87,8 @@ static inline bool mt_same_everywhere(dt_comm *world, double v) {
     double hi = v, lo = v;
     dt_comm_allreduce(world, &hi, 1, DT_COMM_DTYPE_F64, DT_REDUCE_OP_MAX);
     dt_comm_allreduce(world, &lo, 1, DT_COMM_DTYPE_F64, DT_REDUCE_OP_MIN);
-    if (hi != lo) fprintf(stderr, "rank %d: %g here, from %g to %g over the ranks\n", mt_rank, v, lo, hi);
+    if (hi != lo)
+        fprintf(stderr, "rank %d: %g here, from %g to %g over the ranks\n", mt_rank, v, lo, hi);
     return hi == lo;
 }
 
@@ -113,7 +114,8 @@ static inline int mt_end(dt_comm *world) {
  * the counts summed (mt_end), MPI finalized. The exit status of the rank. */
 static inline int mt_finish(dt_comm *world, const char *tmp) {
     dt_comm_barrier(world);
-    if (mt_rank == 0 && tmp && tmp[0] && !fx_rmtree(tmp)) fprintf(stderr, "could not remove %s\n", tmp);
+    if (mt_rank == 0 && tmp && tmp[0] && !fx_rmtree(tmp))
+        fprintf(stderr, "could not remove %s\n", tmp);
     int rc = mt_end(world);
     dt_comm_finalize(world);
     return rc;

@@ -146,8 +146,8 @@ static void test_dp_matches_single(dt_comm *world) {
     CHECK_MSG(bad == 0, "%lld samples not seen exactly once over the slots", (long long)bad);
     /* metrics: reduced to one value on every slot, that of one process */
     CHECK_MSG(mt_same_everywhere(world, toy_last_val), "validation loss differs across slots");
-    CHECK_MSG(fabs(toy_last_val - ref_val) <= 1e-5 * fabs(ref_val), "validation loss %g vs single %g",
-              toy_last_val, ref_val);
+    CHECK_MSG(fabs(toy_last_val - ref_val) <= 1e-5 * fabs(ref_val),
+              "validation loss %g vs single %g", toy_last_val, ref_val);
     dt_comm_barrier(world);
     if (mt_rank == 0) {
         char pa[300], pb[300];
@@ -248,8 +248,8 @@ static void test_mpu(dt_comm *world) {
     CHECK_MSG(mt_rank == W - 1 ? g_n_first == 0 : g_n_first == nmax,
               "rank %d: first micro-batch of %lld samples", mt_rank, (long long)g_n_first);
     /* metrics: only rank 0's values count (the others add 1000) */
-    CHECK_MSG(toy_last_val < 100, "rank %d: validation loss %g includes a non-reporting slot", mt_rank,
-              toy_last_val);
+    CHECK_MSG(toy_last_val < 100, "rank %d: validation loss %g includes a non-reporting slot",
+              mt_rank, toy_last_val);
     CHECK(mt_same_everywhere(world, toy_last_val));
     dt_comm_barrier(world);
     if (mt_rank == 0) {

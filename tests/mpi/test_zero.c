@@ -108,14 +108,14 @@ static float *weights(dt_module *m, int64_t *n) {
 static float *run(const char *zero, int gas, bool is_gpt, dt_comm *comm, int steps, int64_t *n,
                   const char *extra) {
     int W = dt_comm_size(comm);
-    json_t *j =
-        toy_ds_config("{\"train_batch_size\": %d, \"gradient_accumulation_steps\": %d,"
-             " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01,"
-             " \"weight_decay\": 0.01}}, \"gradient_clipping\": 1.0,"
-             " \"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_num_steps\": 5,"
-             " \"warmup_max_lr\": 0.01}},"
-             " \"zero_optimization\": %s, \"steps_per_print\": 1000000 %s}",
-             GLOBAL, gas, zero, extra ? extra : "");
+    json_t *j = toy_ds_config(
+        "{\"train_batch_size\": %d, \"gradient_accumulation_steps\": %d,"
+        " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01,"
+        " \"weight_decay\": 0.01}}, \"gradient_clipping\": 1.0,"
+        " \"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_num_steps\": 5,"
+        " \"warmup_max_lr\": 0.01}},"
+        " \"zero_optimization\": %s, \"steps_per_print\": 1000000 %s}",
+        GLOBAL, gas, zero, extra ? extra : "");
     (void)W;
     dt_module *m = is_gpt ? gpt() : mlp();
     dt_engine_opts o = {.comm = comm};
@@ -220,8 +220,8 @@ static void test_memory_accounting(void) {
                  "\"stage3_prefetch_bucket_size\": 1000}",
                  stage);
         json_t *j = toy_ds_config("{\"train_batch_size\": %d, \"optimizer\": {\"type\": \"Adam\"},"
-                         " \"zero_optimization\": %s, \"steps_per_print\": 1000000}",
-                         GLOBAL, z);
+                                  " \"zero_optimization\": %s, \"steps_per_print\": 1000000}",
+                                  GLOBAL, z);
         dt_module *m = gpt();
         int64_t psi = 0;
         for (int i = 0; i < dt_module_param_count(m); i++)

@@ -533,7 +533,8 @@ static void test_remove_and_list(void) {
     CHECK(dt_ckpt_remove(P("list/step_10/")) == DT_OK); /* trailing slash is fine */
     CHECK(!fx_exists(P("list/step_10")) && fx_exists(P("list/junk/keep.txt")));
     CHECK(fx_count_named(parent, ".tmp.") == 1); /* only the stray step_5.tmp.123 */
-    CHECK(dt_ckpt_remove(P("list/step_5.tmp.123")) == DT_OK && fx_count_named(parent, ".tmp.") == 0);
+    CHECK(dt_ckpt_remove(P("list/step_5.tmp.123")) == DT_OK &&
+          fx_count_named(parent, ".tmp.") == 0);
     CHECK(dt_ckpt_list(parent, &names, &n) == DT_OK && n == 3);
     dt_ckpt_list_free(names);
     /* a corrupted checkpoint can still be removed */

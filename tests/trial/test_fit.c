@@ -49,7 +49,8 @@ static void *fit_init(dt_trial_ctx *c) {
     dt_sched_config sc = dt_sched_defaults(DT_SCHED_STEP_LR);
     sc.step_size = 3;
     sc.gamma = 0.5f;
-    if (ok && !dt_wrap_lr_scheduler(c, dt_sched_new(&sc, t->opt), DT_LR_STEP_EVERY_OPTIMIZER_STEP, 1))
+    if (ok &&
+        !dt_wrap_lr_scheduler(c, dt_sched_new(&sc, t->opt), DT_LR_STEP_EVERY_OPTIMIZER_STEP, 1))
         ok = false;
     if (!ok) toy_free(t);
     return ok ? t : NULL;
