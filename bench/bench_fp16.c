@@ -14,26 +14,11 @@
  * Not built by CMake; compile by hand against a build dir's libdtrain.so:
  *   gcc -O2 -fopenmp -Iinclude bench/bench_fp16.c -Lbuild -ldtrain -Wl,-rpath,$PWD/build \
  *       -lm -o /tmp/bench_fp16 && /tmp/bench_fp16 [--iters 20] [--batch 8] [--seq 128] \
- *       [--d-model 256] [--layers 4] [--threads 1]
+ *       [--d-model 256] [--heads 4] [--layers 4] [--vocab 256] [--threads 1]
  */
-#include "dtrain/nn.h"
+#include "gpt_setup.h"
 
 #include <omp.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-static double now(clockid_t id) {
-    struct timespec t;
-    clock_gettime(id, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static void cpu_name(char *out, size_t n) {
     snprintf(out, n, "unknown CPU");
@@ -53,91 +38,42 @@ static void cpu_name(char *out, size_t n) {
 static const dt_dtype MODES[NMODES] = {DT_DTYPE_F32, DT_DTYPE_F16, DT_DTYPE_BF16};
 static const char *const NAMES[NMODES] = {"fp32", "fp16-autocast", "bf16-autocast"};
 
-/* One forward + backward; its wall and CPU seconds into w / c, the loss into *loss. */
-static int step(dt_ctx *ctx, dt_module *net, const int64_t *tok, const int64_t *tgt, int64_t B,
-                int64_t T, double *w, double *c, float *loss) {
-    double w0 = now(CLOCK_MONOTONIC), c0 = now(CLOCK_PROCESS_CPUTIME_ID);
-    dt_tensor *x = dt_tensor_from_i64(ctx, 2, (int64_t[]){B, T}, tok);
-    dt_tensor *y = dt_tensor_from_i64(ctx, 1, (int64_t[]){B * T}, tgt);
-    dt_tensor *l = dt_cross_entropy(dt_module_forward(net, x), y, -100);
-    dt_module_zero_grad(net);
-    if (!l || dt_backward(l) != DT_OK) {
-        fprintf(stderr, "step failed: %s\n", dt_last_error());
-        return 1;
-    }
-    *w = now(CLOCK_MONOTONIC) - w0;
-    *c = now(CLOCK_PROCESS_CPUTIME_ID) - c0;
-    *loss = (float)dt_item(l);
-    dt_ctx_reset(ctx);
-    return 0;
-}
-
 int main(int argc, char **argv) {
-    dt_gpt_config cfg = {.vocab = 256, .seq = 128, .d_model = 256, .n_head = 4, .n_layer = 4};
-    int64_t B = 8;
-    int iters = 20, threads = 1;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        long long v = atoll(argv[i + 1]);
-        if (!strcmp(argv[i], "--iters"))
-            iters = (int)v;
-        else if (!strcmp(argv[i], "--batch"))
-            B = v;
-        else if (!strcmp(argv[i], "--seq"))
-            cfg.seq = v;
-        else if (!strcmp(argv[i], "--d-model"))
-            cfg.d_model = v;
-        else if (!strcmp(argv[i], "--layers"))
-            cfg.n_layer = v;
-        else if (!strcmp(argv[i], "--threads"))
-            threads = (int)v;
-        else {
-            fprintf(stderr, "unknown option %s\n", argv[i]);
-            return 2;
-        }
-    }
-    if (iters < 1) iters = 1;
+    bench_gpt g = {.cfg = {.vocab = 256, .seq = 128, .d_model = 256, .n_head = 4, .n_layer = 4},
+                   .B = 8,
+                   .iters = 20,
+                   .threads = "1"};
+    if (bench_gpt_args(&g, argc, argv)) return 2;
+    int iters = g.iters, threads = atoi(g.threads);
     omp_set_num_threads(threads);
-    dt_ctx *ctx = dt_ctx_new(NULL, 1);
-    dt_module *net = dt_model_gpt(&cfg);
-    if (!net || dt_module_build(net, ctx, 42) != DT_OK) {
-        fprintf(stderr, "GPT: %s\n", dt_last_error());
-        return 1;
-    }
-    int64_t T = cfg.seq, ntok = B * T;
-    int64_t *tok = malloc(sizeof(int64_t) * (size_t)ntok),
-            *tgt = malloc(sizeof(int64_t) * (size_t)ntok);
-    dt_rng r;
-    dt_rng_init(&r, 7);
-    for (int64_t i = 0; i < ntok; i++) {
-        tok[i] = (int64_t)dt_rng_below(&r, (uint64_t)cfg.vocab);
-        tgt[i] = (int64_t)dt_rng_below(&r, (uint64_t)cfg.vocab);
-    }
+    if (bench_gpt_setup(&g)) return 1;
     char cpu[256];
     cpu_name(cpu, sizeof cpu);
     printf("CPU: %s; kernel level %s; %d thread(s)\n", cpu, dt_cpu_isa_name(dt_cpu_isa_level()),
            threads);
     printf("GPT: B=%lld T=%lld D=%lld L=%lld V=%lld, %lld params; %d steps per mode, "
            "interleaved\n",
-           (long long)B, (long long)T, (long long)cfg.d_model, (long long)cfg.n_layer,
-           (long long)cfg.vocab, (long long)dt_module_num_params(net), iters);
+           (long long)g.B, (long long)g.cfg.seq, (long long)g.cfg.d_model, (long long)g.cfg.n_layer,
+           (long long)g.cfg.vocab, (long long)dt_module_num_params(g.net), iters);
     double *wall = calloc((size_t)(NMODES * iters), sizeof *wall), cpu_best[NMODES];
     float loss[NMODES] = {0};
     for (int m = 0; m < NMODES; m++) cpu_best[m] = 1e9;
     for (int it = -2; it < iters; it++) /* two warm-up rounds */
         for (int m = 0; m < NMODES; m++) {
-            if (dt_ctx_set_autocast(ctx, MODES[m]) != DT_OK) {
+            if (dt_ctx_set_autocast(g.ctx, MODES[m]) != DT_OK) {
                 fprintf(stderr, "%s: %s\n", NAMES[m], dt_last_error());
                 return 1;
             }
-            double w, c;
-            if (step(ctx, net, tok, tgt, B, T, &w, &c, &loss[m])) return 1;
+            bench_step st;
+            if (bench_gpt_step(&g, &st)) return 1;
+            loss[m] = st.loss;
             if (it < 0) continue;
-            wall[m * iters + it] = w;
-            if (c < cpu_best[m]) cpu_best[m] = c;
+            wall[m * iters + it] = st.wall;
+            if (st.cpu < cpu_best[m]) cpu_best[m] = st.cpu;
         }
     for (int m = 0; m < NMODES; m++) {
         double *t = wall + m * iters;
-        qsort(t, (size_t)iters, sizeof *t, cmp_double);
+        qsort(t, (size_t)iters, sizeof *t, bench_cmp_double);
         printf("%-14s %-26s best %7.2f ms  median %7.2f ms  cpu best %7.2f ms  (%.2fx fp32's "
                "cpu best)  loss %.7f\n",
                NAMES[m], dt_matmul_compute(MODES[m]), t[0] * 1e3, t[iters / 2] * 1e3,
@@ -145,9 +81,6 @@ int main(int argc, char **argv) {
     }
     printf("bf16 path: %s\n", dt_bf16_path());
     free(wall);
-    free(tok);
-    free(tgt);
-    dt_module_free(net);
-    dt_ctx_free(ctx);
+    bench_gpt_free(&g);
     return 0;
 }

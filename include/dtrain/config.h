@@ -40,9 +40,6 @@ typedef enum dt_hp_type {
     DT_HP_CATEGORICAL, /* one of vals */
 } dt_hp_type;
 
-/* "const", "int", "double", "log", "categorical". */
-DT_API const char *dt_hp_type_name(dt_hp_type t);
-
 /* One hyperparameter. Nested groups (a mapping without a `type` key) are flattened: the member
  * `lr` of group `optimizer` is named "optimizer.lr". */
 typedef struct dt_hparam {

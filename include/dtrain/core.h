@@ -193,6 +193,12 @@ typedef struct dt_core_init_opts {
     bool quiet;                 /* nothing on stderr */
 } dt_core_init_opts;
 
+/* The local fallback's options from a program's command line: --max-batches N (max_length
+ * in batches), --checkpoint-dir DIR, --metrics-out FILE, --resume and --quiet are taken out of
+ * argv; *argc and argv keep the rest in order. DT_ERR_CONFIG naming a flag without its value
+ * or a count that is not a positive integer. */
+DT_API dt_status dt_core_init_args(dt_core_init_opts *o, int *argc, char **argv);
+
 /* The core of this process, in *out. Started by the master (DTRAIN_TRIAL_ID,
  * DTRAIN_TRIAL_RUN and DTRAIN_MASTER in the environment): the master-backed core over the
  * trial's spec (its hyperparameters, checkpoint directory and resume point); otherwise the
@@ -233,14 +239,20 @@ DT_API dt_status dt_core_checkpoint_restore_path(dt_core *core, const char *uuid
 
 /* A hand-written loop's model and optimizer (may be NULL) stored as one checkpoint
  * (collective; the chief writes model.safetensors and optimizer.safetensors, the format of a
- * trial checkpoint's): `metadata` as in dt_core_checkpoint_store_path; the uuid in uuid_out
- * (DT_CORE_UUID_MAX, may be NULL). A failure on any slot stores nothing. */
+ * trial checkpoint's): `metadata` as in dt_core_checkpoint_store_path (NULL:
+ * {"steps_completed": the optimizer's step count}, for a loop stepping it once a batch); the
+ * uuid in uuid_out (DT_CORE_UUID_MAX, may be NULL). A failure on any slot stores nothing. */
 DT_API dt_status dt_core_save_module(dt_core *core, const json_t *metadata, dt_module *model,
                                      dt_optimizer *opt, char *uuid_out);
 /* Load them back from checkpoint `uuid` ("latest"), with its metadata.json in *metadata_out
  * (may be NULL; a new reference). The optimizer's state, step count and lr come back too. */
 DT_API dt_status dt_core_load_module(dt_core *core, const char *uuid, dt_module *model,
                                      dt_optimizer *opt, json_t **metadata_out);
+/* Asked to stop (dt_core_should_preempt_all; collective)? Then true, with the model and
+ * optimizer saved at `steps` and the stop reported (*st: the save's status), or, for a lost
+ * run, nothing written and *st = DT_ERR_STATE. false: train on. */
+DT_API bool dt_core_preempt_save(dt_core *core, int64_t steps, dt_module *model,
+                                 dt_optimizer *opt, dt_status *st);
 
 /* What dt_core_init found, handed to the core it made (the master layer's constructor). */
 typedef struct dt_core_api_init {

@@ -66,7 +66,6 @@ typedef struct dt_idx {
  * leaves *out empty. */
 DT_API dt_status dt_idx_read(const char *path, dt_idx *out);
 DT_API void dt_idx_free(dt_idx *x);
-DT_API int64_t dt_idx_count(const dt_idx *x);
 
 /* ---- datasets --------------------------------------------------------------------------- */
 
@@ -165,6 +164,7 @@ typedef enum dt_token_type {
     DT_TOKENS_U16 = 0, /* nanoGPT's train.bin / val.bin */
     DT_TOKENS_I32,
     DT_TOKENS_U32,
+    DT_TOKENS_U8, /* bytes: a character-level model's text as it is (vocabulary 256) */
 } dt_token_type;
 
 /* A language-model dataset over a flat token file (memory-mapped read-only, so files larger
@@ -341,6 +341,10 @@ DT_API dt_status dt_loader_start_unsharded(dt_loader *l, int64_t epoch);
  * "loading batch B of epoch E: dataset index I: <the dataset's message>" (the same error again
  * on every later call until the next start_epoch). */
 DT_API dt_status dt_loader_next(dt_loader *l, dt_batch **out);
+/* The batch of global step `step`, counting across epochs (epoch step / num_batches, its
+ * batch step % num_batches): starts that epoch there unless it is the next batch in line, so a
+ * loop resumed at any step reads the batches of an uninterrupted run. */
+DT_API dt_status dt_loader_next_step(dt_loader *l, int64_t step, dt_batch **out);
 
 /* Where the loader is: the epoch last started and the number of this shard's batches of it
  * handed out so far (counting skipped ones) — what a checkpoint stores to resume with

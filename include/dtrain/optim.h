@@ -44,8 +44,6 @@ typedef struct dt_optim_config {
  * AdamW weight_decay 0.01 as torch.optim.AdamW; Adam has adam_w_mode true as DeepSpeed's
  * config does — set it false for torch.optim.Adam's L2 decay). */
 DT_API dt_optim_config dt_optim_defaults(dt_optim_type type);
-/* "sgd", "adam", "adamw", "lamb" (case-insensitive). -1 if unknown. */
-DT_API int dt_optim_type_from_name(const char *name);
 
 typedef struct dt_optimizer dt_optimizer;
 
@@ -150,7 +148,6 @@ DT_API void dt_sched_free(dt_lr_schedule *s);
 DT_API float dt_sched_lr_at(const dt_lr_schedule *s, int64_t step);
 /* Advance one step and set the optimiser's lr (and momentum for OneCycle). */
 DT_API void dt_sched_step(dt_lr_schedule *s);
-DT_API float dt_sched_get_lr(const dt_lr_schedule *s);
 /* last_batch_iteration, for checkpoints; set restores the lr too. */
 DT_API int64_t dt_sched_last_step(const dt_lr_schedule *s);
 DT_API void dt_sched_set_last_step(dt_lr_schedule *s, int64_t step);
@@ -209,7 +206,6 @@ DT_API dt_loss_scaler *dt_loss_scaler_new(const dt_loss_scaler_config *cfg);
 DT_API void dt_loss_scaler_free(dt_loss_scaler *ls);
 /* The scale to multiply the loss by before backward (1 for a NULL scaler). */
 DT_API float dt_loss_scaler_scale(const dt_loss_scaler *ls);
-DT_API bool dt_loss_scaler_is_dynamic(const dt_loss_scaler *ls);
 DT_API const dt_loss_scaler_config *dt_loss_scaler_config_of(const dt_loss_scaler *ls);
 /* True when any of g[0..n) is +-Inf or NaN (exact bit test; parallel and vectorised; the
  * answer never depends on the thread count). False for n <= 0. */

@@ -59,7 +59,8 @@ typedef dt_status (*dt_pipe_data_fn)(void *user, int64_t micro, dt_ctx *ctx, boo
 typedef struct dt_pipe_opts {
     int num_stages;               /* >= 1 and dividing the world size */
     const char *partition_method; /* "parameters" (default), "uniform", "type:REGEX" */
-    dt_pipe_loss_fn loss;
+    dt_pipe_loss_fn loss;         /* NULL: mean cross-entropy of the logits (..., C) against
+                                     class ids (...), e.g. a GPT's next-token targets */
     void *loss_user;
     dt_comm *world; /* borrowed; NULL: the engine calls dt_comm_init and owns it */
     uint64_t seed;  /* initialisation of the stage's layers (default 1) */
@@ -104,6 +105,11 @@ DT_API dt_status dt_pipe_save_checkpoint(dt_pipe_engine *p, const char *dir, con
                                          const json_t *client_state);
 DT_API dt_status dt_pipe_load_checkpoint(dt_pipe_engine *p, const char *dir, const char *tag,
                                          json_t **client_state);
+
+/* A GPT's layers as a pipeline layer list (free() it): the embedding "GPTEmbedding",
+ * cfg->n_layer "GPTBlock"s and the head "GPTHead" (*n_layers = n_layer + 2), chained they are
+ * dt_model_gpt(cfg); cfg is borrowed until dt_pipe_engine_init returns. */
+DT_API dt_pipe_layer *dt_pipe_gpt_layers(const dt_gpt_config *cfg, int *n_layers);
 
 DT_API int dt_pipe_stage_id(const dt_pipe_engine *p);
 DT_API int dt_pipe_num_stages(const dt_pipe_engine *p);

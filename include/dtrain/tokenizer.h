@@ -58,10 +58,16 @@ typedef struct dt_text_dataset_opts {
     const char *cache_dir;   /* where the token file is cached (NULL: beside the text file) */
     int64_t block_size;      /* T of dt_dataset_tokens (> 0) */
     int64_t stride;          /* S of dt_dataset_tokens (<= 0: T) */
+    double begin, end;       /* the part of the tokens used, as fractions of their count:
+                                [begin, end) (both 0: all), e.g. [0, 0.9) and [0.9, 1) for a
+                                training and a validation split */
 } dt_text_dataset_opts;
 
 /* A dt_dataset_tokens dataset ("x", "y" i64 (T)) over the text of text_path tokenized with
- * tok, the EOS token (if the tokenizer has one) after every document. The tokens are written
+ * tok, the EOS token (if the tokenizer has one) after every document. tok NULL: the bytes are
+ * the tokens (vocabulary 256, a character-level model's), read into memory, nothing cached;
+ * text_path may then be a directory, whose regular files (not symlinks) are read one after
+ * another in name order. The tokens are written
  * once to cache_dir/<name>.<key>.tok.i32 (key: a hash of the text file's size and mtime, the
  * field, the bytes of the tokenizer.json, and the format version) and reused by later
  * calls (processes that build it at once each write their own temporary, renamed into place

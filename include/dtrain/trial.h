@@ -78,6 +78,10 @@ DT_API json_t *dt_metrics_to_json(const dt_metrics *m);
 DT_API double dt_accuracy(const dt_tensor *logits, const dt_tensor *y);
 /* Fraction of rows whose label is among the k highest scores (ties: the lower index first). */
 DT_API double dt_topk_accuracy(const dt_tensor *logits, const dt_tensor *y, int k);
+/* A classifier's validation: its loss ("validation_loss", cross-entropy) and "accuracy" over
+ * epoch 0 of `val` (fields "x", "y"), weighted by batch records, in evaluation mode without
+ * gradients (both restored after); dt_metrics_error() on an error. */
+DT_API dt_metrics dt_validate_classifier(dt_module *net, dt_loader *val);
 
 /* ---- reducers ----------------------------------------------------------------------------- */
 

@@ -1,5 +1,5 @@
 /* bench_pipe.c — the benchmark's gpt training step through the pipeline engine: embedding,
- * blocks and head cut into `pipe_stages` stages on the job's ranks (stages x data-parallel),
+ * blocks and head (dt_pipe_gpt_layers) cut into `pipe_stages` stages on the job's ranks (stages x data-parallel),
  * a global batch of `micro_batches` micro-batches per step under the 1F1B schedule. Rank 0
  * gathers every rank's median step time, waiting fraction and activation peak, to set next to
  * the schedule's ideal bubble. */
@@ -15,22 +15,6 @@ typedef struct pipe_bench {
     dt_gpt_config g;
     const dt_tensor *x, *y; /* one fixed micro-batch of tokens and targets (heap) */
 } pipe_bench;
-
-static dt_module *pb_embed(void *u) {
-    return dt_gpt_embedding(&((pipe_bench *)u)->g);
-}
-static dt_module *pb_block(void *u) {
-    return dt_gpt_block(&((pipe_bench *)u)->g);
-}
-static dt_module *pb_head(void *u) {
-    return dt_gpt_head(&((pipe_bench *)u)->g);
-}
-
-static dt_tensor *pb_loss(dt_tensor *logits, dt_tensor *y, void *u) {
-    int64_t V = ((pipe_bench *)u)->g.vocab;
-    return dt_cross_entropy(dt_reshape(logits, 2, (int64_t[]){dt_numel(logits) / V, V}),
-                            dt_reshape(y, 1, (int64_t[]){dt_numel(y)}), -100);
-}
 
 static dt_status pb_data(void *u, int64_t micro, dt_ctx *c, bool want_in, dt_tensor **in,
                          bool want_lab, dt_tensor **lab) {
@@ -84,13 +68,9 @@ dt_status dt__bench_pipe(const dt_bench_opts *a, const dt_tensor *x, const dt_te
                       .n_layer = a->layers},
                      x,
                      y};
-    int nl = (int)a->layers + 2;
-    dt_pipe_layer *layers = calloc((size_t)nl, sizeof *layers);
-    if (!layers) return dt_error(DT_ERR_OOM, "out of memory");
-    layers[0] = (dt_pipe_layer){.type = "GPTEmbedding", .build = pb_embed, .arg = &pb};
-    for (int i = 1; i <= a->layers; i++)
-        layers[i] = (dt_pipe_layer){.type = "Block", .build = pb_block, .arg = &pb};
-    layers[nl - 1] = (dt_pipe_layer){.type = "GPTHead", .build = pb_head, .arg = &pb};
+    int nl = 0;
+    dt_pipe_layer *layers = dt_pipe_gpt_layers(&pb.g, &nl);
+    if (!layers) return dt_last_status();
     char cfg[512];
     snprintf(cfg, sizeof cfg,
              "{\"train_micro_batch_size_per_gpu\": %lld, \"gradient_accumulation_steps\": %d,"
@@ -101,9 +81,7 @@ dt_status dt__bench_pipe(const dt_bench_opts *a, const dt_tensor *x, const dt_te
     json_t *j = dt_ds_config_load(cfg);
     dt_comm *w = NULL;
     dt_pipe_opts o = dt_pipe_defaults();
-    o.num_stages = a->pipe_stages;
-    o.loss = pb_loss;
-    o.loss_user = &pb;
+    o.num_stages = a->pipe_stages; /* the default loss: cross-entropy on the token targets */
     dt_pipe_engine *p = j && dt_comm_init(&w) == DT_OK
                             ? (o.world = w, dt_pipe_engine_init(nl, layers, &o, j))
                             : NULL;

@@ -10,7 +10,8 @@
 
 static const char *const HP_TYPES[] = {"const", "int", "double", "log", "categorical", NULL};
 
-const char *dt_hp_type_name(dt_hp_type t) {
+/* "const", "int", "double", "log", "categorical". */
+static const char *hp_type_name(dt_hp_type t) {
     return (unsigned)t <= DT_HP_CATEGORICAL ? HP_TYPES[t] : "?";
 }
 
@@ -280,7 +281,7 @@ dt_status dt_expconf_require_const(const dt_expconf *cfg) {
                         "train) runs one trial with constant hyperparameters; hint: give it a "
                         "constant value, or use the experiment runner (dtrain experiment "
                         "create), which searches it",
-                        h->name, where_of(cfg, h->pos, w, sizeof w), dt_hp_type_name(h->type));
+                        h->name, where_of(cfg, h->pos, w, sizeof w), hp_type_name(h->type));
     }
     return DT_OK;
 }
@@ -328,7 +329,7 @@ dt_status dt_expconf_global_batch_size(const dt_expconf *cfg, const char *for_wh
                         "hyperparameters.global_batch_size%s has type '%s', but %s needs one "
                         "value; hint: make it const, or convert with each trial's own value "
                         "(dt_length_to_batches)",
-                        where_of(cfg, h->pos, w, sizeof w), dt_hp_type_name(h->type), for_what);
+                        where_of(cfg, h->pos, w, sizeof w), hp_type_name(h->type), for_what);
     int64_t n;
     static const dt_conf yaml_words = {.dialect = DT_CONF_YAML};
     if (!dt_conf_as_int(h->val, &n) || n <= 0)

@@ -15,5 +15,13 @@ DT_API dt_dataset *dt_dataset_subset_indices(dt_dataset *base, const int64_t *in
                                              bool take_base);
 DT_API const dt_dataset *dt_loader_dataset(const dt_loader *l);
 DT_API const dt_loader_opts *dt_loader_options(const dt_loader *l);
+/* dt_dataset_tokens over part [begin, end) of the tokens (fractions of their count n: tokens
+ * floor(begin*n) .. floor(end*n)), read from the file `path` (mapped) or, with path NULL, from
+ * `buf` (`bytes` long, heap memory the dataset takes: freed with it, or here on error). `what`
+ * names the source in errors. */
+DT_API dt_dataset *dt__dataset_tokens_part(const char *path, void *buf, size_t bytes,
+                                           dt_token_type type, int64_t block_size, int64_t stride,
+                                           int64_t vocab_size, double begin, double end,
+                                           const char *what);
 
 #endif

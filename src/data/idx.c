@@ -24,7 +24,6 @@ static dt_status read_full(gzFile f, void *buf, size_t n, const char *path, cons
     return DT_OK;
 }
 
-int64_t dt_idx_count(const dt_idx *x) { return x->ndim ? x->dims[0] : 0; }
 
 void dt_idx_free(dt_idx *x) {
     if (!x) return;

@@ -201,11 +201,10 @@ dt_pipe_engine *dt_pipe_engine_init(int n_layers, const dt_pipe_layer *layers,
                                     const dt_pipe_opts *opts, const json_t *ds_config) {
     dt_pipe_opts o = opts ? *opts : dt_pipe_defaults();
     if (!o.partition_method) o.partition_method = "parameters";
-    if (n_layers < 1 || !layers || !ds_config || !o.loss) {
+    if (!o.loss) o.loss = dt__pipe_class_loss;
+    if (n_layers < 1 || !layers || !ds_config) {
         dt_error(DT_ERR_INVALID, "dt_pipe_engine_init: %s",
-                 n_layers < 1 || !layers ? "no layers"
-                 : !o.loss               ? "no loss function"
-                                         : "no DeepSpeed config");
+                 n_layers < 1 || !layers ? "no layers" : "no DeepSpeed config");
         return NULL;
     }
     dt_pipe_engine *p = calloc(1, sizeof *p);

@@ -143,6 +143,10 @@ dt_status dt__pipe_partition(const char *method, int n_layers, const int64_t *pa
  */
 #include "dtrain/pipe.h"
 
+/* The default loss (pipe_gpt.c): mean cross-entropy of logits (..., C) against class ids
+ * (...), -100 ignored. */
+dt_tensor *dt__pipe_class_loss(dt_tensor *logits, dt_tensor *targets, void *user);
+
 /* A tied key this stage owns: its module, the stages owning it (same data-parallel rank), and
  * whether this stage is the first owner (it alone counts the key in the gradient norm). */
 typedef struct dt__pipe_tied {

@@ -28,6 +28,9 @@ dt_status dt__tbuf_put(dt__tbuf *b, const void *s, size_t n);
 dt_status dt__replace_all(dt__tbuf *out, const char *s, size_t n, const char *pat, size_t plen,
                           const char *with, size_t wlen);
 dt_status dt__tids_put(dt__tids *v, const int32_t *ids, size_t n);
+/* The bytes of a text file, or of a directory's regular files in name order (text_bytes.c):
+ * *out (heap, *n_out bytes). DT_ERR_IO naming the file; an empty directory is one. */
+dt_status dt__text_bytes(const char *path, char **out, size_t *n_out);
 
 /* ---- Unicode ----------------------------------------------------------------------------- */
 

@@ -7,6 +7,7 @@
 #include "lm_tok_impl.h"
 
 #include "base/durable.h"
+#include "data/data_iface.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -129,10 +130,17 @@ static char *cache_path(const char *text_path, const struct stat *sb, const char
 dt_dataset *dt_dataset_text(const char *text_path, dt_tokenizer *tok,
                             const dt_text_dataset_opts *opts) {
     struct stat sb;
-    if (!text_path || !tok || !opts || opts->block_size < 1) {
-        dt_error(DT_ERR_INVALID, "dt_dataset_text: needs a text file, a tokenizer and a "
-                                 "block_size >= 1");
+    if (!text_path || !opts || opts->block_size < 1) {
+        dt_error(DT_ERR_INVALID, "dt_dataset_text: needs a text file and a block_size >= 1");
         return NULL;
+    }
+    double begin = opts->begin, end = opts->begin == 0 && opts->end == 0 ? 1 : opts->end;
+    if (!tok) { /* bytes as tokens */
+        char *bytes = NULL;
+        size_t n = 0;
+        if (dt__text_bytes(text_path, &bytes, &n)) return NULL;
+        return dt__dataset_tokens_part(NULL, bytes, n, DT_TOKENS_U8, opts->block_size,
+                                       opts->stride, 0, begin, end, text_path);
     }
     if (stat(text_path, &sb)) {
         dt_error(DT_ERR_IO, "%s: cannot read: %s", text_path, strerror(errno));
@@ -147,8 +155,9 @@ dt_dataset *dt_dataset_text(const char *text_path, dt_tokenizer *tok,
     dt_status st = DT_OK;
     if (stat(path, &cached)) st = write_tokens(tok, text_path, opts->jsonl_field, path);
     dt_dataset *ds = st ? NULL
-                        : dt_dataset_tokens(path, DT_TOKENS_I32, opts->block_size, opts->stride,
-                                            dt_tokenizer_vocab_size(tok));
+                        : dt__dataset_tokens_part(path, NULL, 0, DT_TOKENS_I32, opts->block_size,
+                                                  opts->stride, dt_tokenizer_vocab_size(tok),
+                                                  begin, end, path);
     free(path);
     return ds;
 }

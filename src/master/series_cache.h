@@ -17,6 +17,8 @@
 #ifndef DTRAIN_MASTER_SERIES_CACHE_H
 #define DTRAIN_MASTER_SERIES_CACHE_H
 
+#include "base/base_impl.h"
+
 #include <jansson.h>
 #include <sqlite3.h>
 #include <stdbool.h>
@@ -38,14 +40,6 @@ typedef struct dt__series {
 
 /* ---- series_encode.c: a series as the metrics route sends it ---- */
 
-/* A growing byte string (p malloc'd, NUL-terminated once anything was added). */
-typedef struct dt__text {
-    char *p;
-    size_t len, cap;
-} dt__text;
-
-/* Append n bytes; false (t unchanged) when out of memory. */
-bool dt__text_add(dt__text *t, const char *s, size_t n);
 
 typedef struct dt__series_cache dt__series_cache;
 
@@ -76,11 +70,11 @@ void dt__series_cache_trim(dt__series_cache *c);
  * dt__series_sample picks ("sampled": true). Reuses (and keeps) the entry's last encoding when
  * points and the point count are unchanged. False when out of memory (out may have grown by a
  * part of the object). */
-bool dt__series_text(dt__series *s, int64_t points, dt__text *out);
+bool dt__series_text(dt__series *s, int64_t points, dt__buf *out);
 /* The same points as dt__series_text, as little-endian binary64 (the charts' binary answer,
  * docs/api.md): trial_id, total, the count m sent, sampled (0 or 1), then m x and m y. False when
  * out of memory. */
-bool dt__series_f64(const dt__series *s, int64_t points, dt__text *out);
+bool dt__series_f64(const dt__series *s, int64_t points, dt__buf *out);
 /* A chart's answer (malloc'd, *out_len bytes) from its header members (head: a compact JSON
  * object) and its series as dt_store_metric_series_text wrote them: JSON {...,"series":[...]},
  * or with f64 the binary form (docs/api.md): "DTCHART1", the header's length (u32,

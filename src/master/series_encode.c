@@ -13,21 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool dt__text_add(dt__text *t, const char *s, size_t n) {
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap : 4096;
-        while (cap < t->len + n + 1) cap *= 2;
-        char *p = realloc(t->p, cap);
-        if (!p) return false;
-        t->p = p;
-        t->cap = cap;
-    }
-    memcpy(t->p + t->len, s, n);
-    t->len += n;
-    t->p[t->len] = '\0';
-    return true;
-}
-
 int dt__real_text(double v, char buf[32]) {
     /* integral values below 1e16 print all their digits under %.17g: the common x (batches,
      * records) without snprintf */
@@ -36,7 +21,7 @@ int dt__real_text(double v, char buf[32]) {
     return dt_json_real_text(v, buf);
 }
 
-static bool point_add(dt__text *t, double x, double y, bool first) {
+static bool point_add(dt__buf *t, double x, double y, bool first) {
     char b[72];
     size_t n = 0;
     if (!first) b[n++] = ',';
@@ -45,7 +30,8 @@ static bool point_add(dt__text *t, double x, double y, bool first) {
     b[n++] = ',';
     n += (size_t)dt__real_text(y, b + n);
     b[n++] = ']';
-    return dt__text_add(t, b, n);
+    dt__buf_put(t, b, n);
+    return !t->oom;
 }
 
 /* Flush one bucket's points lo..hi-1 (hi > lo): the index of its minimum and of its maximum,
@@ -90,7 +76,7 @@ size_t dt__series_sample(const double *xs, const double *ys, size_t n, int64_t p
 }
 
 /* The entry's object for `points` into t. */
-static bool series_encode(const dt__series *s, int64_t points, dt__text *t) {
+static bool series_encode(const dt__series *s, int64_t points, dt__buf *t) {
     bool sampled = (int64_t)s->n > points;
     size_t *idx = sampled ? malloc(((size_t)points + 2) * sizeof *idx) : NULL;
     if (sampled && !idx) return false;
@@ -99,17 +85,19 @@ static bool series_encode(const dt__series *s, int64_t points, dt__text *t) {
     int hn = snprintf(head, sizeof head,
                       "{\"trial_id\":%" PRId64 ",\"total\":%zu,\"sampled\":%s,\"data\":[",
                       s->trial_id, s->n, sampled ? "true" : "false");
-    bool ok = dt__text_add(t, head, (size_t)hn);
+    dt__buf_put(t, head, (size_t)hn);
+    bool ok = !t->oom;
     for (size_t j = 0; ok && j < m; j++) {
         size_t i = sampled ? idx[j] : j;
         ok = point_add(t, s->xs[i], s->ys[i], j == 0);
     }
     free(idx);
-    return ok && dt__text_add(t, "]}", 2);
+    dt__buf_put(t, "]}", 2);
+    return ok && !t->oom;
 }
 
 /* Append n doubles to t as little-endian IEEE binary64. */
-static bool f64_add(dt__text *t, const double *v, size_t n) {
+static bool f64_add(dt__buf *t, const double *v, size_t n) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
     for (size_t i = 0; i < n; i++) {
         unsigned char b[8];
@@ -118,15 +106,16 @@ static bool f64_add(dt__text *t, const double *v, size_t n) {
             unsigned char c = b[k];
             b[k] = b[7 - k], b[7 - k] = c;
         }
-        if (!dt__text_add(t, (const char *)b, 8)) return false;
+        dt__buf_put(t, b, 8);
     }
-    return true;
+    return !t->oom;
 #else
-    return dt__text_add(t, (const char *)v, n * sizeof *v);
+    dt__buf_put(t, v, n * sizeof *v);
+    return !t->oom;
 #endif
 }
 
-bool dt__series_f64(const dt__series *s, int64_t points, dt__text *out) {
+bool dt__series_f64(const dt__series *s, int64_t points, dt__buf *out) {
     bool sampled = (int64_t)s->n > points;
     size_t m = sampled ? (size_t)points + 2 : s->n;
     size_t *idx = sampled ? malloc(m * sizeof *idx) : NULL;
@@ -147,9 +136,9 @@ bool dt__series_f64(const dt__series *s, int64_t points, dt__text *out) {
     return ok;
 }
 
-bool dt__series_text(dt__series *s, int64_t points, dt__text *out) {
+bool dt__series_text(dt__series *s, int64_t points, dt__buf *out) {
     if (!s->enc || s->enc_points != points || s->enc_n != s->n) {
-        dt__text t = {0};
+        dt__buf t = {0};
         if (!series_encode(s, points, &t)) {
             free(t.p);
             return false;
@@ -160,7 +149,8 @@ bool dt__series_text(dt__series *s, int64_t points, dt__text *out) {
         s->enc_points = points;
         s->enc_n = s->n;
     }
-    return dt__text_add(out, s->enc, s->enc_len);
+    dt__buf_put(out, s->enc, s->enc_len);
+    return !out->oom;
 }
 
 char *dt__chart_frame(bool f64, const char *head, const char *series, size_t len, size_t *out_len) {

@@ -1122,10 +1122,11 @@ dt_status dt_store_metric_series_text(dt_store *st, int64_t exp_id, int64_t tria
                         "metric name \"%s\" cannot be charted; hint: pass name=METRIC", name);
     if (points < 2 || points > 100000)
         return dt_error(DT_ERR_INVALID, "points must be 2..100000, not %lld", (long long)points);
-    dt__text t = {0};
+    dt__buf t = {0};
     if (!name) {
-        if (!dt__text_add(&t, "[]", json ? 2 : 0)) /* (binary: no series, no bytes) */
-            return dt_error(DT_ERR_OOM, "out of memory");
+        dt__buf_put(&t, "[]", json ? 2 : 0);
+        if (!t.p) t.p = calloc(1, 1); /* (binary: no series, no bytes) */
+        if (!t.p) return dt_error(DT_ERR_OOM, "out of memory");
         *out = t.p;
         *len = t.len;
         return DT_OK;
@@ -1138,7 +1139,8 @@ dt_status dt_store_metric_series_text(dt_store *st, int64_t exp_id, int64_t tria
     int n_trials = 0;
     dt_status status = need(st, OF_EXP(exp_id));
     if (status == DT_OK) status = trial_ids(st, exp_id, trial_id, &trials, &n_trials);
-    if (status == DT_OK && !dt__text_add(&t, "[", json))
+    dt__buf_put(&t, "[", json);
+    if (status == DT_OK && t.oom)
         status = dt_error(DT_ERR_OOM, "store %s", st->path);
     /* each trial's series from the cache, extended with the rows stored since */
     bool first = true;
@@ -1152,13 +1154,14 @@ dt_status dt_store_metric_series_text(dt_store *st, int64_t exp_id, int64_t tria
         }
         if (status == DT_OK && !packed) status = series_extend(st, e, path, xpath);
         if (status != DT_OK || e->rows == 0) continue;
-        if (json ? (!first && !dt__text_add(&t, ",", 1)) || !dt__series_text(e, points, &t)
-                 : !dt__series_f64(e, points, &t))
+        if (json && !first) dt__buf_put(&t, ",", 1);
+        if (json ? !dt__series_text(e, points, &t) : !dt__series_f64(e, points, &t))
             status = dt_error(DT_ERR_OOM, "store %s: out of memory reading a series", st->path);
         first = false;
     }
-    if (status == DT_OK && !dt__text_add(&t, "]", json))
-        status = dt_error(DT_ERR_OOM, "store %s", st->path);
+    dt__buf_put(&t, "]", json);
+    if (status == DT_OK && !t.p && !t.oom) t.p = calloc(1, 1); /* (binary: no series) */
+    if (status == DT_OK && (t.oom || !t.p)) status = dt_error(DT_ERR_OOM, "store %s", st->path);
     free(trials);
     dt__series_cache_trim(st->series);
     unlock(st);

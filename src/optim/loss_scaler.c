@@ -142,10 +142,6 @@ float dt_loss_scaler_scale(const dt_loss_scaler *ls) {
     return ls ? (float)ls->st.scale : 1.0f;
 }
 
-bool dt_loss_scaler_is_dynamic(const dt_loss_scaler *ls) {
-    return ls && ls->dynamic;
-}
-
 const dt_loss_scaler_config *dt_loss_scaler_config_of(const dt_loss_scaler *ls) {
     return ls ? &ls->cfg : NULL;
 }

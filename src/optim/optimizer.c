@@ -108,14 +108,6 @@ dt_optim_config dt_optim_defaults(dt_optim_type type) {
     return c;
 }
 
-int dt_optim_type_from_name(const char *name) {
-    static const char *const names[] = {"sgd", "adam", "adamw", "lamb"};
-    if (!name) return -1;
-    for (int i = 0; i < 4; i++)
-        if (!strcasecmp(name, names[i])) return i;
-    return -1;
-}
-
 static dt_status check_config(const dt_optim_config *c, const char *who) {
     if (!(c->lr >= 0) || !isfinite(c->lr))
         return dt_error(DT_ERR_CONFIG,

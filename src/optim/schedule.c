@@ -349,10 +349,6 @@ void dt_sched_step(dt_lr_schedule *s) {
     apply(s);
 }
 
-float dt_sched_get_lr(const dt_lr_schedule *s) {
-    return s ? s->lr : 0.0f;
-}
-
 int64_t dt_sched_last_step(const dt_lr_schedule *s) {
     return s ? s->last : 0;
 }

@@ -193,7 +193,12 @@ dt_status dt_core_checkpoint_store_done(dt_core *core, const char *uuid) {
 dt_status dt_core_save_module(dt_core *core, const json_t *metadata, dt_module *model,
                               dt_optimizer *opt, char *uuid_out) {
     char dir[DT_CORE_PATH_MAX], uuid[DT_CORE_UUID_MAX];
+    json_t *steps = NULL;
+    if (!metadata && opt)
+        metadata = steps = json_pack("{s:I}", "steps_completed",
+                                     (json_int_t)dt_optim_step_count(opt));
     dt_status st = dt_core_checkpoint_store_path(core, metadata, dir, uuid);
+    json_decref(steps);
     if (st != DT_OK) return st;
     if (core->chief) { /* the states are replicated on every slot: the chief writes them */
         dt_ctx *rt = dt_ctx_new(NULL, 0);
@@ -240,4 +245,20 @@ dt_status dt_core_checkpoint_restore_path(dt_core *core, const char *uuid, char 
     dt_ckpt_close(ck);
     snprintf(path_out, DT_CORE_PATH_MAX, "%s", path);
     return DT_OK;
+}
+
+bool dt_core_preempt_save(dt_core *core, int64_t steps, dt_module *model, dt_optimizer *opt,
+                          dt_status *st) {
+    *st = DT_OK;
+    if (!dt_core_should_preempt_all(core)) return false;
+    if (core->lost) {
+        *st = dt_error(DT_ERR_STATE, "the run lost its master; hint: the run that replaced it "
+                                     "owns the checkpoints now");
+        return true;
+    }
+    json_t *meta = json_pack("{s:I}", "steps_completed", (json_int_t)steps);
+    *st = dt_core_save_module(core, meta, model, opt, NULL);
+    json_decref(meta);
+    if (*st == DT_OK) dt_core_report_stopped(core, steps);
+    return true;
 }

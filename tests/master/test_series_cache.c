@@ -179,7 +179,7 @@ static void test_sample(void) {
 
 /* dt__series_text's object for `points` equals jansson's. */
 static void check_series(dt__series *s, int64_t points) {
-    dt__text t = {0};
+    dt__buf t = {0};
     CHECK(dt__series_text(s, points, &t));
     char *want = jansson_series(s, points);
     CHECK_MSG(t.p && want && !strcmp(t.p, want), "n %zu points %lld:\n got %.200s\nwant %.200s",
@@ -210,7 +210,7 @@ static void test_series_text(void) {
     for (int i = 1; s && i <= 60; i++) CHECK(dt__series_push(s, i, 1.0 / 3 + i));
     dt__series_cache_trim(c);
     CHECK(dt__series_cache_get(c, 1, "training", "loss", "batches")->n == 60);
-    dt__text t = {0};
+    dt__buf t = {0};
     CHECK(dt__series_text(s, 100, &t));
     free(t.p);
     dt__series_cache_trim(c);

@@ -587,12 +587,7 @@ static void test_errors(void) {
     CHECK(ms.total_current == 0);
     dt_device_free(small);
 
-    /* names, defaults, accounting */
-    CHECK(dt_optim_type_from_name("AdamW") == DT_OPTIM_ADAMW);
-    CHECK(dt_optim_type_from_name("sgd") == DT_OPTIM_SGD);
-    CHECK(dt_optim_type_from_name("LAMB") == DT_OPTIM_LAMB);
-    CHECK(dt_optim_type_from_name("adam") == DT_OPTIM_ADAM);
-    CHECK(dt_optim_type_from_name("rmsprop") == -1);
+    /* defaults, accounting */
     dt_optim_config d = dt_optim_defaults(DT_OPTIM_ADAM);
     CHECK(d.lr == 1e-3f && d.beta1 == 0.9f && d.beta2 == 0.999f && d.eps == 1e-8f);
     CHECK(d.bias_correction && d.adam_w_mode && d.weight_decay == 0.0f);
