@@ -1,8 +1,10 @@
 /* master_thread.h — a master running in a thread of the test process, on a free loopback port
- * (port 0: the master picks one and writes it to HOME/master.port, read back here). */
+ * (port 0: the master picks one and writes it to HOME/master.port, read back here), stopped
+ * through its shutdown route. */
 #ifndef DT_TEST_MASTER_THREAD_H
 #define DT_TEST_MASTER_THREAD_H
 
+#include "fixtures/http_raw.h"
 #include "master/master.h"
 
 #include <pthread.h>
@@ -39,6 +41,15 @@ static bool master_thread_start(master_thread *m, const dt_master_opts *opts) {
         usleep(20000);
     }
     return false;
+}
+
+/* Stop it through POST /api/v1/master/shutdown (with the home's token) and join its thread. */
+static void master_thread_stop(master_thread *m, const char *token) {
+    char hdr[200], ans[4096];
+    snprintf(hdr, sizeof hdr, "Content-Type: application/json\r\nAuthorization: Bearer %s\r\n",
+             token);
+    fx_http(m->opts.host, m->port, "POST", "/api/v1/master/shutdown", hdr, NULL, ans, sizeof ans);
+    pthread_join(m->thread, NULL);
 }
 
 #endif

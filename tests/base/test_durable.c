@@ -6,6 +6,7 @@
 #include "base/durable.h"
 #include "dtrain/tensor.h"
 #include "dtrain/trialio.h"
+#include "fixtures/files.h"
 #include "test.h"
 
 #include <dirent.h>
@@ -190,18 +191,12 @@ static void test_checkpoint_faults(void) {
 }
 
 int main(void) {
-    snprintf(g_dir, sizeof g_dir, "/tmp/dt_durable_XXXXXX");
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!fx_tmpdir(g_dir, sizeof g_dir, "test-durable")) return 1;
     TEST_RUN(test_atomic_write);
     TEST_RUN(test_streaming);
     TEST_RUN(test_fault_injection);
     TEST_RUN(test_safetensors_faults);
     TEST_RUN(test_checkpoint_faults);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    if (!fx_rmtree(g_dir)) fprintf(stderr, "could not remove %s\n", g_dir);
     TEST_END();
 }

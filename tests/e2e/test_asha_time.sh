@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end test of adaptive_asha timed by a metric the trial reports (searcher.max_time with
-# time_metric): a real master runs 8 trials of tests/e2e/timed, whose validations carry
+# time_metric): a real master runs 8 trials of tests/e2e/toy's TimedTrial, whose validations carry
 # records_seen. Rungs at 1600, 3200, 6400 records (100, 200, 400 batches of 16); each trial may
 # train 2000 batches, so a trial that ends before that was stopped by the searcher reading its
 # reported metric, and those that end below the second rung were stopped at the first.
@@ -48,7 +48,7 @@ plan=$("$DTRAIN" config check "$W/timed.yaml")
 check 'echo "$plan" | grep -q "rungs at 1600, 3200, 6400 records_seen"' "config check plan: $plan"
 
 start_master || { bad "the master does not start"; summary; exit 1; }
-E=$($API create "$W/timed.yaml" "$SRC/tests/e2e/timed")
+E=$($API create "$W/timed.yaml" "$SRC/tests/e2e/toy")
 check '[ "$($API wait "$E" 600)" = COMPLETED ]' "the timed search did not complete: $(tail -20 "$W/master.log")"
 T="/api/v1/experiments/$E/trials"
 states=$($API get "$T" '" ".join(sorted(set(t["state"] for t in r["trials"])))')
@@ -69,9 +69,9 @@ check '$PY -c "import sys; sys.exit(not float(sys.argv[1]) >= 1600)" "$seen"' "t
 # stop_once: false on lengths (rungs at 20, 40, 80 batches): still the stopping rule
 sed -e '/time_metric/d' -e '/max_time/d' -e 's/max_length: {batches: 2000}/max_length: {batches: 80}\n  stop_once: false/' \
   -e 's/batch_ms: 5/batch_ms: 0/' "$W/timed.yaml" > "$W/once.yaml"
-check '"$DTRAIN" config check "$W/once.yaml" "$SRC/tests/e2e/timed" 2>&1 | grep -q "stop_once: false has no effect"' \
+check '"$DTRAIN" config check "$W/once.yaml" "$SRC/tests/e2e/toy" 2>&1 | grep -q "stop_once: false has no effect"' \
   "config check does not warn that stop_once: false has no effect"
-P=$($API create "$W/once.yaml" "$SRC/tests/e2e/timed")
+P=$($API create "$W/once.yaml" "$SRC/tests/e2e/toy")
 check '[ "$($API wait "$P" 600)" = COMPLETED ]' "the stop_once: false search did not complete: $(tail -20 "$W/master.log")"
 T="/api/v1/experiments/$P/trials"
 states=$($API get "$T" '" ".join(sorted(set(t["state"] for t in r["trials"])))')

@@ -15,6 +15,7 @@
  * integral reals for integer keys. No Python or DeepSpeed is needed: the goldens are files.
  */
 #include "dtrain/engine.h"
+#include "fixtures/files.h"
 #include "test.h"
 
 #include <stdint.h>
@@ -705,11 +706,7 @@ static void test_merge(void) {
 /* ---- loading ------------------------------------------------------------------------------ */
 
 static void write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    if (!f) return;
-    fputs(text, f);
-    fclose(f);
+    CHECK(fx_write(path, text));
 }
 
 static void test_load(void) {

@@ -2,6 +2,8 @@
  * DeepSpeed's scale sequence, bf16 against fp32 on the GPT model, timers and FLOPs, nvme
  * offload files, checkpoint errors that leave the engine unchanged, configuration errors. */
 #include "dtrain/engine.h"
+#include "fixtures/files.h"
+#include "fixtures/toy_trial.h"
 #include "test.h"
 #include "engine/engine_iface.h"
 
@@ -15,32 +17,12 @@
 
 static char g_tmp[256];
 
-static json_t *cfgf(const char *fmt, ...) {
-    char buf[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    json_t *j = dt_ds_config_load(buf);
-    if (!j) fprintf(stderr, "config: %s\n", dt_last_error());
-    return j;
-}
-
 static bool err_has(const char *s) {
     return strstr(dt_last_error(), s) != NULL;
 }
 
 static dt_module *mlp(void) {
-    dt_ctx *c = dt_ctx_new(NULL, 1);
-    dt_module *m = dt_model_mlp(8, 24, 2, 3);
-    dt_module_build(m, c, 3);
-    return m;
-}
-
-static void free_model(dt_module *m) {
-    dt_ctx *c = dt_module_ctx(m);
-    dt_module_free(m);
-    dt_ctx_free(c);
+    return toy_model_built(dt_model_mlp(8, 24, 2, 3), 3);
 }
 
 /* One micro-batch of 4 samples; `boost` multiplies the loss (1e38 overflows fp16 scaling). */
@@ -59,14 +41,15 @@ static dt_tensor *mlp_loss(dt_engine *e, int64_t step, float boost) {
 }
 
 static void test_boundaries_and_counters(void) {
-    json_t *j = cfgf("{\"train_micro_batch_size_per_gpu\": 4, \"gradient_accumulation_steps\": 3,"
-                     " \"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.1}},"
-                     " \"steps_per_print\": 1000000}");
+    json_t *j =
+        toy_ds_config("{\"train_micro_batch_size_per_gpu\": 4, \"gradient_accumulation_steps\": 3,"
+                      " \"optimizer\": {\"type\": \"SGD\", \"params\": {\"lr\": 0.1}},"
+                      " \"steps_per_print\": 1000000}");
     dt_module *m = mlp();
     dt_engine *e = dt_engine_init(m, j);
     json_decref(j);
     CHECK(e != NULL);
-    if (!e) return free_model(m);
+    if (!e) return toy_model_free(m);
     CHECK(dt_engine_train_batch_size(e) == 12);
     CHECK(dt_engine_gradient_accumulation_steps(e) == 3);
     float before = dt_module_flat_params(m, NULL)[0];
@@ -91,22 +74,23 @@ static void test_boundaries_and_counters(void) {
     dt_engine_free(e);
     /* the module keeps working without the engine */
     CHECK(dt_module_flat_params(m, NULL)[0] != before);
-    free_model(m);
+    toy_model_free(m);
 }
 
 /* fp16: losses boosted to overflow on chosen steps; the engine's scale must follow a reference
  * scaler fed the same overflow pattern, skipped steps must leave the weights alone. */
 static void test_fp16_overflow_skips(void) {
-    json_t *j = cfgf("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Adam\", \"params\":"
-                     " {\"lr\": 0.001}}, \"fp16\": {\"enabled\": true, \"initial_scale_power\": 8,"
-                     " \"loss_scale_window\": 3, \"hysteresis\": 2, \"min_loss_scale\": 1},"
-                     " \"zero_optimization\": {\"stage\": 2}, \"steps_per_print\": 1000000}");
+    json_t *j =
+        toy_ds_config("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Adam\", \"params\":"
+                      " {\"lr\": 0.001}}, \"fp16\": {\"enabled\": true, \"initial_scale_power\": 8,"
+                      " \"loss_scale_window\": 3, \"hysteresis\": 2, \"min_loss_scale\": 1},"
+                      " \"zero_optimization\": {\"stage\": 2}, \"steps_per_print\": 1000000}");
     dt_module *m = mlp();
     dt_engine *e = dt_engine_init(m, j);
     CHECK_MSG(e != NULL, "%s", dt_last_error());
     if (!e) {
         json_decref(j);
-        return free_model(m);
+        return toy_model_free(m);
     }
     dt_loss_scaler_config lc = dt_loss_scaler_defaults();
     lc.initial_scale_power = 8;
@@ -134,7 +118,7 @@ static void test_fp16_overflow_skips(void) {
     free(prev);
     dt_loss_scaler_free(ref);
     dt_engine_free(e);
-    free_model(m);
+    toy_model_free(m);
     json_decref(j);
 }
 
@@ -144,10 +128,10 @@ static double gpt_loss_after(const dt_gpt_config *g, int64_t B, bool bf16, int s
     dt_ctx *c = dt_ctx_new(NULL, 1);
     dt_module *m = dt_model_gpt(g);
     dt_module_build(m, c, 9);
-    json_t *j =
-        cfgf("{\"train_batch_size\": %lld, \"optimizer\": {\"type\": \"AdamW\", \"params\":"
-             " {\"lr\": 0.003}}, \"bf16\": {\"enabled\": %s}, \"steps_per_print\": 1000000}",
-             (long long)B, bf16 ? "true" : "false");
+    json_t *j = toy_ds_config(
+        "{\"train_batch_size\": %lld, \"optimizer\": {\"type\": \"AdamW\", \"params\":"
+        " {\"lr\": 0.003}}, \"bf16\": {\"enabled\": %s}, \"steps_per_print\": 1000000}",
+        (long long)B, bf16 ? "true" : "false");
     dt_engine *e = dt_engine_init(m, j);
     json_decref(j);
     int64_t *in = malloc((size_t)(B * T) * sizeof *in), *tg = malloc((size_t)(B * T) * sizeof *tg);
@@ -196,18 +180,19 @@ static void test_bf16_tracks_fp32(void) {
 static void test_nvme_files(void) {
     char nv[400];
     snprintf(nv, sizeof nv, "%s/nvme", g_tmp);
-    json_t *j = cfgf("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"AdamW\"},"
-                     " \"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": {\"device\":"
-                     " \"nvme\", \"nvme_path\": \"%s\"}, \"offload_param\": {\"device\": \"nvme\","
-                     " \"nvme_path\": \"%s\"}}, \"steps_per_print\": 1000000}",
-                     nv, nv);
+    json_t *j =
+        toy_ds_config("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"AdamW\"},"
+                      " \"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": {\"device\":"
+                      " \"nvme\", \"nvme_path\": \"%s\"}, \"offload_param\": {\"device\": \"nvme\","
+                      " \"nvme_path\": \"%s\"}}, \"steps_per_print\": 1000000}",
+                      nv, nv);
     dt_module *m = mlp();
     int64_t n;
     dt_module_flat_params(m, &n);
     dt_engine *e = dt_engine_init(m, j);
     json_decref(j);
     CHECK_MSG(e != NULL, "%s", dt_last_error());
-    if (!e) return free_model(m);
+    if (!e) return toy_model_free(m);
     dt_engine_memory mem;
     dt_engine_memory_stats(e, &mem);
     /* master + two moments + the parameter shard, each n floats (one rank) */
@@ -219,7 +204,7 @@ static void test_nvme_files(void) {
         CHECK(dt_engine_step(e) == DT_OK);
     }
     dt_engine_free(e);
-    free_model(m);
+    toy_model_free(m);
     /* the files are removed with the engine */
     char cmd[600];
     snprintf(cmd, sizeof cmd, "test -z \"$(ls -A '%s')\"", nv);
@@ -228,11 +213,11 @@ static void test_nvme_files(void) {
 
 static void test_config_errors(void) {
     dt_module *m = mlp();
-    json_t *j = cfgf("{\"train_batch_size\": 4}");
+    json_t *j = toy_ds_config("{\"train_batch_size\": 4}");
     CHECK(dt_engine_init(m, j) == NULL && err_has("optimizer"));
     json_decref(j);
-    j = cfgf("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Lamb\"},"
-             " \"zero_optimization\": {\"stage\": 2}}");
+    j = toy_ds_config("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Lamb\"},"
+                      " \"zero_optimization\": {\"stage\": 2}}");
     CHECK(dt_engine_init(m, j) == NULL && err_has("Lamb") && err_has("stage 0"));
     json_decref(j);
     CHECK(dt_engine_init(NULL, NULL) == NULL && dt_last_status() == DT_ERR_INVALID);
@@ -244,13 +229,13 @@ static void test_config_errors(void) {
         dt_engine_init_file(m, "{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"SGD\"}}");
     CHECK(ef != NULL && dt_engine_train_batch_size(ef) == 4);
     dt_engine_free(ef);
-    j = cfgf("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Adam\"},"
-             " \"zero_optimization\": {\"stage\": 2}}");
+    j = toy_ds_config("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"Adam\"},"
+                      " \"zero_optimization\": {\"stage\": 2}}");
     dt_engine_opts po = {.pipeline_stages = 2};
     CHECK(dt_engine_init_opts(m, j, &po) == NULL && err_has("stage 0 or 1"));
     json_decref(j);
     dt_module *unbuilt = dt_model_mlp(4, 4, 1, 2);
-    j = cfgf("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"SGD\"}}");
+    j = toy_ds_config("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"SGD\"}}");
     CHECK(dt_engine_init(unbuilt, j) == NULL && err_has("dt_module_build"));
     dt_module_free(unbuilt);
     /* after a failed init the module is as it was and still trains */
@@ -259,18 +244,19 @@ static void test_config_errors(void) {
     json_decref(j);
     CHECK(e != NULL && dt_module_flat_params(m, NULL)[0] == w0);
     dt_engine_free(e);
-    free_model(m);
+    toy_model_free(m);
 }
 
 static void test_checkpoint_errors(void) {
-    json_t *j = cfgf("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"AdamW\"},"
-                     " \"zero_optimization\": {\"stage\": 1}, \"steps_per_print\": 1000000}");
+    json_t *j =
+        toy_ds_config("{\"train_batch_size\": 4, \"optimizer\": {\"type\": \"AdamW\"},"
+                      " \"zero_optimization\": {\"stage\": 1}, \"steps_per_print\": 1000000}");
     dt_module *m = mlp();
     dt_engine *e = dt_engine_init(m, j);
     CHECK(e != NULL);
     if (!e) {
         json_decref(j);
-        return free_model(m);
+        return toy_model_free(m);
     }
     char dir[400], path[600];
     snprintf(dir, sizeof dir, "%s/ck", g_tmp);
@@ -351,7 +337,7 @@ static void test_checkpoint_errors(void) {
     CHECK(memcmp(keep, p, (size_t)n * sizeof *keep) == 0);
     free(keep);
     dt_engine_free(e);
-    free_model(m);
+    toy_model_free(m);
     json_decref(j);
 }
 
@@ -372,7 +358,7 @@ static void resume_config(const char *cfg_text, const char *what) {
         json_decref(j);
         CHECK_MSG(e != NULL, "%s: %s", what, dt_last_error());
         if (!e) {
-            free_model(m);
+            toy_model_free(m);
             return;
         }
         int s = 0;
@@ -397,7 +383,7 @@ static void resume_config(const char *cfg_text, const char *what) {
             got = w;
         else
             ref = w;
-        free_model(m);
+        toy_model_free(m);
     }
     CHECK_MSG(ref && got && memcmp(ref, got, (size_t)n * sizeof *ref) == 0,
               "%s: resumed weights differ", what);
@@ -435,17 +421,17 @@ static void test_resume_exact(void) {
 static void test_flops_profiler(void) {
     char out[400];
     snprintf(out, sizeof out, "%s/profile.txt", g_tmp);
-    json_t *j =
-        cfgf("{\"train_batch_size\": 8, \"gradient_accumulation_steps\": 2,"
-             " \"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 2},"
-             " \"flops_profiler\": {\"enabled\": true, \"profile_step\": 2, \"top_modules\": 3,"
-             " \"output_file\": \"%s\"}, \"steps_per_print\": 1000000}",
-             out);
+    json_t *j = toy_ds_config(
+        "{\"train_batch_size\": 8, \"gradient_accumulation_steps\": 2,"
+        " \"optimizer\": {\"type\": \"AdamW\"}, \"zero_optimization\": {\"stage\": 2},"
+        " \"flops_profiler\": {\"enabled\": true, \"profile_step\": 2, \"top_modules\": 3,"
+        " \"output_file\": \"%s\"}, \"steps_per_print\": 1000000}",
+        out);
     dt_module *m = mlp();
     dt_engine *e = dt_engine_init(m, j);
     json_decref(j);
     CHECK(e != NULL);
-    if (!e) return free_model(m);
+    if (!e) return toy_model_free(m);
     for (int s = 0; s < 8; s++) {
         CHECK(dt_engine_backward(e, mlp_loss(e, s, 1.0f)) == DT_OK);
         CHECK(dt_engine_step(e) == DT_OK);
@@ -467,12 +453,11 @@ static void test_flops_profiler(void) {
     for (int i = 0; i < m->n_children; i++)
         CHECK(m->children[i]->n_params == 0 || m->children[i]->hook_user == (void *)e);
     dt_engine_free(e);
-    free_model(m);
+    toy_model_free(m);
 }
 
 int main(void) {
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/dt_engine_XXXXXX");
-    if (!mkdtemp(g_tmp)) return 1;
+    if (!fx_tmpdir(g_tmp, sizeof g_tmp, "test-engine")) return 1;
     dt_log_set_level(DT_LOG_WARN);
     TEST_RUN(test_boundaries_and_counters);
     TEST_RUN(test_fp16_overflow_skips);
@@ -482,8 +467,6 @@ int main(void) {
     TEST_RUN(test_checkpoint_errors);
     TEST_RUN(test_resume_exact);
     TEST_RUN(test_flops_profiler);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
+    if (!fx_rmtree(g_tmp)) fprintf(stderr, "could not remove %s\n", g_tmp);
     TEST_END();
 }

@@ -10,6 +10,8 @@
  *   - a process without F16C refuses fp16 at engine init with a hint. */
 #include "base/base_impl.h"
 #include "dtrain/engine.h"
+#include "fixtures/files.h"
+#include "fixtures/toy_trial.h"
 #include "test.h"
 
 #include <math.h>
@@ -35,9 +37,7 @@ static json_t *config(const char *opt, const char *fp16) {
  * owns nothing of the model. */
 static dt_engine *make(const char *fp16, dt_module **m) {
     json_t *j = config("{\"type\": \"Adam\", \"params\": {\"lr\": 0.01}}", fp16);
-    dt_ctx *c = dt_ctx_new(NULL, 1);
-    *m = dt_model_mlp(8, 32, 2, 3);
-    dt_module_build(*m, c, 7);
+    *m = toy_model_built(dt_model_mlp(8, 32, 2, 3), 7);
     dt_engine *e = j ? dt_engine_init(*m, j) : NULL;
     if (dt_cpu_isa_level() >= DT_CPU_AVX2) /* below, fp16 is refused (the last test) */
         CHECK_MSG(e != NULL, "%s", dt_last_error());
@@ -46,10 +46,8 @@ static dt_engine *make(const char *fp16, dt_module **m) {
 }
 
 static void drop(dt_engine *e, dt_module *m) {
-    dt_ctx *c = dt_module_ctx(m);
     dt_engine_free(e);
-    dt_module_free(m);
-    dt_ctx_free(c);
+    toy_model_free(m);
 }
 
 /* One step on batch `step` (inputs times `gain`); returns the loss (unscaled). */
@@ -273,8 +271,7 @@ static void test_refused_without_f16c(void) {
 }
 
 int main(void) {
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/dt_engine_fp16_XXXXXX");
-    if (!mkdtemp(g_tmp)) return 1;
+    if (!fx_tmpdir(g_tmp, sizeof g_tmp, "test-engine-fp16")) return 1;
     TEST_RUN(test_tracks_fp32);
     TEST_RUN(test_gpt_tracks_fp32);
     TEST_RUN(test_scale_overflow);
@@ -283,8 +280,6 @@ int main(void) {
     TEST_RUN(test_scale_rises);
     TEST_RUN(test_resume_exact);
     TEST_RUN(test_refused_without_f16c);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
+    if (!fx_rmtree(g_tmp)) fprintf(stderr, "could not remove %s\n", g_tmp);
     TEST_END();
 }

@@ -15,6 +15,7 @@
  */
 #define _GNU_SOURCE /* nftw */
 #include "engine/swap.h"
+#include "fixtures/files.h"
 #include "test.h"
 
 #include <dirent.h>
@@ -469,11 +470,7 @@ static void test_stream_args(void) {
 }
 
 int main(void) {
-    snprintf(g_dir, sizeof g_dir, "/tmp/dt_swap_test_XXXXXX");
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!fx_tmpdir(g_dir, sizeof g_dir, "test-swap")) return 1;
     TEST_RUN(test_open_basic);
     TEST_RUN(test_open_errors);
     TEST_RUN(test_roundtrip);

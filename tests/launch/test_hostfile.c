@@ -5,6 +5,7 @@
  * launcher's host, threads per rank from the busiest host). */
 #define _GNU_SOURCE
 #include "launch/launch.h"
+#include "fixtures/files.h"
 #include "test.h"
 
 #include <limits.h>
@@ -131,17 +132,11 @@ static void test_mpirun_hosts_argv(void) {
 }
 
 int main(void) {
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/dtrain-test-hostfile-XXXXXX");
-    if (!mkdtemp(g_tmp)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!fx_tmpdir(g_tmp, sizeof g_tmp, "test-hostfile")) return 1;
     TEST_RUN(test_load);
     TEST_RUN(test_errors);
     TEST_RUN(test_write);
     TEST_RUN(test_mpirun_hosts_argv);
-    char cmd[PATH_MAX + 16];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
+    if (!fx_rmtree(g_tmp)) fprintf(stderr, "could not remove %s\n", g_tmp);
     TEST_END();
 }

@@ -4,6 +4,7 @@
  * errors bad inputs give. */
 #define _GNU_SOURCE
 #include "launch/launch.h"
+#include "fixtures/files.h"
 #include "test.h"
 
 #include <limits.h>
@@ -376,11 +377,7 @@ static void test_build_errors(void) {
 int main(void) {
     const char *src = getenv("DT_SOURCE_DIR");
     snprintf(g_toy, sizeof g_toy, "%s/tests/e2e/toy", src ? src : ".");
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/dtrain-test-launch-XXXXXX");
-    if (!mkdtemp(g_tmp)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!fx_tmpdir(g_tmp, sizeof g_tmp, "test-launch")) return 1;
     TEST_RUN(test_mpirun_argv);
     TEST_RUN(test_prepare_defaults);
     TEST_RUN(test_prepare_options);
@@ -390,8 +387,6 @@ int main(void) {
     TEST_RUN(test_build_once_run_twice);
     TEST_RUN(test_launch_local);
     TEST_RUN(test_build_errors);
-    char cmd[PATH_MAX + 16];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
+    if (!fx_rmtree(g_tmp)) fprintf(stderr, "could not remove %s\n", g_tmp);
     TEST_END();
 }

@@ -2,6 +2,7 @@
  * the problem: no config.json, an unknown model_type (the supported ones listed), a truncated
  * safetensors file, a tensor of the wrong shape or dtype, a missing tensor, an unknown tensor,
  * an index naming a missing shard; and a file of the right names passes. */
+#include "fixtures/files.h"
 #include "lm/lm_fixture.h"
 
 #include <dtrain/tensor.h>
@@ -159,13 +160,10 @@ static void test_shards(void) {
 }
 
 int main(void) {
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/dt_lm_errors_XXXXXX");
-    if (!mkdtemp(g_tmp)) return 1;
+    if (!fx_tmpdir(g_tmp, sizeof g_tmp, "test-lm-errors")) return 1;
     TEST_RUN(test_config);
     TEST_RUN(test_weights);
     TEST_RUN(test_shards);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
+    if (!fx_rmtree(g_tmp)) fprintf(stderr, "could not remove %s\n", g_tmp);
     TEST_END();
 }

@@ -2,6 +2,7 @@
  * (checked against the fixtures' tokenizers-made tokenizer) with EOS after each; JSON lines by a
  * named field; the token file is written once and reused, and a changed text makes a new one;
  * a bad JSON line is refused naming the file and line. */
+#include "fixtures/files.h"
 #include "test.h"
 
 #include "dtrain/tokenizer.h"
@@ -16,11 +17,7 @@
 static char dir[64], fixdir[4096];
 
 static void write_file(const char *name, const char *s) {
-    char p[128];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE *f = fopen(p, "wb");
-    fputs(s, f);
-    fclose(f);
+    fx_write(fx_path(dir, name), s);
 }
 
 /* The expected stream: each document encoded, then EOS. */
@@ -129,12 +126,9 @@ static void test_jsonl(void) {
 int main(void) {
     const char *src = getenv("DT_SOURCE_DIR");
     snprintf(fixdir, sizeof fixdir, "%s/tests/lm/fixtures/tok", src ? src : ".");
-    strcpy(dir, "/tmp/dt_textds_XXXXXX");
-    if (!mkdtemp(dir)) return 1;
+    if (!fx_tmpdir(dir, sizeof dir, "textds")) return 1;
     TEST_RUN(test_plain_text);
     TEST_RUN(test_jsonl);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);
+    if (!fx_rmtree(dir)) fprintf(stderr, "could not remove %s\n", dir);
     TEST_END();
 }

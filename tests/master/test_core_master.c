@@ -14,6 +14,8 @@
 #include "dtrain/trialio.h"
 #include "fake_master.h"
 #include "master/http.h"
+#include "fixtures/files.h"
+#include "fixtures/toy_trial.h"
 #include "test.h"
 #include "trial/trial_iface.h"
 
@@ -23,71 +25,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* ---- a toy regression trial: y = x . w ---- */
-
-#define NREC 48
-#define NIN 4
-
-static float g_in[NREC * NIN], g_out[NREC];
 static char g_dir[256];
 
-typedef struct reg {
-    dt_trial_ctx *c;
-    dt_module *lin;
-    dt_optimizer *sgd;
-} reg;
-
-static void *reg_init(dt_trial_ctx *c) {
-    reg *r = calloc(1, sizeof *r);
-    r->c = c;
-    r->lin = dt_wrap_model(c, dt_nn_linear(NIN, 1, false));
-    dt_optim_config oc = dt_optim_defaults(DT_OPTIM_SGD);
-    oc.lr = 0.1f;
-    r->sgd = dt_wrap_optimizer(c, dt_optim_new_for_module(&oc, r->lin), r->lin);
-    return r;
-}
-
-static dt_loader *reg_data(reg *r, int64_t n) {
-    dt_array_field f[2] = {
-        {.field = {.name = "x", .dtype = DT_DTYPE_F32, .ndim = 1, .shape = {NIN}}, .data = g_in},
-        {.field = {.name = "y", .dtype = DT_DTYPE_F32, .ndim = 1, .shape = {1}}, .data = g_out},
-    };
-    dt_loader_opts o = {.batch_size = 4, .seed = dt_trial_seed(r->c), .take_dataset = true};
-    return dt_loader_new(dt_trial_runtime(r->c), dt_dataset_from_arrays(2, f, n, false), &o);
-}
-static dt_loader *reg_train_data(void *s) {
-    return reg_data(s, NREC);
-}
-static dt_loader *reg_val_data(void *s) {
-    return reg_data(s, 12);
-}
-static dt_metrics reg_step(void *s, dt_batch *b, int64_t epoch, int64_t i) {
-    (void)epoch, (void)i;
-    reg *r = s;
-    dt_tensor *l = dt_mse(dt_module_forward(r->lin, dt_batch_get(b, "x")), dt_batch_get(b, "y"));
-    if (dt_trial_backward(r->c, l) || dt_step_optimizer(r->c, r->sgd, NULL))
-        return dt_metrics_error();
-    return dt_metrics_scalar("loss", dt_item(l));
-}
-static dt_metrics reg_eval(void *s, dt_batch *b, int64_t i) {
-    (void)i;
-    reg *r = s;
-    dt_tensor *l = dt_mse(dt_module_forward(r->lin, dt_batch_get(b, "x")), dt_batch_get(b, "y"));
-    return dt_metrics_scalar("validation_loss", dt_item(l));
-}
-static void reg_free(void *s) {
-    free(s);
-}
-
-static const dt_trial_def Reg = {
-    .name = "Reg",
-    .init = reg_init,
-    .build_training_data_loader = reg_train_data,
-    .build_validation_data_loader = reg_val_data,
-    .train_batch = reg_step,
-    .evaluate_batch = reg_eval,
-    .free = reg_free,
-};
+/* the toy trial as a regression: y = x . w by one Linear layer without bias, SGD, 48
+ * training and 12 validation records in batches of 4 */
+static const dt_trial_def *const Reg = &ToyPlain;
 
 /* Fit Reg against `f` (a server started and stopped around it) in g_dir/<name>. */
 static dt_status fit(fake *f, const char *name, dt_core **core_out) {
@@ -106,7 +48,7 @@ static dt_status fit(fake *f, const char *name, dt_core **core_out) {
                      .quiet = true,
                      .core = core};
     json_t *cfg = json_pack("{s:{s:i}}", "hyperparameters", "global_batch_size", 4);
-    dt_status st = dt_trainer_fit(&Reg, cfg, 11, &o);
+    dt_status st = dt_trainer_fit(Reg, cfg, 11, &o);
     json_decref(cfg);
     DT_KEEP_ERROR(dt_http_stop(s));
     if (core_out)
@@ -306,24 +248,22 @@ static void test_core_api_local(void) {
 }
 
 int main(void) {
-    for (int i = 0; i < NREC; i++) {
-        float y = 0;
-        for (int k = 0; k < NIN; k++) {
-            g_in[i * NIN + k] = (float)(((i + 3) * (k + 5)) % 11) / 11.0f - 0.5f;
-            y += g_in[i * NIN + k] * (float)(k + 1) * 0.5f;
-        }
-        g_out[i] = y;
-    }
-    snprintf(g_dir, sizeof g_dir, "/tmp/dtrain_test_core_master_%d", (int)getpid());
-    mkdir(g_dir, 0755);
+    toy_cfg = toy_defaults();
+    toy_cfg.hidden = 0;
+    toy_cfg.no_bias = true;
+    toy_cfg.regression = true;
+    toy_cfg.n_train = 48;
+    toy_cfg.n_val = 12;
+    toy_cfg.batch = 4;
+    toy_cfg.lr = 0.1f;
+    toy_data(3, toy_cfg.n_train);
+    if (!fx_tmpdir(g_dir, sizeof g_dir, "test-core-master")) return 1;
     TEST_RUN(test_operations_and_metrics);
     TEST_RUN(test_preemption);
     TEST_RUN(test_replaced);
     TEST_RUN(test_master_gone);
     TEST_RUN(test_core_api_master);
     TEST_RUN(test_core_api_local);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    if (!fx_rmtree(g_dir)) fprintf(stderr, "could not remove %s\n", g_dir);
     TEST_END();
 }

@@ -8,6 +8,7 @@
  * login's token opens dtrain's routes as the master's token does. */
 #define _GNU_SOURCE
 #include "master_thread.h"
+#include "fixtures/files.h"
 #include "test.h"
 
 #include "master/master.h"
@@ -34,35 +35,11 @@ static char g_ans[1 << 20];
 
 /* METHOD path with extra header lines and a body; the whole answer into g_ans. */
 static void http(const char *method, const char *path, const char *headers, const char *body) {
-    g_ans[0] = 0;
-    char *req = NULL;
-    int len =
-        asprintf(&req,
-                 "%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n%sContent-Length: "
-                 "%zu\r\n\r\n%s",
-                 method, path, headers ? headers : "", body ? strlen(body) : 0, body ? body : "");
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_port)};
-    inet_pton(AF_INET, g_host, &sa.sin_addr);
-    if (len > 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
-        for (int off = 0; off < len;) {
-            ssize_t k = write(fd, req + off, (size_t)(len - off));
-            if (k <= 0) break;
-            off += (int)k;
-        }
-        size_t got = 0;
-        ssize_t k;
-        while (got < sizeof g_ans - 1 && (k = read(fd, g_ans + got, sizeof g_ans - 1 - got)) > 0)
-            got += (size_t)k;
-        g_ans[got] = 0;
-    }
-    close(fd);
-    free(req);
+    fx_http(g_host, g_port, method, path, headers, body, g_ans, sizeof g_ans);
 }
 
 static int status(void) {
-    int s = 0;
-    return sscanf(g_ans, "HTTP/1.1 %d", &s) == 1 ? s : 0;
+    return fx_http_status(g_ans);
 }
 
 /* The answer's body, de-chunked when it was sent chunked (in place). */
@@ -171,11 +148,7 @@ static bool start(const char *host) {
 }
 
 static void stop(void) {
-    char hdr[200];
-    snprintf(hdr, sizeof hdr, "Content-Type: application/json\r\nAuthorization: Bearer %s\r\n",
-             g_token);
-    http("POST", "/api/v1/master/shutdown", hdr, NULL);
-    pthread_join(g_master.thread, NULL);
+    master_thread_stop(&g_master, g_token);
 }
 
 /* A finished experiment: a trial with training and validation rows, two log lines and one
@@ -588,8 +561,7 @@ static void test_migration(void) {
 }
 
 int main(void) {
-    snprintf(g_home, sizeof g_home, "/tmp/dtrain_det_XXXXXX");
-    if (!mkdtemp(g_home)) return 1;
+    if (!fx_tmpdir(g_home, sizeof g_home, "det")) return 1;
     TEST_RUN(test_sha512);
     TEST_RUN(test_migration);
     CHECK(fill_store());

@@ -4,6 +4,8 @@
 #define _GNU_SOURCE
 #include "master/gc.h"
 #include "master/store_impl.h"
+#include "fixtures/files.h"
+#include "fixtures/store_rows.h"
 #include "test.h"
 
 #include <math.h>
@@ -142,7 +144,7 @@ static void test_select_errors(void) {
 
 /* ---- dt_gc_run on a store ---- */
 
-static char g_dir[] = "/tmp/dt_test_gc_XXXXXX";
+static char g_dir[64];
 
 /* A checkpoint-looking directory (with metadata.json) at g_dir/rel. */
 static void make_ckpt_dir(const char *rel) {
@@ -156,20 +158,7 @@ static void make_ckpt_dir(const char *rel) {
 }
 
 static bool exists(const char *rel) {
-    char path[512];
-    struct stat sb;
-    snprintf(path, sizeof path, "%s/%s", g_dir, rel);
-    return lstat(path, &sb) == 0;
-}
-
-static const char *ckpt_state(dt_store *st, const char *uuid) {
-    static char state[32];
-    json_t *c = NULL;
-    snprintf(state, sizeof state, "?");
-    if (dt_store_ckpt_get(st, uuid, &c) == DT_OK)
-        snprintf(state, sizeof state, "%s", json_string_value(json_object_get(c, "state")));
-    json_decref(c);
-    return state;
+    return fx_exists(fx_path(g_dir, rel));
 }
 
 static void test_run(void) {
@@ -234,16 +223,16 @@ static void test_run(void) {
     json_decref(sel);
     CHECK_MSG(dt_gc_run(st, exp, &p, root) == DT_OK, "%s", dt_last_error());
 
-    CHECK(!exists("storage/t1-100") && !strcmp(ckpt_state(st, "t1-100"), "DELETED"));
-    CHECK(exists("storage/t1-200") && !strcmp(ckpt_state(st, "t1-200"), "COMPLETED"));
-    CHECK(!exists("storage/t1-300") && !strcmp(ckpt_state(st, "t1-300"), "DELETED"));
-    CHECK(exists("storage/t1-400") && !strcmp(ckpt_state(st, "t1-400"), "COMPLETED"));
-    CHECK(exists("outside/t2-100") && !strcmp(ckpt_state(st, "t2-100"), "COMPLETED"));
-    CHECK(!strcmp(ckpt_state(st, "t2-150"), "DELETED"));
-    CHECK(exists("storage") && !strcmp(ckpt_state(st, "t2-175"), "COMPLETED"));
-    CHECK(!exists("storage/t2-200") && !strcmp(ckpt_state(st, "t2-200"), "DELETED"));
-    CHECK(exists("outside/t2-250") && !strcmp(ckpt_state(st, "t2-250"), "COMPLETED"));
-    CHECK(exists("storage/t2-300") && !strcmp(ckpt_state(st, "t2-300"), "COMPLETED"));
+    CHECK(!exists("storage/t1-100") && !strcmp(fx_ckpt_state(st, "t1-100"), "DELETED"));
+    CHECK(exists("storage/t1-200") && !strcmp(fx_ckpt_state(st, "t1-200"), "COMPLETED"));
+    CHECK(!exists("storage/t1-300") && !strcmp(fx_ckpt_state(st, "t1-300"), "DELETED"));
+    CHECK(exists("storage/t1-400") && !strcmp(fx_ckpt_state(st, "t1-400"), "COMPLETED"));
+    CHECK(exists("outside/t2-100") && !strcmp(fx_ckpt_state(st, "t2-100"), "COMPLETED"));
+    CHECK(!strcmp(fx_ckpt_state(st, "t2-150"), "DELETED"));
+    CHECK(exists("storage") && !strcmp(fx_ckpt_state(st, "t2-175"), "COMPLETED"));
+    CHECK(!exists("storage/t2-200") && !strcmp(fx_ckpt_state(st, "t2-200"), "DELETED"));
+    CHECK(exists("outside/t2-250") && !strcmp(fx_ckpt_state(st, "t2-250"), "COMPLETED"));
+    CHECK(exists("storage/t2-300") && !strcmp(fx_ckpt_state(st, "t2-300"), "COMPLETED"));
 
     /* a second run changes nothing more; all zeros then removes what is inside the root */
     CHECK(dt_gc_run(st, exp, &p, root) == DT_OK);
@@ -276,17 +265,12 @@ static void test_policy_of_config(void) {
 }
 
 int main(void) {
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!fx_tmpdir(g_dir, sizeof g_dir, "test-gc")) return 1;
     dt_log_set_level(DT_LOG_ERROR);
     TEST_RUN(test_select_table);
     TEST_RUN(test_select_errors);
     TEST_RUN(test_run);
     TEST_RUN(test_policy_of_config);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    if (!fx_rmtree(g_dir)) fprintf(stderr, "could not remove %s\n", g_dir);
     TEST_END();
 }

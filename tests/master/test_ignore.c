@@ -4,6 +4,7 @@
  * a directory left out taking its files with it. */
 #define _GNU_SOURCE
 #include "master/ignore.h"
+#include "fixtures/files.h"
 #include "test.h"
 
 #include <stdio.h>
@@ -70,11 +71,6 @@ static const struct {
 };
 #define N_CASES (sizeof CASES / sizeof *CASES)
 
-static void write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    if (f) fputs(text, f), fclose(f);
-}
-
 /* git's own verdict on each case, in a scratch repository holding the same tree; false when
  * git cannot be run. */
 static bool git_verdicts(const char *root, bool *out) {
@@ -82,7 +78,7 @@ static bool git_verdicts(const char *root, bool *out) {
     snprintf(cmd, sizeof cmd, "git init -q '%s' 2> /dev/null", root);
     if (system(cmd) != 0) return false;
     snprintf(cmd, sizeof cmd, "%s/.gitignore", root);
-    write_file(cmd, PATTERNS);
+    fx_write(cmd, PATTERNS);
     for (size_t i = 0; i < N_CASES; i++) {
         snprintf(cmd, sizeof cmd, "cd '%s' && mkdir -p \"$(dirname '%s')\" && %s '%s'", root,
                  CASES[i].path, CASES[i].dir ? "mkdir -p" : "touch", CASES[i].path);
@@ -117,9 +113,9 @@ static void test_table(void) {
 /* The table against git, in one scratch repository holding every case's path (as a file or
  * a directory, as git looks at what is on disk). */
 static void test_against_git(void) {
-    char root[] = "/tmp/dtrain-ignore-XXXXXX";
-    if (!mkdtemp(root)) return;
-    char repo[64];
+    char root[64];
+    if (!fx_tmpdir(root, sizeof root, "ignore")) return;
+    char repo[80];
     snprintf(repo, sizeof repo, "%s/%s", root, "r");
     bool git[N_CASES];
     if (git_verdicts(repo, git)) {
@@ -129,31 +125,26 @@ static void test_against_git(void) {
     } else {
         fprintf(stderr, "note: git could not be run; the table alone was checked\n");
     }
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    CHECK(system(cmd) == 0);
+    CHECK(fx_rmtree(root));
 }
 
 static void test_load_both(void) {
-    char root[] = "/tmp/dtrain-ignore-XXXXXX";
-    if (!mkdtemp(root)) return;
+    char root[64];
+    if (!fx_tmpdir(root, sizeof root, "ignore")) return;
     char p[128];
     dt__ignore *ig = NULL;
     CHECK(dt__ignore_load(root, &ig) == DT_OK && ig == NULL); /* no ignore files */
     snprintf(p, sizeof p, "%s/.dtrainignore", root);
-    write_file(p, "*.bin\n");
+    fx_write(p, "*.bin\n");
     snprintf(p, sizeof p, "%s/.detignore", root);
-    write_file(p, "ckpt/\r\n");
+    fx_write(p, "ckpt/\r\n");
     CHECK(dt__ignore_load(root, &ig) == DT_OK && ig != NULL);
     CHECK(dt__ignore_match(ig, "w.bin", false));
     CHECK(dt__ignore_match(ig, "ckpt", true));
     CHECK(dt__ignore_match(ig, "ckpt/a.txt", false));
     CHECK(!dt__ignore_match(ig, "model_def.c", false));
     dt__ignore_free(ig);
-    unlink(p);
-    snprintf(p, sizeof p, "%s/.dtrainignore", root);
-    unlink(p);
-    rmdir(root);
+    fx_rmtree(root);
 }
 
 int main(void) {

@@ -8,20 +8,19 @@
 #include "master/gc.h"
 #include "master/store_impl.h"
 #include "master/store_models.h"
+#include "fixtures/files.h"
+#include "fixtures/store_rows.h"
 #include "test.h"
 
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char g_dir[] = "/tmp/dt_test_models_XXXXXX";
+static char g_dir[64];
 static char g_root[300];
 
 static bool exists(const char *name) {
-    char path[512];
-    struct stat sb;
-    snprintf(path, sizeof path, "%s/%s", g_root, name);
-    return lstat(path, &sb) == 0;
+    return fx_exists(fx_path(g_root, name));
 }
 
 /* A checkpoint directory g_root/name with a file, and its row at `batches` of trial t. */
@@ -35,16 +34,6 @@ static void add_ckpt(dt_store *st, int64_t t, const char *name, int batches) {
     if (f) fputs("{}\n", f), fclose(f);
     CHECK_MSG(dt_store_ckpt_insert(st, t, name, path, batches, NULL, NULL) == DT_OK, "%s",
               dt_last_error());
-}
-
-static const char *state_of(dt_store *st, const char *uuid) {
-    static char state[32];
-    json_t *c = NULL;
-    snprintf(state, sizeof state, "(no row)");
-    if (dt_store_ckpt_get(st, uuid, &c) == DT_OK)
-        snprintf(state, sizeof state, "%s", json_string_value(json_object_get(c, "state")));
-    json_decref(c);
-    return state;
 }
 
 static bool err_has(const char *text) {
@@ -131,27 +120,27 @@ static void protection(dt_store *st, int64_t exp1, int64_t t1) {
     /* GC keeping nothing on its own account: only the held ones stay */
     dt_gc_policy none = {0, 0, 0, true};
     CHECK_MSG(dt_gc_run(st, exp1, &none, g_root) == DT_OK, "%s", dt_last_error());
-    CHECK(exists("c10") && !strcmp(state_of(st, "c10"), "COMPLETED"));
-    CHECK(exists("c20") && !strcmp(state_of(st, "c20"), "COMPLETED"));
-    CHECK(!exists("c30") && !strcmp(state_of(st, "c30"), "DELETED"));
-    CHECK(exists("c40") && !strcmp(state_of(st, "c40"), "COMPLETED"));
+    CHECK(exists("c10") && !strcmp(fx_ckpt_state(st, "c10"), "COMPLETED"));
+    CHECK(exists("c20") && !strcmp(fx_ckpt_state(st, "c20"), "COMPLETED"));
+    CHECK(!exists("c30") && !strcmp(fx_ckpt_state(st, "c30"), "DELETED"));
+    CHECK(exists("c40") && !strcmp(fx_ckpt_state(st, "c40"), "COMPLETED"));
 
     /* delete: refused for the held, done for the free */
     CHECK(dt_gc_delete_ckpt(st, "c10", g_root) == DT_ERR_STATE &&
           err_has("model mnist-cnn version 1") && err_has("hint:"));
-    CHECK(exists("c10") && !strcmp(state_of(st, "c10"), "COMPLETED"));
+    CHECK(exists("c10") && !strcmp(fx_ckpt_state(st, "c10"), "COMPLETED"));
     CHECK(dt_gc_delete_ckpt(st, "c40", g_root) == DT_ERR_STATE && err_has("experiment"));
     CHECK(dt_store_exp_set_state(st, e3, "CANCELED") == DT_OK);
     CHECK_MSG(dt_gc_delete_ckpt(st, "c40", g_root) == DT_OK, "%s", dt_last_error());
-    CHECK(!exists("c40") && !strcmp(state_of(st, "c40"), "(no row)"));
+    CHECK(!exists("c40") && !strcmp(fx_ckpt_state(st, "c40"), "(no row)"));
     CHECK(dt_gc_delete_ckpt(st, "c30", g_root) == DT_OK); /* files already gone: the row goes */
-    CHECK(!strcmp(state_of(st, "c30"), "(no row)"));
+    CHECK(!strcmp(fx_ckpt_state(st, "c30"), "(no row)"));
     CHECK(dt_gc_delete_ckpt(st, "c40", g_root) == DT_ERR_INVALID && err_has("no checkpoint"));
     /* a path outside the storage root is refused and nothing changes */
     char other[600];
     snprintf(other, sizeof other, "%s/elsewhere", g_dir);
     CHECK(dt_gc_delete_ckpt(st, "c50", other) == DT_ERR_INVALID);
-    CHECK(exists("c50") && !strcmp(state_of(st, "c50"), "DELETED"));
+    CHECK(exists("c50") && !strcmp(fx_ckpt_state(st, "c50"), "DELETED"));
 }
 
 static void test_registry_and_protection(void) {
@@ -207,15 +196,10 @@ static void test_migration_from_4(void) {
 }
 
 int main(void) {
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!fx_tmpdir(g_dir, sizeof g_dir, "test-models")) return 1;
     dt_log_set_level(DT_LOG_ERROR);
     TEST_RUN(test_registry_and_protection);
     TEST_RUN(test_migration_from_4);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    if (!fx_rmtree(g_dir)) fprintf(stderr, "could not remove %s\n", g_dir);
     TEST_END();
 }

@@ -8,6 +8,7 @@
 #include "master/series_cache.h"
 #include "base/numtext.h"
 #include "master/store_impl.h"
+#include "fixtures/files.h"
 #include "test.h"
 
 #include <float.h>
@@ -19,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static char g_dir[] = "/tmp/dtrain_series_XXXXXX";
+static char g_dir[64];
 
 /* jansson's text for v as a real. */
 /* The shortest %.pg of a non-integral v that strtod reads back, p = 1..17 tried in order. */
@@ -433,18 +434,13 @@ static void test_store_text(void) {
 }
 
 int main(void) {
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!fx_tmpdir(g_dir, sizeof g_dir, "test-series")) return 1;
     dt_log_set_level(DT_LOG_ERROR);
     TEST_RUN(test_real_text);
     TEST_RUN(test_series_text);
     TEST_RUN(test_sample);
     TEST_RUN(test_row_number);
     TEST_RUN(test_store_text);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    if (!fx_rmtree(g_dir)) fprintf(stderr, "could not remove %s\n", g_dir);
     TEST_END();
 }

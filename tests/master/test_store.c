@@ -3,6 +3,7 @@
  * newer files left untouched, 8 threads writing metrics at once, and a writer killed mid-batch. */
 #define _GNU_SOURCE
 #include "master/store_impl.h"
+#include "fixtures/files.h"
 #include "test.h"
 
 #include <errno.h>
@@ -14,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char g_dir[] = "/tmp/dt_test_store_XXXXXX";
+static char g_dir[64];
 
 static void path_in(char *buf, size_t n, const char *name) {
     snprintf(buf, n, "%s/%s", g_dir, name);
@@ -825,10 +826,7 @@ static void test_killed_writer(void) {
 }
 
 int main(void) {
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!fx_tmpdir(g_dir, sizeof g_dir, "test-store")) return 1;
     dt_log_set_level(DT_LOG_ERROR);
     TEST_RUN(test_experiments);
     TEST_RUN(test_trials_metrics_ckpts_logs);
@@ -838,8 +836,6 @@ int main(void) {
     TEST_RUN(test_foreign_files);
     TEST_RUN(test_concurrent_writers);
     TEST_RUN(test_killed_writer);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    if (!fx_rmtree(g_dir)) fprintf(stderr, "could not remove %s\n", g_dir);
     TEST_END();
 }

@@ -9,6 +9,7 @@
 #include "master/master.h"
 #include "launch/launch.h"
 #include "fake_master.h"
+#include "fixtures/files.h"
 #include "test.h"
 
 #include <sys/stat.h>
@@ -94,8 +95,7 @@ static void test_failures(void) {
 }
 
 int main(void) {
-    snprintf(g_dir, sizeof g_dir, "/tmp/dtrain_test_worker_%d", (int)getpid());
-    mkdir(g_dir, 0755);
+    if (!fx_tmpdir(g_dir, sizeof g_dir, "test-worker")) return 1;
     const char *src = getenv("DT_SOURCE_DIR");
     char model[1024], cfgp[1100];
     snprintf(model, sizeof model, "%s/tests/e2e/toy", src ? src : ".");
@@ -114,8 +114,6 @@ int main(void) {
         json_decref(g_config);
     }
     dt_expconf_free(cfg);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    if (!fx_rmtree(g_dir)) fprintf(stderr, "could not remove %s\n", g_dir);
     TEST_END();
 }

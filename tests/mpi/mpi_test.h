@@ -5,11 +5,13 @@
 #define DT_MPI_TEST_H
 
 #include "dtrain/dist.h"
+#include "fixtures/files.h"
 #include "test.h"
 
 #include <dlfcn.h>
 #include <link.h>
 #include <stdint.h>
+#include <unistd.h>
 
 static int mt_rank;
 
@@ -54,15 +56,40 @@ static inline double mt_vald(int r, int64_t i) {
 }
 
 /* Start a job: *world from dt_comm_init, mt_rank set, warnings and errors logged only. False
- * (the reason printed) when there is no world. */
+ * (the reason printed, and counted as a failure) when there is no world. */
 static inline bool mt_begin(dt_comm **world) {
     if (dt_comm_init(world) != DT_OK) {
         fprintf(stderr, "dt_comm_init: %s\n", dt_last_error());
+        printf("0 passed, 1 failed\n");
         return false;
     }
     mt_rank = dt_comm_rank(*world);
     dt_log_set_level(DT_LOG_WARN);
     return true;
+}
+
+/* A number every rank shares (rank 0's process id), for the names of shared directories. */
+static inline int64_t mt_shared_tag(dt_comm *world) {
+    int64_t tag = (int64_t)getpid();
+    dt_comm_broadcast(world, &tag, sizeof tag, 0);
+    return tag;
+}
+
+/* One scratch directory for the job, made by rank 0 (fixtures/files.h) and named to all in
+ * out (empty when it could not be made). */
+static inline void mt_tmpdir(dt_comm *world, char *out, size_t n, const char *name) {
+    if (mt_rank == 0 && !fx_tmpdir(out, n, name)) out[0] = 0;
+    dt_comm_broadcast(world, out, n, 0);
+}
+
+/* Whether v is the same on every rank (collective). */
+static inline bool mt_same_everywhere(dt_comm *world, double v) {
+    double hi = v, lo = v;
+    dt_comm_allreduce(world, &hi, 1, DT_COMM_DTYPE_F64, DT_REDUCE_OP_MAX);
+    dt_comm_allreduce(world, &lo, 1, DT_COMM_DTYPE_F64, DT_REDUCE_OP_MIN);
+    if (hi != lo)
+        fprintf(stderr, "rank %d: %g here, from %g to %g over the ranks\n", mt_rank, v, lo, hi);
+    return hi == lo;
 }
 
 /* Sum every rank's pass/fail counts; rank 0 prints "N passed, M failed" for the job. A rank
@@ -81,6 +108,17 @@ static inline int mt_end(dt_comm *world) {
         printf("%lld passed, %lld failed\n", (long long)v[0], (long long)v[1]);
     }
     return t_fail ? 1 : 0;
+}
+
+/* End a job: every rank done, rank 0 removes the scratch directory tmp (when given and made),
+ * the counts summed (mt_end), MPI finalized. The exit status of the rank. */
+static inline int mt_finish(dt_comm *world, const char *tmp) {
+    dt_comm_barrier(world);
+    if (mt_rank == 0 && tmp && tmp[0] && !fx_rmtree(tmp))
+        fprintf(stderr, "could not remove %s\n", tmp);
+    int rc = mt_end(world);
+    dt_comm_finalize(world);
+    return rc;
 }
 
 #endif

@@ -1,12 +1,14 @@
 /* pipe_mlp.h — the MLP the pipeline tests cut into stages: Linear(DIM, HID) ReLU
  * Linear(HID, HID) ReLU Linear(HID, HID) ReLU Linear(HID, CLASSES), as a dt_pipe_layer list
  * (LAYERS, NL) and as the equivalent plain Sequential (pipe_mlp_sequential) the pipeline's
- * results are checked against. The including test defines DIM, HID and CLASSES first. */
+ * results are checked against, and its initial weights in a file (pipe_mlp_save_init). The
+ * including test defines DIM, HID and CLASSES first. */
 #ifndef DT_TEST_PIPE_MLP_H
 #define DT_TEST_PIPE_MLP_H
 
 #include "dtrain/nn.h"
 #include "dtrain/pipe.h"
+#include "fixtures/files.h"
 
 static dt_module *lin_in(void *a) {
     (void)a;
@@ -36,6 +38,16 @@ static const dt_pipe_layer LAYERS[] = {
 static dt_module *pipe_mlp_sequential(void) {
     return dt_nn_sequential(lin_in(NULL), relu(NULL), lin_hid(NULL), relu(NULL), lin_hid(NULL),
                             relu(NULL), lin_out(NULL), NULL);
+}
+
+/* Write the weights of pipe_mlp_sequential built from seed to a safetensors file at path. */
+static inline bool pipe_mlp_save_init(const char *path, uint64_t seed) {
+    dt_ctx *c = dt_ctx_new(NULL, 1);
+    dt_module *net = pipe_mlp_sequential();
+    bool ok = dt_module_build(net, c, seed) == DT_OK && fx_save_params(path, net);
+    dt_module_free(net);
+    dt_ctx_free(c);
+    return ok;
 }
 
 #endif

@@ -11,6 +11,7 @@
 #include "dtrain/engine.h"
 #include "dtrain/trial.h"
 #include "mpi_models.h"
+#include "fixtures/toy_trial.h"
 #include "mpi_test.h"
 #include "trial/trial_impl.h"
 
@@ -33,13 +34,11 @@ static dt_comm *g_world;
 /* conv3x3(1->4) ReLU maxpool2, conv3x3(4->8) ReLU maxpool2, flatten, linear 32->16 ReLU,
  * linear 16->4 on (N, 1, 8, 8): dt_model_cnn's shape, small enough for 84 runs of 20 steps. */
 static dt_module *cnn(void) {
-    dt_ctx *c = dt_ctx_new(NULL, 1);
     dt_module *m = dt_nn_sequential(
         dt_nn_conv2d(1, 4, 3, 1, 1, true), dt_nn_relu(), dt_nn_max_pool2d(2, 2, 0),
         dt_nn_conv2d(4, 8, 3, 1, 1, true), dt_nn_relu(), dt_nn_max_pool2d(2, 2, 0), dt_nn_flatten(),
         dt_nn_linear(8 * 2 * 2, 16, true), dt_nn_relu(), dt_nn_linear(16, CLASSES, true), NULL);
-    dt_module_build(m, c, 3);
-    return m;
+    return toy_model_built(m, 3);
 }
 
 static dt_module *gpt(void) {
@@ -128,7 +127,7 @@ static float *run(const char *zero, int gas, double clip, bool det, bool is_gpt,
             w = NULL;
         }
     }
-    mt_free_model(m);
+    toy_model_free(m);
     return w;
 }
 
@@ -265,7 +264,7 @@ static float *run_engine_const_lr(const char *zero, int gas, int64_t *n) {
         w = malloc((size_t)*n * sizeof *w);
         memcpy(w, p, (size_t)*n * sizeof *w);
     }
-    mt_free_model(m);
+    toy_model_free(m);
     return w;
 }
 
@@ -314,7 +313,5 @@ int main(void) {
     MT_RUN(test_cnn_stages_bit_identical);
     MT_RUN(test_gpt_stages_bit_identical);
     MT_RUN(test_plain_trial_same_order);
-    int rc = mt_end(g_world);
-    dt_comm_finalize(g_world);
-    return rc;
+    return mt_finish(g_world, NULL);
 }

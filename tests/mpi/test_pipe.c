@@ -6,6 +6,7 @@
  * and the unpipelined model's at ZeRO stage 2. */
 #define _GNU_SOURCE
 #include "dtrain/pipe.h"
+#include "fixtures/compare.h"
 #include "mpi_test.h"
 
 #include <math.h>
@@ -71,15 +72,6 @@ static json_t *config(int D, const char *zero) {
     return dt_ds_config_load(buf);
 }
 
-static double rel_diff(const float *a, const float *b, int64_t n) {
-    double d = 0, s = 0;
-    for (int64_t i = 0; i < n; i++) {
-        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        s += (double)b[i] * b[i];
-    }
-    return sqrt(d / (s > 0 ? s : 1));
-}
-
 /* The reference: the same layers as one Sequential in one process, micro-batch m of a step
  * being the union of every data-parallel rank's micro-batch m. */
 typedef struct ref_run {
@@ -95,16 +87,7 @@ static void reference(int D, int steps, ref_run *out) {
     dt_module_build(out->net, out->ctx, 3);
     char path[400];
     snprintf(path, sizeof path, "%s/init.safetensors", g_tmp);
-    if (dt_comm_rank(g_world) == 0) {
-        int n = dt_module_param_count(out->net);
-        const char *names[32];
-        dt_tensor *ts[32];
-        for (int i = 0; i < n; i++) {
-            names[i] = dt_module_param_name(out->net, i);
-            ts[i] = dt_module_param_tensor(out->net, i);
-        }
-        CHECK(dt_safetensors_write(path, n, names, ts, 0, NULL) == DT_OK);
-    }
+    if (dt_comm_rank(g_world) == 0) CHECK(fx_save_params(path, out->net));
     dt_comm *self = NULL;
     dt_comm_init_self(&self);
     json_t *j = config(1, "{\"stage\": 0}");
@@ -194,7 +177,7 @@ static void check_pipeline(int stages, const char *method, int ckpt_every) {
                 missing++;
                 continue;
             }
-            worst = fmax(worst, rel_diff(a->data, b->data, dt_numel(a)));
+            worst = fmax(worst, fx_rel_l2(a->data, b->data, dt_numel(a)));
         }
         CHECK_MSG(missing == 0 && worst <= 1e-5, "%d stages (%s): stage %d rel %.3g, %d missing",
                   stages, method, dt_pipe_stage_id(p), worst, missing);
@@ -434,7 +417,7 @@ static void test_tied_layers(void) {
             dt_tensor *a = dt_module_param_tensor(sm, i);
             dt_tensor *b = dt_module_find_param(net, dt_module_param_name(sm, i));
             CHECK(b != NULL);
-            if (b) worst = fmax(worst, rel_diff(a->data, b->data, dt_numel(a)));
+            if (b) worst = fmax(worst, fx_rel_l2(a->data, b->data, dt_numel(a)));
         }
         CHECK_MSG(worst <= 1e-5, "tied: stage %d weights rel %.3g", dt_pipe_stage_id(p), worst);
         /* the consolidated checkpoint holds the tied module once, with the plain model's names */
@@ -626,21 +609,7 @@ static void test_deterministic(void) {
     }
     char init[400];
     snprintf(init, sizeof init, "%s/det_init.safetensors", g_tmp);
-    if (dt_comm_rank(g_world) == 0) {
-        dt_ctx *c = dt_ctx_new(NULL, 1);
-        dt_module *net = pipe_mlp_sequential();
-        dt_module_build(net, c, 3);
-        int n = dt_module_param_count(net);
-        const char *names[32];
-        dt_tensor *ts[32];
-        for (int i = 0; i < n; i++) {
-            names[i] = dt_module_param_name(net, i);
-            ts[i] = dt_module_param_tensor(net, i);
-        }
-        CHECK(dt_safetensors_write(init, n, names, ts, 0, NULL) == DT_OK);
-        dt_module_free(net);
-        dt_ctx_free(c);
-    }
+    if (dt_comm_rank(g_world) == 0) CHECK(pipe_mlp_save_init(init, 3));
     dt_comm_barrier(g_world);
     const char *names[32];
     int count = det_stage_names(init, names);
@@ -660,14 +629,14 @@ static void test_deterministic(void) {
                               "tied %d gas %d clip %g: stage %d's weights at ZeRO 1 differ from "
                               "ZeRO 0 (rel %.3g)",
                               tied, gas, clip, dt_comm_rank(g_world) / 2,
-                              n0 == n1 ? rel_diff(w1, w0, n0) : 1.0);
+                              n0 == n1 ? fx_rel_l2(w1, w0, n0) : 1.0);
                 if (w0 && !tied && !cl) {
                     float *pl = det_plain_run(gas, names, count, n0);
                     if (pl)
                         CHECK_MSG(!memcmp(w0, pl, (size_t)n0 * sizeof *w0),
                                   "gas %d: stage %d's weights differ from the unpipelined "
                                   "model's at ZeRO 2 (rel %.3g)",
-                                  gas, dt_comm_rank(g_world) / 2, rel_diff(w0, pl, n0));
+                                  gas, dt_comm_rank(g_world) / 2, fx_rel_l2(w0, pl, n0));
                     free(pl);
                 }
                 free(w0);
@@ -702,17 +671,8 @@ static void test_refused(void) {
 }
 
 int main(void) {
-    if (dt_comm_init(&g_world) != DT_OK) {
-        fprintf(stderr, "dt_comm_init: %s\n", dt_last_error());
-        return 1;
-    }
-    mt_rank = dt_comm_rank(g_world);
-    dt_log_set_level(DT_LOG_WARN);
-    if (mt_rank == 0) {
-        snprintf(g_tmp, sizeof g_tmp, "/tmp/dt_pipe_mpi_XXXXXX");
-        if (!mkdtemp(g_tmp)) g_tmp[0] = 0;
-    }
-    dt_comm_broadcast(g_world, g_tmp, sizeof g_tmp, 0);
+    if (!mt_begin(&g_world)) return 1;
+    mt_tmpdir(g_world, g_tmp, sizeof g_tmp, "pipe-mpi"); /* one scratch directory for the job */
     MT_RUN(test_two_stages);
     MT_RUN(test_all_stages);
     MT_RUN(test_activation_checkpointing);
@@ -721,13 +681,5 @@ int main(void) {
     MT_RUN(test_tied_layers);
     MT_RUN(test_deterministic);
     MT_RUN(test_refused);
-    dt_comm_barrier(g_world);
-    if (mt_rank == 0 && g_tmp[0]) {
-        char cmd[400];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
-    }
-    int rc = mt_end(g_world);
-    dt_comm_finalize(g_world);
-    return rc;
+    return mt_finish(g_world, g_tmp);
 }

@@ -15,6 +15,8 @@
 #include "dtrain/pipe.h"
 #include "dtrain/trial.h"
 #include "dtrain/trialio.h"
+#include "fixtures/toy_trial.h"
+#include "fixtures/compare.h"
 #include "mpi_test.h"
 
 #include <math.h>
@@ -31,8 +33,6 @@
 #define GAS 4 /* micro-batches per global batch */
 #define BATCHES 12
 
-static float g_x[N * DIM];
-static int64_t g_y[N];
 static dt_comm *g_world;
 static char g_init[256]; /* the initial weights every run starts from */
 
@@ -91,16 +91,8 @@ static void *pt_init(dt_trial_ctx *c) {
 }
 
 static dt_loader *pt_loader(pt *t, int64_t n, bool train) {
-    dt_array_field f[2] = {
-        {.field = {.name = "x", .dtype = DT_DTYPE_F32, .ndim = 1, .shape = {DIM}}, .data = g_x},
-        {.field = {.name = "y", .dtype = DT_DTYPE_I64, .ndim = 0}, .data = g_y},
-    };
-    dt_loader_opts o = {.batch_size = dt_trial_train_micro_batch_size(t->c),
-                        .shuffle = train,
-                        .drop_last = train,
-                        .seed = dt_trial_seed(t->c),
-                        .take_dataset = true};
-    return dt_loader_new(dt_trial_runtime(t->c), dt_dataset_from_arrays(2, f, n, false), &o);
+    return toy_loader(dt_trial_runtime(t->c), dt_trial_seed(t->c), n, train,
+                      dt_trial_train_micro_batch_size(t->c));
 }
 
 static dt_loader *pt_train_loader(void *s) {
@@ -180,15 +172,7 @@ static json_t *config(void) {
 }
 
 static dt_fit_opts fit_opts(const char *dir, int64_t batches) {
-    dt_fit_opts o;
-    memset(&o, 0, sizeof o);
-    o.max_length = (dt_length){DT_UNIT_BATCHES, batches};
-    o.validation_period = (dt_length){DT_UNIT_BATCHES, 5};
-    o.checkpoint_policy = DT_CKPT_NONE;
-    o.quiet = true;
-    o.save_trial_latest = 1;
-    o.checkpoint_dir = dir;
-    return o;
+    return toy_fit_opts(dir, batches, 5);
 }
 
 static void reset_seen(void) {
@@ -208,16 +192,7 @@ typedef struct ref_run {
 } ref_run;
 
 static dt_loader *ref_loader(dt_ctx *c, int64_t n, int64_t batch, bool train, uint64_t seed) {
-    dt_array_field f[2] = {
-        {.field = {.name = "x", .dtype = DT_DTYPE_F32, .ndim = 1, .shape = {DIM}}, .data = g_x},
-        {.field = {.name = "y", .dtype = DT_DTYPE_I64, .ndim = 0}, .data = g_y},
-    };
-    dt_loader_opts o = {.batch_size = batch,
-                        .shuffle = train,
-                        .drop_last = train,
-                        .seed = seed,
-                        .take_dataset = true};
-    return dt_loader_new(c, dt_dataset_from_arrays(2, f, n, false), &o);
+    return toy_loader(c, seed, n, train, batch);
 }
 
 static void reference(int D, uint64_t seed, ref_run *out) {
@@ -275,21 +250,6 @@ static void reference(int D, uint64_t seed, ref_run *out) {
     dt_loader_free(l);
     dt_engine_free(e);
     dt_comm_finalize(self);
-}
-
-static int64_t shared_tag(void) {
-    int64_t tag = (int64_t)getpid();
-    dt_comm_broadcast(g_world, &tag, sizeof tag, 0);
-    return tag;
-}
-
-static double rel_diff(const float *a, const float *b, int64_t n) {
-    double d = 0, s = 0;
-    for (int64_t i = 0; i < n; i++) {
-        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        s += (double)b[i] * b[i];
-    }
-    return sqrt(d / (s > 0 ? s : 1));
 }
 
 /* Train BATCHES global batches with `stages` stages through the fit loop; compare with the
@@ -352,7 +312,7 @@ static void check_trial(int stages, const char *dir) {
                 missing++;
                 continue;
             }
-            worst = fmax(worst, rel_diff(a->data, b->data, dt_numel(b)));
+            worst = fmax(worst, fx_rel_l2(a->data, b->data, dt_numel(b)));
         }
         CHECK_MSG(f && missing == 0 && worst <= 1e-5,
                   "%d stages: weights differ from one process by %.3g (%d missing)", stages, worst,
@@ -375,31 +335,11 @@ static void check_trial(int stages, const char *dir) {
     dt_ctx_free(ref.ctx);
 }
 
-static bool same_file(const char *a, const char *b) {
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    bool same = fa && fb;
-    while (same) {
-        int x = fgetc(fa), y = fgetc(fb);
-        if (x != y) same = false;
-        if (x == EOF || y == EOF) break;
-    }
-    if (fa) fclose(fa);
-    if (fb) fclose(fb);
-    if (!same) fprintf(stderr, "  differ: %s vs %s\n", a, b);
-    return same;
-}
-
-static void rm_rf(const char *dir) {
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK(system(cmd) == 0);
-}
-
 /* 2 stages (x 2 data-parallel at W = 4): parity, then a stop at 6 and a resume to 12 gives
  * the files of the uninterrupted run. */
 static void test_two_stages_and_resume(void) {
     int W = dt_comm_size(g_world), D = W / 2;
-    int64_t tag = shared_tag();
+    int64_t tag = mt_shared_tag(g_world);
     char full[256], half[256];
     snprintf(full, sizeof full, "/tmp/dtrain-pipetrial-full-%lld", (long long)tag);
     snprintf(half, sizeof half, "/tmp/dtrain-pipetrial-half-%lld", (long long)tag);
@@ -435,10 +375,10 @@ static void test_two_stages_and_resume(void) {
             char a[600], b[600];
             snprintf(a, sizeof a, "%s/batch_%d/%.127s", full, BATCHES, rel[i]);
             snprintf(b, sizeof b, "%s/batch_%d/%.127s", half, BATCHES, rel[i]);
-            CHECK_MSG(same_file(a, b), "W=%d: %s differs after stop + resume", W, rel[i]);
+            CHECK_MSG(fx_same_file(a, b), "W=%d: %s differs after stop + resume", W, rel[i]);
         }
-        rm_rf(full);
-        rm_rf(half);
+        CHECK(fx_rmtree(full));
+        CHECK(fx_rmtree(half));
     }
     dt_comm_barrier(g_world);
 }
@@ -447,18 +387,18 @@ static void test_two_stages_and_resume(void) {
 static void test_all_stages(void) {
     int W = dt_comm_size(g_world);
     if (W < 3) return;
-    int64_t tag = shared_tag();
+    int64_t tag = mt_shared_tag(g_world);
     char dir[256];
     snprintf(dir, sizeof dir, "/tmp/dtrain-pipetrial-all-%lld", (long long)tag);
     check_trial(W, dir);
-    if (mt_rank == 0) rm_rf(dir);
+    if (mt_rank == 0) CHECK(fx_rmtree(dir));
     dt_comm_barrier(g_world);
 }
 
 /* A validation loader shorter than one pipeline evaluation: refused on every slot. */
 static void test_short_validation(void) {
     int W = dt_comm_size(g_world), D = W / 2;
-    int64_t tag = shared_tag();
+    int64_t tag = mt_shared_tag(g_world);
     char dir[256];
     snprintf(dir, sizeof dir, "/tmp/dtrain-pipetrial-short-%lld", (long long)tag);
     g_stages = 2;
@@ -474,47 +414,27 @@ static void test_short_validation(void) {
     CHECK(g_calls == 0);
     g_n_val = N_VAL;
     dt_comm_barrier(g_world);
-    if (mt_rank == 0) rm_rf(dir);
+    if (mt_rank == 0) CHECK(fx_rmtree(dir));
     dt_comm_barrier(g_world);
 }
 
 int main(void) {
-    if (dt_comm_init(&g_world) != DT_OK) {
-        fprintf(stderr, "dt_comm_init: %s\n", dt_last_error());
-        return 1;
-    }
-    mt_rank = dt_comm_rank(g_world);
+    if (!mt_begin(&g_world)) return 1;
     dt_log_set_level(DT_LOG_ERROR);
-    for (int i = 0; i < N; i++) {
-        for (int k = 0; k < DIM; k++)
-            g_x[i * DIM + k] = sinf(0.31f * (float)(i + 1) * (float)(k + 1));
-        g_y[i] = (i * 5 + (g_x[i * DIM + 1] > 0)) % CLASSES;
-    }
+    toy_cfg = toy_defaults(); /* the toy dataset: DIM features, CLASSES classes */
+    toy_cfg.dim = DIM;
+    toy_cfg.classes = CLASSES;
+    toy_cfg.shuffle = toy_cfg.drop_last = true;
+    toy_data(6, N);
     /* the initial weights: rank 0 writes them where every rank reads them */
-    int64_t tag = shared_tag();
+    int64_t tag = mt_shared_tag(g_world);
     snprintf(g_init, sizeof g_init, "/tmp/dtrain-pipetrial-init-%lld.safetensors", (long long)tag);
-    if (mt_rank == 0) {
-        dt_ctx *c = dt_ctx_new(NULL, 1);
-        dt_module *net = pipe_mlp_sequential();
-        dt_module_build(net, c, 3);
-        int n = dt_module_param_count(net);
-        const char *names[16];
-        dt_tensor *ts[16];
-        for (int i = 0; i < n; i++) {
-            names[i] = dt_module_param_name(net, i);
-            ts[i] = dt_module_param_tensor(net, i);
-        }
-        CHECK(dt_safetensors_write(g_init, n, names, ts, 0, NULL) == DT_OK);
-        dt_module_free(net);
-        dt_ctx_free(c);
-    }
+    if (mt_rank == 0) CHECK(pipe_mlp_save_init(g_init, 3));
     dt_comm_barrier(g_world);
     MT_RUN(test_two_stages_and_resume);
     MT_RUN(test_all_stages);
     MT_RUN(test_short_validation);
     dt_comm_barrier(g_world);
     if (mt_rank == 0) unlink(g_init);
-    int rc = mt_end(g_world);
-    dt_comm_finalize(g_world);
-    return rc;
+    return mt_finish(g_world, NULL);
 }

@@ -9,6 +9,8 @@
 #define _GNU_SOURCE
 #include "dtrain/engine.h"
 #include "mpi_models.h"
+#include "fixtures/compare.h"
+#include "fixtures/toy_trial.h"
 #include "mpi_test.h"
 
 #include <math.h>
@@ -25,24 +27,10 @@
 static dt_comm *g_world;
 static char g_tmp[256];
 
-static json_t *cfgf(const char *fmt, ...) {
-    char buf[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    json_t *j = dt_ds_config_load(buf);
-    if (!j) fprintf(stderr, "config: %s\n", dt_last_error());
-    return j;
-}
-
 /* ---- models and data ------------------------------------------------------------------- */
 
 static dt_module *mlp(void) {
-    dt_ctx *c = dt_ctx_new(NULL, 1);
-    dt_module *m = dt_model_mlp(DIM, 40, 3, CLASSES);
-    dt_module_build(m, c, 11);
-    return m;
+    return toy_model_built(dt_model_mlp(DIM, 40, 3, CLASSES), 11);
 }
 
 #define GPT MT_GPT
@@ -116,27 +104,18 @@ static float *weights(dt_module *m, int64_t *n) {
     return out;
 }
 
-static double rel_diff(const float *a, const float *b, int64_t n) {
-    double d = 0, s = 0;
-    for (int64_t i = 0; i < n; i++) {
-        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        s += (double)b[i] * b[i];
-    }
-    return sqrt(d / (s > 0 ? s : 1));
-}
-
 /* Run `steps` global steps of a config on a fresh model; return the final weights. */
 static float *run(const char *zero, int gas, bool is_gpt, dt_comm *comm, int steps, int64_t *n,
                   const char *extra) {
     int W = dt_comm_size(comm);
-    json_t *j =
-        cfgf("{\"train_batch_size\": %d, \"gradient_accumulation_steps\": %d,"
-             " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01,"
-             " \"weight_decay\": 0.01}}, \"gradient_clipping\": 1.0,"
-             " \"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_num_steps\": 5,"
-             " \"warmup_max_lr\": 0.01}},"
-             " \"zero_optimization\": %s, \"steps_per_print\": 1000000 %s}",
-             GLOBAL, gas, zero, extra ? extra : "");
+    json_t *j = toy_ds_config(
+        "{\"train_batch_size\": %d, \"gradient_accumulation_steps\": %d,"
+        " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01,"
+        " \"weight_decay\": 0.01}}, \"gradient_clipping\": 1.0,"
+        " \"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_num_steps\": 5,"
+        " \"warmup_max_lr\": 0.01}},"
+        " \"zero_optimization\": %s, \"steps_per_print\": 1000000 %s}",
+        GLOBAL, gas, zero, extra ? extra : "");
     (void)W;
     dt_module *m = is_gpt ? gpt() : mlp();
     dt_engine_opts o = {.comm = comm};
@@ -150,7 +129,7 @@ static float *run(const char *zero, int gas, bool is_gpt, dt_comm *comm, int ste
         dt_engine_free(e);
         w = weights(m, n);
     }
-    mt_free_model(m);
+    toy_model_free(m);
     return w;
 }
 
@@ -163,7 +142,7 @@ static void test_dp_matches_single(void) {
     float *single = run("{\"stage\": 0}", 1, false, self, 20, &n1, NULL);
     float *dp = run("{\"stage\": 0}", 1, false, g_world, 20, &nw, NULL);
     if (single && dp) {
-        double d = rel_diff(dp, single, n1);
+        double d = fx_rel_l2(dp, single, n1);
         CHECK_MSG(n1 == nw && d <= 1e-5, "dp vs single: rel %.3g", d);
     }
     free(single);
@@ -176,7 +155,7 @@ static void check_stage_extra(const char *zero, int gas, bool is_gpt, const floa
     int64_t k = 0;
     float *w = run(zero, gas, is_gpt, g_world, 6, &k, extra);
     if (w) {
-        double d = rel_diff(w, ref, n);
+        double d = fx_rel_l2(w, ref, n);
         CHECK_MSG(k == n && d <= 1e-6, "%s %s%s vs stage 0: rel %.3g", is_gpt ? "gpt" : "mlp", zero,
                   extra ? extra : "", d);
     }
@@ -240,9 +219,9 @@ static void test_memory_accounting(void) {
                  "\"stage3_param_persistence_threshold\": 0, "
                  "\"stage3_prefetch_bucket_size\": 1000}",
                  stage);
-        json_t *j = cfgf("{\"train_batch_size\": %d, \"optimizer\": {\"type\": \"Adam\"},"
-                         " \"zero_optimization\": %s, \"steps_per_print\": 1000000}",
-                         GLOBAL, z);
+        json_t *j = toy_ds_config("{\"train_batch_size\": %d, \"optimizer\": {\"type\": \"Adam\"},"
+                                  " \"zero_optimization\": %s, \"steps_per_print\": 1000000}",
+                                  GLOBAL, z);
         dt_module *m = gpt();
         int64_t psi = 0;
         for (int i = 0; i < dt_module_param_count(m); i++)
@@ -252,7 +231,7 @@ static void test_memory_accounting(void) {
         json_decref(j);
         CHECK_MSG(e != NULL, "stage %d: %s", stage, dt_last_error());
         if (!e) {
-            mt_free_model(m);
+            toy_model_free(m);
             continue;
         }
         dt_device_reset_peak(dt_ctx_device(dt_module_ctx(m)));
@@ -287,7 +266,7 @@ static void test_memory_accounting(void) {
             CHECK_MSG(ppeak <= 1.05 * want_p + 2 * big + 2 * 4 * 1000,
                       "stage 3 params peak %.0f (block %.0f)", ppeak, want_p);
         dt_engine_free(e);
-        mt_free_model(m);
+        toy_model_free(m);
     }
 }
 
@@ -308,7 +287,7 @@ static void resume_across(int from, int to, const char *zf, const char *zt, bool
     int64_t n = 0;
     float *ref = NULL, *got = NULL;
     if (cf) {
-        json_t *j = cfgf(tmpl, GLOBAL, gas, zf);
+        json_t *j = toy_ds_config(tmpl, GLOBAL, gas, zf);
         dt_module *m = is_gpt ? gpt() : mlp();
         dt_engine_opts o = {.comm = cf};
         dt_engine *e = dt_engine_init_opts(m, j, &o);
@@ -320,12 +299,12 @@ static void resume_across(int from, int to, const char *zf, const char *zt, bool
         CHECK(e && train(e, is_gpt, 4, 7));
         if (e) dt_engine_free(e);
         ref = weights(m, &n);
-        mt_free_model(m);
+        toy_model_free(m);
         json_decref(j);
     }
     dt_comm_barrier(g_world);
     if (ct) {
-        json_t *j = cfgf(tmpl, GLOBAL, gas, zt);
+        json_t *j = toy_ds_config(tmpl, GLOBAL, gas, zt);
         dt_module *m = is_gpt ? gpt() : mlp();
         dt_engine_opts o = {.comm = ct};
         dt_engine *e = dt_engine_init_opts(m, j, &o);
@@ -338,12 +317,12 @@ static void resume_across(int from, int to, const char *zf, const char *zt, bool
         CHECK(e && train(e, is_gpt, 4, 7));
         if (e) dt_engine_free(e);
         got = weights(m, &n);
-        mt_free_model(m);
+        toy_model_free(m);
         json_decref(j);
     }
     /* rank 0 is in both groups: compare there */
     if (R == 0 && ref && got) {
-        double d = rel_diff(got, ref, n);
+        double d = fx_rel_l2(got, ref, n);
         CHECK_MSG(d <= 1e-6, "resume %d (%s) -> %d (%s): rel %.3g", from, zf, to, zt, d);
     }
     free(ref);
@@ -367,29 +346,11 @@ static void test_resume_resliced(void) {
 }
 
 int main(void) {
-    if (dt_comm_init(&g_world) != DT_OK) {
-        fprintf(stderr, "dt_comm_init: %s\n", dt_last_error());
-        return 1;
-    }
-    mt_rank = dt_comm_rank(g_world);
-    dt_log_set_level(DT_LOG_WARN);
-    /* one scratch directory for the job, named by rank 0 */
-    if (mt_rank == 0) {
-        snprintf(g_tmp, sizeof g_tmp, "/tmp/dt_engine_mpi_XXXXXX");
-        if (!mkdtemp(g_tmp)) g_tmp[0] = 0;
-    }
-    dt_comm_broadcast(g_world, g_tmp, sizeof g_tmp, 0);
+    if (!mt_begin(&g_world)) return 1;
+    mt_tmpdir(g_world, g_tmp, sizeof g_tmp, "engine-mpi"); /* one scratch directory for the job */
     MT_RUN(test_dp_matches_single);
     MT_RUN(test_zero_stages_match);
     MT_RUN(test_memory_accounting);
     MT_RUN(test_resume_resliced);
-    dt_comm_barrier(g_world);
-    if (mt_rank == 0 && g_tmp[0]) {
-        char cmd[400];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
-    }
-    int rc = mt_end(g_world);
-    dt_comm_finalize(g_world);
-    return rc;
+    return mt_finish(g_world, g_tmp);
 }

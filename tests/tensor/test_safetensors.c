@@ -3,6 +3,7 @@
  * messages, atomic writes that leave no temporary file and never damage an existing file, and
  * the files written by tools/make_goldens.py (Python's side of the format). */
 #include "dtrain/tensor.h"
+#include "fixtures/files.h"
 #include "test.h"
 
 #include <dirent.h>
@@ -16,36 +17,9 @@
 static char g_dir[64];
 
 static const char *tmp_path(const char *name) {
-    static char buf[8][512];
-    static int k;
-    char *p = buf[k++ % 8];
-    snprintf(p, 512, "%.64s/%.400s", g_dir, name);
-    return p;
+    return fx_path(g_dir, name);
 }
 
-static bool file_exists(const char *p) {
-    struct stat sb;
-    return stat(p, &sb) == 0;
-}
-
-/* Number of directory entries whose name contains ".tmp." */
-static int count_tmp_files(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (strstr(e->d_name, ".tmp.")) n++;
-    closedir(d);
-    return n;
-}
-
-static long file_size(const char *p) {
-    struct stat sb;
-    return stat(p, &sb) == 0 ? (long)sb.st_size : -1;
-}
-
-/* Write a raw file: 8-byte length `hlen_field`, `json`, then `data_len` bytes 0..255. */
 static void write_raw(const char *path, uint64_t hlen_field, const char *json, size_t data_len) {
     FILE *fp = fopen(path, "wb");
     unsigned char b[8];
@@ -83,7 +57,7 @@ static void test_roundtrip(void) {
     const char *meta[] = {"format", "pt", "note", "π ≈ 3.14 \"quoted\""};
     const char *path = tmp_path("rt.safetensors");
     CHECK(dt_safetensors_write(path, 8, names, ts, 2, meta) == DT_OK);
-    CHECK(count_tmp_files(g_dir) == 0);
+    CHECK(fx_count_named(g_dir, ".tmp.") == 0);
 
     dt_safetensors *r = dt_safetensors_open(path);
     CHECK_MSG(r != NULL, "%s", dt_last_error());
@@ -315,13 +289,13 @@ static void test_write_failures(void) {
     const char *bad = tmp_path("no/such/dir/x.safetensors");
     CHECK(dt_safetensors_write(bad, 1, nm, &a, 0, NULL) == DT_ERR_IO);
     CHECK(msg_has("cannot create") && msg_has("no/such/dir/x.safetensors.tmp."));
-    CHECK(!file_exists(tmp_path("no")));
-    CHECK(count_tmp_files(g_dir) == 0);
+    CHECK(!fx_exists(tmp_path("no")));
+    CHECK(fx_count_named(g_dir, ".tmp.") == 0);
 
     /* an existing file that every failure below must leave untouched */
     const char *path = tmp_path("keep.safetensors");
     CHECK(dt_safetensors_write(path, 1, nm, &a, 0, NULL) == DT_OK);
-    long size0 = file_size(path);
+    long size0 = fx_size(path);
 
     /* invalid arguments are caught before anything is written */
     CHECK(dt_safetensors_write(path, 2, (const char *[]){"x", "x"}, (dt_tensor *[]){a, a}, 0,
@@ -343,14 +317,14 @@ static void test_write_failures(void) {
     setrlimit(RLIMIT_FSIZE, &old);
     signal(SIGXFSZ, prev);
     CHECK(st == DT_ERR_IO && msg_has("write failed"));
-    CHECK(count_tmp_files(g_dir) == 0);
-    CHECK(file_size(path) == size0);
+    CHECK(fx_count_named(g_dir, ".tmp.") == 0);
+    CHECK(fx_size(path) == size0);
 
     /* a rename that fails (the target is a directory): the temporary file is removed */
     const char *dirpath = tmp_path("adir");
     mkdir(dirpath, 0755);
     CHECK(dt_safetensors_write(dirpath, 1, nm, &a, 0, NULL) == DT_ERR_IO && msg_has("rename"));
-    CHECK(count_tmp_files(g_dir) == 0);
+    CHECK(fx_count_named(g_dir, ".tmp.") == 0);
     rmdir(dirpath);
 
     /* the kept file still reads back as written */
@@ -361,7 +335,7 @@ static void test_write_failures(void) {
 
     /* overwriting an existing file works and replaces it */
     CHECK(dt_safetensors_write(path, 1, (const char *[]){"big"}, &big, 0, NULL) == DT_OK);
-    CHECK(file_size(path) > size0);
+    CHECK(fx_size(path) > size0);
     dt_ctx_free(ctx);
 }
 
@@ -424,29 +398,13 @@ static void test_python_files(void) {
     dt_ctx_free(ctx);
 }
 
-static void remove_tree(void) {
-    DIR *d = opendir(g_dir);
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        unlink(tmp_path(e->d_name));
-    }
-    closedir(d);
-    rmdir(g_dir);
-}
-
 int main(void) {
-    snprintf(g_dir, sizeof g_dir, "/tmp/dt_st_XXXXXX");
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!fx_tmpdir(g_dir, sizeof g_dir, "st")) return 1;
     TEST_RUN(test_roundtrip);
     TEST_RUN(test_read_into);
     TEST_RUN(test_corrupted);
     TEST_RUN(test_write_failures);
     TEST_RUN(test_python_files);
-    remove_tree();
+    fx_rmtree(g_dir);
     TEST_END();
 }

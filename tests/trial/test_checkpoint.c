@@ -6,6 +6,7 @@
  * no temporary directory and an existing checkpoint untouched, an unwritable parent, removal and
  * listing. */
 #include "dtrain/trialio.h"
+#include "fixtures/files.h"
 #include "test.h"
 
 #include <dirent.h>
@@ -21,62 +22,11 @@
 static char g_dir[64];
 
 static const char *P(const char *rel) {
-    static char buf[8][512];
-    static int k;
-    char *p = buf[k++ % 8];
-    snprintf(p, 512, "%.64s/%.400s", g_dir, rel);
-    return p;
-}
-
-static bool exists(const char *p) {
-    struct stat sb;
-    return lstat(p, &sb) == 0;
-}
-
-static long file_size(const char *p) {
-    struct stat sb;
-    return stat(p, &sb) == 0 ? (long)sb.st_size : -1;
+    return fx_path(g_dir, rel);
 }
 
 static bool msg_has(const char *needle) {
     return strstr(dt_last_error(), needle) != NULL;
-}
-
-/* Entries of dir whose name contains ".tmp." */
-static int count_tmp(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (strstr(e->d_name, ".tmp.")) n++;
-    closedir(d);
-    return n;
-}
-
-static void rm_rf(const char *path) {
-    struct stat sb;
-    if (lstat(path, &sb) != 0) return;
-    if (S_ISDIR(sb.st_mode)) {
-        DIR *d = opendir(path);
-        struct dirent *e;
-        char p[1024];
-        while (d && (e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-            rm_rf(p);
-        }
-        if (d) closedir(d);
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
-
-static void write_text(const char *path, const char *s) {
-    FILE *fp = fopen(path, "w");
-    fputs(s, fp);
-    fclose(fp);
 }
 
 static char *read_text(const char *path) {
@@ -131,8 +81,8 @@ static void test_roundtrip(void) {
         return;
     }
     /* while it is written: a temporary directory only, nothing that looks like a checkpoint */
-    CHECK(strstr(dt_ckpt_dir(w), "step_10.tmp.") != NULL && exists(dt_ckpt_dir(w)));
-    CHECK(!exists(P("ckpts/exp1/step_10")));
+    CHECK(strstr(dt_ckpt_dir(w), "step_10.tmp.") != NULL && fx_exists(dt_ckpt_dir(w)));
+    CHECK(!fx_exists(P("ckpts/exp1/step_10")));
     CHECK(dt_ckpt_add_tensors(w, "model.safetensors", 2, (const char *[]){"w", "idx"},
                               (dt_tensor *[]){a, b}, 1, (const char *[]){"format", "pt"}) == DT_OK);
     json_t *state = json_pack("{s:i,s:{s:I,s:I}}", "batches", 10, "rng", "seed", (json_int_t)1,
@@ -145,7 +95,7 @@ static void test_roundtrip(void) {
     snprintf(hook, sizeof hook, "%s/user", dt_ckpt_dir(w));
     CHECK(mkdir(hook, 0755) == 0);
     snprintf(hook, sizeof hook, "%s/user/notes.txt", dt_ckpt_dir(w));
-    write_text(hook, "my own state\n");
+    fx_write(hook, "my own state\n");
     char **names = NULL;
     int n = -1;
     CHECK(dt_ckpt_list(parent, &names, &n) == DT_OK && n == 0 && names && !names[0]);
@@ -154,8 +104,8 @@ static void test_roundtrip(void) {
         json_pack("{s:i,s:i,s:s}", "steps_completed", 10, "world_size", 1, "uuid", "abc");
     CHECK_MSG(dt_ckpt_commit(w, extra) == DT_OK, "%s", dt_last_error());
     json_decref(extra);
-    CHECK(count_tmp(parent) == 0);
-    CHECK(exists(P("ckpts/exp1/step_10/metadata.json")));
+    CHECK(fx_count_named(parent, ".tmp.") == 0);
+    CHECK(fx_exists(P("ckpts/exp1/step_10/metadata.json")));
 
     dt_ckpt *ck = dt_ckpt_open(P("ckpts/exp1/step_10"));
     CHECK_MSG(ck != NULL, "%s", dt_last_error());
@@ -166,7 +116,7 @@ static void test_roundtrip(void) {
         for (int i = 0; i < 5; i++) {
             CHECK_MSG(dt_ckpt_file_name(ck, i) && !strcmp(dt_ckpt_file_name(ck, i), want[i]),
                       "file %d is %s", i, dt_ckpt_file_name(ck, i));
-            CHECK(dt_ckpt_file_size(ck, i) == file_size(dt_ckpt_path(ck, want[i])));
+            CHECK(dt_ckpt_file_size(ck, i) == fx_size(dt_ckpt_path(ck, want[i])));
         }
         CHECK(dt_ckpt_file_name(ck, 5) == NULL && dt_ckpt_file_size(ck, -1) == -1);
         CHECK(!strcmp(dt_ckpt_path(ck, NULL), P("ckpts/exp1/step_10")));
@@ -214,43 +164,43 @@ static void test_overwrite(void) {
     /* refused without the flag, at begin */
     CHECK(dt_ckpt_begin(parent, "c") == NULL && dt_last_status() == DT_ERR_STATE &&
           msg_has("DT_CKPT_OVERWRITE") && msg_has(P("ow/c")));
-    CHECK(count_tmp(parent) == 0);
+    CHECK(fx_count_named(parent, ".tmp.") == 0);
     /* replaced with it; files of the old checkpoint do not survive */
-    write_text(P("ow/c/stray.txt"), "old"); /* not listed: ignored by the reader */
+    fx_write(P("ow/c/stray.txt"), "old"); /* not listed: ignored by the reader */
     CHECK(ckpt_tag(P("ow/c")) == 1);
     CHECK(make_ckpt(parent, "c", 2, DT_CKPT_OVERWRITE) == DT_OK);
     CHECK(ckpt_tag(P("ow/c")) == 2);
-    CHECK(!exists(P("ow/c/stray.txt")));
-    CHECK(count_tmp(parent) == 0);
+    CHECK(!fx_exists(P("ow/c/stray.txt")));
+    CHECK(fx_count_named(parent, ".tmp.") == 0);
     /* a checkpoint appears while one is written: commit refuses, the other stays */
     dt_ckpt_writer *w = dt_ckpt_begin(parent, "race");
     CHECK(w != NULL);
     CHECK(dt_ckpt_add_bytes(w, "x", "new", 3) == DT_OK);
     CHECK(mkdir(P("ow/race"), 0755) == 0);
-    write_text(P("ow/race/metadata.json"), "{\"format_version\": 1, \"files\": {}}");
+    fx_write(P("ow/race/metadata.json"), "{\"format_version\": 1, \"files\": {}}");
     CHECK(dt_ckpt_commit(w, NULL) == DT_ERR_STATE);
-    CHECK(count_tmp(parent) == 0);
-    CHECK(exists(P("ow/race/metadata.json")) && !exists(P("ow/race/x")));
+    CHECK(fx_count_named(parent, ".tmp.") == 0);
+    CHECK(fx_exists(P("ow/race/metadata.json")) && !fx_exists(P("ow/race/x")));
     /* overwrite never replaces something that is not a checkpoint */
     CHECK(mkdir(P("ow/plain"), 0755) == 0);
-    write_text(P("ow/plain/precious.txt"), "keep me");
+    fx_write(P("ow/plain/precious.txt"), "keep me");
     CHECK_MSG(make_ckpt(parent, "plain", 3, DT_CKPT_OVERWRITE) == DT_ERR_STATE &&
                   msg_has("not a checkpoint"),
               "%s", dt_last_error());
-    CHECK(exists(P("ow/plain/precious.txt")) && count_tmp(parent) == 0);
+    CHECK(fx_exists(P("ow/plain/precious.txt")) && fx_count_named(parent, ".tmp.") == 0);
     /* ... also when it appears while the checkpoint is written */
     dt_ckpt_writer *w2 = dt_ckpt_begin_ex(parent, "plain2", DT_CKPT_OVERWRITE);
     CHECK(w2 != NULL);
     CHECK(mkdir(P("ow/plain2"), 0755) == 0);
-    write_text(P("ow/plain2/precious.txt"), "keep me");
+    fx_write(P("ow/plain2/precious.txt"), "keep me");
     CHECK(dt_ckpt_commit(w2, NULL) == DT_ERR_STATE && msg_has("not a checkpoint"));
-    CHECK(exists(P("ow/plain2/precious.txt")) && count_tmp(parent) == 0);
+    CHECK(fx_exists(P("ow/plain2/precious.txt")) && fx_count_named(parent, ".tmp.") == 0);
 }
 
 /* A fresh checkpoint "corrupt/<name>" for one corruption case. */
 static const char *fresh(const char *name) {
     const char *path = P(name);
-    rm_rf(path);
+    fx_rmtree(path);
     char parent[512];
     snprintf(parent, sizeof parent, "%s", path);
     *strrchr(parent, '/') = 0;
@@ -314,12 +264,12 @@ static void test_corruption(void) {
 
     p = fresh("corrupt/badjson");
     snprintf(f, sizeof f, "%s/metadata.json", p);
-    write_text(f, "{\"format_version\": 1, \"files\": {\"model.bin\": ");
+    fx_write(f, "{\"format_version\": 1, \"files\": {\"model.bin\": ");
     expect_format_error(p, "metadata.json: invalid JSON (line", "corrupted");
 
     p = fresh("corrupt/array");
     snprintf(f, sizeof f, "%s/metadata.json", p);
-    write_text(f, "[1, 2]");
+    fx_write(f, "[1, 2]");
     expect_format_error(p, "not a JSON object", NULL);
 
     p = fresh("corrupt/future");
@@ -363,7 +313,7 @@ static void test_corruption(void) {
     /* not there at all: an I/O error, not a format error */
     CHECK(dt_ckpt_open(P("corrupt/none")) == NULL && dt_last_status() == DT_ERR_IO &&
           msg_has(P("corrupt/none")));
-    write_text(P("corrupt/afile"), "x");
+    fx_write(P("corrupt/afile"), "x");
     CHECK(dt_ckpt_open(P("corrupt/afile")) == NULL && dt_last_status() == DT_ERR_IO);
     CHECK(dt_ckpt_open(NULL) == NULL && dt_last_status() == DT_ERR_INVALID);
 }
@@ -375,7 +325,7 @@ static void test_symlinked_component(void) {
     const char *p = fresh("corrupt/symdir");
     CHECK(mkdir(P("corrupt/outside"), 0755) == 0 || errno == EEXIST);
     const char *text = "secret-host\n";
-    write_text(P("corrupt/outside/hostname"), text);
+    fx_write(P("corrupt/outside/hostname"), text);
     char link[600];
     snprintf(link, sizeof link, "%s/ext", p);
     CHECK(symlink(P("corrupt/outside"), link) == 0);
@@ -398,7 +348,7 @@ static void test_symlinked_component(void) {
     /* the same file as a real directory verifies */
     CHECK(unlink(link) == 0 && mkdir(link, 0755) == 0);
     snprintf(link, sizeof link, "%s/ext/hostname", p);
-    write_text(link, text);
+    fx_write(link, text);
     dt_ckpt *ck = dt_ckpt_open(p);
     CHECK_MSG(ck != NULL, "%s", dt_last_error());
     const char *fp = ck ? dt_ckpt_path(ck, "ext/hostname") : NULL;
@@ -411,7 +361,7 @@ static void test_write_failures(void) {
     char parent[512]; /* a copy: P() reuses its buffers */
     snprintf(parent, sizeof parent, "%s", P("fail"));
     CHECK(make_ckpt(parent, "c", 7, 0) == DT_OK);
-    long meta_size = file_size(P("fail/c/metadata.json"));
+    long meta_size = fx_size(P("fail/c/metadata.json"));
 
     /* a file size limit: the write fails with EFBIG */
     dt_ctx *ctx = dt_ctx_new(NULL, 1);
@@ -437,11 +387,11 @@ static void test_write_failures(void) {
         signal(SIGXFSZ, prev);
         CHECK(st == DT_ERR_IO);
         CHECK_MSG(msg_has("write failed") && msg_has("/c.tmp."), "%s", dt_last_error());
-        CHECK(count_tmp(parent) == 0); /* removed at once */
+        CHECK(fx_count_named(parent, ".tmp.") == 0); /* removed at once */
         CHECK(dt_ckpt_add_bytes(w, "later.bin", "x", 1) == DT_ERR_STATE);
         CHECK(dt_ckpt_commit(w, NULL) == DT_ERR_STATE); /* frees w */
-        CHECK(count_tmp(parent) == 0);
-        CHECK(ckpt_tag(P("fail/c")) == 7 && file_size(P("fail/c/metadata.json")) == meta_size);
+        CHECK(fx_count_named(parent, ".tmp.") == 0);
+        CHECK(ckpt_tag(P("fail/c")) == 7 && fx_size(P("fail/c/metadata.json")) == meta_size);
     }
     dt_ctx_free(ctx);
 
@@ -452,13 +402,13 @@ static void test_write_failures(void) {
         char p[600];
         snprintf(p, sizeof p, "%s/%s", dt_ckpt_dir(w), variant ? "metadata.json" : "link");
         if (variant)
-            write_text(p, "{}");
+            fx_write(p, "{}");
         else
             CHECK(symlink("/etc/passwd", p) == 0);
         CHECK(dt_ckpt_commit(w, NULL) == DT_ERR_INVALID);
         CHECK_MSG(msg_has(variant ? "metadata.json is written by" : "not a regular file"), "%s",
                   dt_last_error());
-        CHECK(count_tmp(parent) == 0 && ckpt_tag(P("fail/c")) == 7);
+        CHECK(fx_count_named(parent, ".tmp.") == 0 && ckpt_tag(P("fail/c")) == 7);
     }
 
     /* bad extra metadata */
@@ -466,7 +416,7 @@ static void test_write_failures(void) {
     json_t *bad = json_pack("{s:i}", "files", 1);
     CHECK(dt_ckpt_commit(w, bad) == DT_ERR_INVALID);
     json_decref(bad);
-    CHECK(count_tmp(parent) == 0 && ckpt_tag(P("fail/c")) == 7);
+    CHECK(fx_count_named(parent, ".tmp.") == 0 && ckpt_tag(P("fail/c")) == 7);
 
     /* bad names: refused, the writer stays usable */
     CHECK(dt_ckpt_begin(parent, "a/b") == NULL && dt_last_status() == DT_ERR_INVALID);
@@ -491,7 +441,7 @@ static void test_write_failures(void) {
     w = dt_ckpt_begin(parent, "aborted");
     CHECK(dt_ckpt_add_bytes(w, "x", "x", 1) == DT_OK);
     dt_ckpt_abort(w);
-    CHECK(count_tmp(parent) == 0 && !exists(P("fail/aborted")));
+    CHECK(fx_count_named(parent, ".tmp.") == 0 && !fx_exists(P("fail/aborted")));
     dt_ckpt_abort(NULL);
 
     /* a crash while writing: the temporary directory stays, but nothing looks like a
@@ -507,7 +457,7 @@ static void test_write_failures(void) {
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     char crashed[600];
     snprintf(crashed, sizeof crashed, "%s/c.tmp.%ld", parent, (long)pid);
-    CHECK(exists(crashed) && count_tmp(parent) == 1);
+    CHECK(fx_exists(crashed) && fx_count_named(parent, ".tmp.") == 1);
     CHECK(ckpt_tag(P("fail/c")) == 7);
     char **names = NULL;
     int n = 0;
@@ -515,12 +465,12 @@ static void test_write_failures(void) {
     CHECK(n == 2 && !strcmp(names[0], "c") && !strcmp(names[1], "names"));
     dt_ckpt_list_free(names);
     CHECK(dt_ckpt_open(crashed) == NULL && dt_last_status() == DT_ERR_FORMAT);
-    CHECK(dt_ckpt_remove(crashed) == DT_OK && !exists(crashed));
+    CHECK(dt_ckpt_remove(crashed) == DT_OK && !fx_exists(crashed));
 }
 
 static void test_unwritable_parent(void) {
     /* below a regular file */
-    write_text(P("regular"), "x");
+    fx_write(P("regular"), "x");
     CHECK(dt_ckpt_begin(P("regular/ckpts"), "c") == NULL);
     CHECK(dt_last_status() == DT_ERR_IO);
     CHECK_MSG(msg_has(P("regular")) && msg_has("hint"), "%s", dt_last_error());
@@ -546,7 +496,7 @@ static void test_unwritable_parent(void) {
     CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d",
               WEXITSTATUS(status));
     chmod(g_dir, 0700);
-    CHECK(count_tmp(P("ro")) == 0);
+    CHECK(fx_count_named(P("ro"), ".tmp.") == 0);
 }
 
 static void test_remove_and_list(void) {
@@ -560,10 +510,10 @@ static void test_remove_and_list(void) {
     const char *made[] = {"step_100", "step_2", "step_10", "best"};
     for (int i = 0; i < 4; i++) CHECK(make_ckpt(parent, made[i], i, 0) == DT_OK);
     CHECK(mkdir(P("list/junk"), 0755) == 0); /* no metadata.json */
-    write_text(P("list/junk/keep.txt"), "x");
-    write_text(P("list/file.txt"), "x");
+    fx_write(P("list/junk/keep.txt"), "x");
+    fx_write(P("list/file.txt"), "x");
     CHECK(mkdir(P("list/step_5.tmp.123"), 0755) == 0);
-    write_text(P("list/step_5.tmp.123/metadata.json"), "{}");
+    fx_write(P("list/step_5.tmp.123/metadata.json"), "{}");
     CHECK(symlink(P("list/step_2"), P("list/alias")) == 0);
     CHECK(dt_ckpt_list(parent, &names, &n) == DT_OK && n == 4);
     const char *want[] = {"best", "step_2", "step_10", "step_100"}; /* version order */
@@ -573,33 +523,30 @@ static void test_remove_and_list(void) {
     dt_ckpt_list_free(names);
 
     /* removal refuses what is not a checkpoint */
-    CHECK(dt_ckpt_remove(P("list/junk")) == DT_ERR_INVALID && exists(P("list/junk/keep.txt")));
-    CHECK(dt_ckpt_remove(P("list/file.txt")) == DT_ERR_INVALID && exists(P("list/file.txt")));
-    CHECK(dt_ckpt_remove(P("list/alias")) == DT_ERR_INVALID && exists(P("list/step_2")));
+    CHECK(dt_ckpt_remove(P("list/junk")) == DT_ERR_INVALID && fx_exists(P("list/junk/keep.txt")));
+    CHECK(dt_ckpt_remove(P("list/file.txt")) == DT_ERR_INVALID && fx_exists(P("list/file.txt")));
+    CHECK(dt_ckpt_remove(P("list/alias")) == DT_ERR_INVALID && fx_exists(P("list/step_2")));
     CHECK(dt_ckpt_remove(P("list/missing")) == DT_ERR_IO && msg_has(P("list/missing")));
     CHECK(dt_ckpt_remove(P("list/.")) == DT_ERR_INVALID);
     /* a checkpoint with a symlink inside: removed, the link's target is not */
     CHECK(symlink(P("list/junk/keep.txt"), P("list/step_10/link")) == 0);
     CHECK(dt_ckpt_remove(P("list/step_10/")) == DT_OK); /* trailing slash is fine */
-    CHECK(!exists(P("list/step_10")) && exists(P("list/junk/keep.txt")));
-    CHECK(count_tmp(parent) == 1); /* only the stray step_5.tmp.123 */
-    CHECK(dt_ckpt_remove(P("list/step_5.tmp.123")) == DT_OK && count_tmp(parent) == 0);
+    CHECK(!fx_exists(P("list/step_10")) && fx_exists(P("list/junk/keep.txt")));
+    CHECK(fx_count_named(parent, ".tmp.") == 1); /* only the stray step_5.tmp.123 */
+    CHECK(dt_ckpt_remove(P("list/step_5.tmp.123")) == DT_OK &&
+          fx_count_named(parent, ".tmp.") == 0);
     CHECK(dt_ckpt_list(parent, &names, &n) == DT_OK && n == 3);
     dt_ckpt_list_free(names);
     /* a corrupted checkpoint can still be removed */
-    write_text(P("list/best/model.bin"), "garbage");
+    fx_write(P("list/best/model.bin"), "garbage");
     CHECK(dt_ckpt_open(P("list/best")) == NULL);
-    CHECK(dt_ckpt_remove(P("list/best")) == DT_OK && !exists(P("list/best")));
+    CHECK(dt_ckpt_remove(P("list/best")) == DT_OK && !fx_exists(P("list/best")));
     /* an unreadable list */
     CHECK(dt_ckpt_list(P("list/file.txt"), &names, &n) == DT_ERR_IO && names == NULL);
 }
 
 int main(void) {
-    snprintf(g_dir, sizeof g_dir, "/tmp/dt_ckpt_XXXXXX");
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!fx_tmpdir(g_dir, sizeof g_dir, "ckpt")) return 1;
     TEST_RUN(test_roundtrip);
     TEST_RUN(test_overwrite);
     TEST_RUN(test_corruption);
@@ -608,6 +555,6 @@ int main(void) {
     TEST_RUN(test_unwritable_parent);
     TEST_RUN(test_remove_and_list);
     chmod(P("ro"), 0755);
-    rm_rf(g_dir);
+    fx_rmtree(g_dir);
     TEST_END();
 }

@@ -7,6 +7,8 @@
  *     preemption and restores the previous handler when freed. */
 #include "dtrain/core.h"
 #include "dtrain/trialio.h"
+#include "fixtures/files.h"
+#include "fixtures/toy_trial.h"
 #include "test.h"
 #include "trial/trial_iface.h"
 
@@ -17,74 +19,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define N 64
-#define DIM 6
-
-static float g_x[N * DIM];
-static int64_t g_y[N];
 static char g_root[256];
 
-typedef struct toy {
-    dt_trial_ctx *c;
-    dt_module *net;
-    dt_optimizer *opt;
-} toy;
-
-static void *toy_init(dt_trial_ctx *c) {
-    toy *t = calloc(1, sizeof *t);
-    t->c = c;
-    t->net = dt_wrap_model(c, dt_nn_linear(DIM, 3, true));
-    dt_optim_config oc = dt_optim_defaults(DT_OPTIM_SGD);
-    oc.lr = 0.05f;
-    t->opt = dt_wrap_optimizer(c, dt_optim_new_for_module(&oc, t->net), t->net);
-    return t->opt ? t : NULL;
-}
-
-static dt_loader *loader(void *s, bool train) {
-    toy *t = s;
-    dt_array_field f[2] = {
-        {.field = {.name = "x", .dtype = DT_DTYPE_F32, .ndim = 1, .shape = {DIM}}, .data = g_x},
-        {.field = {.name = "y", .dtype = DT_DTYPE_I64, .ndim = 0}, .data = g_y},
-    };
-    dt_dataset *ds = dt_dataset_from_arrays(2, f, train ? N : 16, false);
-    dt_loader_opts o = {.batch_size = 8, .seed = dt_trial_seed(t->c), .take_dataset = true};
-    return dt_loader_new(dt_trial_runtime(t->c), ds, &o);
-}
-static dt_loader *train_loader(void *s) {
-    return loader(s, true);
-}
-static dt_loader *val_loader(void *s) {
-    return loader(s, false);
-}
-
-static dt_metrics loss_of(toy *t, dt_batch *b, const char *name, bool step) {
-    dt_tensor *loss = dt_cross_entropy(dt_module_forward(t->net, dt_batch_get(b, "x")),
-                                       dt_batch_get(b, "y"), -100);
-    if (step && (dt_trial_backward(t->c, loss) || dt_step_optimizer(t->c, t->opt, NULL)))
-        return dt_metrics_error();
-    return dt_metrics_scalar(name, dt_item(loss));
-}
-static dt_metrics toy_train(void *s, dt_batch *b, int64_t e, int64_t i) {
-    (void)e, (void)i;
-    return loss_of(s, b, "loss", true);
-}
-static dt_metrics toy_eval(void *s, dt_batch *b, int64_t i) {
-    (void)i;
-    return loss_of(s, b, "validation_loss", false);
-}
-static void toy_free(void *s) {
-    free(s);
-}
-
-static const dt_trial_def Toy = {
-    .name = "Toy",
-    .init = toy_init,
-    .build_training_data_loader = train_loader,
-    .build_validation_data_loader = val_loader,
-    .train_batch = toy_train,
-    .evaluate_batch = toy_eval,
-    .free = toy_free,
-};
+/* the toy trial: one Linear layer 6 -> 3, SGD, 64 training and 16 validation records in
+ * batches of 8 */
+static const dt_trial_def *const Toy = &ToyPlain;
 
 /* ---- a recording core ---- */
 
@@ -203,7 +142,7 @@ static void test_fit_reports_through_core(void) {
     snprintf(dir, sizeof dir, "%s/rec", g_root);
     dt_fit_opts o = opts(dir, &core);
     json_t *cfg = config();
-    CHECK_MSG(dt_trainer_fit(&Toy, cfg, 3, &o) == DT_OK, "%s", dt_last_error());
+    CHECK_MSG(dt_trainer_fit(Toy, cfg, 3, &o) == DT_OK, "%s", dt_last_error());
     CHECK(r.n_start == 1 && r.start_at == 0);
     /* training reports every 2 batches and at each operation's end */
     CHECK_MSG(r.n_train == 6 && r.train_at[0] == 2 && r.train_at[2] == 6 && r.train_at[5] == 12,
@@ -234,14 +173,14 @@ static void test_fit_reports_through_core(void) {
     core.impl = &r2;
     snprintf(dir, sizeof dir, "%s/rec_stop", g_root);
     o = opts(dir, &core);
-    CHECK_MSG(dt_trainer_fit(&Toy, cfg, 3, &o) == DT_OK, "%s", dt_last_error());
+    CHECK_MSG(dt_trainer_fit(Toy, cfg, 3, &o) == DT_OK, "%s", dt_last_error());
     CHECK(r2.n_stopped == 1 && r2.stopped_at == 5 && r2.n_complete == 0);
     CHECK(r2.n_ckpt >= 1 && r2.ckpt_at[r2.n_ckpt - 1] == 5 && !r2.ckpt_best[r2.n_ckpt - 1]);
 
     /* no operation at all: the fit loop says what is missing */
     rec r3 = {.op_len = {0, 0}};
     core.impl = &r3;
-    CHECK(dt_trainer_fit(&Toy, cfg, 3, &o) == DT_ERR_CONFIG);
+    CHECK(dt_trainer_fit(Toy, cfg, 3, &o) == DT_ERR_CONFIG);
     CHECK(strstr(dt_last_error(), "max_length is required") != NULL);
     json_decref(cfg);
 }
@@ -356,14 +295,14 @@ static void test_local_core(void) {
 }
 
 int main(void) {
-    for (int i = 0; i < N * DIM; i++) g_x[i] = (float)((i * 37) % 17) / 17.0f - 0.5f;
-    for (int i = 0; i < N; i++) g_y[i] = i % 3;
-    snprintf(g_root, sizeof g_root, "/tmp/dtrain_test_core_%d", (int)getpid());
-    mkdir(g_root, 0755);
+    toy_cfg = toy_defaults();
+    toy_cfg.dim = 6;
+    toy_cfg.hidden = 0;
+    toy_cfg.batch = 8;
+    toy_data(1, toy_cfg.n_train);
+    if (!fx_tmpdir(g_root, sizeof g_root, "test-core")) return 1;
     TEST_RUN(test_fit_reports_through_core);
     TEST_RUN(test_local_core);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_root);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_root);
+    if (!fx_rmtree(g_root)) fprintf(stderr, "could not remove %s\n", g_root);
     TEST_END();
 }

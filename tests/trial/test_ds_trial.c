@@ -14,6 +14,8 @@
 #include "dtrain/trial.h"
 #include "dtrain/trialio.h"
 #include "trial/trial_impl.h"
+#include "fixtures/files.h"
+#include "fixtures/toy_trial.h"
 #include "test.h"
 #include "engine/engine_iface.h"
 #include "trial/trial_iface.h"
@@ -24,18 +26,15 @@
 
 void dt__ds_set_model_dir(dt_trial_ctx *c, const char *dir); /* ds_trial.c */
 
-#define DIM 8
 #define N_TRAIN 60 /* 15 micro-batches of 4: the stream crosses epochs inside global batches */
 #define N_VAL 22   /* 6 validation batches, the last of 2 records */
 
-static float g_x[N_TRAIN * DIM];
-static int64_t g_y[N_TRAIN];
 static char g_root[256];
 
 /* knobs of the toy trial */
 static int g_stage;
 static int g_gas = 2;
-static bool g_no_auto, g_two, g_no_engine, g_wrong_batch, g_dropout = true;
+static bool g_no_auto, g_two, g_no_engine, g_wrong_batch;
 /* what it saw */
 static int64_t g_calls, g_evals, g_steps, g_micro, g_last_batch_idx, g_last_epoch_idx;
 static int64_t g_saves, g_loads;
@@ -44,34 +43,18 @@ static bool g_batch_idx_ok;
 
 static bool err_has(const char *s) { return strstr(dt_last_error(), s) != NULL; }
 
-typedef struct toy {
-    dt_trial_ctx *c;
-    dt_engine *e, *e2;
-} toy;
+/* the engine-based toy trial (an 8 -> 24 -> 4 MLP with dropout), and a second engine when
+ * asked */
+typedef struct ds_toy {
+    toy t;
+    dt_engine *e2;
+} ds_toy;
 
-static dt_module *toy_net(dt_trial_ctx *c, uint64_t salt) {
-    dt_module *m = g_dropout ? dt_nn_sequential(dt_nn_linear(DIM, 24, true), dt_nn_relu(),
-                                                dt_nn_dropout(0.2f), dt_nn_linear(24, 4, true), NULL)
-                             : dt_nn_sequential(dt_nn_linear(DIM, 24, true), dt_nn_relu(),
-                                                dt_nn_linear(24, 4, true), NULL);
-    if (m && dt_module_build(m, dt_trial_runtime(c), dt_trial_seed(c) + salt) != DT_OK) {
-        dt_module_free(m);
-        return NULL;
-    }
-    return m;
-}
-
-static void *toy_init(dt_trial_ctx *c) {
-    toy *t = calloc(1, sizeof *t);
-    t->c = c;
+static void *toy_init_ds(dt_trial_ctx *c) {
+    ds_toy *t = calloc(1, sizeof *t);
+    t->t.c = c;
     if (g_no_engine) return t;
-    json_t *cfg = dt_ds_config_from_hparams(c);
-    dt_module *net = cfg ? toy_net(c, 0) : NULL;
-    dt_engine *e = net ? dt_engine_init(net, cfg) : NULL;
-    if (net && !e) dt_module_free(net); /* the engine never took it */
-    t->e = dt_wrap_model_engine(c, e);
-    json_decref(cfg);
-    if (!t->e) {
+    if (!toy_build_engine(&t->t, c)) {
         free(t);
         return NULL;
     }
@@ -81,7 +64,11 @@ static void *toy_init(dt_trial_ctx *c) {
                                        "\"gradient_accumulation_steps\": 1, \"steps_per_print\": 100000,"
                                        " \"optimizer\": {\"type\": \"SGD\", \"params\": "
                                        "{\"lr\": 0.05, \"momentum\": 0.9}}}");
-        dt_module *n2 = toy_net(c, 99);
+        dt_module *n2 = toy_net();
+        if (n2 && dt_module_build(n2, dt_trial_runtime(c), dt_trial_seed(c) + 99) != DT_OK) {
+            dt_module_free(n2);
+            n2 = NULL;
+        }
         dt_engine *e2 = dt_engine_init(n2, c2);
         if (!e2) dt_module_free(n2);
         t->e2 = dt_wrap_model_engine(c, e2);
@@ -95,35 +82,15 @@ static void *toy_init(dt_trial_ctx *c) {
     return t;
 }
 
-static dt_loader *toy_loader(toy *t, bool train) {
-    dt_array_field f[2] = {
-        {.field = {.name = "x", .dtype = DT_DTYPE_F32, .ndim = 1, .shape = {DIM}}, .data = g_x},
-        {.field = {.name = "y", .dtype = DT_DTYPE_I64, .ndim = 0}, .data = g_y},
-    };
-    dt_dataset *ds = dt_dataset_from_arrays(2, f, train ? N_TRAIN : N_VAL, false);
+static dt_loader *toy_train_loader_ds(void *s) {
+    toy *t = s;
     int64_t bs = g_no_engine ? 4 : dt_trial_train_micro_batch_size(t->c);
-    if (g_wrong_batch && train) bs *= 2;
-    dt_loader_opts o = {.batch_size = bs, .shuffle = train, .seed = dt_trial_seed(t->c),
-                        .take_dataset = true};
-    return dt_loader_new(dt_trial_runtime(t->c), ds, &o);
-}
-
-static dt_loader *toy_train_loader(void *s) { return toy_loader(s, true); }
-static dt_loader *toy_val_loader(void *s) { return toy_loader(s, false); }
-
-/* forward + backward + step of one micro-batch on engine e; the loss */
-static dt_status micro(dt_engine *e, dt_batch *b, double *loss) {
-    if (!b) return dt_last_status();
-    dt_tensor *l = dt_cross_entropy(dt_engine_forward(e, dt_batch_get(b, "x")),
-                                    dt_batch_get(b, "y"), -100);
-    if (!l) return dt_last_status();
-    *loss = dt_item(l);
-    dt_status st = dt_engine_backward(e, l);
-    return st ? st : dt_engine_step(e);
+    return toy_loader(dt_trial_runtime(t->c), dt_trial_seed(t->c), N_TRAIN, true,
+                      g_wrong_batch ? 2 * bs : bs);
 }
 
 static dt_metrics toy_train(void *s, dt_batch_iter *it, int64_t epoch, int64_t batch) {
-    toy *t = s;
+    ds_toy *t = s;
     /* every call of one global batch sees the same batch_idx */
     int64_t per = g_no_auto ? 1 : g_gas;
     if (batch != g_calls / per) g_batch_idx_ok = false;
@@ -134,24 +101,18 @@ static dt_metrics toy_train(void *s, dt_batch_iter *it, int64_t epoch, int64_t b
     double loss = 0, l;
     for (int k = 0; k < n; k++) {
         dt_batch *b = dt_batch_iter_next(it);
-        if (micro(t->e, b, &l) != DT_OK) return dt_metrics_error();
+        if (toy_engine_micro(t->t.e, b, &l) != DT_OK) return dt_metrics_error();
         loss += l / n;
-        if (t->e2 && micro(t->e2, b, &l) != DT_OK) return dt_metrics_error();
+        if (t->e2 && toy_engine_micro(t->e2, b, &l) != DT_OK) return dt_metrics_error();
     }
-    g_steps = dt_engine_global_steps(t->e);
-    g_micro = dt_engine_micro_steps(t->e);
+    g_steps = dt_engine_global_steps(t->t.e);
+    g_micro = dt_engine_micro_steps(t->t.e);
     return dt_metrics_scalar("loss", loss);
 }
 
 static dt_metrics toy_eval(void *s, dt_batch_iter *it, int64_t batch) {
-    (void)batch;
-    toy *t = s;
     g_evals++;
-    dt_batch *b = dt_batch_iter_next(it);
-    if (!b) return dt_metrics_error();
-    dt_tensor *l = dt_cross_entropy(dt_engine_forward(t->e, dt_batch_get(b, "x")),
-                                    dt_batch_get(b, "y"), -100);
-    return l ? dt_metrics_scalar("validation_loss", dt_item(l)) : dt_metrics_error();
+    return toy_ds_eval_batch(s, it, batch);
 }
 
 static dt_status toy_save(void *s, const char *dir) {
@@ -179,16 +140,14 @@ static dt_status toy_load(void *s, const char *dir) {
     return dt_load_model_engines(t->c, dir);
 }
 
-static void toy_free(void *s) { free(s); }
-
 static const dt_trial_def Toy = {
-    .name = "DsToy", .init = toy_init, .build_training_data_loader = toy_train_loader,
+    .name = "DsToy", .init = toy_init_ds, .build_training_data_loader = toy_train_loader_ds,
     .build_validation_data_loader = toy_val_loader, .ds_train_batch = toy_train,
     .ds_evaluate_batch = toy_eval, .free = toy_free,
 };
 
 static const dt_trial_def ToyHooks = {
-    .name = "DsToyHooks", .init = toy_init, .build_training_data_loader = toy_train_loader,
+    .name = "DsToyHooks", .init = toy_init_ds, .build_training_data_loader = toy_train_loader_ds,
     .build_validation_data_loader = toy_val_loader, .ds_train_batch = toy_train,
     .ds_evaluate_batch = toy_eval, .save = toy_save, .load = toy_load, .free = toy_free,
 };
@@ -220,16 +179,9 @@ static json_t *config(void) {
 static char g_model_dir[300];
 
 static dt_fit_opts opts(const char *dir, int64_t batches) {
-    dt_fit_opts o;
-    memset(&o, 0, sizeof o);
-    o.max_length = (dt_length){DT_UNIT_BATCHES, batches};
-    o.validation_period = (dt_length){DT_UNIT_BATCHES, 4};
+    dt_fit_opts o = toy_fit_opts(dir, batches, 4);
     o.reporting_period = (dt_length){DT_UNIT_BATCHES, 2};
-    o.checkpoint_policy = DT_CKPT_NONE;
-    o.checkpoint_dir = dir;
-    o.save_trial_latest = 1;
     o.save_trial_best = 1;
-    o.quiet = true;
     o.model_dir = g_model_dir;
     return o;
 }
@@ -239,51 +191,14 @@ static void reset_counters(void) {
     g_batch_idx_ok = true;
 }
 
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc(*n + 1);
-    if (fread(buf, 1, *n, f) != *n) *n = 0;
-    buf[*n] = 0;
-    fclose(f);
-    return buf;
-}
-
-/* DIR/<latest checkpoint>/REL into path */
-static bool latest_file(const char *dir, const char *rel, char *path, size_t n) {
-    char p[512], name[128] = "";
-    snprintf(p, sizeof p, "%s/latest", dir);
-    FILE *f = fopen(p, "r");
-    if (!f) return false;
-    if (!fgets(name, sizeof name, f)) name[0] = 0;
-    fclose(f);
-    name[strcspn(name, "\n")] = 0;
-    snprintf(path, n, "%s/%s/%s", dir, name, rel);
-    return name[0] != 0;
-}
-
-static bool same_file(const char *a, const char *b) {
-    size_t na = 0, nb = 0;
-    char *x = slurp(a, &na), *y = slurp(b, &nb);
-    bool same = x && y && na == nb && na > 0 && !memcmp(x, y, na);
-    if (!same) fprintf(stderr, "  differ: %s (%zu bytes) vs %s (%zu bytes)\n", a, na, b, nb);
-    free(x);
-    free(y);
-    return same;
-}
-
 static bool same_latest(const char *d1, const char *d2, const char *rel) {
     char a[700], b[700];
-    return latest_file(d1, rel, a, sizeof a) && latest_file(d2, rel, b, sizeof b) && same_file(a, b);
+    return fx_latest(d1, rel, a, sizeof a) && fx_latest(d2, rel, b, sizeof b) && fx_same_file(a, b);
 }
 
 /* the last line of kind `kind` in a metrics file: its batches and records */
 static bool last_line(const char *file, const char *kind, int64_t *batches, int64_t *records) {
-    size_t n;
-    char *s = slurp(file, &n);
+    char *s = fx_slurp(file, NULL);
     if (!s) return false;
     bool found = false;
     char key[64];
@@ -379,7 +294,7 @@ static void resume_case(int stage, const char *tag) {
     o = opts(b, 5);
     CHECK_MSG(dt_trainer_fit(&Toy, cfg, 11, &o) == DT_OK, "%s", dt_last_error());
     char path[512];
-    CHECK(latest_file(b, "", path, sizeof path));
+    CHECK(fx_latest(b, "", path, sizeof path));
     path[strlen(path) - 1] = 0; /* the trailing '/' */
     char resume[512];
     snprintf(resume, sizeof resume, "%s", path);
@@ -395,7 +310,7 @@ static void resume_case(int stage, const char *tag) {
     CHECK_MSG(same_latest(a, b, shard), "stage %d: optimizer state differs", stage);
     CHECK_MSG(same_latest(a, b, "model0/engine_state.json"), "stage %d: engine state differs", stage);
     /* the engine checkpoint sits inside the verified trial checkpoint */
-    CHECK(latest_file(a, "", path, sizeof path));
+    CHECK(fx_latest(a, "", path, sizeof path));
     dt_ckpt *ck = dt_ckpt_open(path);
     CHECK_MSG(ck && dt_ckpt_path(ck, "model0/model.safetensors") &&
                   dt_ckpt_path(ck, "model0/engine_state.json") && dt_ckpt_path(ck, "state.json"),
@@ -426,15 +341,15 @@ static void test_two_engines_and_hooks(void) {
     CHECK_MSG(g_saves == 1 && g_loads == 0, "save hook %lld load hook %lld", (long long)g_saves,
               (long long)g_loads);
     char path[512];
-    CHECK(latest_file(a, "model1/engine_state.json", path, sizeof path));
+    CHECK(fx_latest(a, "model1/engine_state.json", path, sizeof path));
     struct stat sb;
     CHECK(stat(path, &sb) == 0);
-    CHECK(latest_file(a, "extra.txt", path, sizeof path) && stat(path, &sb) == 0);
+    CHECK(fx_latest(a, "extra.txt", path, sizeof path) && stat(path, &sb) == 0);
     /* halves through the hooks */
     o = opts(b, 3);
     CHECK(dt_trainer_fit(&ToyHooks, cfg, 3, &o) == DT_OK);
     char resume[512];
-    CHECK(latest_file(b, "", resume, sizeof resume));
+    CHECK(fx_latest(b, "", resume, sizeof resume));
     resume[strlen(resume) - 1] = 0;
     o = opts(b, 6);
     o.latest_checkpoint = resume;
@@ -445,7 +360,7 @@ static void test_two_engines_and_hooks(void) {
     CHECK_MSG(same_latest(a, b, "model1/model.safetensors"), "two engines: engine 1 differs");
     /* a trial with one engine refuses the checkpoint of two */
     g_two = false;
-    CHECK(latest_file(b, "", resume, sizeof resume));
+    CHECK(fx_latest(b, "", resume, sizeof resume));
     resume[strlen(resume) - 1] = 0;
     o = opts(b, 8);
     o.latest_checkpoint = resume;
@@ -481,7 +396,7 @@ static void test_failed_save_and_test_mode(void) {
 static void test_load_from_checkpoint(void) {
     char a[300], path[512];
     snprintf(a, sizeof a, "%s/full_s0", g_root); /* written by test_resume_exact */
-    CHECK(latest_file(a, "", path, sizeof path));
+    CHECK(fx_latest(a, "", path, sizeof path));
     path[strlen(path) - 1] = 0;
     json_t *cfg = config();
     dt_trial_ctx *c = NULL;
@@ -641,15 +556,14 @@ static void test_errors(void) {
 }
 
 int main(void) {
-    snprintf(g_root, sizeof g_root, "/tmp/dtrain-test-ds-trial-%d", (int)getpid());
+    if (!fx_tmpdir(g_root, sizeof g_root, "test-ds-trial")) return 1;
     snprintf(g_model_dir, sizeof g_model_dir, "%s/model", g_root);
-    mkdir(g_root, 0755);
     mkdir(g_model_dir, 0755);
     write_ds_config();
-    for (int i = 0; i < N_TRAIN; i++) {
-        for (int k = 0; k < DIM; k++) g_x[i * DIM + k] = sinf(0.37f * (float)(i * DIM + k)) + 0.1f * (float)(i % 4);
-        g_y[i] = i % 4;
-    }
+    toy_cfg = toy_mlp(8, 24, 4, N_TRAIN, N_VAL);
+    toy_cfg.dropout = 0.2f;
+    toy_cfg.shuffle = true;
+    toy_data(4, N_TRAIN);
     dt_log_set_level(DT_LOG_ERROR);
     TEST_RUN(test_hparams_config);
     TEST_RUN(test_accumulation_calls);
@@ -658,8 +572,6 @@ int main(void) {
     TEST_RUN(test_load_from_checkpoint);
     TEST_RUN(test_failed_save_and_test_mode);
     TEST_RUN(test_errors);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_root);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_root);
+    if (!fx_rmtree(g_root)) fprintf(stderr, "could not remove %s\n", g_root);
     TEST_END();
 }

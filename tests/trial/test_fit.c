@@ -8,6 +8,8 @@
 #include "dtrain/trial.h"
 #include "dtrain/trialio.h"
 #include "trial/trial_impl.h"
+#include "fixtures/files.h"
+#include "fixtures/toy_trial.h"
 #include "test.h"
 
 #include <signal.h>
@@ -15,25 +17,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define N_SAMPLES 96
-#define DIM 12
-
-static float g_x[N_SAMPLES * DIM];
-static int64_t g_y[N_SAMPLES];
-static int64_t g_signal_at = -1;   /* raise SIGTERM inside this batch */
-static int64_t g_nan_at = -1;      /* report a NaN loss at this batch */
-static bool g_fp16;                /* use_amp(FP16) in init */
-static int64_t g_overflow_at = -1; /* poison a gradient with Inf at this batch */
-static int64_t g_skipped;          /* skipped steps seen at the end of the last fit */
-
-typedef struct toy {
-    dt_trial_ctx *c;
-    dt_module *net;
-    dt_optimizer *opt;
-    dt_fn_reducer *max_loss, *n_val;
-} toy;
-
-static bool g_extras; /* function reducers, profiler, trial-side TensorBoard scalars */
+static bool g_fp16;       /* use_amp(FP16) in init */
+static int64_t g_skipped; /* skipped steps seen at the end of the last fit */
+static bool g_extras;     /* function reducers, profiler, trial-side TensorBoard scalars */
+static dt_fn_reducer *g_max_loss, *g_n_val;
 
 static double reduce_max(const double *v, int64_t n, void *user) {
     (void)user;
@@ -47,124 +34,55 @@ static double reduce_count(const double *v, int64_t n, void *user) {
     return (double)n;
 }
 
-static void *toy_init(dt_trial_ctx *c) {
-    toy *t = calloc(1, sizeof *t);
-    t->c = c;
-    t->net =
-        dt_wrap_model(c, dt_nn_sequential(dt_nn_linear(DIM, 32, true), dt_nn_relu(),
-                                          dt_nn_dropout(0.2f), dt_nn_linear(32, 4, true), NULL));
-    dt_optim_config oc = dt_optim_defaults(DT_OPTIM_ADAMW);
-    oc.lr = 0.01f;
-    t->opt = dt_wrap_optimizer(c, dt_optim_new_for_module(&oc, t->net), t->net);
-    if (g_fp16 && dt_trial_use_amp(c, DT_AMP_FP16) != DT_OK) return NULL;
-    if (g_extras) {
-        t->max_loss = dt_wrap_reducer_fn(c, reduce_max, NULL, "max_loss", true);
-        t->n_val = dt_wrap_reducer_fn(c, reduce_count, NULL, "val_batches", false);
-        if (!t->max_loss || !t->n_val || dt_trial_set_profiler(c, true, 2, 3) != DT_OK) return NULL;
+/* the toy trial (an MLP with dropout on shuffled data, AdamW), with a step schedule, and AMP
+ * or the extras when asked */
+static void *fit_init(dt_trial_ctx *c) {
+    toy *t = toy_init(c);
+    g_max_loss = g_n_val = NULL;
+    if (!t) return NULL;
+    bool ok = !g_fp16 || dt_trial_use_amp(c, DT_AMP_FP16) == DT_OK;
+    if (ok && g_extras) {
+        g_max_loss = dt_wrap_reducer_fn(c, reduce_max, NULL, "max_loss", true);
+        g_n_val = dt_wrap_reducer_fn(c, reduce_count, NULL, "val_batches", false);
+        ok = g_max_loss && g_n_val && dt_trial_set_profiler(c, true, 2, 3) == DT_OK;
     }
     dt_sched_config sc = dt_sched_defaults(DT_SCHED_STEP_LR);
     sc.step_size = 3;
     sc.gamma = 0.5f;
-    if (!dt_wrap_lr_scheduler(c, dt_sched_new(&sc, t->opt), DT_LR_STEP_EVERY_OPTIMIZER_STEP, 1))
-        return NULL;
-    return t->opt ? t : NULL;
+    if (ok &&
+        !dt_wrap_lr_scheduler(c, dt_sched_new(&sc, t->opt), DT_LR_STEP_EVERY_OPTIMIZER_STEP, 1))
+        ok = false;
+    if (!ok) toy_free(t);
+    return ok ? t : NULL;
 }
 
-static dt_loader *make_loader(toy *t, bool train) {
-    dt_array_field f[2] = {
-        {.field = {.name = "x", .dtype = DT_DTYPE_F32, .ndim = 1, .shape = {DIM}}, .data = g_x},
-        {.field = {.name = "y", .dtype = DT_DTYPE_I64, .ndim = 0}, .data = g_y},
-    };
-    dt_dataset *ds = dt_dataset_from_arrays(2, f, train ? N_SAMPLES : 40, false);
-    dt_loader_opts o = {.batch_size = 8,
-                        .shuffle = train,
-                        .seed = dt_trial_seed(t->c),
-                        .num_workers = train ? 1 : 0,
-                        .take_dataset = true};
-    return dt_loader_new(dt_trial_runtime(t->c), ds, &o);
-}
-
-static dt_loader *toy_train_loader(void *s) {
-    return make_loader(s, true);
-}
-static dt_loader *toy_val_loader(void *s) {
-    return make_loader(s, false);
-}
-
-static dt_metrics toy_train(void *s, dt_batch *b, int64_t e, int64_t i) {
-    (void)e;
-    toy *t = s;
-    if (i == g_signal_at) raise(SIGTERM);
-    dt_tensor *loss = dt_cross_entropy(dt_module_forward(t->net, dt_batch_get(b, "x")),
-                                       dt_batch_get(b, "y"), -100);
-    if (dt_trial_backward(t->c, loss)) return dt_metrics_error();
-    if (i == g_overflow_at) dt_module_flat_grads(t->net, NULL)[3] = INFINITY;
-    if (dt_step_optimizer(t->c, t->opt, NULL)) return dt_metrics_error();
+static void after_step(toy *t, int64_t i, double loss) {
     g_skipped = t->c->skipped_steps;
-    if (t->max_loss) dt_fn_reducer_update(t->max_loss, dt_item(loss));
+    if (g_max_loss) dt_fn_reducer_update(g_max_loss, loss);
     if (g_extras && dt_trial_tensorboard_writer(t->c))
         dt_tb_add_scalar(dt_trial_tensorboard_writer(t->c), "trial/custom", 1.f, i);
-    return dt_metrics_scalar("loss", i == g_nan_at ? NAN : dt_item(loss));
 }
 
-static dt_metrics toy_eval(void *s, dt_batch *b, int64_t i) {
-    (void)i;
-    toy *t = s;
-    dt_tensor *loss = dt_cross_entropy(dt_module_forward(t->net, dt_batch_get(b, "x")),
-                                       dt_batch_get(b, "y"), -100);
-    if (t->n_val) dt_fn_reducer_update(t->n_val, 1.0);
-    return loss ? dt_metrics_scalar("validation_loss", dt_item(loss)) : dt_metrics_error();
+static void after_eval(toy *t, double loss) {
+    (void)t, (void)loss;
+    if (g_n_val) dt_fn_reducer_update(g_n_val, 1.0);
 }
 
-static void toy_free(void *s) {
-    free(s);
-}
-
-static const dt_trial_def Toy = {
-    .name = "Toy",
-    .init = toy_init,
-    .build_training_data_loader = toy_train_loader,
-    .build_validation_data_loader = toy_val_loader,
-    .train_batch = toy_train,
-    .evaluate_batch = toy_eval,
-    .free = toy_free,
-};
+static dt_trial_def Toy;
 
 static char g_root[256];
 
 static dt_fit_opts opts(const char *dir, int64_t batches) {
-    dt_fit_opts o;
-    memset(&o, 0, sizeof o);
-    o.max_length = (dt_length){DT_UNIT_BATCHES, batches};
-    o.validation_period = (dt_length){DT_UNIT_BATCHES, 5};
+    dt_fit_opts o = toy_fit_opts(dir, batches, 5);
     o.reporting_period = (dt_length){DT_UNIT_BATCHES, 4};
-    o.checkpoint_policy = DT_CKPT_NONE;
-    o.checkpoint_dir = dir;
-    o.save_trial_latest = 1;
     o.save_trial_best = 1;
-    o.quiet = true;
     return o;
 }
 
 /* The bytes of DIR/<latest>/model.safetensors. */
 static char *latest_model(const char *dir, size_t *n) {
-    char p[512], name[128] = "";
-    snprintf(p, sizeof p, "%s/latest", dir);
-    FILE *f = fopen(p, "r");
-    if (!f) return NULL;
-    if (!fgets(name, sizeof name, f)) name[0] = 0;
-    fclose(f);
-    name[strcspn(name, "\n")] = 0;
-    snprintf(p, sizeof p, "%s/%s/model.safetensors", dir, name);
-    f = fopen(p, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc(*n);
-    if (fread(buf, 1, *n, f) != *n) *n = 0;
-    fclose(f);
-    return buf;
+    char p[512];
+    return fx_latest(dir, "model.safetensors", p, sizeof p) ? fx_slurp(p, n) : NULL;
 }
 
 static json_t *config(void) {
@@ -195,10 +113,10 @@ static void test_exact_resume(void) {
     o.latest_checkpoint = path;
     CHECK(dt_trainer_fit(&Toy, cfg, 7, &o) == DT_OK);
     /* stopped by SIGTERM inside batch 17, then resumed */
-    g_signal_at = 17;
+    toy_cfg.sigterm_at = 17;
     o = opts(c2, N);
     CHECK(dt_trainer_fit(&Toy, cfg, 7, &o) == DT_OK);
-    g_signal_at = -1;
+    toy_cfg.sigterm_at = -1;
     snprintf(path, sizeof path, "%s/batch_18", c2);
     struct stat st;
     CHECK_MSG(stat(path, &st) == 0, "a checkpoint at batch 18 after the signal");
@@ -289,11 +207,11 @@ static void test_nan_loss(void) {
     char d[300];
     snprintf(d, sizeof d, "%s/nan", g_root);
     json_t *cfg = config();
-    g_nan_at = 4;
+    toy_cfg.nan_at = 4;
     dt_fit_opts o = opts(d, 10);
     CHECK(dt_trainer_fit(&Toy, cfg, 5, &o) == DT_ERR_INVALID);
     CHECK_MSG(strstr(dt_last_error(), "batch 4") != NULL, "message: %s", dt_last_error());
-    g_nan_at = -1;
+    toy_cfg.nan_at = -1;
     json_decref(cfg);
 }
 
@@ -332,7 +250,7 @@ static void test_fp16(void) {
     CHECK_MSG(ma && mb && na == nb && memcmp(ma, mb, na), "fp16 left the f32 bits unchanged");
     double d = ma && mb && na == nb ? max_weight_diff(ma, mb, na) : 1;
     CHECK_MSG(d < 1e-2, "fp16 weights differ from f32 by %g", d);
-    g_overflow_at = 4;
+    toy_cfg.inf_grad_at = 4;
     o = opts(c2, 10);
     CHECK(dt_trainer_fit(&Toy, cfg, 9, &o) == DT_OK);
     CHECK_MSG(g_skipped == 1, "skipped %lld steps", (long long)g_skipped);
@@ -346,7 +264,7 @@ static void test_fp16(void) {
     json_t *ls = json_object_get(st, "loss_scaler");
     CHECK(ls && json_integer_value(json_object_get(ls, "last_overflow_iter")) == 4);
     json_decref(st);
-    g_overflow_at = -1;
+    toy_cfg.inf_grad_at = -1;
     g_fp16 = false;
     free(ma), free(mb), free(mc);
     json_decref(cfg);
@@ -479,12 +397,19 @@ static void test_profiler_from_options(void) {
 }
 
 int main(void) {
-    dt_rng r;
-    dt_rng_init(&r, 1);
-    dt_rng_fill_normal(&r, g_x, N_SAMPLES * DIM, 0, 1);
-    for (int i = 0; i < N_SAMPLES; i++) g_y[i] = (g_x[i * DIM] > 0) + 2 * (g_x[i * DIM + 1] > 0);
-    snprintf(g_root, sizeof g_root, "/tmp/dtrain-test-fit-%d", (int)getpid());
-    mkdir(g_root, 0755);
+    toy_cfg = toy_mlp(12, 32, 4, 96, 40);
+    toy_cfg.dropout = 0.2f;
+    toy_cfg.batch = 8;
+    toy_cfg.shuffle = true;
+    toy_cfg.workers = 1;
+    toy_cfg.optim = DT_OPTIM_ADAMW;
+    toy_cfg.lr = 0.01f;
+    toy_cfg.after_step = after_step;
+    toy_cfg.after_eval = after_eval;
+    toy_data(1, toy_cfg.n_train);
+    Toy = ToyPlain;
+    Toy.init = fit_init;
+    if (!fx_tmpdir(g_root, sizeof g_root, "test-fit")) return 1;
     TEST_RUN(test_exact_resume);
     TEST_RUN(test_metrics_and_policy);
     TEST_RUN(test_corrupt_resume);
@@ -493,8 +418,6 @@ int main(void) {
     TEST_RUN(test_load_from_checkpoint);
     TEST_RUN(test_reducers_profiler);
     TEST_RUN(test_profiler_from_options);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_root);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_root);
+    if (!fx_rmtree(g_root)) fprintf(stderr, "could not remove %s\n", g_root);
     TEST_END();
 }

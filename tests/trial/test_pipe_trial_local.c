@@ -14,6 +14,8 @@
 #include "dtrain/pipe.h"
 #include "dtrain/trial.h"
 #include "dtrain/trialio.h"
+#include "fixtures/files.h"
+#include "fixtures/toy_trial.h"
 #include "test.h"
 #include "trial/trial_iface.h"
 
@@ -28,13 +30,10 @@
 #define MB 4
 #define GAS 3
 
-static float g_x[N * DIM];
-static int64_t g_y[N];
 static char g_root[256], g_init[300];
 
 static bool g_pipe = true; /* the trial wraps a pipeline (else a plain engine) */
 static bool g_dropout;     /* a dropout layer (evaluation mode check) */
-static bool g_other_names; /* dataset fields "in" / "target" instead of "x" / "y" */
 static int64_t g_n_val = N_VAL;
 static int64_t g_calls, g_evals, g_bad_mode;
 
@@ -121,20 +120,8 @@ static void *lt_init(dt_trial_ctx *c) {
 }
 
 static dt_loader *lt_loader(lt *t, int64_t n, bool train) {
-    dt_array_field f[2] = {
-        {.field = {.name = "x", .dtype = DT_DTYPE_F32, .ndim = 1, .shape = {DIM}}, .data = g_x},
-        {.field = {.name = "y", .dtype = DT_DTYPE_I64, .ndim = 0}, .data = g_y},
-    };
-    if (g_other_names) {
-        snprintf(f[0].field.name, sizeof f[0].field.name, "in");
-        snprintf(f[1].field.name, sizeof f[1].field.name, "target");
-    }
-    dt_loader_opts o = {.batch_size = dt_trial_train_micro_batch_size(t->c),
-                        .shuffle = train,
-                        .drop_last = train,
-                        .seed = dt_trial_seed(t->c),
-                        .take_dataset = true};
-    return dt_loader_new(dt_trial_runtime(t->c), dt_dataset_from_arrays(2, f, n, false), &o);
+    return toy_loader(dt_trial_runtime(t->c), dt_trial_seed(t->c), n, train,
+                      dt_trial_train_micro_batch_size(t->c));
 }
 
 static dt_loader *lt_train_loader(void *s) {
@@ -159,13 +146,8 @@ static dt_metrics lt_train(void *s, dt_batch_iter *it, int64_t e, int64_t i) {
         if (st != DT_OK) return dt_metrics_error();
         return dt_metrics_scalar("loss", l);
     }
-    dt_batch *b = dt_batch_iter_next(it);
-    if (!b) return dt_metrics_error();
-    dt_tensor *loss =
-        dt_cross_entropy(dt_engine_forward(t->e, dt_batch_get(b, "x")), dt_batch_get(b, "y"), -100);
-    if (!loss) return dt_metrics_error();
-    double l = dt_item(loss);
-    if (dt_engine_backward(t->e, loss) || dt_engine_step(t->e)) return dt_metrics_error();
+    double l;
+    if (toy_engine_micro(t->e, dt_batch_iter_next(it), &l) != DT_OK) return dt_metrics_error();
     return dt_metrics_scalar("loss", l);
 }
 
@@ -180,11 +162,7 @@ static dt_metrics lt_eval(void *s, dt_batch_iter *it, int64_t i) {
         if (st != DT_OK) return dt_metrics_error();
         return dt_metrics_scalar("validation_loss", l);
     }
-    dt_batch *b = dt_batch_iter_next(it);
-    if (!b) return dt_metrics_error();
-    dt_tensor *loss =
-        dt_cross_entropy(dt_engine_forward(t->e, dt_batch_get(b, "x")), dt_batch_get(b, "y"), -100);
-    return loss ? dt_metrics_scalar("validation_loss", dt_item(loss)) : dt_metrics_error();
+    return toy_ds_eval_batch(&(toy){.c = t->c, .e = t->e}, it, i);
 }
 
 static void lt_free(void *s) {
@@ -214,14 +192,7 @@ static json_t *config(void) {
 }
 
 static dt_fit_opts fit_opts(const char *dir, int64_t batches, const char *metrics) {
-    dt_fit_opts o;
-    memset(&o, 0, sizeof o);
-    o.max_length = (dt_length){DT_UNIT_BATCHES, batches};
-    o.validation_period = (dt_length){DT_UNIT_BATCHES, 4};
-    o.checkpoint_policy = DT_CKPT_NONE;
-    o.quiet = true;
-    o.save_trial_latest = 1;
-    o.checkpoint_dir = dir;
+    dt_fit_opts o = toy_fit_opts(dir, batches, 4);
     o.metrics_out = metrics;
     return o;
 }
@@ -239,34 +210,6 @@ static dt_status run(const char *name, int64_t batches, bool pipe) {
     return st;
 }
 
-static float *read_all(const char *path, int64_t *n) {
-    dt_safetensors *f = dt_safetensors_open(path);
-    *n = 0;
-    if (!f) return NULL;
-    dt_ctx *c = dt_ctx_new(NULL, 0);
-    const char *names[4] = {"0.weight", "0.bias", "3.weight", "3.bias"};
-    float *out = NULL;
-    for (int i = 0; i < 4; i++) {
-        dt_tensor *t = dt_safetensors_get(f, c, names[i]);
-        if (!t) continue;
-        out = realloc(out, sizeof(float) * (size_t)(*n + dt_numel(t)));
-        memcpy(out + *n, t->data, dt_nbytes(t));
-        *n += dt_numel(t);
-    }
-    dt_safetensors_close(f);
-    dt_ctx_free(c);
-    return out;
-}
-
-static bool file_has(const char *path, const char *s) {
-    FILE *f = fopen(path, "r");
-    char buf[4096];
-    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-    if (f) fclose(f);
-    buf[n] = 0;
-    return strstr(buf, s) != NULL;
-}
-
 /* One stage against the plain engine over the same layers (the stream crosses epochs). */
 static void test_matches_plain_engine(void) {
     const int B = 10;
@@ -280,24 +223,19 @@ static void test_matches_plain_engine(void) {
     char pa[600], pb[600];
     snprintf(pa, sizeof pa, "%s/plain/batch_%d/model0/model.safetensors", g_root, B);
     snprintf(pb, sizeof pb, "%s/pipe/batch_%d/model0/model.safetensors", g_root, B);
-    int64_t na, nb;
-    float *a = read_all(pa, &na), *b = read_all(pb, &nb);
-    CHECK_MSG(a && b && na == nb && na == HID * DIM + HID + 3 * HID + 3, "%lld vs %lld weights",
-              (long long)na, (long long)nb);
-    double worst = 0;
-    for (int64_t i = 0; a && b && na == nb && i < na; i++)
-        worst = fmax(worst, fabs((double)a[i] - b[i]) / (fabs((double)a[i]) + 1e-3));
+    static const char *const names[] = {"0.weight", "0.bias", "3.weight", "3.bias"};
+    int64_t n;
+    double worst = fx_floats_rel_diff(pa, pb, 4, names, &n);
+    CHECK_MSG(n == HID * DIM + HID + 3 * HID + 3, "%lld weights", (long long)n);
     CHECK_MSG(worst <= 1e-6, "one-stage pipeline vs plain engine: %g relative", worst);
-    free(a);
-    free(b);
     /* the same records: B global batches of MB x GAS */
     char ma[400], mb[400], rec[64];
     snprintf(ma, sizeof ma, "%s/plain.jsonl", g_root);
     snprintf(mb, sizeof mb, "%s/pipe.jsonl", g_root);
     snprintf(rec, sizeof rec, "\"batches\":%d,\"epochs\"", B);
-    CHECK(file_has(mb, rec));
+    CHECK(fx_file_has(mb, rec));
     snprintf(rec, sizeof rec, "\"records\":%d,", B * MB * GAS);
-    CHECK(file_has(ma, rec) && file_has(mb, rec));
+    CHECK(fx_file_has(ma, rec) && fx_file_has(mb, rec));
     /* the pipeline checkpoint is the trial's model0 */
     snprintf(pb, sizeof pb, "%s/pipe/batch_%d", g_root, B);
     dt_ckpt *ck = dt_ckpt_open(pb);
@@ -338,9 +276,10 @@ static void test_eval_mode_and_load(void) {
 
 /* Fields named otherwise: the first is the inputs, the second the labels. */
 static void test_field_fallback(void) {
-    g_other_names = true;
+    toy_cfg.x_name = "in"; /* instead of "x" / "y" */
+    toy_cfg.y_name = "target";
     CHECK_MSG(run("names", 2, true) == DT_OK, "%s", dt_last_error());
-    g_other_names = false;
+    toy_cfg.x_name = toy_cfg.y_name = NULL;
     dt_ctx *c = dt_ctx_new(NULL, 0);
     dt_tensor *in = NULL, *lab = NULL;
     CHECK(dt_batch_iter_pipe_data(NULL, 0, c, true, &in, true, &lab) == DT_ERR_STATE &&
@@ -384,26 +323,17 @@ static void test_errors(void) {
 }
 
 int main(void) {
-    snprintf(g_root, sizeof g_root, "/tmp/dtrain-test-pipe-trial-%d", (int)getpid());
-    mkdir(g_root, 0755);
-    for (int i = 0; i < N; i++) {
-        for (int k = 0; k < DIM; k++)
-            g_x[i * DIM + k] = cosf(0.23f * (float)(i * DIM + k)) + 0.2f * (float)(i % 3);
-        g_y[i] = i % 3;
-    }
+    if (!fx_tmpdir(g_root, sizeof g_root, "test-pipe-trial")) return 1;
+    toy_cfg = toy_defaults(); /* the toy dataset: 6 features, 3 classes */
+    toy_cfg.dim = DIM;
+    toy_cfg.shuffle = toy_cfg.drop_last = true;
+    toy_data(5, N);
     /* the initial weights both trials start from */
     snprintf(g_init, sizeof g_init, "%s/init.safetensors", g_root);
     dt_ctx *c = dt_ctx_new(NULL, 1);
     dt_module *net = dt_nn_sequential(lin_in(NULL), relu(NULL), drop(NULL), lin_out(NULL), NULL);
     dt_module_build(net, c, 9);
-    const char *names[4];
-    dt_tensor *ts[4];
-    for (int i = 0; i < 4; i++) {
-        names[i] = dt_module_param_name(net, i);
-        ts[i] = dt_module_param_tensor(net, i);
-    }
-    CHECK(dt_module_param_count(net) == 4 &&
-          dt_safetensors_write(g_init, 4, names, ts, 0, NULL) == DT_OK);
+    CHECK(dt_module_param_count(net) == 4 && fx_save_params(g_init, net));
     dt_module_free(net);
     dt_ctx_free(c);
     dt_log_set_level(DT_LOG_ERROR);
@@ -411,8 +341,6 @@ int main(void) {
     TEST_RUN(test_eval_mode_and_load);
     TEST_RUN(test_field_fallback);
     TEST_RUN(test_errors);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_root);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_root);
+    if (!fx_rmtree(g_root)) fprintf(stderr, "could not remove %s\n", g_root);
     TEST_END();
 }

@@ -8,6 +8,8 @@
 #include <dtrain/core.h>
 #include <dtrain/dtrain.h>
 
+#include "fixtures/files.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,8 +240,8 @@ static void test_client_hung_master(void) {
 }
 
 int main(void) {
-    char dir[] = "/tmp/dt_public_api_XXXXXX";
-    if (!mkdtemp(dir)) return 1;
+    char dir[64];
+    if (!fx_tmpdir(dir, sizeof dir, "public-api")) return 1;
     dt_device *dev = dt_device_new("cpu", 0);
     dt_ctx *ctx = dt_ctx_new(dev, 1);
     test_errors_and_rng();
@@ -254,8 +256,6 @@ int main(void) {
     test_client_hung_master();
     dt_ctx_free(ctx);
     dt_device_free(dev);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    if (!fx_rmtree(dir)) fprintf(stderr, "could not remove %s\n", dir);
     TEST_END();
 }

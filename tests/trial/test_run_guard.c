@@ -5,6 +5,7 @@
  * it). */
 #define _GNU_SOURCE
 #include "dtrain/trialio.h"
+#include "fixtures/files.h"
 #include "test.h"
 #include "testproc.h"
 #include "trial/trial_impl.h"
@@ -18,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static char g_tmp[] = "/tmp/dtrain-guard-XXXXXX";
+static char g_tmp[64];
 
 static bool exists(const char *p) {
     struct stat sb;
@@ -188,13 +189,11 @@ static void test_watch_dies_with_launcher(void) {
 }
 
 int main(void) {
-    CHECK(mkdtemp(g_tmp) != NULL);
+    CHECK(fx_tmpdir(g_tmp, sizeof g_tmp, "guard"));
     TEST_RUN(test_lock);
     TEST_RUN(test_partial_removed);
     TEST_RUN(test_launcher_gone);
     TEST_RUN(test_watch_dies_with_launcher);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmp);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
+    if (!fx_rmtree(g_tmp)) fprintf(stderr, "could not remove %s\n", g_tmp);
     TEST_END();
 }

@@ -9,6 +9,7 @@
  * into a temporary directory removed at the end. The values written here are mirrored in
  * tb_read.py: change both together. */
 #include "dtrain/trialio.h"
+#include "fixtures/files.h"
 #include "test.h"
 
 #include <dirent.h>
@@ -260,29 +261,8 @@ static void write_for_python(void) {
     CHECK(dt_tb_close(w) == DT_OK);
 }
 
-static void rm_rf(const char *path) {
-    DIR *d = opendir(path);
-    if (d) {
-        struct dirent *e;
-        char p[1024];
-        while ((e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-            rm_rf(p);
-        }
-        closedir(d);
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
-
 int main(int argc, char **argv) {
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/dt_tb_XXXXXX");
-    if (!mkdtemp(g_tmp)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!fx_tmpdir(g_tmp, sizeof g_tmp, "test-tb")) return 1;
     const char *out = argc > 1 ? argv[1] : getenv("DT_TB_OUT");
     if (out && *out)
         snprintf(g_out, sizeof g_out, "%s", out);
@@ -294,6 +274,6 @@ int main(int argc, char **argv) {
     TEST_RUN(test_io_errors);
     TEST_RUN(write_for_python);
     if (out && *out) fprintf(stderr, "event files for tb_read.py are in %s\n", g_out);
-    rm_rf(g_tmp);
+    fx_rmtree(g_tmp);
     TEST_END();
 }

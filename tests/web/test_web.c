@@ -7,6 +7,7 @@
  * the token on a non-loopback bind (127.0.0.2: any address but the loopback default needs it). */
 #define _GNU_SOURCE
 #include "master_thread.h"
+#include "fixtures/files.h"
 #include "test.h"
 
 #include "dsat/dsat.h"
@@ -28,48 +29,17 @@ static int g_port;
 
 /* One request written as is; the whole answer into `ans` (NUL-ended); its length. */
 static size_t raw(const char *req, size_t req_len, char *ans, size_t n) {
-    ans[0] = 0;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_port)};
-    inet_pton(AF_INET, g_host, &sa.sin_addr);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        close(fd);
-        return 0;
-    }
-    for (size_t off = 0; off < req_len;) {
-        ssize_t k = write(fd, req + off, req_len - off);
-        if (k <= 0) break;
-        off += (size_t)k;
-    }
-    size_t got = 0;
-    ssize_t k;
-    while (got < n - 1 && (k = read(fd, ans + got, n - 1 - got)) > 0) got += (size_t)k;
-    ans[got] = 0;
-    close(fd);
-    return got;
+    return fx_http_raw(g_host, g_port, req, req_len, ans, n);
 }
 
 /* METHOD path with extra header lines (each ending \r\n) and a body; the answer's length. */
 static size_t http(const char *method, const char *path, const char *headers, const char *body,
                    char *ans, size_t n) {
-    char *req = NULL;
-    int len =
-        asprintf(&req,
-                 "%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n%sContent-Length: "
-                 "%zu\r\n\r\n%s",
-                 method, path, headers ? headers : "", body ? strlen(body) : 0, body ? body : "");
-    if (len < 0) {
-        ans[0] = 0;
-        return 0;
-    }
-    size_t got = raw(req, (size_t)len, ans, n);
-    free(req);
-    return got;
+    return fx_http(g_host, g_port, method, path, headers, body, ans, n);
 }
 
 static int status_of(const char *ans) {
-    int s = 0;
-    return sscanf(ans, "HTTP/1.1 %d", &s) == 1 ? s : 0;
+    return fx_http_status(ans);
 }
 
 static bool json_error(const char *ans) {
@@ -90,11 +60,7 @@ static bool start(const char *host) {
 }
 
 static void stop(void) {
-    char ans[4096], hdr[200];
-    snprintf(hdr, sizeof hdr, "Content-Type: application/json\r\nAuthorization: Bearer %s\r\n",
-             g_token);
-    http("POST", "/api/v1/master/shutdown", hdr, NULL, ans, sizeof ans);
-    pthread_join(g_master.thread, NULL);
+    master_thread_stop(&g_master, g_token);
 }
 
 /* Write `text` to g_home/checkpoints/exp-2/`name` (the dsat runner's output directory). */
@@ -716,8 +682,7 @@ static void test_token(void) {
 }
 
 int main(void) {
-    snprintf(g_home, sizeof g_home, "/tmp/dtrain_web_XXXXXX");
-    if (!mkdtemp(g_home)) return 1;
+    if (!fx_tmpdir(g_home, sizeof g_home, "web")) return 1;
     CHECK(fill_store());
     CHECK(dt_master_token(g_home, g_token, sizeof g_token) == DT_OK);
     if (start("127.0.0.1")) {
@@ -742,8 +707,6 @@ int main(void) {
     } else {
         CHECK_MSG(0, "the master did not start on 127.0.0.2");
     }
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_home);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_home);
+    if (!fx_rmtree(g_home)) fprintf(stderr, "could not remove %s\n", g_home);
     TEST_END();
 }

@@ -5,7 +5,11 @@
  * a hung run, for the master's silence check; only in runs up to hang_runs when given). Its
  * save hook writes
  * probe.json with the first values of every parameter, which tests/e2e/st_read.py compares
- * with what the safetensors package loads from model.safetensors. */
+ * with what the safetensors package loads from model.safetensors.
+ * TimedTrial (tests/e2e/test_asha_time.sh, adaptive_asha timed by a metric the trial reports)
+ * trains the same way; its validation metrics carry records_seen, the training records of this
+ * run so far, and its validation_loss is hparam x plus a term that shrinks with training, so a
+ * trial's rank is its x. */
 #include <dtrain/dtrain.h>
 
 #include <signal.h>
@@ -22,6 +26,7 @@ typedef struct toy {
     dt_optimizer *opt;
     float x[N * D];
     int64_t y[N];
+    int64_t seen; /* training records of this run (one slot) */
 } toy;
 
 static void *toy_init(dt_trial_ctx *c) {
@@ -77,10 +82,11 @@ static dt_metrics toy_train(void *s, dt_batch *b, int64_t e, int64_t i) {
     if (i == dt_hparam_int(t->c, "hang_at", -1) &&
         (run ? atoll(run) : 1) <= dt_hparam_int(t->c, "hang_runs", INT32_MAX))
         for (;;) pause();
-    dt_tensor *loss = dt_cross_entropy(dt_module_forward(t->net, dt_batch_get(b, "x")),
-                                       dt_batch_get(b, "y"), -100);
+    dt_tensor *x = dt_batch_get(b, "x");
+    dt_tensor *loss = dt_cross_entropy(dt_module_forward(t->net, x), dt_batch_get(b, "y"), -100);
     if (dt_trial_backward(t->c, loss) || dt_step_optimizer(t->c, t->opt, NULL))
         return dt_metrics_error();
+    t->seen += x->shape[0];
     return dt_metrics_scalar("loss", dt_item(loss));
 }
 
@@ -125,6 +131,25 @@ const dt_trial_def ToyTrial = {
     .train_batch = toy_train,
     .evaluate_batch = toy_eval,
     .save = toy_save,
+    .free = toy_free,
+};
+
+static dt_metrics timed_eval(void *s, dt_batch *b, int64_t i) {
+    (void)b, (void)i;
+    toy *t = s;
+    dt_metrics m = dt_metrics_scalar("validation_loss", dt_hparam_double(t->c, "x", 0) +
+                                                            100.0 / (100.0 + (double)t->seen));
+    if (!dt_metrics_set(&m, "records_seen", (double)t->seen)) return dt_metrics_error();
+    return m;
+}
+
+const dt_trial_def TimedTrial = {
+    .name = "TimedTrial",
+    .init = toy_init,
+    .build_training_data_loader = toy_train_loader,
+    .build_validation_data_loader = toy_val_loader,
+    .train_batch = toy_train,
+    .evaluate_batch = timed_eval,
     .free = toy_free,
 };
 
