@@ -57,26 +57,4 @@ static int t_pass, t_fail;
         return t_fail ? 1 : 0;                                                                 \
     } while (0)
 
-/* A test's scratch directory: a new /tmp/<prefix>.XXXXXX in dir (n bytes); false if none. */
-static inline bool t_tmpdir(char *dir, size_t n, const char *prefix) {
-    snprintf(dir, n, "/tmp/%s.XXXXXX", prefix);
-    return mkdtemp(dir) != NULL;
-}
-
-/* Remove a scratch directory and everything in it. */
-static inline void t_rmtree(const char *dir) {
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
-}
-
-/* Write `text` to dir/name. */
-static inline void t_write_file(const char *dir, const char *name, const char *text) {
-    char p[4200];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE *f = fopen(p, "wb");
-    if (f) fputs(text, f);
-    if (f) fclose(f);
-}
-
 #endif

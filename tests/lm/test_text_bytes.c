@@ -9,6 +9,7 @@
 #include <dtrain/data.h>
 #include <dtrain/tokenizer.h>
 
+#include "fixtures/files.h"
 #include "test.h"
 
 #include <stdint.h>
@@ -35,7 +36,7 @@ static int bad_windows(dt_dataset *ds, const char *text, int64_t first, int64_t 
 
 static void test_file_and_split(void) {
     const char *text = "The quick brown fox jumps over the lazy dog. \xc3\xa9t\xc3\xa9!\n";
-    t_write_file(g_dir, "one.txt", text);
+    fx_write(fx_path(g_dir, "one.txt"), text);
     char p[512];
     snprintf(p, sizeof p, "%s/one.txt", g_dir);
     int64_t n = (int64_t)strlen(text);
@@ -73,9 +74,9 @@ static void test_directory(void) {
     mkdir(sub, 0700);
     CHECK(dt_dataset_text(sub, NULL, &(dt_text_dataset_opts){.block_size = 2}) == NULL &&
           strstr(dt_last_error(), "no regular file"));
-    t_write_file(g_dir, "corpus/b", "bravo bravo\n");
-    t_write_file(g_dir, "corpus/a", "alpha alpha\n");
-    t_write_file(g_dir, "corpus/.hidden", "HIDDEN");
+    fx_write(fx_path(g_dir, "corpus/b"), "bravo bravo\n");
+    fx_write(fx_path(g_dir, "corpus/a"), "alpha alpha\n");
+    fx_write(fx_path(g_dir, "corpus/.hidden"), "HIDDEN");
     snprintf(p, sizeof p, "%s/b", sub);
     char link[400];
     snprintf(link, sizeof link, "%s/c-link", sub);
@@ -90,9 +91,9 @@ static void test_directory(void) {
 }
 
 int main(void) {
-    if (!t_tmpdir(g_dir, sizeof g_dir, "dtrain-text-bytes")) return 1;
+    if (!fx_tmpdir(g_dir, sizeof g_dir, "dtrain-text-bytes")) return 1;
     TEST_RUN(test_file_and_split);
     TEST_RUN(test_directory);
-    t_rmtree(g_dir);
+    fx_rmtree(g_dir);
     TEST_END();
 }

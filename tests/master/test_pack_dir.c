@@ -3,6 +3,7 @@
  * so a build in the unpacked copy (make) rebuilds what is older than its source and no more. */
 #define _GNU_SOURCE
 #include "master/det_pack.h"
+#include "fixtures/files.h"
 #include "test.h"
 
 #include <stdio.h>
@@ -26,16 +27,16 @@ static bool stat_of(const char *dir, const char *name, struct stat *sb) {
 
 static void test_round_trip(void) {
     char src[64], dst[64];
-    if (!t_tmpdir(src, sizeof src, "pack_src") || !t_tmpdir(dst, sizeof dst, "pack_dst")) {
+    if (!fx_tmpdir(src, sizeof src, "pack_src") || !fx_tmpdir(dst, sizeof dst, "pack_dst")) {
         CHECK_MSG(0, "no scratch directory");
         return;
     }
-    t_write_file(src, "train.c", "int main(void) { return 0; }\n");
-    t_write_file(src, "train", "an old build");
+    fx_write(fx_path(src, "train.c"), "int main(void) { return 0; }\n");
+    fx_write(fx_path(src, "train"), "an old build");
     char sub[4200];
     snprintf(sub, sizeof sub, "%s/data", src);
     CHECK(mkdir(sub, 0755) == 0);
-    t_write_file(src, "data/notes.txt", "x");
+    fx_write(fx_path(src, "data/notes.txt"), "x");
     char exe[4200];
     snprintf(exe, sizeof exe, "%s/train", src);
     CHECK(chmod(exe, 0755) == 0);
@@ -68,8 +69,8 @@ static void test_round_trip(void) {
     struct stat p;
     CHECK(stat_of(dst, "plain.txt", &p) && p.st_mtime >= before - 1);
     dt__buf_free(&t2);
-    t_rmtree(src);
-    t_rmtree(dst);
+    fx_rmtree(src);
+    fx_rmtree(dst);
 }
 
 int main(void) {

@@ -9,6 +9,7 @@
 #include <dtrain/core.h>
 #include <dtrain/dtrain.h>
 
+#include "fixtures/files.h"
 #include "test.h"
 
 #include <signal.h>
@@ -127,10 +128,10 @@ static void test_preempt_save(void) {
 }
 
 int main(void) {
-    if (!t_tmpdir(g_dir, sizeof g_dir, "dtrain-core-helpers")) return 1;
+    if (!fx_tmpdir(g_dir, sizeof g_dir, "dtrain-core-helpers")) return 1;
     TEST_RUN(test_init_args);
     TEST_RUN(test_validate);
     TEST_RUN(test_preempt_save);
-    t_rmtree(g_dir);
+    fx_rmtree(g_dir);
     TEST_END();
 }
