@@ -221,34 +221,33 @@ static int64_t unary_flops(const dt_node *n) { return dt_numel(n->out); }
 DT_OP(op_scale, "scale", scale_backward, unary_flops, NULL);
 DT_OP(op_add_scalar, "add_scalar", add_scalar_backward, unary_flops, NULL);
 
-dt_tensor *dt_scale(dt_tensor *x, float s) {
+/* y = x * s (mul) or x + s, with its node. */
+static dt_tensor *scalar_op(dt_tensor *x, float s, const dt_op_def *op, bool mul) {
     DT_CHECK_INPUTS(x);
-    if (!dt__need_f32(x, "scale") || !(x = dt__contig(x))) return NULL;
+    if (!dt__need_f32(x, op->name) || !(x = dt__contig(x))) return NULL;
     dt_tensor *y = dt__empty_like(x);
-    dt_node *n = dt__node_new(&op_scale, y, 1, &x);
+    dt_node *n = dt__node_new(op, y, 1, &x);
     if (!n) return NULL;
     n->fattr[0] = s;
     const float *X = x->data;
     float *Y = y->data;
     int64_t N = dt_numel(x);
+    if (mul) {
 #pragma omp parallel for schedule(static) if (N > PAR_MIN)
-    for (int64_t i = 0; i < N; i++) Y[i] = s * X[i];
+        for (int64_t i = 0; i < N; i++) Y[i] = s * X[i];
+    } else {
+#pragma omp parallel for schedule(static) if (N > PAR_MIN)
+        for (int64_t i = 0; i < N; i++) Y[i] = X[i] + s;
+    }
     return dt__node_commit(n);
 }
 
+dt_tensor *dt_scale(dt_tensor *x, float s) {
+    return scalar_op(x, s, &op_scale, true);
+}
+
 dt_tensor *dt_add_scalar(dt_tensor *x, float s) {
-    DT_CHECK_INPUTS(x);
-    if (!dt__need_f32(x, "add_scalar") || !(x = dt__contig(x))) return NULL;
-    dt_tensor *y = dt__empty_like(x);
-    dt_node *n = dt__node_new(&op_add_scalar, y, 1, &x);
-    if (!n) return NULL;
-    n->fattr[0] = s;
-    const float *X = x->data;
-    float *Y = y->data;
-    int64_t N = dt_numel(x);
-#pragma omp parallel for schedule(static) if (N > PAR_MIN)
-    for (int64_t i = 0; i < N; i++) Y[i] = X[i] + s;
-    return dt__node_commit(n);
+    return scalar_op(x, s, &op_add_scalar, false);
 }
 
 /* ---- relu: a NaN stays NaN (as in PyTorch: bad values must reach the loss, not vanish into
