@@ -5,6 +5,7 @@
 #ifndef BENCH_GPT_SETUP_H
 #define BENCH_GPT_SETUP_H
 
+#include "bench_clock.h"
 #include "dtrain/nn.h"
 
 #include <stdio.h>
@@ -30,17 +31,6 @@ typedef struct bench_step {
     float loss;
     dt_flops flops;
 } bench_step;
-
-static double bench_now(clockid_t id) {
-    struct timespec t;
-    clock_gettime(id, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int bench_cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* --iters --batch --seq --d-model --heads --layers --vocab --threads over g's defaults; 2 (and
  * a message) for an unknown option. */

@@ -8,6 +8,8 @@
  *   /tmp/lm_step step MODEL_DIR BATCH SEQ ITERS THREADS
  *   /tmp/lm_step generate MODEL_DIR PROMPT_LEN NEW_TOKENS THREADS
  */
+#include "bench_clock.h"
+
 #include <dtrain/lm.h>
 #include <dtrain/optim.h>
 
@@ -16,25 +18,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* CPU seconds of the whole process: on a shared machine, the work without other processes'
- * time slices. */
-static double cpu_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static long peak_rss_mb(void) {
     struct rusage u;
@@ -63,8 +46,8 @@ static int run_step(dt_lm *m, int64_t B, int64_t T, int iters) {
     }
     double *times = malloc((size_t)iters * sizeof *times), loss = 0, cpu0 = 0;
     for (int it = -2; it < iters; it++) { /* two warm-up steps */
-        if (it == 0) cpu0 = cpu_now();
-        double t0 = now();
+        if (it == 0) cpu0 = bench_cpu();
+        double t0 = bench_wall();
         dt_module_zero_grad_lazy(root);
         dt_tensor *ids = dt_tensor_from_i64(ctx, 2, (int64_t[]){B, T}, x);
         dt_tensor *tg = dt_tensor_from_i64(ctx, 1, (int64_t[]){B * T}, y);
@@ -74,10 +57,10 @@ static int run_step(dt_lm *m, int64_t B, int64_t T, int iters) {
             return fail("step");
         loss = dt_item(l);
         dt_ctx_reset(ctx);
-        if (it >= 0) times[it] = now() - t0;
+        if (it >= 0) times[it] = bench_wall() - t0;
     }
-    double cpu = (cpu_now() - cpu0) / iters;
-    qsort(times, (size_t)iters, sizeof *times, cmp_double);
+    double cpu = (bench_cpu() - cpu0) / iters;
+    qsort(times, (size_t)iters, sizeof *times, bench_cmp_double);
     printf("{\"impl\": \"dtrain\", \"what\": \"step\", \"batch\": %lld, \"seq\": %lld, "
            "\"step_ms\": %.1f, \"cpu_s_per_step\": %.2f, \"tokens_per_s\": %.0f, "
            "\"loss\": %.4f, \"peak_rss_mb\": %ld}\n",
@@ -96,9 +79,9 @@ static int run_generate(dt_lm *m, size_t prompt_len, size_t n) {
     size_t got = 0;
     if (dt_lm_generate(m, prompt, prompt_len, 8, &o, &out, &got) != DT_OK) return fail("warm-up");
     free(out);
-    double t0 = now(), c0 = cpu_now();
+    double t0 = bench_wall(), c0 = bench_cpu();
     if (dt_lm_generate(m, prompt, prompt_len, n, &o, &out, &got) != DT_OK) return fail("generate");
-    double dt = now() - t0, cpu = cpu_now() - c0;
+    double dt = bench_wall() - t0, cpu = bench_cpu() - c0;
     printf("{\"impl\": \"dtrain\", \"what\": \"generate\", \"prompt\": %zu, \"new_tokens\": %zu, "
            "\"seconds\": %.3f, \"cpu_s\": %.3f, \"tokens_per_s\": %.1f, \"peak_rss_mb\": %ld}\n",
            prompt_len, got - prompt_len, dt, cpu, (double)(got - prompt_len) / dt, peak_rss_mb());

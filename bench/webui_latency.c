@@ -26,6 +26,7 @@
  * The targets: a first chart after a start p95 <= 100 ms, a warm one <= 30 ms. Not a test:
  * nothing is asserted.
  */
+#include "bench_clock.h"
 #include "master/master.h"
 #include "web/web.h"
 #include "master/store.h"
@@ -36,29 +37,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static double cpu(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double pct(double *v, int n, double p) {
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    int i = (int)(p * (n - 1) + 0.5);
-    return v[i];
-}
 
 static int fill(const char *home, int trials, int points) {
     char p[512];
@@ -173,11 +151,11 @@ static void first_after_start(dt_master_opts *o, const char *home, int restarts,
                      "/api/v1/experiments/1/metrics?kind=%s&name=%s&x=batches&points=%d", kinds[k],
                      k ? "validation_loss" : "loss", chart);
             long bytes;
-            double s = now(), u = cpu();
+            double s = bench_wall(), u = bench_cpu();
             if (chart_get(c, path, f64, &bytes) != DT_OK)
                 fprintf(stderr, "%s: %s\n", path, dt_last_error());
-            lat[k][r] = now() - s;
-            lat[k + 2][r] = cpu() - u;
+            lat[k][r] = bench_wall() - s;
+            lat[k + 2][r] = bench_cpu() - u;
         }
         dt_client_call(c, "POST", "/api/v1/master/shutdown", NULL, NULL, NULL);
         pthread_join(th, NULL);
@@ -186,8 +164,8 @@ static void first_after_start(dt_master_opts *o, const char *home, int restarts,
     printf(",\"first_after_start%s\":{\"restarts\":%d", f64 ? "" : "_json", restarts);
     for (int k = 0; k < 2; k++) {
         printf(",\"%s\":{\"p50_ms\":%.2f,\"p95_ms\":%.2f,\"cpu_p50_ms\":%.2f,\"cpu_p95_ms\":%.2f}",
-               kinds[k], pct(lat[k], restarts, 0.5) * 1e3, pct(lat[k], restarts, 0.95) * 1e3,
-               pct(lat[k + 2], restarts, 0.5) * 1e3, pct(lat[k + 2], restarts, 0.95) * 1e3);
+               kinds[k], bench_pct(lat[k], restarts, 0.5) * 1e3, bench_pct(lat[k], restarts, 0.95) * 1e3,
+               bench_pct(lat[k + 2], restarts, 0.5) * 1e3, bench_pct(lat[k + 2], restarts, 0.95) * 1e3);
     }
     for (int k = 0; k < 4; k++) free(lat[k]);
     printf("}");
@@ -201,12 +179,12 @@ int main(int argc, char **argv) {
     if (restarts < 1) restarts = 1;
     char home[] = "/tmp/dtrain_webbench_XXXXXX";
     if (!mkdtemp(home)) return 1;
-    double t0 = now();
+    double t0 = bench_wall();
     if (fill(home, trials, points)) {
         fprintf(stderr, "bench_webui_latency: filling the store: %s\n", dt_last_error());
         return 1;
     }
-    fprintf(stderr, "store filled in %.1f s\n", now() - t0);
+    fprintf(stderr, "store filled in %.1f s\n", bench_wall() - t0);
     dt_master_opts o = {.host = "127.0.0.1", .port = 0, .slots = 1, .home = home, .quiet = true};
     o.routes = dt_web_routes(&o.n_routes);
     pthread_t th;
@@ -235,10 +213,10 @@ int main(int argc, char **argv) {
     long bytes[NP] = {0};
     for (int k = 0; k < NP; k++) lat[k] = calloc((size_t)reps, sizeof *lat[k]);
     for (int r = 0; r < reps; r++) {
-        double rs = now();
+        double rs = bench_wall();
         for (int k = 0; k < NP; k++) {
-            if (k == PAGE) round[r] = now() - rs;
-            double s = now();
+            if (k == PAGE) round[r] = bench_wall() - rs;
+            double s = bench_wall();
             dt_status st = DT_OK;
             if (k >= 4) {
                 st = chart_get(c, paths[k], k < PAGE, &bytes[k]);
@@ -251,7 +229,7 @@ int main(int argc, char **argv) {
                 json_decref(ans);
                 if (k == 0) dt_clear_error(), st = DT_OK; /* HTML is not JSON: timed all the same */
             }
-            lat[k][r] = now() - s;
+            lat[k][r] = bench_wall() - s;
             if (st != DT_OK) fprintf(stderr, "%s: %s\n", paths[k], dt_last_error());
         }
     }
@@ -264,25 +242,25 @@ int main(int argc, char **argv) {
                      "/api/v1/experiments/1/metrics?kind=training&name=loss&x=batches&points=%d",
                      chart - 100 + 2 * r + f);
             long b;
-            double s = now();
+            double s = bench_wall();
             if (chart_get(c, path, f == 0, &b) != DT_OK)
                 fprintf(stderr, "%s: %s\n", path, dt_last_error());
-            again[f][r] = now() - s;
+            again[f][r] = bench_wall() - s;
         }
     }
     printf("{\"bench\":\"webui_latency\",\"trials\":%d,\"points\":%d,\"repeats\":%d,"
            "\"chart_points\":%d,\"requests\":{",
            trials, points, reps, chart);
     for (int k = 0; k < NP; k++) {
-        double first = lat[k][0], p50 = pct(lat[k], reps, 0.5), p95 = pct(lat[k], reps, 0.95);
+        double first = lat[k][0], p50 = bench_pct(lat[k], reps, 0.5), p95 = bench_pct(lat[k], reps, 0.95);
         printf("%s\"%s%s\":{\"p50_ms\":%.2f,\"p95_ms\":%.2f,\"first_ms\":%.2f,\"bytes\":%ld}",
                k ? "," : "", paths[k], k >= 4 && k < PAGE ? "&format=f64" : "", p50 * 1e3,
                p95 * 1e3, first * 1e3, bytes[k]);
     }
-    printf("},\"page_p95_ms\":%.2f", pct(round, reps, 0.95) * 1e3);
+    printf("},\"page_p95_ms\":%.2f", bench_pct(round, reps, 0.95) * 1e3);
     for (int f = 0; f < 2; f++)
         printf(",\"reencoded%s\":{\"p50_ms\":%.2f,\"p95_ms\":%.2f}", f ? "_json" : "",
-               pct(again[f], reps, 0.5) * 1e3, pct(again[f], reps, 0.95) * 1e3);
+               bench_pct(again[f], reps, 0.5) * 1e3, bench_pct(again[f], reps, 0.95) * 1e3);
     /* page weight: the HTML page and the embedded files it loads */
     char cmd[1024];
     long html = 0, assets = 0;
