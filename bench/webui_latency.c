@@ -78,33 +78,32 @@ static int fill(const char *home, int trials, int points) {
     return 0;
 }
 
-/* GET a chart: JSON (parsed, as any API client would) or with format=f64 (its blocks walked,
- * as the page makes a typed-array view of each). Its size into *bytes. */
-static dt_status chart_get(dt_client *c, const char *path, bool f64, long *bytes) {
-    if (!f64) {
-        json_t *ans = NULL;
-        dt_status st = dt_client_call(c, "GET", path, NULL, &ans, NULL);
-        char *txt = ans ? json_dumps(ans, JSON_COMPACT) : NULL;
-        *bytes = txt ? (long)strlen(txt) : 0;
-        free(txt);
-        json_decref(ans);
-        return st;
-    }
+/* GET path, timed (wall and process CPU seconds into t[0], t[1]): JSON parsed, as any API
+ * client would, or with f64 the chart's binary form with its blocks walked, as the page makes
+ * a typed-array view of each. Its size into *bytes (measured after the timing). */
+static dt_status timed_get(dt_client *c, const char *path, bool f64, long *bytes, double t[2]) {
     char p[256], *body = NULL;
     size_t len = 0;
+    json_t *ans = NULL;
     snprintf(p, sizeof p, "%s&format=f64", path);
-    dt_status st = dt__client_get_bytes(c, p, &body, &len);
-    *bytes = (long)len;
-    if (st == DT_OK && (len < 16 || memcmp(body, "DTCHART1", 8)))
+    double s = bench_wall(), u = bench_cpu();
+    dt_status st = f64 ? dt__client_get_bytes(c, p, &body, &len)
+                       : dt_client_call(c, "GET", path, NULL, &ans, NULL);
+    if (f64 && st == DT_OK && (len < 16 || memcmp(body, "DTCHART1", 8)))
         st = dt_error(DT_ERR_IO, "%s: not a binary chart", p);
     uint32_t hl = 0;
-    if (st == DT_OK) memcpy(&hl, body + 8, 4);
-    for (size_t off = 16 + hl; st == DT_OK && off < len;) {
+    if (f64 && st == DT_OK) memcpy(&hl, body + 8, 4);
+    for (size_t off = 16 + hl; f64 && st == DT_OK && off < len;) {
         double h[4];
         memcpy(h, body + off, sizeof h);
         off += 32 + 16 * (size_t)h[2];
         if (off > len) st = dt_error(DT_ERR_IO, "%s: a series past the end", p);
     }
+    t[0] = bench_wall() - s, t[1] = bench_cpu() - u;
+    char *txt = ans ? json_dumps(ans, JSON_COMPACT) : NULL;
+    *bytes = f64 ? (long)len : txt ? (long)strlen(txt) : 0;
+    free(txt);
+    json_decref(ans);
     free(body);
     return st;
 }
@@ -151,11 +150,11 @@ static void first_after_start(dt_master_opts *o, const char *home, int restarts,
                      "/api/v1/experiments/1/metrics?kind=%s&name=%s&x=batches&points=%d", kinds[k],
                      k ? "validation_loss" : "loss", chart);
             long bytes;
-            double s = bench_wall(), u = bench_cpu();
-            if (chart_get(c, path, f64, &bytes) != DT_OK)
+            double t[2];
+            if (timed_get(c, path, f64, &bytes, t) != DT_OK)
                 fprintf(stderr, "%s: %s\n", path, dt_last_error());
-            lat[k][r] = bench_wall() - s;
-            lat[k + 2][r] = bench_cpu() - u;
+            lat[k][r] = t[0];
+            lat[k + 2][r] = t[1];
         }
         dt_client_call(c, "POST", "/api/v1/master/shutdown", NULL, NULL, NULL);
         pthread_join(th, NULL);
@@ -216,20 +215,10 @@ int main(int argc, char **argv) {
         double rs = bench_wall();
         for (int k = 0; k < NP; k++) {
             if (k == PAGE) round[r] = bench_wall() - rs;
-            double s = bench_wall();
-            dt_status st = DT_OK;
-            if (k >= 4) {
-                st = chart_get(c, paths[k], k < PAGE, &bytes[k]);
-            } else {
-                json_t *ans = NULL;
-                st = dt_client_call(c, "GET", paths[k], NULL, &ans, NULL);
-                char *txt = k > 0 && ans ? json_dumps(ans, JSON_COMPACT) : NULL;
-                bytes[k] = txt ? (long)strlen(txt) : 0;
-                free(txt);
-                json_decref(ans);
-                if (k == 0) dt_clear_error(), st = DT_OK; /* HTML is not JSON: timed all the same */
-            }
-            lat[k][r] = bench_wall() - s;
+            double t[2];
+            dt_status st = timed_get(c, paths[k], k >= 4 && k < PAGE, &bytes[k], t);
+            if (k == 0) dt_clear_error(), st = DT_OK; /* HTML is not JSON: timed all the same */
+            lat[k][r] = t[0];
             if (st != DT_OK) fprintf(stderr, "%s: %s\n", paths[k], dt_last_error());
         }
     }
@@ -242,10 +231,10 @@ int main(int argc, char **argv) {
                      "/api/v1/experiments/1/metrics?kind=training&name=loss&x=batches&points=%d",
                      chart - 100 + 2 * r + f);
             long b;
-            double s = bench_wall();
-            if (chart_get(c, path, f == 0, &b) != DT_OK)
+            double t[2];
+            if (timed_get(c, path, f == 0, &b, t) != DT_OK)
                 fprintf(stderr, "%s: %s\n", path, dt_last_error());
-            again[f][r] = bench_wall() - s;
+            again[f][r] = t[0];
         }
     }
     printf("{\"bench\":\"webui_latency\",\"trials\":%d,\"points\":%d,\"repeats\":%d,"
